@@ -1,0 +1,1 @@
+"""Front end: DSL text -> syntax tree (parser.py) -> tile specs (build.py)."""

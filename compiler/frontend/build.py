@@ -1,0 +1,388 @@
+"""Syntax tree -> `FileSpec`: vocabulary checks with located diagnostics.
+
+This layer knows the words of the DSL (which statements exist, which keys each takes, which names are
+element types, spaces, majors, swizzles) and reports misspellings at the exact token with a
+"did you mean" hint. Whether a combination is *legal* (M=96, N=260, a type for a kind, a selector for
+a shape) is the `verify` pass's job, driven by the PTX tables.
+"""
+from __future__ import annotations
+
+import difflib
+
+from ..diagnostics import CompileError, Diagnostic, Loc
+from ..spec import (OPERAND_NAMES, FileSpec, OperandSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
+from ..targets import TARGETS, parse_version
+from ..types import TYPES
+from .parser import Arg, FileNode, Statement, Value, parse
+
+ENGINES = ("tcgen05", "mma.sp", "mma")
+SPACES = ("global", "smem", "tmem", "reg")
+MAJORS = ("K", "MN")
+SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B", "auto")
+RATIOS = ("2:4", "1:2", "4:8")
+METADATA_SOURCES = ("runtime", "static")
+BLOCK_SCALE_VECS = {"16": "block16", "32": "block32", "1X": "scale_vec::1X", "2X": "scale_vec::2X",
+                    "4X": "scale_vec::4X", "block16": "block16", "block32": "block32"}
+
+
+class _Fail(Exception):
+    pass
+
+
+def _did_you_mean(word: str, choices) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    listing = ", ".join(choices) if len(choices) <= 16 else ", ".join(list(choices)[:16]) + ", ..."
+    if close:
+        return f"did you mean '{close[0]}'? (one of: {listing})"
+    return f"expected one of: {listing}"
+
+
+class Builder:
+    def __init__(self, filename: str, source: str):
+        self.filename = filename
+        self.source = source
+        self.diags: list[Diagnostic] = []
+
+    # -- reporting -------------------------------------------------------------------------------
+    def error(self, message: str, loc: Loc | None, hint: str | None = None):
+        self.diags.append(Diagnostic(message, loc, hint))
+        raise _Fail
+
+    # -- value parsers ---------------------------------------------------------------------------
+    def int_value(self, v: Value, what: str) -> int:
+        if v.kind == "atom":
+            t = v.text.lower()
+            try:
+                if t.startswith("0x"):
+                    return int(t, 16)
+                if t.startswith("0b"):
+                    return int(t, 2)
+                if t.isdigit():
+                    return int(t)
+            except ValueError:
+                pass
+        self.error(f"{what} must be an integer, found '{v.text or '[...]'}'", v.loc)
+
+    def word(self, v: Value, what: str, choices) -> str:
+        if v.kind in ("atom", "ratio") and v.text in choices:
+            return v.text
+        shown = v.text if v.kind != "list" else "[...]"
+        self.error(f"unknown {what} '{shown}'", v.loc, _did_you_mean(shown, choices))
+
+    def int_list(self, v: Value, what: str) -> tuple[int, ...]:
+        """A list of integers; `a..b` inside a list is an inclusive range."""
+        if v.kind != "list":
+            self.error(f"{what} must be a list such as [0, 4..7]", v.loc)
+        out: list[int] = []
+        for item in v.items:
+            if item.kind == "atom" and ".." in item.text:
+                lo, _, hi = item.text.partition("..")
+                a = self.int_value(Value("atom", lo, item.loc), what)
+                b = self.int_value(Value("atom", hi, item.loc), what)
+                if b < a:
+                    self.error(f"empty range '{item.text}' in {what}", item.loc)
+                out.extend(range(a, b + 1))
+            else:
+                out.append(self.int_value(item, what))
+        return tuple(out)
+
+    # -- statements ------------------------------------------------------------------------------
+    def split_args(self, st: Statement, keys: dict, flags=(), max_bare=0):
+        """Check a statement's args against its schema; returns (bare values, {key: Arg})."""
+        bare, kv = [], {}
+        for a in st.args:
+            if a.key is None:
+                if a.value.kind == "atom" and a.value.text in flags:
+                    kv[a.value.text] = a
+                    continue
+                if len(bare) >= max_bare:
+                    extra = f"; flags: {', '.join(flags)}" if flags else ""
+                    if keys:
+                        self.error(f"unexpected '{a.value.text or '[...]'}' in '{st.head}'", a.value.loc,
+                                   f"'{st.head}' takes {', '.join(k + '=' for k in keys)}{extra}")
+                    self.error(f"unexpected '{a.value.text or '[...]'}' in '{st.head}'", a.value.loc,
+                               f"'{st.head}' takes {max_bare} value(s){extra}")
+                bare.append(a.value)
+            else:
+                if a.key not in keys:
+                    self.error(f"unknown key '{a.key}' in '{st.head}'", a.key_loc, _did_you_mean(a.key, list(keys)))
+                if a.key in kv:
+                    self.error(f"'{a.key}' given twice in '{st.head}'", a.key_loc)
+                kv[a.key] = a
+        return bare, kv
+
+    def build(self, node: FileNode) -> FileSpec:
+        target = None
+        ptx = None
+        locs: dict[str, Loc] = {}
+        for st in node.statements:
+            try:
+                if st.kind != "keyword" or st.head not in ("target", "ptx"):
+                    self.error(f"unexpected statement '{st.head}' outside a tile", st.loc,
+                               "at file level only 'target NAME;', 'ptx X.Y;' and 'tile NAME { ... }' are allowed")
+                bare, _ = self.split_args(st, {}, max_bare=1)
+                if not bare:
+                    self.error(f"'{st.head}' needs a value", st.end_loc)
+                v = bare[0]
+                if st.head == "target":
+                    if target is not None:
+                        self.error("target given twice", st.loc)
+                    target = self.word(v, "target", list(TARGETS))
+                    locs["target"] = v.loc
+                else:
+                    ver = parse_version(v.text) if v.kind == "atom" else None
+                    if ver is None:
+                        self.error(f"PTX version must look like 8.6, found '{v.text}'", v.loc)
+                    ptx = ver
+                    locs["ptx"] = v.loc
+            except _Fail:
+                pass
+        tiles = []
+        names: dict[str, Loc] = {}
+        for tn in node.tiles:
+            if tn.name in names:
+                self.diags.append(Diagnostic(f"tile '{tn.name}' is defined twice", tn.name_loc,
+                                             f"first defined at {names[tn.name]}"))
+                continue
+            names[tn.name] = tn.name_loc
+            t = self.build_tile(tn)
+            if t is not None:
+                tiles.append(t)
+        if target is None and not self.diags:
+            self.diags.append(Diagnostic("missing 'target' statement", Loc(self.filename, 1, 1),
+                                         "start the file with e.g. 'target sm_100a;' (or pass --arch)"))
+        if not node.tiles and not self.diags:
+            self.diags.append(Diagnostic("no tile in file", Loc(self.filename, 1, 1),
+                                         "add 'tile NAME { ... }'"))
+        return FileSpec(target or "", tiles, ptx, self.filename, locs)
+
+    def build_tile(self, tn) -> TileSpec | None:
+        locs: dict[str, Loc] = {"tile": tn.name_loc}
+        f: dict = {"operands": {}}
+        seen: dict[str, Loc] = {}
+        before = len(self.diags)
+        for st in tn.statements:
+            try:
+                key = st.head if st.kind == "keyword" else f"operand {st.head}"
+                if key in seen:
+                    self.error(f"'{st.head}' given twice in tile '{tn.name}'", st.loc, f"first given at {seen[key]}")
+                seen[key] = st.loc
+                if st.kind == "operand":
+                    self.operand(st, f, locs)
+                else:
+                    handler = _KEYWORDS.get(st.head)
+                    if handler is None:
+                        self.error(f"unknown statement '{st.head}'", st.loc, _did_you_mean(st.head, list(_KEYWORDS)))
+                    locs[st.head] = st.loc
+                    handler(self, st, f, locs)
+            except _Fail:
+                pass
+        if len(self.diags) > before:
+            return None
+        try:
+            if "engine" not in f:
+                self.error(f"tile '{tn.name}' has no 'engine' statement", tn.name_loc,
+                           "add e.g. 'engine tcgen05;' or 'engine mma.sp;'")
+            if "m" not in f:
+                self.error(f"tile '{tn.name}' has no 'shape' statement", tn.name_loc,
+                           "add e.g. 'shape M=128 N=256 K=16;'")
+        except _Fail:
+            return None
+        return TileSpec(name=tn.name, locs=locs, **f)
+
+    def operand(self, st: Statement, f: dict, locs: dict):
+        name = st.head
+        if name not in OPERAND_NAMES:
+            self.error(f"unknown operand '{name}'", st.loc, _did_you_mean(name, OPERAND_NAMES))
+        bare, kv = self.split_args(st, {"major": None, "swizzle": None}, max_bare=2)
+        if len(bare) < 2:
+            self.error(f"operand {name} needs an element type and a space", st.end_loc,
+                       f"e.g. '{name}: bf16 smem;'")
+        locs[name] = st.loc
+        dtype = self.word(bare[0], "element type", list(TYPES))
+        locs[f"{name}.dtype"] = bare[0].loc
+        space = self.word(bare[1], "memory space", SPACES)
+        locs[f"{name}.space"] = bare[1].loc
+        major = swizzle = None
+        if "major" in kv:
+            major = self.word(kv["major"].value, "major-ness", MAJORS)
+            locs[f"{name}.major"] = kv["major"].value.loc
+        if "swizzle" in kv:
+            swizzle = self.word(kv["swizzle"].value, "swizzle", SWIZZLES)
+            locs[f"{name}.swizzle"] = kv["swizzle"].value.loc
+        f["operands"][name] = OperandSpec(dtype, space, major, swizzle)
+
+    def engine(self, st, f, locs):
+        bare, kv = self.split_args(st, {"cta_group": None, "kind": None, "collector": None},
+                                   flags=("ws", "ashift"), max_bare=1)
+        if not bare:
+            self.error("'engine' needs an engine name", st.end_loc, "one of: " + ", ".join(ENGINES))
+        f["engine"] = self.word(bare[0], "engine", ENGINES)
+        locs["engine.name"] = bare[0].loc
+        if "cta_group" in kv:
+            v = kv["cta_group"].value
+            f["cta_group"] = self.int_value(v, "cta_group")
+            locs["engine.cta_group"] = v.loc
+        if "kind" in kv:
+            v = kv["kind"].value
+            f["kind"] = v.text
+            locs["engine.kind"] = v.loc
+        if "collector" in kv:
+            v = kv["collector"].value
+            f["collector"] = v.text
+            locs["engine.collector"] = v.loc
+        for flag in ("ws", "ashift"):
+            if flag in kv:
+                f[flag] = True
+                locs[f"engine.{flag}"] = kv[flag].value.loc
+
+    def shape(self, st, f, locs):
+        _, kv = self.split_args(st, {"M": None, "N": None, "K": None})
+        for dim in ("M", "N", "K"):
+            if dim not in kv:
+                self.error(f"'shape' is missing {dim}=", st.end_loc, "write 'shape M=.. N=.. K=..;'")
+        for dim in ("M", "N", "K"):
+            v = kv[dim].value
+            f[dim.lower()] = self.int_value(v, f"shape {dim}")
+            locs[f"shape.{dim}"] = v.loc
+
+    def loop(self, st, f, locs):
+        _, kv = self.split_args(st, {"K": None})
+        if "K" not in kv:
+            self.error("'loop' needs K=", st.end_loc, "write e.g. 'loop K=64;'")
+        v = kv["K"].value
+        f["k_total"] = self.int_value(v, "loop K")
+        locs["loop.K"] = v.loc
+
+    def sparsity(self, st, f, locs):
+        bare, kv = self.split_args(st, {"metadata": None, "pattern": None, "rows": None, "selector": None},
+                                   max_bare=1)
+        if not bare:
+            self.error("'sparsity' needs a ratio", st.end_loc, "one of: " + ", ".join(RATIOS))
+        ratio = self.word(bare[0], "sparsity ratio", RATIOS)
+        locs["sparsity.ratio"] = bare[0].loc
+        sp = SparsitySpec(ratio)
+        if "metadata" in kv:
+            sp.metadata = self.word(kv["metadata"].value, "metadata source", METADATA_SOURCES)
+            locs["sparsity.metadata"] = kv["metadata"].value.loc
+        if "pattern" in kv:
+            sp.pattern = kv["pattern"].value.text
+            locs["sparsity.pattern"] = kv["pattern"].value.loc
+        if "rows" in kv:
+            sp.rows = self.rows(kv["rows"].value)
+            locs["sparsity.rows"] = kv["rows"].value.loc
+        if "selector" in kv:
+            sp.selector = self.int_value(kv["selector"].value, "selector")
+            locs["sparsity.selector"] = kv["selector"].value.loc
+        if (sp.pattern or sp.rows) and "metadata" not in kv:
+            sp.metadata = "static"
+        if sp.metadata == "static" and not (sp.pattern or sp.rows):
+            self.error("static metadata needs pattern=NAME or rows=[...]", st.loc)
+        if sp.metadata == "runtime" and (sp.pattern or sp.rows):
+            self.error("a pattern was given with metadata=runtime", locs.get("sparsity.metadata", st.loc),
+                       "use metadata=static, or drop the pattern")
+        if sp.pattern and sp.rows:
+            self.error("give either pattern= or rows=, not both", locs["sparsity.rows"])
+        f["sparsity"] = sp
+
+    def rows(self, v: Value) -> tuple:
+        """rows=[[0:1, 2:3], [1:3]]: per row, per chunk, the kept positions (`a:b` pair or one index)."""
+        if v.kind != "list" or not v.items or any(r.kind != "list" or not r.items for r in v.items):
+            self.error("rows must be a non-empty list of non-empty lists, e.g. [[0:1, 2:3], [1:2]]", v.loc)
+        out = []
+        for r in v.items:
+            row = []
+            for c in r.items:
+                if c.kind == "ratio":
+                    a, b = c.text.split(":")
+                    row.append((int(a), int(b)))
+                else:
+                    row.append((self.int_value(c, "kept position"),))
+            out.append(tuple(row))
+        return tuple(out)
+
+    def block_scale(self, st, f, locs):
+        _, kv = self.split_args(st, {"vec": None})
+        if "vec" not in kv:
+            self.error("'block_scale' needs vec=", st.end_loc, "vec=16, 32, 1X, 2X or 4X")
+        v = kv["vec"].value
+        f["block_scale"] = BLOCK_SCALE_VECS[self.word(v, "scale vector size", list(BLOCK_SCALE_VECS))]
+        locs["block_scale.vec"] = v.loc
+
+    def negate(self, st, f, locs):
+        bare, _ = self.split_args(st, {}, max_bare=2)
+        if not bare:
+            self.error("'negate' needs A and/or B", st.end_loc)
+        for v in bare:
+            which = self.word(v, "operand to negate", ("A", "B"))
+            f[f"negate_{which.lower()}"] = True
+            locs[f"negate.{which}"] = v.loc
+
+    def saturate(self, st, f, locs):
+        self.split_args(st, {})
+        f["saturate"] = True
+
+    def _one_int(self, st, f, locs, field_name):
+        bare, _ = self.split_args(st, {}, max_bare=1)
+        if not bare:
+            self.error(f"'{st.head}' needs a value", st.end_loc)
+        f[field_name] = self.int_value(bare[0], st.head)
+        locs[f"{st.head}.value"] = bare[0].loc
+
+    def max_shift(self, st, f, locs):
+        self._one_int(st, f, locs, "max_shift")
+
+    def scale_input_d(self, st, f, locs):
+        self._one_int(st, f, locs, "scale_input_d")
+
+    def disable_output_lane(self, st, f, locs):
+        bare, _ = self.split_args(st, {}, max_bare=1)
+        if not bare:
+            self.error("'disable_output_lane' needs a list of 32-bit masks", st.end_loc)
+        f["disable_output_lane"] = self.int_list(bare[0], "disable_output_lane")
+        locs["disable_output_lane.value"] = bare[0].loc
+
+    def zero_columns(self, st, f, locs):
+        _, kv = self.split_args(st, {"mask": None, "cols": None, "shift": None})
+        z = ZeroColumnsSpec()
+        if "mask" in kv:
+            z.value = self.int_value(kv["mask"].value, "zero-column mask descriptor")
+            locs["zero_columns.mask"] = kv["mask"].value.loc
+        if "cols" in kv:
+            v = kv["cols"].value
+            if v.kind == "list" and v.items and all(i.kind == "list" for i in v.items):
+                z.columns = tuple(self.int_list(i, "zeroed columns") for i in v.items)
+            else:
+                z.columns = (self.int_list(v, "zeroed columns"),)
+            locs["zero_columns.cols"] = v.loc
+        if "shift" in kv:
+            z.shift = self.int_value(kv["shift"].value, "column shift")
+            locs["zero_columns.shift"] = kv["shift"].value.loc
+        if (z.value is None) == (z.columns is None):
+            self.error("'zero_columns' needs exactly one of mask=0x... or cols=[...]", st.loc)
+        f["zero_columns"] = z
+
+
+_KEYWORDS = {
+    "engine": Builder.engine,
+    "shape": Builder.shape,
+    "loop": Builder.loop,
+    "sparsity": Builder.sparsity,
+    "block_scale": Builder.block_scale,
+    "negate": Builder.negate,
+    "saturate": Builder.saturate,
+    "max_shift": Builder.max_shift,
+    "scale_input_d": Builder.scale_input_d,
+    "disable_output_lane": Builder.disable_output_lane,
+    "zero_columns": Builder.zero_columns,
+}
+
+
+def parse_spec(text: str, filename: str = "<string>") -> FileSpec:
+    """Parse DSL text into a FileSpec, or raise CompileError with every diagnostic found."""
+    node = parse(text, filename)
+    b = Builder(filename, text)
+    spec = b.build(node)
+    if b.diags:
+        raise CompileError(b.diags, text)
+    return spec

@@ -1,0 +1,119 @@
+"""Pass manager: resolves the pipeline order from requires/provides and runs passes with the IR
+verifier between them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..diagnostics import CompileError, Diagnostic
+from ..ir import IRError, print_op, verify_module
+from . import PassContext, get_pass_class, pass_names
+
+
+class PipelineError(Exception):
+    """A pipeline that cannot run: unknown pass, cycle, missing provider (a usage error, exit 2)."""
+
+
+def registry_key(names: list[str]) -> str:
+    """A string identifying the registry contents that decide the order."""
+    parts = []
+    for n in names:
+        c = get_pass_class(n)
+        parts.append(f"{n}<{','.join(c.requires)}>{','.join(c.provides)}")
+    return ";".join(parts)
+
+
+# Baked result of `resolve_order_with_graph(pass_names())` for the built-in registry; see
+# compiler/passes/__init__.py for why, and tests/test_pass_manager.py for the check.
+BAKED_KEY = ("verify<>verified;layout-selection<verified>layouts;"
+             "sparse-metadata-packing<verified>metadata;"
+             "descriptor-materialization<layouts>descriptors;"
+             "ptx-emission<descriptors,metadata>ptx")
+BAKED_ORDER = ("verify", "layout-selection", "descriptor-materialization", "sparse-metadata-packing",
+               "ptx-emission")
+
+
+def build_graph(names: list[str]):
+    """The pass graph: an edge P -> Q when Q requires a fact P provides."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    providers: dict[str, list[str]] = {}
+    for n in names:
+        g.add_node(n)
+        for fact in get_pass_class(n).provides:
+            providers.setdefault(fact, []).append(n)
+    for n in names:
+        for fact in get_pass_class(n).requires:
+            if fact not in providers:
+                raise PipelineError(f"pass '{n}' requires '{fact}', which no registered pass provides")
+            for p in providers[fact]:
+                g.add_edge(p, n, fact=fact)
+    return g
+
+
+def resolve_order_with_graph(names: list[str]) -> tuple[str, ...]:
+    import networkx as nx
+
+    g = build_graph(names)
+    try:
+        cycle = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        raise PipelineError("pass dependency cycle: " + " -> ".join([e[0] for e in cycle] + [cycle[0][0]]))
+    index = {n: i for i, n in enumerate(names)}
+    # Registration order breaks ties, so the order is deterministic and stable.
+    return tuple(nx.lexicographical_topological_sort(g, key=lambda n: index[n]))
+
+
+def default_order() -> tuple[str, ...]:
+    names = pass_names()
+    if registry_key(names) == BAKED_KEY:
+        return BAKED_ORDER
+    return resolve_order_with_graph(names)
+
+
+def check_pipeline(names: list[str]) -> None:
+    """An explicit pipeline must name known passes, each after the providers of what it requires."""
+    known = set(pass_names())
+    have: set[str] = set()
+    for n in names:
+        if n not in known:
+            import difflib
+            close = difflib.get_close_matches(n, sorted(known), n=1)
+            raise PipelineError(f"unknown pass '{n}'" + (f"; did you mean '{close[0]}'?" if close else "")
+                                + f" (passes: {', '.join(pass_names())})")
+        cls = get_pass_class(n)
+        for fact in cls.requires:
+            if fact not in have:
+                providers = [p for p in pass_names() if fact in get_pass_class(p).provides]
+                raise PipelineError(f"pass '{n}' requires '{fact}'; run {' or '.join(providers) or '?'} before it")
+        have.update(cls.provides)
+
+
+@dataclass
+class PassManager:
+    names: tuple[str, ...]
+    print_after: set[str] = field(default_factory=set)   # pass names, or {"*"} for all
+    ir_sink: list[str] | None = None                     # printed IR dumps are appended here
+
+    @classmethod
+    def default(cls, **kw) -> "PassManager":
+        return cls(default_order(), **kw)
+
+    @classmethod
+    def from_names(cls, names: list[str], **kw) -> "PassManager":
+        check_pipeline(names)
+        return cls(tuple(names), **kw)
+
+    def run(self, module, ctx: PassContext):
+        for n in self.names:
+            get_pass_class(n)().apply(module, ctx)
+            try:
+                verify_module(module)
+            except IRError as e:   # a compiler bug, not a user error: say which pass broke the IR
+                raise CompileError([Diagnostic(f"internal error: IR invalid after pass '{n}': {e}")],
+                                   ctx.source) from e
+            if self.ir_sink is not None and ("*" in self.print_after or n in self.print_after):
+                self.ir_sink.append(f"// -----// IR Dump After {n} //----- //\n{print_op(module)}\n")
+        return module

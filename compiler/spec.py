@@ -1,0 +1,92 @@
+"""Tile specs: the plain-data form of a tile, shared by the DSL front end and the Python API.
+
+A `FileSpec` holds a target, an optional PTX version and tiles. Field values are plain Python; `locs`
+maps a field path ("shape.N", "A.swizzle", "sparsity.selector", ...) to the source location it was
+written at, so that any check can blame the exact token. Specs built in code have no locs; their
+diagnostics point at the tile as a whole.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .diagnostics import Loc
+
+OPERAND_NAMES = ("A", "B", "C", "D", "SFA", "SFB")
+
+
+@dataclass
+class OperandSpec:
+    dtype: str
+    space: str                      # global | smem | tmem | reg
+    major: str | None = None        # K | MN (smem operands)
+    swizzle: str | None = None      # none | 32B | 64B | 128B | 128B_base32B | auto
+
+
+@dataclass
+class SparsitySpec:
+    ratio: str                      # 2:4 | 1:2 | 4:8
+    metadata: str = "runtime"       # runtime (read from global memory) | static (in the spec)
+    pattern: str | None = None      # a named repeating pattern (static metadata)
+    rows: tuple | None = None       # per-row kept positions (static metadata), cycled over rows
+    selector: int = 0
+
+
+@dataclass
+class ZeroColumnsSpec:
+    value: int | None = None        # a raw 64-bit zero-column mask descriptor
+    columns: tuple | None = None    # wanted zeroed columns, one tuple of ints per sub-mask
+    shift: int = 0
+
+
+@dataclass
+class TileSpec:
+    name: str
+    engine: str                     # tcgen05 | mma.sp
+    m: int
+    n: int
+    k: int
+    operands: dict[str, OperandSpec]
+    k_total: int | None = None      # the tile's whole K (a loop of instructions); None = one instruction
+    kind: str | None = None         # tcgen05 kind / mma.sp kind; None = inferred from the types
+    cta_group: int = 1
+    ws: bool = False
+    collector: str | None = None
+    ashift: bool = False
+    sparsity: SparsitySpec | None = None
+    block_scale: str | None = None  # block16 | block32 | scale_vec::1X | 2X | 4X
+    negate_a: bool = False
+    negate_b: bool = False
+    saturate: bool = False
+    max_shift: int = 0
+    scale_input_d: int | None = None
+    disable_output_lane: tuple | None = None
+    zero_columns: ZeroColumnsSpec | None = None
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
+
+    def loc(self, key: str | None = None) -> Loc | None:
+        """The location of a field, falling back to its statement, then to the tile."""
+        while key:
+            if key in self.locs:
+                return self.locs[key]
+            key = key.rpartition(".")[0]
+        return self.locs.get("tile")
+
+    @property
+    def total_k(self) -> int:
+        return self.k_total if self.k_total is not None else self.k
+
+
+@dataclass
+class FileSpec:
+    target: str
+    tiles: list[TileSpec]
+    ptx_version: tuple[int, int] | None = None
+    filename: str = "<string>"
+    locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
+
+    def loc(self, key: str | None = None) -> Loc | None:
+        return self.locs.get(key) if key else None
+
+
+def with_target(spec: FileSpec, target: str) -> FileSpec:
+    return replace(spec, target=target)
