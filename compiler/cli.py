@@ -1,0 +1,214 @@
+"""Command line: `tilec compile | opt | passes | explain`.
+
+Exit codes: 0 success, 1 bad input (located diagnostics on stderr), 2 usage error, 3 internal error.
+Outputs are written atomically (temporary file in the same directory, then rename) and never over
+the input file.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    with open(path, encoding="utf-8") as f:
+        return f.read(), path
+
+
+def write_output(path: str | None, text: str, input_path: str | None = None) -> None:
+    """Write `text` to `path` ('-' or None = stdout) atomically."""
+    if path in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    if input_path not in (None, "-") and os.path.exists(path) and os.path.samefile(path, input_path):
+        raise UsageError(f"refusing to overwrite the input file '{path}'")
+    import tempfile
+
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser():
+    import argparse
+
+    p = argparse.ArgumentParser(prog="tilec", description="GEMM tile DSL -> PTX for NVIDIA tensor cores")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    c = sub.add_parser("compile", help="compile a tile file to PTX")
+    c.add_argument("file", help="input .tile file, or - for stdin")
+    c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
+    c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
+    c.add_argument("--ptx-version", help="PTX ISA version X.Y, overriding the file's 'ptx'")
+    c.add_argument("--emit", choices=("ptx", "ir", "json"), default="ptx")
+    c.add_argument("--print-ir-after-all", action="store_true", help="dump the IR after every pass (stderr)")
+    c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
+
+    o = sub.add_parser("opt", help="run a pass pipeline and print the IR")
+    o.add_argument("file")
+    o.add_argument("-o", "--output")
+    o.add_argument("--passes", help="comma-separated pass names (default: the whole pipeline)")
+    o.add_argument("--arch")
+    o.add_argument("--ptx-version")
+    o.add_argument("--print-ir-after-all", action="store_true")
+    o.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
+
+    ps = sub.add_parser("passes", help="list the passes and the pass graph")
+    ps.add_argument("--graph", action="store_true", help="print the dependency edges")
+
+    e = sub.add_parser("explain", help="decode a descriptor field by field")
+    e.add_argument("what", help="idesc | smem-desc | zcm")
+    e.add_argument("value", help="the descriptor value (hex or decimal)")
+    e.add_argument("--kind", help="MMA kind (idesc): f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4")
+    e.add_argument("--m", type=int, help="M (zcm)")
+    e.add_argument("--n", type=int, help="N (zcm)")
+    e.add_argument("--json", action="store_true")
+    return p
+
+
+def _version(text: str | None):
+    if text is None:
+        return None
+    from .targets import parse_version
+
+    v = parse_version(text)
+    if v is None:
+        raise UsageError(f"--ptx-version must look like 8.6, got '{text}'")
+    return v
+
+
+def _cmd_compile(args, opt_mode: bool) -> int:
+    from .driver import compile_source
+
+    text, name = _read_input(args.file)
+    passes = None
+    if opt_mode and args.passes:
+        passes = [p.strip() for p in args.passes.split(",") if p.strip()]
+    after = set(args.print_ir_after)
+    if args.print_ir_after_all:
+        after.add("*")
+    if after and "*" not in after:
+        from .passes import pass_names
+
+        for n in after:
+            if n not in pass_names():
+                raise UsageError(f"--print-ir-after: unknown pass '{n}' (passes: {', '.join(pass_names())})")
+    result = compile_source(text, name, arch=args.arch, ptx_version=_version(args.ptx_version),
+                            passes=passes, print_ir_after=after)
+    for dump in result.ir_dumps:
+        sys.stderr.write(dump)
+    if opt_mode or args.emit == "ir":
+        out = result.ir() + "\n"
+    elif args.emit == "json":
+        import json
+
+        out = json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
+    else:
+        if result.ptx is None:
+            raise UsageError("the pipeline produced no PTX")
+        out = result.ptx
+    write_output(args.output, out, args.file)
+    return 0
+
+
+def _cmd_passes(args) -> int:
+    from .passes import get_pass_class, pass_names
+    from .passes.manager import default_order
+
+    lines = []
+    for n in default_order():
+        c = get_pass_class(n)
+        lines.append(f"{n:28} requires: {', '.join(c.requires) or '-':24} provides: {', '.join(c.provides)}")
+        if c.description:
+            lines.append(f"{'':28} {c.description}")
+    if args.graph:
+        from .passes.manager import build_graph
+
+        g = build_graph(pass_names())
+        lines.append("")
+        lines.append("digraph passes {")
+        for a, b, data in sorted(g.edges(data=True)):
+            lines.append(f'  "{a}" -> "{b}" [label="{data["fact"]}"];')
+        lines.append("}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _cmd_explain(args) -> int:
+    from .explain import EXPLAINERS
+
+    if args.what not in EXPLAINERS:
+        raise UsageError(f"explain: unknown descriptor '{args.what}' (one of: {', '.join(sorted(EXPLAINERS))})")
+    try:
+        value = int(args.value, 0)
+    except ValueError:
+        raise UsageError(f"explain: '{args.value}' is not a number (write 0x... or decimal)") from None
+    opts = {k: getattr(args, k) for k in ("kind", "m", "n") if getattr(args, k) is not None}
+    try:
+        ex = EXPLAINERS[args.what](value, **opts)
+    except TypeError as e:
+        raise UsageError(f"explain {args.what}: {e}") from None
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(ex.to_json(), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(ex.text().rstrip("\n") + "\n")
+    return 1 if ex.violations else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .diagnostics import CompileError
+
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:          # argparse already printed the usage message
+        return 2 if e.code else 0
+    try:
+        if args.cmd in ("compile", "opt"):
+            return _cmd_compile(args, args.cmd == "opt")
+        if args.cmd == "passes":
+            return _cmd_passes(args)
+        if args.cmd == "explain":
+            return _cmd_explain(args)
+    except CompileError as e:
+        sys.stderr.write(e.render() + "\n")
+        return 1
+    except UsageError as e:
+        sys.stderr.write(f"tilec: error: {e}\n")
+        return 2
+    except OSError as e:
+        sys.stderr.write(f"tilec: error: {e.strerror or e}: {e.filename or ''}\n")
+        return 2 if isinstance(e, FileNotFoundError) else 1
+    except Exception as e:            # a bug in tilec: say so plainly
+        from .passes.manager import PipelineError
+
+        if isinstance(e, PipelineError):
+            sys.stderr.write(f"tilec: error: {e}\n")
+            return 2
+        if os.environ.get("TILEC_DEBUG"):
+            raise
+        sys.stderr.write(f"tilec: internal error: {type(e).__name__}: {e}\n"
+                         "This is a bug in tilec; rerun with TILEC_DEBUG=1 for a traceback.\n")
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""`layout-selection`: major-ness, swizzle and the canonical shared-memory layout of each smem operand.
+
+For every tcgen05 operand in shared memory this pass fixes
+- the major-ness (as written; K when omitted),
+- the swizzle (as written, or `auto` = the widest swizzle the tile's contiguous extent fills),
+- the K extent staged in shared memory at a time (`k_block`: the whole loop when A and B fit in the
+  stage budget, else the largest power-of-two fraction that does),
+- the canonical layout of PTX 9.7.16.3.3 (compiler/layout.py) with its LBO/SBO (9.7.16.3.1/.3.2),
+- the operand's offset in the kernel's shared buffer (aligned to the swizzle repeat, so base offset 0).
+Sparse A is stored compressed: M x K/2 (PTX 9.7.16.10.8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..diagnostics import SpecError
+from ..ir import Op
+from . import Pass, PassContext
+
+STAGE_BUDGET = 96 * 1024     # bytes of A+B per K stage; leaves room on every sm_100 part (228 KB)
+
+
+def operand_extents(spec, name: str) -> tuple[int, int]:
+    """(MN, K) elements of operand `name` held by one CTA for one MMA's full K loop."""
+    sparse = spec.sparsity is not None
+    if name == "A":
+        return spec.m // spec.cta_group, (spec.total_k // 2 if sparse else spec.total_k)
+    return spec.n // spec.cta_group if spec.cta_group == 2 else spec.n, spec.total_k
+
+
+@dataclass(frozen=True)
+class LayoutSelection(Pass):
+    name = "layout-selection"
+    requires = ("verified",)
+    provides = ("layouts",)
+    description = "choose major-ness, swizzle and canonical smem layout (LBO/SBO) per smem operand"
+
+    def apply(self, module, ctx: PassContext) -> None:
+        for tile in module.ops("tilec.tile"):
+            if tile.attrs["engine"] != "tcgen05":
+                continue
+            try:
+                self.tile(tile)
+            except SpecError as e:
+                ctx.spec_error(e, tile.payload)
+
+    def tile(self, tile: Op) -> None:
+        from ..layout import canonical_layout, choose_swizzle, container_bits_for
+        from ..tcgen05_kinds import mma_k
+
+        spec = tile.payload
+        sparse = spec.sparsity is not None
+        step_k = mma_k(tile.attrs["kind"], sparse)
+        smem = [n for n in ("A", "B") if spec.operands[n].space == "smem"]
+
+        def plan(k_block: int):
+            out, offset = {}, 0
+            for name in smem:
+                o = spec.operands[name]
+                mn, _ = operand_extents(spec, name)
+                k = k_block // 2 if (name == "A" and sparse) else k_block
+                major = o.major or "K"
+                swz = o.swizzle or "auto"
+                bits = container_bits_for(o.dtype, tile.attrs["kind"])
+                if swz == "auto":
+                    swz = choose_swizzle(o.dtype, major, mn, k, container_bits=bits,
+                                         mma_k=step_k // 2 if (name == "A" and sparse) else step_k)
+                try:
+                    lay = canonical_layout(o.dtype, major, swz, mn, k, container_bits=bits)
+                except SpecError as e:
+                    # blame the operand's own statement (its swizzle, if written)
+                    field = f"{name}.swizzle" if o.swizzle else name
+                    raise SpecError(f"operand {name}: {e.message}", field, e.hint) from None
+                offset = -(-offset // lay.alignment) * lay.alignment
+                out[name] = (lay, offset)
+                offset += lay.size_bytes
+            return out, offset
+
+        k_block = spec.total_k
+        layouts, total = plan(k_block)
+        while total > STAGE_BUDGET and k_block % 2 == 0 and (k_block // 2) % step_k == 0:
+            k_block //= 2
+            layouts, total = plan(k_block)
+        if total > STAGE_BUDGET:
+            raise SpecError(f"one K stage of this tile needs {total} bytes of shared memory, more than the "
+                            f"{STAGE_BUDGET}-byte budget", "shape.N", "use a smaller M or N")
+        for name, (lay, offset) in layouts.items():
+            a = {"major": lay.major, "swizzle": lay.swizzle, "lbo": lay.lbo, "sbo": lay.sbo,
+                 "offset": offset, "size": lay.size_bytes, "k_block": k_block}
+            op = Op("tilec.smem_layout", name, a, loc=spec.loc(name))
+            op.facts["layout"] = lay
+            tile.body.append(op)
+        tile.facts["smem_bytes"] = total
+        tile.facts["k_block"] = k_block

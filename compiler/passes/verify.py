@@ -1,0 +1,155 @@
+"""`verify`: legality of each tile against the PTX tables, with located diagnostics.
+
+Everything here is a lookup in a table owned elsewhere (one source of truth per fact):
+- tcgen05 kinds, types and shapes: compiler/tcgen05_kinds.py (PTX 9.7.16.2.1 Table 39, Tables 42-44);
+- tcgen05 instruction forms, PTX versions and targets: compiler/tcgen05_forms.py (9.7.16.10.9);
+- warp-level mma.sp forms, selectors, versions and targets: compiler/mma_sp/forms.py (9.7.14.6).
+It also resolves the kind and the `.version` of the module (the highest minimum of every form used,
+never below the target's own minimum) and rejects a user-given version below that.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..diagnostics import CompileError, Diagnostic, SpecError
+from ..targets import MAX_PTX, TARGETS, format_version
+from . import Pass, PassContext
+
+# Operands each engine needs, and the spaces each may live in.
+_TCGEN05_OPERANDS = {"A": ("smem", "tmem"), "B": ("smem",), "D": ("tmem",)}
+_TCGEN05_SCALES = {"SFA": ("tmem",), "SFB": ("tmem",)}
+_MMA_SP_OPERANDS = {"A": ("global", "reg"), "B": ("global", "reg"), "C": ("global", "reg"),
+                    "D": ("global", "reg")}
+_SPARSITY_OF_KIND = {"f16": "2:4", "tf32": "1:2", "f8f6f4": "2:4", "i8": "2:4", "mxf8f6f4": "2:4",
+                     "mxf4": "4:8", "mxf4nvf4": "4:8"}
+
+
+def _check_operands(tile, ctx: PassContext, allowed: dict, optional: dict = {}):
+    spec = tile.payload
+    for name, spaces in allowed.items():
+        if name not in spec.operands:
+            ctx.fail(f"{spec.engine} tile '{spec.name}' needs operand {name}", spec.loc("tile"),
+                     f"add e.g. '{name}: <type> {spaces[0]};'")
+    for name, o in spec.operands.items():
+        spaces = allowed.get(name) or optional.get(name)
+        if spaces is None:
+            ctx.fail(f"operand {name} is not used by {spec.engine}", spec.loc(name),
+                     f"{spec.engine} takes {', '.join(list(allowed) + list(optional))}")
+        if o.space not in spaces:
+            ctx.fail(f"operand {name} of {spec.engine} cannot live in {o.space}", spec.loc(f"{name}.space"),
+                     f"{name} lives in {' or '.join(spaces)}")
+
+
+@dataclass(frozen=True)
+class Verify(Pass):
+    name = "verify"
+    requires = ()
+    provides = ("verified",)
+    description = "check every tile against the PTX tables; resolve kind and PTX version"
+
+    def apply(self, module, ctx: PassContext) -> None:
+        fspec = module.payload["spec"]
+        target = TARGETS[fspec.target]
+        needed = target.min_ptx
+        for tile in module.ops("tilec.tile"):
+            try:
+                if tile.attrs["engine"] == "tcgen05":
+                    v = self.tcgen05(tile, ctx, fspec)
+                elif tile.attrs["engine"] == "mma.sp":
+                    v = self.mma_sp(tile, ctx, fspec)
+                else:
+                    ctx.fail("dense warp-level 'mma' is not supported; tilec emits sparse 'mma.sp'",
+                             tile.payload.loc("engine.name"), "write 'engine mma.sp;' and a 'sparsity' statement")
+            except SpecError as e:
+                ctx.spec_error(e, tile.payload)
+            needed = max(needed, v)
+        if needed > MAX_PTX:
+            ctx.fail(f"this file needs PTX ISA {format_version(needed)}, newer than the supported "
+                     f"{format_version(MAX_PTX)}", fspec.loc("target"))
+        if fspec.ptx_version is not None:
+            if fspec.ptx_version < needed:
+                ctx.fail(f"PTX ISA {format_version(fspec.ptx_version)} is too old for this file: "
+                         f"{fspec.target} and the forms used need {format_version(needed)}",
+                         fspec.loc("ptx"), f"write 'ptx {format_version(needed)};' or drop the statement")
+            if fspec.ptx_version > MAX_PTX:
+                ctx.fail(f"PTX ISA {format_version(fspec.ptx_version)} is newer than the supported "
+                         f"{format_version(MAX_PTX)}", fspec.loc("ptx"))
+            needed = fspec.ptx_version
+        module.attrs["ptx_version"] = format_version(needed)
+
+    # -- tcgen05 -----------------------------------------------------------------------------------
+    def tcgen05(self, tile, ctx: PassContext, fspec):
+        from ..descriptors import InstrDesc
+        from ..tcgen05_forms import Tcgen05Mma, check_target, infer_ptx_version
+        from ..tcgen05_kinds import check_shape, infer_kind, mma_k
+
+        spec = tile.payload
+        _check_operands(tile, ctx, _TCGEN05_OPERANDS, _TCGEN05_SCALES)
+        a, b, d = (spec.operands[x] for x in "ABD")
+        scaled = spec.block_scale is not None or "SFA" in spec.operands or "SFB" in spec.operands
+        kind = spec.kind
+        if kind is None:
+            try:
+                kind = infer_kind(a.dtype, b.dtype, d.dtype, block_scaled=scaled)
+            except SpecError as e:
+                raise SpecError(e.message, e.field or "A.dtype", e.hint) from None
+        tile.attrs["kind"] = kind
+        sparse = spec.sparsity is not None
+        if sparse:
+            want = _SPARSITY_OF_KIND.get(kind)
+            if spec.sparsity.ratio != want:
+                raise SpecError(f"kind::{kind} sparse A is {want}, not {spec.sparsity.ratio}", "sparsity.ratio")
+        check_shape(kind, spec.m, spec.n, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws)
+        want_k = mma_k(kind, sparse)
+        if spec.k != want_k:
+            raise SpecError(f"K of one tcgen05.mma kind::{kind} {'sparse' if sparse else 'dense'} instruction "
+                            f"is {want_k}, not {spec.k}", "shape.K", f"write K={want_k}")
+        if spec.total_k % want_k or spec.total_k <= 0:
+            raise SpecError(f"loop K={spec.total_k} is not a positive multiple of the instruction K={want_k}",
+                            "loop.K", f"use a multiple of {want_k}, e.g. {max(want_k, spec.total_k // want_k * want_k)}")
+        # The instruction descriptor's constructor checks the types for the kind (Tables 42-44).
+        InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
+                  a_major=a.major or "K", b_major=b.major or "K",
+                  negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse,
+                  sparsity_selector=0, saturate=spec.saturate, max_shift=spec.max_shift,
+                  scale_type=(spec.operands["SFA"].dtype if "SFA" in spec.operands else None))
+        form = Tcgen05Mma(kind, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws,
+                          a_in_tmem=(a.space == "tmem"), block_scale=spec.block_scale,
+                          collector=spec.collector, ashift=spec.ashift,
+                          disable_output_lane=spec.disable_output_lane is not None,
+                          scale_input_d=spec.scale_input_d is not None,
+                          zero_column_mask=spec.zero_columns is not None)
+        try:
+            check_target(form, fspec.target, fspec.ptx_version)
+        except SpecError as e:
+            raise SpecError(e.message, e.field or "target", e.hint) from None
+        tile.facts["form"] = form
+        return infer_ptx_version([form], fspec.target)
+
+    # -- mma.sp ------------------------------------------------------------------------------------
+    def mma_sp(self, tile, ctx: PassContext, fspec):
+        from ..mma_sp.forms import find_form
+
+        spec = tile.payload
+        _check_operands(tile, ctx, _MMA_SP_OPERANDS)
+        if spec.sparsity is None:
+            ctx.fail("an mma.sp tile needs a 'sparsity' statement", spec.loc("tile"),
+                     "add e.g. 'sparsity 2:4 metadata=runtime;'")
+        ops = spec.operands
+        form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, ops["C"].dtype,
+                         ops["D"].dtype, kind=spec.kind)
+        if spec.sparsity.ratio != form.granularity:
+            raise SpecError(f"{form.shape} with {ops['A'].dtype} is {form.granularity} sparse, not "
+                            f"{spec.sparsity.ratio}", "sparsity.ratio")
+        form.check_selector(spec.sparsity.selector)
+        if spec.total_k % spec.k or spec.total_k <= 0:
+            raise SpecError(f"loop K={spec.total_k} is not a positive multiple of the instruction K={spec.k}",
+                            "loop.K")
+        if spec.saturate and not form.satfinite:
+            raise SpecError(f"saturate (.satfinite) is only for integer mma.sp forms", "saturate")
+        min_ptx, err = form.requirements(fspec.target, fspec.ptx_version)
+        if err:
+            raise SpecError(err, "target")
+        tile.attrs["kind"] = form.kind or "none"
+        tile.facts["form"] = form
+        return min_ptx

@@ -1,0 +1,1 @@
+"""PTX text emission."""
