@@ -7,10 +7,9 @@ import lit.formats
 config.name = "tilec"
 config.test_format = lit.formats.ShTest()
 config.suffixes = [".tile"]
-config.excludes = ["Inputs"]
+# Only tests/lit holds tests; examples/ and benchmarks/ hold .tile files that are not lit tests.
+config.excludes = ["Inputs", "examples", "benchmarks", ".venv", ".ci-venv"]
 root = os.path.dirname(os.path.abspath(__file__))
-config.test_source_root = os.path.join(root, "tests", "lit")
-config.test_exec_root = os.path.join(root, "tests", "lit")
 
 sys.path.insert(0, root)
 from compiler.litkit import configure  # noqa: E402

@@ -28,7 +28,7 @@ BAKED_KEY = ("verify<>verified;layout-selection<verified>layouts;"
              "sparse-metadata-packing<verified>metadata;"
              "descriptor-materialization<layouts>descriptors;"
              "ptx-emission<descriptors,metadata>ptx")
-BAKED_ORDER = ("verify", "layout-selection", "descriptor-materialization", "sparse-metadata-packing",
+BAKED_ORDER = ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization",
                "ptx-emission")
 
 

@@ -1,0 +1,71 @@
+"""Compile speed of tilec, measured against baselines in the same run (medians).
+
+  cold CLI compile of one tile  vs  `python -c pass`  and  `python -c "import lark"`
+  in-process tiles per second (parse + full pipeline + PTX text)
+  the whole lit suite (wall time), optional with --lit
+
+Run:  python benchmarks/compile_speed.py [--runs 20] [--lit]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "gemm_bf16.tile"
+
+
+def wall(cmd: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--tiles", type=int, default=300, help="tiles compiled in-process")
+    ap.add_argument("--lit", action="store_true", help="also time the whole lit suite")
+    args = ap.parse_args()
+    py = sys.executable
+    subprocess.run([py, "-m", "compiler", "compile", str(EXAMPLE), "-o", os.devnull], check=True)  # warm cache
+    rows = []
+    base = statistics.median(wall([py, "-c", "pass"], args.runs))
+    lark = statistics.median(wall([py, "-c", "import lark"], args.runs))
+    cold = statistics.median(wall([py, "-m", "compiler", "compile", str(EXAMPLE), "-o", os.devnull], args.runs))
+    rows.append(("python -c pass", base))
+    rows.append(('python -c "import lark"', lark))
+    rows.append(("tilec compile (cold process)", cold))
+    print(f"{'what':36} {'median ms':>10} {'x python':>9} {'x import lark':>14}")
+    for name, t in rows:
+        print(f"{name:36} {t * 1e3:10.1f} {t / base:9.2f} {t / lark:14.2f}")
+
+    sys.path.insert(0, str(ROOT))
+    from compiler.driver import compile_source
+
+    text = EXAMPLE.read_text()
+    compile_source(text, "warm.tile")
+    samples = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for i in range(args.tiles // 5):
+            compile_source(text, f"t{i}.tile")
+        samples.append((args.tiles // 5) / (time.perf_counter() - t))
+    print(f"in-process: {statistics.median(samples):.0f} tiles/s (median of 5 batches of {args.tiles // 5})")
+    if args.lit:
+        t = time.perf_counter()
+        r = subprocess.run([py, "-c", "from lit.main import main; main()", "-q", str(ROOT / "tests" / "lit")], cwd=ROOT)
+        print(f"lit suite: {time.perf_counter() - t:.2f} s wall (exit {r.returncode})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
