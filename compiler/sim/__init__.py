@@ -17,6 +17,7 @@ import importlib
 
 _WHERE = {
     "decode_smem_desc": ".smem",
+    "encode_smem_desc": ".smem",
     "chunk_addresses": ".smem",
     "element_addresses": ".smem",
     "read_operand": ".smem",
@@ -25,6 +26,7 @@ _WHERE = {
     "SWIZZLE_MODES": ".smem",
     "SWIZZLE_BY_NAME": ".smem",
     "decode_instr_desc": ".tcgen05",
+    "encode_instr_desc": ".tcgen05",
     "mma": ".tcgen05",
     "KINDS": ".tcgen05",
     "zero_column_mask_bits": ".tcgen05",

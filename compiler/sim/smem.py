@@ -129,6 +129,28 @@ def decode_smem_desc(desc: int) -> SmemDescFields:
                           lbo_mode=raw["lbo_mode"], swizzle=mode)
 
 
+def encode_smem_desc(start_address: int, lbo: int, sbo: int, swizzle: str = "none", *,
+                     base_offset: int = 0, lbo_mode: int = 0) -> int:
+    """The model's own inverse of decode_smem_desc (for hand-built test images; Table 40).
+
+    Byte quantities must be multiples of 16; like the hardware field, only address bits 4..17 are kept.
+    """
+    for name, value in (("start address", start_address), ("LBO", lbo), ("SBO", sbo)):
+        if value % 16:
+            raise SpecError(f"{name} {value} is not a multiple of 16 bytes (PTX 9.7.16.4.1)")
+    mode = SWIZZLE_BY_NAME[swizzle]
+    fields = {"start_address": (start_address & 0x3FFFF) >> 4, "lbo": (lbo & 0x3FFFF) >> 4,
+              "sbo": (sbo & 0x3FFFF) >> 4, "fixed_46": _FIXED_46_VALUE, "base_offset": base_offset,
+              "lbo_mode": lbo_mode, "swizzle": mode.code}
+    desc = 0
+    for name, lsb, width in _SMEM_DESC_FIELDS:
+        value = fields.get(name, 0)
+        if value >> width:
+            raise SpecError(f"descriptor field {name}={value} does not fit in {width} bits")
+        desc |= value << lsb
+    return desc
+
+
 # ---------------------------------------------------------------------------------------------
 # Canonical layouts (9.7.16.3.3): byte address of each 16-byte chunk.
 # ---------------------------------------------------------------------------------------------
