@@ -288,7 +288,7 @@ def _solve_exact(wanted: list[int], width: int, shift: int) -> ZeroColumnMask | 
         starts[i] = 0 if length == width else spans[bit] - length
     desc = ZeroColumnMask(tuple(starts), tuple(firsts), True, zero_run - 1, use_run - 1, shift)
     generated = [_window(zero_run, use_run, _phase(zero_run, fs, sc), width)
-                 for fs, sc in zip(firsts, starts)]
+                 for fs, sc in zip(firsts[:len(wanted)], starts)]
     return desc if generated == wanted else None
 
 
