@@ -145,20 +145,21 @@ def smem_element_slots(type_name: str, kind: str) -> tuple[int, int]:
     return bits, 128 // bits
 
 
-def tmem_element_slots(type_name: str, kind: str) -> tuple[int, int]:
-    """(container bits, elements per 32-bit column) of matrix A held in tensor memory.
+def tmem_element_slots(type_name: str, kind: str) -> tuple[int, int, int]:
+    """(container bits, elements per 32-bit column, value's lowest bit in its container) of A in TMEM.
 
     PTX 9.7.16.10.4.3: under .kind::f8f6f4/mxf8f6f4 each fp4/fp6 element sits in its own 8-bit
-    container, four containers per 32-bit word (value in the low bits of its byte, an assumption:
-    Figures 199/200 are images). Full-byte types are packed back to back (f16: 2, 8-bit: 4,
-    tf32: 1 per column); mxf4 fp4 is packed two per byte (8 per column).
+    container, four containers per 32-bit word. Where the value sits inside the byte is drawn in
+    Figures 199/200 (images); the model uses the warp-level `mma .kind::f8f6f4` register format
+    (PTX 9.7.14.5.14: e3m2/e2m3 in bits 5:0, e2m1 in bits 5:2) -- an assumption. Full-byte types
+    are packed back to back (f16: 2, 8-bit: 4, tf32: 1 per column); mxf4 fp4 two per byte.
     """
     bits = _type(type_name).bits
     if bits in (4, 6) and kind in _PADDED_SUBBYTE_KINDS:
-        return 8, 4
+        return 8, 4, 2 if bits == 4 else 0
     if bits == 4 and kind in _PACKED_FP4_KINDS:
-        return 4, 8
-    return bits, 32 // bits
+        return 4, 8, 0
+    return bits, 32 // bits, 0
 
 
 def round_to(values: np.ndarray, d_type: str, *, saturate: bool = False) -> np.ndarray:

@@ -195,12 +195,14 @@ def chunk_addresses(desc: int, major: str, mn_chunks: int, k_chunks: int) -> np.
         c = np.arange(k_chunks, dtype=np.int64)[None, :]
         row_part = row_bytes * (i % 8) + f.sbo * (i // 8)
         if f.lbo_mode:
-            # 9.7.16.3.1.2: for a 48-byte K extent the data is split in two pieces, each inside an
-            # aligned 128-byte row; LBO holds the absolute address of the second piece. Model: K
-            # chunks 0-1 start at the start address, chunks 2.. at the LBO address (assumption:
-            # the split point is not spelled out in PTX).
+            # 9.7.16.3.1.2: a 48-byte K extent is split in two pieces, "both laid out within the
+            # aligned 128-byte address boundary"; LBO holds the absolute address of the second. Model:
+            # the first piece runs from the start address to the end of its 128-byte row, the rest
+            # continues at the LBO address (assumption: PTX does not spell out the split point).
             _check_lbo_absolute(f, major)
-            linear = np.where(c < 2, f.start_address + 16 * c, f.lbo + 16 * (c - 2)) + row_part
+            first_piece = (128 - (f.start_address & 127)) // 16
+            linear = np.where(c < first_piece, f.start_address + 16 * c,
+                              f.lbo + 16 * (c - first_piece)) + row_part
         else:
             k_stride = 16 if mode.swizzled else f.lbo
             linear = f.start_address + row_part + k_stride * c

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..diagnostics import SpecError
+from ..types import TYPES
 from .numerics import decode, round_to, smem_element_slots, tmem_element_slots
 from .smem import decode_smem_desc, read_operand_bits
 
@@ -505,14 +506,15 @@ def zero_column_mask_bits(desc: int, m: int, n: int) -> tuple[np.ndarray, int]:
 
 def _read_a_tmem(a_tmem, type_name: str, kind: str, lanes: np.ndarray, k: int) -> np.ndarray:
     """Raw codes (rows x k) of A held in tensor memory: row -> lane as D, K packed along columns."""
-    bits, per_word = tmem_element_slots(type_name, kind)
+    container, per_word, value_lsb = tmem_element_slots(type_name, kind)
+    value_bits = TYPES[type_name].bits
     image = np.asarray(a_tmem, dtype=np.uint64)
     kk = np.arange(k)
-    column, shift = kk // per_word, (kk % per_word) * bits
+    column, shift = kk // per_word, (kk % per_word) * container + value_lsb
     if image.ndim != 2 or lanes.max() >= image.shape[0] or column.max() >= image.shape[1]:
         raise SpecError(f"A TMEM image of shape {image.shape} is too small")
     words = image[lanes[:, None], column[None, :]]
-    return (words >> shift.astype(np.uint64)) & np.uint64((1 << bits) - 1)
+    return (words >> shift.astype(np.uint64)) & np.uint64((1 << value_bits) - 1)
 
 
 def _lane_mask(disable_output_lane, cta_group: int) -> np.ndarray:
