@@ -273,7 +273,8 @@ def test_k_step_may_not_leave_a_k_major_swizzle_atom():
         smem_descriptors("f16", "K", "32B", 64, 64, 32)
     assert err.value.hint == "use a wider swizzle"
     assert len(smem_descriptors("f16", "K", "64B", 64, 64, 32)) == 2
-    # swizzle="auto" in smem_descriptors knows the step and avoids the crossing (48 f16 = 96 B -> none)
+    # swizzle="auto" in smem_descriptors knows the step: 96 B lines take 32B with 32 B steps, and
+    # 192 B lines (96 f16) 64B with 64 B steps
     assert SmemDesc.decode(smem_descriptors("f16", "K", "auto", 64, 48, 16)[0]).swizzle == "32B"
     assert SmemDesc.decode(smem_descriptors("f16", "K", "auto", 64, 96, 32)[0]).swizzle == "64B"
 

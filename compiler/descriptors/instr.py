@@ -1,0 +1,279 @@
+"""The 32-bit tcgen05 instruction descriptor (PTX ISA 9.7.16.4.2, Tables 42, 43, 44).
+
+One field table per descriptor format drives `encode`, `decode` and `explain` (compiler/explain.py):
+- Table 42: .kind::tf32, .kind::f16, .kind::f8f6f4, .kind::i8
+- Table 43: .kind::mxf8f6f4
+- Table 44: .kind::mxf4, .kind::mxf4nvf4
+Each row is (bit range, attribute of `InstrDesc`, how the value is stored); the per-kind value codes
+live in `CODES`, transcribed from the "Values" columns of the tables.
+
+`m` is the full MMA M (both CTAs for cta_group::2). `max_shift` is the maximum shift amount in
+rows (0, 8, 16 or 32; Table 42 bits 30-31, meaningful only for `.ws`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields as dc_fields
+
+from ..diagnostics import SpecError
+from .smem import BitField
+
+
+@dataclass(frozen=True)
+class IField:
+    bits: BitField
+    attr: str | None          # InstrDesc attribute; None = reserved, must be 0
+    shift: int | None = None  # dimension fields: raw = value >> shift; None = look the value up in CODES
+    meaning: str = ""
+
+
+def _f(name: str, lo: int, width: int, attr: str | None, meaning: str, shift: int | None = None) -> IField:
+    return IField(BitField(name, lo, width), attr, shift, meaning)
+
+
+def _reserved(lo: int, width: int) -> IField:
+    return _f("reserved", lo, width, None, "reserved, must be 0")
+
+
+# Bits 13-22 are identical in all three tables.
+_COMMON = (
+    _f("negate_a", 13, 1, "negate_a", "negate A"),
+    _f("negate_b", 14, 1, "negate_b", "negate B"),
+    _f("transpose_a", 15, 1, "a_major", "transpose A (1 = MN-major)"),
+    _f("transpose_b", 16, 1, "b_major", "transpose B (1 = MN-major)"),
+    _f("n", 17, 6, "n", "N >> 3", shift=3),
+)
+
+TABLE_42 = (
+    _f("sparsity_selector", 0, 2, "sparsity_selector", "sparsity selector (if sparse)"),
+    _f("sparse", 2, 1, "sparse", "sparsity: dense 0, sparse 1"),
+    _f("saturate", 3, 1, "saturate", "saturate (integer types)"),
+    _f("d_type", 4, 2, "d_type", "D type"),
+    _reserved(6, 1),
+    _f("a_type", 7, 3, "a_type", "A type"),
+    _f("b_type", 10, 3, "b_type", "B type"),
+    *_COMMON,
+    _reserved(23, 1),
+    _f("m", 24, 5, "m", "M >> 4", shift=4),
+    _reserved(29, 1),
+    _f("max_shift", 30, 2, "max_shift", "maximum shift for B reuse in .ws"),
+)
+
+TABLE_43 = (
+    _reserved(0, 2),
+    _f("sparse", 2, 1, "sparse", "sparsity: dense 0, sparse 1"),
+    _reserved(3, 1),
+    _f("b_scale_id", 4, 2, "b_scale_id", "B scale factor data ID"),
+    _reserved(6, 1),
+    _f("a_type", 7, 3, "a_type", "A type"),
+    _f("b_type", 10, 3, "b_type", "B type"),
+    *_COMMON,
+    _f("scale_type", 23, 1, "scale_type", "scale matrix type (scale_A and scale_B)"),
+    _reserved(24, 3),
+    _f("m", 27, 2, "m", "M >> 7", shift=7),
+    _f("a_scale_id", 29, 2, "a_scale_id", "A scale factor data ID"),
+    _reserved(31, 1),
+)
+
+TABLE_44 = (
+    _reserved(0, 2),
+    _f("sparse", 2, 1, "sparse", "sparsity: dense 0, sparse 1"),
+    _reserved(3, 1),
+    _f("b_scale_id", 4, 2, "b_scale_id", "B scale factor data ID"),
+    _reserved(6, 1),
+    _f("a_type", 7, 3, "a_type", "A type"),
+    _f("b_type", 10, 2, "b_type", "B type"),          # 2 bits in Table 44
+    _reserved(12, 1),
+    *_COMMON,
+    _f("scale_type", 23, 1, "scale_type", "scale matrix type (scale_A and scale_B)"),
+    _reserved(24, 3),
+    _f("m", 27, 2, "m", "M >> 7", shift=7),
+    _f("a_scale_id", 29, 2, "a_scale_id", "A scale factor data ID"),
+    _f("k96", 31, 1, "k96", "K dimension: 0 = dense K 64 / sparse K 128, 1 = dense K 96"),
+)
+
+LAYOUTS: dict[str, tuple[IField, ...]] = {
+    "tf32": TABLE_42, "f16": TABLE_42, "f8f6f4": TABLE_42, "i8": TABLE_42,
+    "mxf8f6f4": TABLE_43, "mxf4": TABLE_44, "mxf4nvf4": TABLE_44,
+}
+TABLE_NAME = {TABLE_42: "Table 42", TABLE_43: "Table 43", TABLE_44: "Table 44"}
+
+_BOOL = {False: 0, True: 1}
+_FALSE_ONLY = {False: 0}
+_MAJOR = {"K": 0, "MN": 1}                 # transpose bit: "No Transpose = 0; Transpose = 1"
+_K_ONLY = {"K": 0}
+_SELECTOR = {v: v for v in range(4)}       # Table 42 bits 0-1: 0-3
+_SCALE_ID_ANY = {v: v for v in range(4)}   # Table 43 bits 4-5 / 29-30: 0-3
+_SCALE_ID_0_2 = {0: 0, 2: 2}               # Table 44 bits 4-5 / 29-30: 0 or 2
+_MAX_SHIFT = {0: 0, 8: 1, 16: 2, 32: 3}    # Table 42 bits 30-31: no shift 0, 8 -> 1, 16 -> 2, 32 -> 3
+# Table 42/43 "E4M3 = 0; E5M2 = 1; E2M3 = 3; E3M2 = 4; E2M1 = 5"
+_F8F6F4 = {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5}
+
+# Per-kind value codes ("Values" columns of Tables 42-44).
+CODES: dict[str, dict[str, dict]] = {
+    "tf32": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _FALSE_ONLY,
+             "d_type": {"f32": 1}, "a_type": {"tf32": 2}, "b_type": {"tf32": 2},
+             "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
+             "max_shift": _MAX_SHIFT},
+    "f16": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _FALSE_ONLY,
+            "d_type": {"f16": 0, "f32": 1}, "a_type": {"f16": 0, "bf16": 1}, "b_type": {"f16": 0, "bf16": 1},
+            "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
+            "max_shift": _MAX_SHIFT},
+    # Table 42 lists only "F32 = 1" as f8f6f4 dtype, but the kind table (Table 39 / digest §3) allows an
+    # f16 accumulator; F16 = 0 is the code kind::f16 uses for it.
+    "f8f6f4": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _FALSE_ONLY,
+               "d_type": {"f16": 0, "f32": 1}, "a_type": _F8F6F4, "b_type": _F8F6F4,
+               "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
+               "max_shift": _MAX_SHIFT},
+    "i8": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _BOOL,
+           "d_type": {"s32": 2}, "a_type": {"u8": 0, "s8": 1}, "b_type": {"u8": 0, "s8": 1},
+           "negate_a": _FALSE_ONLY, "negate_b": _FALSE_ONLY, "a_major": _MAJOR, "b_major": _MAJOR,
+           "max_shift": _MAX_SHIFT},
+    "mxf8f6f4": {"sparse": _BOOL, "b_scale_id": _SCALE_ID_ANY, "a_type": _F8F6F4, "b_type": _F8F6F4,
+                 "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
+                 "scale_type": {"ue8m0": 1}, "a_scale_id": _SCALE_ID_ANY},
+    "mxf4": {"sparse": _BOOL, "b_scale_id": _SCALE_ID_0_2, "a_type": {"e2m1": 1}, "b_type": {"e2m1": 1},
+             "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _K_ONLY, "b_major": _K_ONLY,
+             "scale_type": {"ue8m0": 1}, "a_scale_id": _SCALE_ID_0_2, "k96": _BOOL},
+    "mxf4nvf4": {"sparse": _BOOL, "b_scale_id": _SCALE_ID_0_2, "a_type": {"e2m1": 1}, "b_type": {"e2m1": 1},
+                 "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _K_ONLY, "b_major": _K_ONLY,
+                 "scale_type": {"ue4m3": 0, "ue8m0": 1}, "a_scale_id": _SCALE_ID_0_2, "k96": _BOOL},
+}
+
+# Attributes a format does not store take these values (mx kinds: D is always f32 and the selector
+# is "assumed 0"; Table 42 kinds have no scale fields).
+IMPLICIT = {"sparsity_selector": 0, "saturate": False, "max_shift": 0, "d_type": "f32",
+            "scale_type": None, "a_scale_id": 0, "b_scale_id": 0, "k96": False}
+
+# Spec field blamed for each attribute (compiler/spec.py field paths).
+SPEC_FIELD = {"a_type": "A.dtype", "b_type": "B.dtype", "d_type": "D.dtype", "m": "shape.M", "n": "shape.N",
+              "a_major": "A.major", "b_major": "B.major", "negate_a": "negate.A", "negate_b": "negate.B",
+              "sparse": "sparsity", "sparsity_selector": "sparsity.selector", "saturate": "saturate",
+              "max_shift": "max_shift.value", "scale_type": "SFA.dtype", "a_scale_id": "SFA",
+              "b_scale_id": "SFB", "k96": "shape.K"}
+
+KINDS = tuple(LAYOUTS)
+
+
+def layout_of(kind: str) -> tuple[IField, ...]:
+    if kind not in LAYOUTS:
+        raise SpecError(f"unknown tcgen05 kind {kind!r}; kinds: {', '.join(KINDS)}", field="engine.kind")
+    return LAYOUTS[kind]
+
+
+def _legal(codes: dict) -> str:
+    return ", ".join(str(v) for v in codes)
+
+
+def encode_field(kind: str, field: IField, value) -> int:
+    """The raw bits of one field for `value`; SpecError naming the field if it cannot be stored."""
+    where = f"bits {field.bits.bits} ({field.bits.name})"
+    if field.shift is not None:
+        unit = 1 << field.shift
+        raw = value >> field.shift if isinstance(value, int) else -1
+        if not isinstance(value, int) or value % unit or not 0 < raw <= field.bits.mask:
+            top = field.bits.mask << field.shift
+            raise SpecError(f"{field.attr.upper()} = {value} cannot be encoded in {where} for kind::{kind}: "
+                            f"it must be a multiple of {unit} in {unit}..{top}", field=SPEC_FIELD[field.attr])
+        return raw
+    codes = CODES[kind][field.attr]
+    if value not in codes or isinstance(value, bool) != isinstance(next(iter(codes)), bool):
+        raise SpecError(f"{field.attr} = {value!r} is not valid for kind::{kind} ({where}); "
+                        f"valid: {_legal(codes)}", field=SPEC_FIELD[field.attr])
+    return codes[value]
+
+
+def decode_field(kind: str, field: IField, raw: int):
+    """The attribute value stored in `raw`; SpecError (naming the bits) if the code is not legal."""
+    if field.attr is None:
+        if raw:
+            raise SpecError(f"reserved bits {field.bits.bits} must be 0 for kind::{kind}, found {raw:#x}")
+        return None
+    if field.shift is not None:
+        if raw == 0:
+            raise SpecError(f"bits {field.bits.bits} ({field.attr.upper()} >> {field.shift}) are 0: "
+                            f"{field.attr.upper()} = 0 is not a valid shape")
+        return raw << field.shift
+    inverse = {code: v for v, code in CODES[kind][field.attr].items()}
+    if raw not in inverse:
+        raise SpecError(f"bits {field.bits.bits} ({field.attr}): code {raw} is not valid for kind::{kind}; "
+                        f"valid codes: {', '.join(f'{c} = {v}' for c, v in sorted(inverse.items()))}")
+    return inverse[raw]
+
+
+@dataclass(frozen=True)
+class InstrDesc:
+    kind: str
+    a_type: str
+    b_type: str
+    d_type: str
+    m: int
+    n: int
+    a_major: str = "K"
+    b_major: str = "K"
+    negate_a: bool = False
+    negate_b: bool = False
+    sparse: bool = False
+    sparsity_selector: int = 0
+    saturate: bool = False
+    max_shift: int = 0
+    scale_type: str | None = None
+    a_scale_id: int = 0
+    b_scale_id: int = 0
+    k96: bool = False
+
+    def __post_init__(self) -> None:
+        from ..tcgen05_kinds import SHAPE_RULES, check_major, check_types, kind_info
+
+        info = kind_info(self.kind)
+        check_types(self.kind, self.a_type, self.b_type, self.d_type)
+        if info.block_scaled and self.scale_type is None and len(info.scale_types) == 1:
+            object.__setattr__(self, "scale_type", info.scale_types[0])     # the only legal scale type
+        if info.block_scaled and self.scale_type is None:
+            raise SpecError(f"kind::{self.kind} needs a scale factor type ({' or '.join(info.scale_types)})",
+                            field="SFA.dtype", hint="give SFA/SFB operands with their type")
+        for operand, dtype, major in (("A", self.a_type, self.a_major), ("B", self.b_type, self.b_major)):
+            check_major(self.kind, operand, dtype, major)
+        # M and N must belong to some Table 39 variant of the kind (cta_group / .ws are not known here;
+        # compiler.tcgen05_kinds.check_shape checks the exact row).
+        rules = [r for r in SHAPE_RULES if self.kind in r.kinds]
+        ms = sorted({m for r in rules for m in r.ms})
+        if self.m not in ms:
+            raise SpecError(f"M = {self.m} is not valid for kind::{self.kind}; valid M: {', '.join(map(str, ms))}",
+                            field="shape.M")
+        if not any(self.n in r.ns for r in rules):
+            ns = sorted({n for r in rules for n in r.ns.values()})
+            raise SpecError(f"N = {self.n} is not valid for kind::{self.kind}; valid N: "
+                            f"{', '.join(map(str, ns))}", field="shape.N")
+        if not self.sparse and self.sparsity_selector:
+            raise SpecError("the sparsity selector is only meaningful for sparse MMAs (Table 42 bits 0-1)",
+                            field="sparsity.selector")
+        if self.k96 and (self.sparse or self.m != 256):
+            raise SpecError("K = 96 exists only for dense MMAs with M = 256 (cta_group::2, sm_103a)",
+                            field="shape.K")
+        layout = layout_of(self.kind)
+        stored = {f.attr for f in layout if f.attr}
+        for attr, implicit in IMPLICIT.items():
+            if attr not in stored and getattr(self, attr) != implicit:
+                raise SpecError(f"{attr} = {getattr(self, attr)!r} has no field in the kind::{self.kind} descriptor "
+                                f"({TABLE_NAME[layout]}); it must be {implicit!r}", field=SPEC_FIELD[attr])
+        self.encode()        # every stored value must have a code
+
+    def encode(self) -> int:
+        value = 0
+        for field in layout_of(self.kind):
+            if field.attr is not None:
+                value |= field.bits.insert(encode_field(self.kind, field, getattr(self, field.attr)))
+        return value
+
+    @classmethod
+    def decode(cls, value: int, kind: str) -> "InstrDesc":
+        """Inverse of `encode`; SpecError naming the bits on reserved bits or illegal codes."""
+        if not isinstance(value, int) or not 0 <= value < 1 << 32:
+            raise SpecError(f"instruction descriptor {value!r} is not a 32-bit unsigned value")
+        attrs = {}
+        for field in layout_of(kind):
+            decoded = decode_field(kind, field, field.bits.extract(value))
+            if field.attr is not None:
+                attrs[field.attr] = decoded
+        return cls(kind=kind, **{a: attrs.get(a, IMPLICIT.get(a)) for a in
+                                 (f.name for f in dc_fields(cls) if f.name != "kind")})
