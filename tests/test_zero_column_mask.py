@@ -272,3 +272,15 @@ def test_explain_reports_violations_without_raising():
 def test_explain_never_raises(value, m, n):
     fields, _ = _parts(explain_zcm(value, m, n))
     assert fields[0][0] == "sc0"
+
+
+@settings(max_examples=200, deadline=None)
+@given(descriptors, st.sampled_from(sorted(SUB_MASKS)), st.sampled_from([64, 128, 256]))
+def test_agrees_with_the_independent_sim_model(desc, m, n):
+    """compiler/sim/tcgen05.py decodes the descriptor on its own (another engineer's reading of the
+    same section); both must give the same N zeroed-column flags and shift."""
+    sim = pytest.importorskip("compiler.sim.tcgen05")
+    zeroed, shift = sim.zero_column_mask_bits(desc.encode(), m, n)
+    assert shift == desc.shift
+    column_mask = desc.column_mask(m, n)
+    assert [bool((column_mask >> j) & 1) for j in range(n)] == [bool(z) for z in zeroed]
