@@ -28,21 +28,22 @@ from .diagnostics import SpecError
 from .targets import TARGETS, Version, format_version
 
 # --------------------------------------------------------------------------------------------------
-# Spec fields blamed by each check (the compiler maps them to source locations).
+# Spec fields blamed by each check: the keys the DSL front end records locations under
+# (compiler/frontend/build.py), so that a diagnostic points at the offending token.
 FIELD = {
     "kind": "engine.kind",
     "cta_group": "engine.cta_group",
     "ws": "engine.ws",
-    "sparse": "sparsity",
+    "sparse": "sparsity.ratio",
     "a_in_tmem": "A.space",
-    "block_scale": "engine.block_scale",
+    "block_scale": "block_scale.vec",
     "collector": "engine.collector",
     "ashift": "engine.ashift",
-    "disable_output_lane": "options.disable_output_lane",
-    "scale_input_d": "options.scale_input_d",
-    "zero_column_mask": "options.zero_columns",
+    "disable_output_lane": "disable_output_lane.value",
+    "scale_input_d": "scale_input_d.value",
+    "zero_column_mask": "zero_columns",
     "target": "target",
-    "ptx_version": "ptx_version",
+    "ptx_version": "ptx",
 }
 
 # --------------------------------------------------------------------------------------------------
@@ -399,7 +400,7 @@ def _target(name: str):
 
 def check_target(form: Tcgen05Mma, target_name: str, ptx_version: Version | None = None) -> None:
     """Raise SpecError(field="target") when `form` cannot run on `target_name`, naming the feature and
-    targets that can take the whole form; SpecError(field="ptx_version") when `ptx_version` is too old."""
+    targets that can take the whole form; SpecError(field="ptx") when `ptx_version` is too old."""
     target = _target(target_name)
     feats = form.features()
     whole = frozenset.intersection(*(f.targets for f in feats))

@@ -179,7 +179,7 @@ def test_version_minimum_is_tight(ptxas, target):
         for form in forms:
             with pytest.raises(SpecError) as info:
                 check_target(form, target, version)
-            assert info.value.field == "ptx_version"
+            assert info.value.field == "ptx"
         rc, err, failing = assemble_forms(ptxas, target, version, forms)
         assert rc != 0 and len(failing) == len(forms), (version, err[:400])
 
@@ -249,43 +249,43 @@ INVALID = [
      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32.ashift [%r1], [%r2], %rd2, %r3, [%r9], [%r10], %p0;",
      True),
     # disable-output-lane: not with block scale, not on .ws
-    (dict(kind="mxf8f6f4", block_scale="block32", disable_output_lane=True), "options.disable_output_lane",
+    (dict(kind="mxf8f6f4", block_scale="block32", disable_output_lane=True), "disable_output_lane.value",
      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32 [%r1], %rd1, %rd2, %r3, [%r9], [%r10], "
      "{%r11, %r12, %r13, %r14}, %p0;", True),
-    (dict(kind="f16", ws=True, disable_output_lane=True), "options.disable_output_lane",
+    (dict(kind="f16", ws=True, disable_output_lane=True), "disable_output_lane.value",
      "tcgen05.mma.ws.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r3, {%r11, %r12, %r13, %r14}, %p0;", True),
     # scale-input-d only f16/tf32
-    (dict(kind="f8f6f4", scale_input_d=True), "options.scale_input_d",
+    (dict(kind="f8f6f4", scale_input_d=True), "scale_input_d.value",
      "tcgen05.mma.cta_group::1.kind::f8f6f4 [%r1], %rd1, %rd2, %r3, %p0, 3;", True),
     # zero-column mask only on .ws: on plain tcgen05.mma a 6th .b64 operand is an argument mismatch
-    (dict(kind="f16", zero_column_mask=True), "options.zero_columns",
+    (dict(kind="f16", zero_column_mask=True), "zero_columns",
      "tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r3, %p0, %rd3;", True),
     # block scale exactly for mx kinds
-    (dict(kind="f16", block_scale="block32"), "engine.block_scale",
+    (dict(kind="f16", block_scale="block32"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::f16.block_scale.block32 [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;", True),
-    (dict(kind="mxf8f6f4"), "engine.block_scale",
+    (dict(kind="mxf8f6f4"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::mxf8f6f4 [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;", True),
     # mxf4nvf4 needs an explicit vector size
-    (dict(kind="mxf4nvf4", block_scale="implicit"), "engine.block_scale",
+    (dict(kind="mxf4nvf4", block_scale="implicit"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;", True),
     # Table 54: block16 / 4X only mxf4nvf4; 1X only mxf8f6f4; 2X not mxf8f6f4
-    (dict(kind="mxf4", block_scale="block16"), "engine.block_scale",
+    (dict(kind="mxf4", block_scale="block16"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.block16 [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;", True),
-    (dict(kind="mxf8f6f4", block_scale="block16"), "engine.block_scale",
+    (dict(kind="mxf8f6f4", block_scale="block16"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block16 [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;",
      True),
-    (dict(kind="mxf4", block_scale="scale_vec::4X"), "engine.block_scale",
+    (dict(kind="mxf4", block_scale="scale_vec::4X"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::4X [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;",
      True),
-    (dict(kind="mxf4nvf4", block_scale="scale_vec::1X"), "engine.block_scale",
+    (dict(kind="mxf4nvf4", block_scale="scale_vec::1X"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::1X [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;",
      True),
-    (dict(kind="mxf8f6f4", block_scale="scale_vec::2X"), "engine.block_scale",
+    (dict(kind="mxf8f6f4", block_scale="scale_vec::2X"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::2X [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;",
      True),
     # ptxas 13.0 ACCEPTS this one (digest §9.10); PTX: scale-input-d "is only valid for .kind::tf32
     # and .kind::f16".
-    (dict(kind="i8", scale_input_d=True), "options.scale_input_d",
+    (dict(kind="i8", scale_input_d=True), "scale_input_d.value",
      "tcgen05.mma.cta_group::1.kind::i8 [%r1], %rd1, %rd2, %r3, %p0, 3;", False),
 ]
 
@@ -389,7 +389,7 @@ def test_render_rejects_missing_extra_and_bad_operands():
 def test_unknown_values_rejected():
     for kwargs, field in [(dict(kind="f32"), "engine.kind"), (dict(kind="f16", cta_group=4), "engine.cta_group"),
                           (dict(kind="f16", collector="a::keep"), "engine.collector"),
-                          (dict(kind="mxf4", block_scale="block64"), "engine.block_scale")]:
+                          (dict(kind="mxf4", block_scale="block64"), "block_scale.vec")]:
         with pytest.raises(SpecError) as info:
             Tcgen05Mma(**kwargs)
         assert info.value.field == field
