@@ -44,9 +44,9 @@ _COMMON = (
 )
 
 TABLE_42 = (
-    _f("sparsity_selector", 0, 2, "sparsity_selector", "sparsity selector (if sparse)"),
-    _f("sparse", 2, 1, "sparse", "sparsity: dense 0, sparse 1"),
-    _f("saturate", 3, 1, "saturate", "saturate (integer types)"),
+    _f("sparsity_selector", 0, 2, "sparsity_selector", "sparsity selector"),
+    _f("sparse", 2, 1, "sparse", "sparse"),
+    _f("saturate", 3, 1, "saturate", "saturate"),
     _f("d_type", 4, 2, "d_type", "D type"),
     _reserved(6, 1),
     _f("a_type", 7, 3, "a_type", "A type"),
@@ -60,7 +60,7 @@ TABLE_42 = (
 
 TABLE_43 = (
     _reserved(0, 2),
-    _f("sparse", 2, 1, "sparse", "sparsity: dense 0, sparse 1"),
+    _f("sparse", 2, 1, "sparse", "sparse"),
     _reserved(3, 1),
     _f("b_scale_id", 4, 2, "b_scale_id", "B scale factor data ID"),
     _reserved(6, 1),
@@ -76,7 +76,7 @@ TABLE_43 = (
 
 TABLE_44 = (
     _reserved(0, 2),
-    _f("sparse", 2, 1, "sparse", "sparsity: dense 0, sparse 1"),
+    _f("sparse", 2, 1, "sparse", "sparse"),
     _reserved(3, 1),
     _f("b_scale_id", 4, 2, "b_scale_id", "B scale factor data ID"),
     _reserved(6, 1),
@@ -88,7 +88,7 @@ TABLE_44 = (
     _reserved(24, 3),
     _f("m", 27, 2, "m", "M >> 7", shift=7),
     _f("a_scale_id", 29, 2, "a_scale_id", "A scale factor data ID"),
-    _f("k96", 31, 1, "k96", "K dimension: 0 = dense K 64 / sparse K 128, 1 = dense K 96"),
+    _f("k96", 31, 1, "k96", "dense K = 96 (0: dense K 64 / sparse K 128)"),
 )
 
 LAYOUTS: dict[str, tuple[IField, ...]] = {
