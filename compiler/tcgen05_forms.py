@@ -34,7 +34,6 @@ FIELD = {
     "kind": "engine.kind",
     "cta_group": "engine.cta_group",
     "ws": "engine.ws",
-    "sparse": "sparsity.ratio",
     "a_in_tmem": "A.space",
     "block_scale": "block_scale.vec",
     "collector": "engine.collector",
@@ -42,6 +41,7 @@ FIELD = {
     "disable_output_lane": "disable_output_lane.value",
     "scale_input_d": "scale_input_d.value",
     "zero_column_mask": "zero_columns",
+    "k96": "shape.K",
     "target": "target",
     "ptx_version": "ptx",
 }
@@ -117,8 +117,10 @@ class Tcgen05Mma:
     "scale_vec::1X/2X/4X" or "implicit" (the qualifier `.block_scale` with no vector size).
     `collector`: None (ISA default ::discard) or "a::OP" (non-ws) / "bN::OP" (ws), OP in fill, use,
     lastuse, discard.
+    `k96`: the K = 96 shape of mxf4/mxf4nvf4 (instruction descriptor bit 31): not visible in the
+    instruction text, but it restricts the form and the target (Table 60: "K shape value 96: 8.8 sm_103a").
     Not checked here (they live in the instruction descriptor, see tcgen05_kinds / descriptors.instr):
-    `.ashift` needs M = 128 or 256 (`check_ashift_m`), shapes, K = 96 (sm_103a only).
+    `.ashift` needs M = 128 or 256 (`check_ashift_m`), the other shape rules.
     """
 
     kind: str
@@ -132,6 +134,7 @@ class Tcgen05Mma:
     disable_output_lane: bool = False
     scale_input_d: bool = False
     zero_column_mask: bool = False
+    k96: bool = False
 
     def __post_init__(self) -> None:
         kf = KIND_FORMS.get(self.kind)
@@ -152,6 +155,7 @@ class Tcgen05Mma:
         self._check_collector()
         self._check_ashift(kf)
         self._check_operands(kf)
+        self._check_k96()
 
     def _check_block_scale(self, kf: KindForm) -> None:
         field = FIELD["block_scale"]
@@ -223,6 +227,22 @@ class Tcgen05Mma:
         if self.zero_column_mask and not self.ws:
             raise SpecError("a zero-column mask descriptor is only an operand of tcgen05.mma.ws",
                             FIELD["zero_column_mask"], hint="set ws, or drop the zero columns")
+
+    def _check_k96(self) -> None:
+        if not self.k96:
+            return
+        # Table 39 / digest §3: K = 96 only for dense mxf4/mxf4nvf4 with cta_group::2 (M = 256); the
+        # vector-size aliases of 9.7.16.10.9.1 define scale_vec::NX only "when K = 64 or 128", so K = 96
+        # takes .block16/.block32 (or mxf4's omitted size, which defaults to .block32).
+        field = FIELD["k96"]
+        if self.kind not in ("mxf4", "mxf4nvf4"):
+            raise SpecError(f"K = 96 exists only for .kind::mxf4 and .kind::mxf4nvf4, not .kind::{self.kind}",
+                            field)
+        if self.cta_group != 2 or self.sparse:
+            raise SpecError("K = 96 exists only for dense cta_group::2 (M = 256) MMAs", field)
+        if self.block_scale not in ("block16", "block32", "implicit"):
+            raise SpecError(f"K = 96 needs .block16 or .block32, not .{self.block_scale}", FIELD["block_scale"],
+                            hint=".scale_vec::NX aliases are defined only for K = 64 or 128")
 
     # ----------------------------------------------------------------------------------------------
     def check_ashift_m(self, m: int) -> None:
@@ -387,6 +407,9 @@ FEATURES: tuple[Feature, ...] = (
             frozenset({"sm_100a", "sm_103a", "sm_110a"}),
             "Table 60 'tcgen05.mma.sp: Kind .kind::mxf4nvf4 and .kind::mxf4: 8.6 sm_100a, 8.8 sm_103a, "
             "9.0 sm_110a'; Table 61 excludes them from family targets; ptxas agrees"),
+    Feature("K = 96", lambda f: f.k96, (8, 8), frozenset({"sm_103a"}),
+            "Table 60 'K shape value 96: 8.8 sm_103a'; 13.4 (8.8 notes). ptxas cannot check it (K is in "
+            "the instruction descriptor)"),
 )
 
 
@@ -433,15 +456,15 @@ def all_forms() -> list[Tcgen05Mma]:
 
     forms = []
     for kind, kf in KIND_FORMS.items():
-        for cta_group, ws, sparse, a_in_tmem, ashift, dol, sid, zcm in itertools.product(
+        for cta_group, ws, sparse, a_in_tmem, ashift, dol, sid, zcm, k96 in itertools.product(
                 (1, 2), (False, True), (False, True), (False, True), (False, True), (False, True),
-                (False, True), (False, True)):
+                (False, True), (False, True), (False, True)):
             collectors = [None] + [f"{b}::{o}" for b in COLLECTOR_BUFFERS[ws] for o in COLLECTOR_OPS]
             for block_scale in (kf.block_vector_sizes or (None,)):
                 for collector in collectors:
                     try:
                         forms.append(Tcgen05Mma(kind, cta_group, sparse, ws, a_in_tmem, block_scale,
-                                                collector, ashift, dol, sid, zcm))
+                                                collector, ashift, dol, sid, zcm, k96))
                     except SpecError:
                         pass
     return forms

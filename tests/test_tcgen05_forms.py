@@ -189,17 +189,20 @@ def test_version_minimum_is_tight(ptxas, target):
 
 def _ptxas_accepts_anyway(form: Tcgen05Mma, target: str) -> bool:
     """digest §9.6: PTX says `.scale_vec::NX` 'requires sm_100a' (Table 60 lists only sm_100a), but
-    ptxas 13.0 also takes it on sm_103a and sm_110a. tilec follows PTX."""
-    return form.block_scale is not None and form.block_scale.startswith("scale_vec") \
-        and target in ("sm_103a", "sm_110a")
+    ptxas 13.0 also takes it on sm_103a and sm_110a. tilec follows PTX.
+    K = 96 (sm_103a only, Table 60) is invisible to ptxas: K lives in the instruction descriptor."""
+    others = [f for f in form.features() if target not in f.targets and f.name != "K = 96"]
+    if not others:
+        return target in TCGEN05_TARGETS
+    return all(f.name.startswith("scale_vec") for f in others) and target in ("sm_103a", "sm_110a")
 
 
 @pytest.mark.parametrize("target", BLACKWELL + ["sm_90a", "sm_100", "sm_120a"])
 def test_table_rejections_match_ptxas(ptxas, target):
     rejected = [f for f in ALL_FORMS if target not in f.requirements().targets]
     if target == "sm_100a":
-        assert rejected == []      # sm_100a takes every feature of Table 60
-        return
+        # sm_100a takes every feature of Table 60 except the K = 96 shape (sm_103a only)
+        assert rejected and all(f.k96 for f in rejected)
     # Use the newest PTX the target accepts so that only the target decides.
     version = (9, 0)
     if target not in TCGEN05_TARGETS:
@@ -211,8 +214,8 @@ def test_table_rejections_match_ptxas(ptxas, target):
     rc, err, failing = assemble_forms(ptxas, target, version, rejected)
     accepted = [f for f in rejected if f not in failing]
     gap = [f for f in rejected if _ptxas_accepts_anyway(f, target)]
-    assert rc != 0
     assert accepted == gap, [f.opcode() for f in accepted[:8]]
+    assert (rc != 0) == (len(gap) < len(rejected))
     if target in ("sm_103a", "sm_110a"):
         assert gap, "expected the documented scale_vec gap on this target"
 
@@ -393,6 +396,24 @@ def test_unknown_values_rejected():
         with pytest.raises(SpecError) as info:
             Tcgen05Mma(**kwargs)
         assert info.value.field == field
+
+
+def test_k96_rules():
+    # Table 39 (digest §3): K = 96 only for dense mxf4/mxf4nvf4, cta_group::2, M = 256; block16/32 only
+    Tcgen05Mma("mxf4nvf4", cta_group=2, block_scale="block16", k96=True)
+    Tcgen05Mma("mxf4", cta_group=2, block_scale="implicit", k96=True)      # omitted size = block32
+    for kwargs, field in [(dict(kind="mxf8f6f4", cta_group=2, block_scale="block32"), "shape.K"),
+                          (dict(kind="mxf4", block_scale="block32"), "shape.K"),
+                          (dict(kind="mxf4", cta_group=2, sparse=True, block_scale="block32"), "shape.K"),
+                          (dict(kind="mxf4nvf4", cta_group=2, block_scale="scale_vec::2X"), "block_scale.vec")]:
+        with pytest.raises(SpecError) as info:
+            Tcgen05Mma(k96=True, **kwargs)
+        assert info.value.field == field
+    # Table 60 "K shape value 96: 8.8 sm_103a"
+    form = Tcgen05Mma("mxf4", cta_group=2, block_scale="block32", k96=True)
+    assert infer_ptx_version([form], "sm_103a") == (8, 8)
+    with pytest.raises(SpecError, match="K = 96 is not available on sm_100a; use sm_103a"):
+        check_target(form, "sm_100a")
 
 
 def test_ashift_m_rule():
