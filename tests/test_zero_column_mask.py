@@ -256,7 +256,7 @@ def test_explain_example_4():
     assert by_name["shift"][:2] == ("56-61", 2)
     # generated masks in binary, MSB first (sub-mask 1 of Example 4: ... 0000 111 0000 11)
     assert by_name["mask1"][1] == periodic("1100001", 32)
-    assert by_name["mask1"][2].startswith("0b" + format(periodic("1100001", 32), "032b"))
+    assert by_name["mask1"][2].startswith("columns 32-63: 0b" + format(periodic("1100001", 32), "032b"))
 
 
 def test_explain_reports_violations_without_raising():

@@ -389,15 +389,17 @@ def explain_zcm(value: int, m: int | None = None, n: int | None = None):
             for i in range(parts):
                 mask = 0 if not raw["nonzero"] else _window(
                     zero_run, use_run, _phase(zero_run, raw[f"fs{i}"], raw[f"sc{i}"]), width)
-                fields.append((f"mask{i}", f"columns {i * width}-{(i + 1) * width - 1}", mask,
+                fields.append((f"mask{i}", "-", mask, f"columns {i * width}-{(i + 1) * width - 1}: "
                                f"{_fmt(mask, width)} (MSB = column {(i + 1) * width - 1}; 1 = zeroed)"))
-    return _explanation(fields, violations)
+    title = f"zero-column mask 0x{value:016x}" + (f", M = {m}" if m is not None else "") \
+        + (f", N = {n}" if n is not None else "")
+    return _explanation(title, fields, violations)
 
 
-def _explanation(fields, violations):
+def _explanation(title, fields, violations):
     try:
         from ..explain import Explanation, Field
     except ImportError:
-        return {"fields": [dict(name=a, bits=b, raw=r, meaning=t) for a, b, r, t in fields],
+        return {"title": title, "fields": [dict(name=a, bits=b, raw=r, meaning=t) for a, b, r, t in fields],
                 "violations": violations}
-    return Explanation(fields=[Field(*f) for f in fields], violations=violations)
+    return Explanation(fields=[Field(*f) for f in fields], violations=violations, title=title)
