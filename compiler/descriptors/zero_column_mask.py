@@ -133,8 +133,7 @@ class ZeroColumnMask:
     def check(self, m: int, n: int) -> None:
         """The rules that depend on the MMA shape: M in {32, 64, 128} (.ws), N split evenly into the
         sub-masks, column shift within its limit for M."""
-        parts = _parts(m, n)
-        del parts
+        _parts(m, n)
         if self.shift > SHIFT_LIMIT[m]:
             raise SpecError(f"zero-column mask column shift {self.shift} exceeds the maximum "
                             f"{SHIFT_LIMIT[m]} for M = {m}", f"{_FIELD}.shift")
