@@ -327,3 +327,52 @@ def test_k_steps_must_divide_the_tile():
         smem_descriptors("f16", "K", "none", 8, 48, 32)
     with pytest.raises(SpecError, match="multiple of 8 K rows|whole number of 8-row"):
         canonical_layout("f16", "MN", "none", 16, 16).descriptor(0, 4)
+
+
+# ---- descriptors vs the PTX canonical-layout formulas, every swizzle x major x width ----------------
+
+def hardware_bit_address(desc, dtype_bits, container_bits, major, row, kk):
+    """Bit address the MMA reads for element (row, kk) of a K step, from the descriptor alone, per the
+    PTX 9.7.16.3.3 canonical-layout table (strides converted to bytes; T = 128 / container bits):
+      K-major none:      ((8,m),(T,2k)):((1T,SBO),(1,LBO))
+      K-major swizzled:  ((8,m),(T,2k)):((W*T,SBO),(1,T))        W = swizzle bytes / 16
+      MN-major none:     ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
+      MN-major swizzled: ((T,W,m),(8,k)):((1,T,LBO),(W*T,SBO))   (128B_base32B: 4 K rows, CUTLASS)
+    then the swizzle functor on the byte address (bases are aligned, so absolute = relative)."""
+    mode = SWIZZLES[desc.swizzle]
+    per_chunk = 128 // container_bits
+    contiguous, line = (kk, row) if major == "K" else (row, kk)
+    chunk, index = divmod(contiguous, per_chunk)
+    rows = mode.atom_rows
+    if major == "K":
+        line_part = (line % 8) * mode.width + (line // 8) * desc.sbo
+        chunk_part = chunk * (desc.lbo if desc.swizzle == "none" else 16)
+    else:
+        width = mode.width // 16
+        chunk_part = (chunk % width) * 16 + (chunk // width) * (desc.sbo if desc.swizzle == "none" else desc.lbo)
+        line_part = (line % rows) * mode.width + (line // rows) * (desc.lbo if desc.swizzle == "none" else desc.sbo)
+    byte = swizzle_bytes(desc.start_address + line_part + chunk_part, desc.swizzle)
+    return byte * 8 + index * dtype_bits
+
+
+@pytest.mark.parametrize("dtype, cbits, major, swz", CASES)
+def test_descriptors_address_the_layout(dtype, cbits, major, swz):
+    mode = SWIZZLES[swz]
+    contiguous = 384 * 8 // cbits                  # 384 B lines: a whole number of atoms and of 32 B steps
+    lines = 3 * mode.atom_rows
+    mn, k = (lines, contiguous) if major == "K" else (contiguous, lines)
+    step = 32 * 8 // cbits if major == "K" else mode.atom_rows     # 32-byte K steps / one K-row group
+    base = 0x2000                                  # 1024-B aligned: base offset 0
+    layout = canonical_layout(dtype, major, swz, mn, k, container_bits=cbits)
+    values = smem_descriptors(dtype, major, swz, mn, k, step, base_address=base, container_bits=cbits)
+    assert len(values) == k // step
+    for i, value in enumerate(values):
+        desc = SmemDesc.decode(value)
+        k0 = i * step
+        assert (desc.swizzle, desc.base_offset, desc.sbo) == (swz, 0, layout.sbo)
+        assert desc.lbo == layout.lbo == (16 if (major == "K" and swz != "none") else desc.lbo)
+        assert desc.start_address == base + layout.offset(0, k0) == base + layout.k_step_start(k0)
+        for r in range(mn):
+            for kk in range(step):
+                assert (hardware_bit_address(desc, layout.elem_bits, cbits, major, r, kk)
+                        == base * 8 + layout.bit_offset(r, k0 + kk))
