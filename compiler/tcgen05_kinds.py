@@ -115,6 +115,15 @@ def infer_kind(a_type: str, b_type: str, d_type: str, block_scaled: bool = False
         fits.append(info.name)
     what = f"{a_type} x {b_type} -> {d_type}{' with block scaling' if block_scaled else ''}"
     if not fits:
+        # A kind that takes these A/B types explains best what is wrong (e.g. bf16 -> f16 in kind::f16).
+        near = [k for k in KINDS.values() if k.block_scaled == block_scaled
+                and a_type in k.ab_types and b_type in k.ab_types]
+        if len(near) == 1:
+            try:
+                check_types(near[0].name, a_type, b_type, d_type)
+            except SpecError as e:
+                raise SpecError(f"no tcgen05 kind computes {what}: {e.message}", field=e.field,
+                                hint=e.hint) from None
         raise SpecError(f"no tcgen05 kind computes {what}", field="A.dtype",
                         hint="kinds: " + "; ".join(f"{k.name}: {'/'.join(k.ab_types)} -> {'/'.join(k.d_types)}"
                                                    for k in KINDS.values() if k.block_scaled == block_scaled))

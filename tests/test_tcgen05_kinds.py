@@ -100,8 +100,9 @@ def test_infer_kind(types, block_scaled, kind):
 
 
 @pytest.mark.parametrize("types, block_scaled, needle, field", [
-    (("bf16", "bf16", "f16"), False, "no tcgen05 kind", "A.dtype"),      # bf16 -> f16 does not exist
-    (("f16", "bf16", "f32"), False, "no tcgen05 kind", "A.dtype"),       # kind::f16 needs one A/B type
+    (("bf16", "bf16", "f16"), False, "no bf16 -> f16 form", "D.dtype"),  # kind::f16 explains: bf16 -> f32 only
+    (("f16", "bf16", "f32"), False, "same type", "B.dtype"),             # kind::f16 needs one A/B type
+    (("f16", "f16", "s32"), False, "D type s32", "D.dtype"),
     (("f16", "f16", "f32"), True, "no tcgen05 kind", "A.dtype"),         # f16 is never block scaled
     (("e2m1", "e2m1", "f32"), True, "several kinds", "engine.kind"),     # mxf8f6f4, mxf4, mxf4nvf4
 ])
