@@ -148,6 +148,10 @@ class Builder:
             t = self.build_tile(tn)
             if t is not None:
                 tiles.append(t)
+        for t in tiles:      # so that checks on one tile can blame the file's target / ptx statements
+            for key in ("target", "ptx"):
+                if key in locs:
+                    t.locs.setdefault(key, locs[key])
         if target is None and not self.diags:
             self.diags.append(Diagnostic("missing 'target' statement", Loc(self.filename, 1, 1),
                                          "start the file with e.g. 'target sm_100a;' (or pass --arch)"))

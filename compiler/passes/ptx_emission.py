@@ -24,10 +24,26 @@ class PtxEmission(Pass):
 
                 text, abi = emit_tcgen05_kernel(tile)
             else:
-                from ..ptx.mma_sp_kernel import entry_for_tile
-
-                text, abi = entry_for_tile(tile, module)
+                text, abi = _mma_sp_entry(tile, module)
             parts.append(text)
             module.body.append(Op("ptx.kernel", tile.sym, {"entry": tile.sym, "lines": text.count("\n")},
                                   loc=tile.loc, payload={"abi": abi}))
         module.payload["ptx"] = "\n".join(parts)
+
+
+def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
+    """The mma.sp kernel of a tile (compiler/ptx/mma_sp_kernel.py), without its module header."""
+    from ..ptx.mma_sp_kernel import MmaSpKernelConfig, emit_mma_sp_kernel
+    from ..targets import parse_version
+
+    spec = tile.payload
+    cfg = MmaSpKernelConfig(name=spec.name, form=tile.facts["form"], target=module.attrs["target"],
+                            ptx_version=parse_version(module.attrs["ptx_version"]),
+                            selector=spec.sparsity.selector,
+                            static_metadata=tile.facts.get("static_metadata"))
+    k = emit_mma_sp_kernel(cfg)
+    body = [ln for ln in k.text.splitlines()
+            if not ln.startswith((".version", ".target", ".address_size"))]
+    while body and (not body[0].strip() or body[0].startswith("//")):
+        body.pop(0)
+    return "\n".join(body) + "\n", k.abi

@@ -38,18 +38,26 @@ class SparseMetadataPacking(Pass):
         spec = tile.payload
         sp = spec.sparsity
         if tile.attrs["engine"] == "mma.sp":
-            from ..mma_sp.metadata import expand_pattern, pack_metadata
+            from ..mma_sp.forms import ORDERED_METADATA_PTX
+            from ..mma_sp.metadata import static_metadata
+            from ..targets import parse_version
 
             form = tile.facts["form"]
-            ordered = module.attrs["ptx_version"] >= "8.5"
             if sp.metadata == "runtime":
                 tile.body.append(Op("tilec.metadata", None, {"source": "runtime"}, loc=spec.loc("sparsity")))
                 return
-            nib = expand_pattern(form, sp.pattern if sp.pattern else sp.rows, 16, spec.k, ordered=ordered)
-            words = pack_metadata(form, nib)
-            tile.facts["metadata_words"] = tuple(words)
+            ordered = parse_version(module.attrs["ptx_version"]) >= ORDERED_METADATA_PTX
+            try:
+                table = static_metadata(form.layout, sp.pattern if sp.pattern else sp.rows, ordered)
+            except SpecError as e:
+                where = "sparsity.pattern" if sp.pattern else "sparsity.rows"
+                raise SpecError(e.message, where if e.field in (None, "sparsity", "sparsity.pattern", "sparsity.rows")
+                                else e.field, e.hint) from None
+            tile.facts["static_metadata"] = table
+            # Print the words of the first 16-row tile and K step (lanes 0..31); the rest repeat.
             tile.body.append(Op("tilec.metadata", None,
-                                {"source": "static", "words": tuple(Hex(w) for w in words)},
+                                {"source": "static", "period": (len(table), len(table[0])),
+                                 "words": tuple(Hex(w) for w in table[0][0])},
                                 loc=spec.loc("sparsity")))
             return
         raise SpecError("sparse tcgen05 tiles are not supported yet", "sparsity")

@@ -138,18 +138,25 @@ class Verify(Pass):
         ops = spec.operands
         form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, ops["C"].dtype,
                          ops["D"].dtype, kind=spec.kind)
-        if spec.sparsity.ratio != form.granularity:
-            raise SpecError(f"{form.shape} with {ops['A'].dtype} is {form.granularity} sparse, not "
+        if spec.sparsity.ratio != form.granularity.name:
+            raise SpecError(f"{form.shape} with {ops['A'].dtype} is {form.granularity.name} sparse, not "
                             f"{spec.sparsity.ratio}", "sparsity.ratio")
         form.check_selector(spec.sparsity.selector)
         if spec.total_k % spec.k or spec.total_k <= 0:
             raise SpecError(f"loop K={spec.total_k} is not a positive multiple of the instruction K={spec.k}",
                             "loop.K")
-        if spec.saturate and not form.satfinite:
-            raise SpecError(f"saturate (.satfinite) is only for integer mma.sp forms", "saturate")
+        if spec.saturate:
+            form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, ops["C"].dtype,
+                             ops["D"].dtype, kind=spec.kind, satfinite=True)
         min_ptx, err = form.requirements(fspec.target, fspec.ptx_version)
         if err:
-            raise SpecError(err, "target")
+            raise err
         tile.attrs["kind"] = form.kind or "none"
         tile.facts["form"] = form
+        if fspec.ptx_version is None:
+            # Prefer `.sp::ordered_metadata` (PTX 8.5): ptxas advises it on every target and plain
+            # `.sp` is several times slower on newer parts (digest §5). A pinned `ptx` wins.
+            from ..mma_sp.forms import ORDERED_METADATA_PTX
+
+            return max(min_ptx, ORDERED_METADATA_PTX)
         return min_ptx
