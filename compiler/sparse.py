@@ -119,7 +119,9 @@ def pack_metadata_words(nibbles: np.ndarray, layout: SparseLayout) -> np.ndarray
     tiles = nibbles.reshape(m // SHAPE_M, SHAPE_M, nch // cpk, cpk).transpose(0, 2, 1, 3)
     rows, chunks = _slot_maps(layout)
     picked = tiles[:, :, rows, chunks].astype(np.uint32)             # [MT][KS][32][8]
-    return np.bitwise_or.reduce(picked << (4 * np.arange(8, dtype=np.uint32)), axis=-1).astype(np.uint32)
+    words = np.bitwise_or.reduce(picked << (4 * np.arange(8, dtype=np.uint32)), axis=-1)
+    # C order is the buffer layout: the reduction over a transposed view need not produce it
+    return np.ascontiguousarray(words, dtype=np.uint32)
 
 
 def unpack_metadata_words(words: np.ndarray, layout: SparseLayout) -> np.ndarray:
@@ -190,7 +192,7 @@ def compress(a, dtype: str, shape: str, selector: int = 0) -> tuple[np.ndarray, 
     nibbles = slots[..., 0] | (slots[..., 1] << 2)
     elem = (kept[..., :, None] * gran.group + np.arange(gran.group)).reshape(m, nch, gran.kept_elements)
     values = np.take_along_axis(x.reshape(m, nch, gran.chunk), elem, axis=-1).reshape(m, k // 2)
-    return encode_storage(values, dtype, layout), pack_metadata_words(nibbles, layout)
+    return np.ascontiguousarray(encode_storage(values, dtype, layout)), pack_metadata_words(nibbles, layout)
 
 
 def decompress(values, metadata, dtype: str, shape: str) -> np.ndarray:
@@ -231,7 +233,7 @@ def pack_b(b, dtype: str, shape: str) -> np.ndarray:
     x = to_elements(b, dtype)
     if x.ndim != 2 or x.shape[0] % layout.k:
         raise SpecError(f"B must be K x N with K a multiple of {layout.k}, got {x.shape}", field="B")
-    return encode_storage(np.ascontiguousarray(x.T), dtype, layout)
+    return np.ascontiguousarray(encode_storage(np.ascontiguousarray(x.T), dtype, layout))
 
 
 def unpack_b(storage, dtype: str, shape: str) -> np.ndarray:

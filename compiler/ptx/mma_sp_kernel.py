@@ -1,0 +1,403 @@
+"""A complete PTX kernel around warp-level `mma.sp`: D = A*B + C with structured-sparse A.
+
+Work split: a CTA has `warps_m x warps_n` warps; each warp owns `tiles_m x tiles_n` mma tiles of 16 x 8,
+so a CTA computes a (16*tiles_m*warps_m) x (8*tiles_n*warps_n) block of D. Each warp loads its C
+fragments into the accumulators, walks K in steps of the instruction K (loading A, B and metadata
+registers straight from global memory, one 32-bit word per register: compiler/mma_sp/fragments.py), and
+stores D. No shared memory, no pipelining: correctness first.
+
+Global layouts are those of compiler/sparse.py (compressed A row-major M x K/2, metadata
+[M/16][K/k][32] u32 words, B as N x K, C/D row-major M x N). With `static_metadata` the metadata words
+are embedded (an immediate, or a `.const` table indexed by lane / tile / k-step) instead of read from a
+buffer.
+
+Block-scaled kinds (assemble-only here, sm_120a) are emitted with unit scale factors (every scale byte
+encodes 1.0), so they compute exactly D = A*B + C as well.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..diagnostics import SpecError
+from ..mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
+from ..mma_sp.metadata import unpack_metadata, validate_nibbles
+from ..targets import MAX_PTX, Version, format_version
+from ..types import TYPES
+
+# Scale-factor byte that encodes 1.0 (9.7.14.5.14 block scaling, scale types):
+#   ue8m0: value 2^(e - 127) -> e = 127 = 0x7F
+#   ue4m3: e4m3 without sign, bias 7, 1.0 = exponent field 7, mantissa 0 -> 0b0111_000 = 0x38
+UNIT_SCALE_BYTE = {"ue8m0": 0x7F, "ue4m3": 0x38}
+
+CONST_BANK_BYTES = 65536      # a .const table must fit the 64 KB constant bank
+
+
+@dataclass(frozen=True)
+class MmaSpKernelConfig:
+    name: str
+    form: Form
+    target: str
+    ptx_version: Version | None = None        # None: the form's minimum, raised to 8.5 when allowed
+    warps_m: int = 1
+    warps_n: int = 1
+    tiles_m: int = 1                          # mma tiles per warp along M
+    tiles_n: int = 1                          # mma tiles per warp along N
+    selector: int = 0
+    # None: metadata words come from a global buffer. Otherwise a [pm][pk][32] word table
+    # (compiler.mma_sp.metadata.static_metadata): 16-row tile mt, k-step ks use entry [mt % pm][ks % pk].
+    static_metadata: tuple[tuple[tuple[int, ...], ...], ...] | None = None
+
+    @property
+    def tile_m(self) -> int:
+        return SHAPE_M * self.tiles_m * self.warps_m
+
+    @property
+    def tile_n(self) -> int:
+        return SHAPE_N * self.tiles_n * self.warps_n
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+
+@dataclass(frozen=True, eq=False)
+class KernelPTX:
+    name: str
+    text: str                                 # the whole PTX module
+    ptx_version: Version
+    target: str
+    abi: dict = field(repr=False)
+
+    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        """Launch grid for an M x N x K problem (checks the divisibility the kernel relies on)."""
+        a = self.abi
+        for what, v, d in (("M", m, a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
+            if v % d:
+                raise SpecError(f"{what} = {v} is not a multiple of {d}", field=f"shape.{what}")
+        return n // a["tile_n"], m // a["tile_m"], 1
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return tuple(self.abi["block"])     # type: ignore[return-value]
+
+
+def _log2(x: int) -> int:
+    assert x > 0 and x & (x - 1) == 0, x
+    return x.bit_length() - 1
+
+
+def _scale(dst: str, src: str, num: int, den: int) -> str:
+    """dst = src * num / den for powers of two (one shift)."""
+    s = _log2(num) - _log2(den)
+    if s > 0:
+        return f"shl.b32 {dst}, {src}, {s};"
+    if s < 0:
+        return f"shr.u32 {dst}, {src}, {-s};"
+    return f"mov.u32 {dst}, {src};"
+
+
+def _add_const(ins, reg: str, value: int) -> None:
+    if value:
+        ins(f"add.u32 {reg}, {reg}, {value};")
+
+
+def _check_config(cfg: MmaSpKernelConfig) -> tuple[Version, bool]:
+    form = cfg.form
+    for what in ("warps_m", "warps_n", "tiles_m", "tiles_n"):
+        v = getattr(cfg, what)
+        if not isinstance(v, int) or v < 1:
+            raise SpecError(f"{what} must be a positive integer, not {v!r}", field=f"tile.{what}")
+    if cfg.threads > 1024:
+        raise SpecError(f"{cfg.threads} threads per CTA exceed 1024", field="tile.warps_m")
+    if not cfg.name.isidentifier():
+        raise SpecError(f"kernel name {cfg.name!r} is not a PTX identifier", field="name")
+    need, err = form.requirements(cfg.target, cfg.ptx_version)
+    if err:
+        raise err
+    ptx = cfg.ptx_version
+    if ptx is None:
+        # prefer .sp::ordered_metadata (digest §5: plain .sp is slower and draws a ptxas advisory)
+        ptx = max(need, ORDERED_METADATA_PTX) if ORDERED_METADATA_PTX <= MAX_PTX else need
+    form.check_selector(cfg.selector)
+    ordered = form.uses_ordered_metadata(ptx)
+    if cfg.static_metadata is not None:
+        tab = cfg.static_metadata
+        if not tab or not tab[0] or any(len(r) != len(tab[0]) for r in tab) or \
+                any(len(w) != 32 for r in tab for w in r):
+            raise SpecError("static metadata must be a [pm][pk][32] table of words", field="sparsity.metadata")
+        if len(tab) * len(tab[0]) * 32 * 4 > CONST_BANK_BYTES:
+            raise SpecError("static metadata table exceeds the 64 KB constant bank; use runtime metadata",
+                            field="sparsity.metadata")
+        for mt, row in enumerate(tab):
+            for ks, words in enumerate(row):
+                if any(not 0 <= w < 1 << 32 for w in words):
+                    raise SpecError("metadata words must be 32-bit unsigned", field="sparsity.metadata")
+                validate_nibbles(form.layout, unpack_metadata(form.layout, words), ordered,
+                                 row0=16 * mt)
+    return ptx, ordered
+
+
+def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
+    """Emit the PTX module for `cfg` (same config -> same bytes)."""
+    ptx, _ordered = _check_config(cfg)
+    form, lay = cfg.form, cfg.form.layout
+    tm, tn = cfg.tiles_m, cfg.tiles_n
+    sbits = lay.storage_bits
+    cbits = TYPES[form.c_type].bits
+    ar, br, cr = form.a_regs, form.b_regs, form.c_regs
+    acc_type = ".f32" if form.c_type == "f32" else ".b32"      # s32 and packed f16x2 live in .b32
+    runtime_meta = cfg.static_metadata is None
+    kname = cfg.name
+    p = lambda s: f"{kname}_{s}"                               # noqa: E731  (parameter names)
+
+    params = [("a_values", ".u64"), *((("a_metadata", ".u64"),) if runtime_meta else ()),
+              ("b", ".u64"), ("c", ".u64"), ("d", ".u64"), ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
+    out: list[str] = []
+    emit = out.append
+
+    emit(f"// tilec mma.sp kernel {kname}: D = A*B + C, A structured-sparse ({lay.granularity.name})")
+    emit(f"// form {form.name}, target {cfg.target}, selector {cfg.selector}, "
+         f"metadata {'runtime' if runtime_meta else 'static'}")
+    emit(f"// CTA tile {cfg.tile_m} x {cfg.tile_n} ({cfg.warps_m}x{cfg.warps_n} warps, {tm}x{tn} mma tiles "
+         f"per warp), K step {form.k}")
+    emit(f".version {format_version(ptx)}")
+    emit(f".target {cfg.target}")
+    emit(".address_size 64")
+    emit("")
+
+    table = None
+    if not runtime_meta:
+        tab = cfg.static_metadata
+        pm, pk = len(tab), len(tab[0])
+        flat = [w for row in tab for words in row for w in words]
+        if len(set(flat)) > 1:       # a single distinct word becomes an immediate, no table
+            table = p("metadata")
+            body = ", ".join(f"0x{w:08x}" for w in flat)
+            emit(f"// static metadata words [{pm}][{pk}][32]: 16-row tile mt, k-step ks -> [mt % {pm}][ks % {pk}]")
+            emit(f".const .align 4 .b32 {table}[{len(flat)}] = {{{body}}};")
+            emit("")
+
+    emit(f".visible .entry {kname}(")
+    emit(",\n".join(f"    .param {t} {p(n)}" for n, t in params))
+    emit(")")
+    emit(f".maxntid {cfg.threads}, 1, 1")
+    emit("{")
+    emit("    .reg .pred %p<3>;")
+    emit("    .reg .u32 %tx, %lane, %warp, %g, %t, %wm, %wn, %m0, %n0, %M, %N, %K, %nks, %x, %y, %kk;")
+    emit("    .reg .u64 %ga, %gb, %gc, %gd, %ge, %off, %t4, %adr;")
+    emit(f"    .reg .u64 %pa<{2 * tm}>, %pb<{tn}>, %pe<{tm}>;")
+    emit(f"    .reg .b32 %a<{tm * ar}>, %b<{tn * br}>, %e<{tm}>;")
+    emit(f"    .reg {acc_type} %acc<{tm * tn * cr}>;")
+    if form.block_scale:
+        emit("    .reg .b32 %sa, %sb;")
+    ins = lambda s: emit("    " + s)                          # noqa: E731
+
+    ins("// parameters and lane coordinates (9.7.14.6.2: g = lane >> 2, t = lane & 3)")
+    for reg, name in (("%ga", "a_values"), ("%gb", "b"), ("%gc", "c"), ("%gd", "d")):
+        ins(f"ld.param.u64 {reg}, [{p(name)}];")
+        ins(f"cvta.to.global.u64 {reg}, {reg};")
+    if runtime_meta:
+        ins(f"ld.param.u64 %ge, [{p('a_metadata')}];")
+        ins("cvta.to.global.u64 %ge, %ge;")
+    for reg in ("M", "N", "K"):
+        ins(f"ld.param.u32 %{reg}, [{p(reg)}];")
+    ins("mov.u32 %tx, %tid.x;")
+    ins("and.b32 %lane, %tx, 31;")
+    ins("shr.u32 %warp, %tx, 5;")
+    ins("shr.u32 %g, %lane, 2;")
+    ins("and.b32 %t, %lane, 3;")
+    ins(f"div.u32 %wm, %warp, {cfg.warps_n};")
+    ins(f"rem.u32 %wn, %warp, {cfg.warps_n};")
+    ins("// first row / column of this warp's output block")
+    ins("mov.u32 %x, %ctaid.y;")
+    ins(f"mul.lo.u32 %m0, %x, {cfg.tile_m};")
+    ins(f"mad.lo.u32 %m0, %wm, {SHAPE_M * tm}, %m0;")
+    ins("mov.u32 %x, %ctaid.x;")
+    ins(f"mul.lo.u32 %n0, %x, {cfg.tile_n};")
+    ins(f"mad.lo.u32 %n0, %wn, {SHAPE_N * tn}, %n0;")
+    ins("setp.ge.u32 %p0, %m0, %M;")
+    ins("setp.ge.or.u32 %p0, %n0, %N, %p0;")
+    ins("@%p0 bra.uni DONE;                 // warp-uniform: a whole warp is outside the problem")
+    ins("shl.b32 %x, %t, 2;")
+    ins("cvt.u64.u32 %t4, %x;               // byte offset of word t")
+
+    # ---- A pointers: register j of tile i = word t + 4*(j>>1) of compressed row g + 8*(j&1) (+16 i)
+    ins(f"// A: compressed rows of K/2 elements = K*{sbits}/16 bytes; register j of tile i is word")
+    ins("//    t + 4*(j>>1) of row m0 + 16i + g + 8*(j&1) (fragments.a_register_word)")
+    ins(_scale("%y", "%K", sbits, 16))
+    for i in range(tm):
+        for h in range(2):
+            ins("add.u32 %x, %m0, %g;")
+            _add_const(ins, "%x", 16 * i + 8 * h)
+            ins("mul.wide.u32 %off, %x, %y;")
+            ins(f"add.u64 %pa{2 * i + h}, %ga, %off;")
+            ins(f"add.u64 %pa{2 * i + h}, %pa{2 * i + h}, %t4;")
+
+    # ---- B pointers: register j of tile q = word t + 4j of B^T row n0 + 8q + g
+    ins(f"// B^T: rows of K elements = K*{sbits}/8 bytes; register j of tile q is word t + 4j of row")
+    ins("//    n0 + 8q + g (fragments.b_register_word)")
+    ins(_scale("%y", "%K", sbits, 8))
+    for q in range(tn):
+        ins("add.u32 %x, %n0, %g;")
+        _add_const(ins, "%x", 8 * q)
+        ins("mul.wide.u32 %off, %x, %y;")
+        ins(f"add.u64 %pb{q}, %gb, %off;")
+        ins(f"add.u64 %pb{q}, %pb{q}, %t4;")
+
+    # ---- metadata
+    ins(f"shr.u32 %nks, %K, {_log2(form.k)};          // k-steps")
+    if runtime_meta:
+        ins("// metadata words [M/16][K/k][32]: tile mt = m0/16 + i starts at word (mt*K/k)*32 + lane")
+        for i in range(tm):
+            ins("shr.u32 %x, %m0, 4;")
+            _add_const(ins, "%x", i)
+            ins("mul.lo.u32 %x, %x, %nks;")
+            ins("shl.b32 %x, %x, 5;")
+            ins("add.u32 %x, %x, %lane;")
+            ins("mul.wide.u32 %off, %x, 4;")
+            ins(f"add.u64 %pe{i}, %ge, %off;")
+    else:
+        tab = cfg.static_metadata
+        pm, pk = len(tab), len(tab[0])
+        if table is None:
+            ins(f"// static metadata: every lane, tile and k-step uses the same word")
+            for i in range(tm):
+                ins(f"mov.b32 %e{i}, 0x{tab[0][0][0]:08x};")
+        else:
+            ins(f"// static metadata table: entry [(m0/16 + i) % {pm}][ks % {pk}], word lane")
+            for i in range(tm):
+                ins("shr.u32 %x, %m0, 4;")
+                _add_const(ins, "%x", i)
+                ins(f"rem.u32 %x, %x, {pm};")
+                ins(f"mul.lo.u32 %x, %x, {pk * 32};")
+                ins("add.u32 %x, %x, %lane;")
+                ins("mul.wide.u32 %off, %x, 4;")
+                ins(f"mov.u64 %pe{i}, {table};")
+                ins(f"add.u64 %pe{i}, %pe{i}, %off;")
+                if pk == 1:
+                    ins(f"ld.const.b32 %e{i}, [%pe{i}];")
+            ins("mov.u32 %kk, 0;")
+    if form.block_scale:
+        unit = UNIT_SCALE_BYTE[form.block_scale.scale_type] * 0x01010101
+        ins(f"// unit block scales: every scale byte encodes 1.0 (.{form.block_scale.scale_type})")
+        ins(f"mov.b32 %sa, 0x{unit:08x};")
+        ins(f"mov.b32 %sb, 0x{unit:08x};")
+
+    # ---- C -> accumulators; element c_i at row g + 8*(i>>1), col 2t + (i&1) (fragments.cd_element)
+    cbytes = cbits // 8
+    per_pair = cr // 2                 # registers holding elements (2h, 2h+1): 2 for 32-bit, 1 for f16x2
+
+    def cd_rows(ptr_base: str, op: str) -> None:
+        ins(f"shl.b32 %y, %N, {_log2(cbytes)};      // row stride in bytes")
+        for i in range(tm):
+            for h in range(2):
+                ins("add.u32 %x, %m0, %g;")
+                _add_const(ins, "%x", 16 * i + 8 * h)
+                ins("mul.wide.u32 %adr, %x, %y;")
+                ins("shl.b32 %x, %t, 1;")
+                ins("add.u32 %x, %x, %n0;")
+                ins(f"mul.wide.u32 %off, %x, {cbytes};")
+                ins("add.u64 %adr, %adr, %off;")
+                ins(f"add.u64 %adr, %adr, {ptr_base};")
+                for q in range(tn):
+                    base = (i * tn + q) * cr + h * per_pair
+                    regs = ", ".join(f"%acc{base + r}" for r in range(per_pair))
+                    addr = f"[%adr+{8 * q * cbytes}]" if q else "[%adr]"
+                    if per_pair == 2:
+                        ins(f"{op}.global.v2{acc_type} " + (f"{{{regs}}}, {addr};" if op == "ld"
+                                                             else f"{addr}, {{{regs}}};"))
+                    else:
+                        ins(f"{op}.global.b32 " + (f"{regs}, {addr};" if op == "ld" else f"{addr}, {regs};"))
+
+    ins("// C fragments -> accumulators (row-major M x N)")
+    cd_rows("%gc", "ld")
+
+    # ---- K loop
+    ins("setp.eq.u32 %p1, %nks, 0;")
+    ins("@%p1 bra.uni STORE;")
+    emit("LOOP_K:")
+    for i in range(tm):
+        for j in range(ar):
+            off = 16 * (j >> 1)
+            ins(f"ld.global.b32 %a{i * ar + j}, [%pa{2 * i + (j & 1)}{f'+{off}' if off else ''}];")
+    for q in range(tn):
+        for j in range(br):
+            ins(f"ld.global.b32 %b{q * br + j}, [%pb{q}{f'+{16 * j}' if j else ''}];")
+    if runtime_meta:
+        for i in range(tm):
+            ins(f"ld.global.b32 %e{i}, [%pe{i}];")
+    elif table is not None and len(cfg.static_metadata[0]) > 1:
+        ins("mul.wide.u32 %off, %kk, 128;")
+        for i in range(tm):
+            ins(f"add.u64 %adr, %pe{i}, %off;")
+            ins(f"ld.const.b32 %e{i}, [%adr];")
+    opcode = form.instruction(ptx)
+    for i in range(tm):
+        for q in range(tn):
+            acc = "{" + ", ".join(f"%acc{(i * tn + q) * cr + r}" for r in range(cr)) + "}"
+            a = "{" + ", ".join(f"%a{i * ar + j}" for j in range(ar)) + "}"
+            b = "{" + ", ".join(f"%b{q * br + j}" for j in range(br)) + "}"
+            tail = ", %sa, {0, 0}, %sb, {0, 0}" if form.block_scale else ""
+            ins(f"{opcode} {acc}, {a}, {b}, {acc}, %e{i}, {cfg.selector}{tail};")
+    a_step = (form.k // 2) * sbits // 8
+    b_step = form.k * sbits // 8
+    for i in range(2 * tm):
+        ins(f"add.u64 %pa{i}, %pa{i}, {a_step};")
+    for q in range(tn):
+        ins(f"add.u64 %pb{q}, %pb{q}, {b_step};")
+    if runtime_meta:
+        for i in range(tm):
+            ins(f"add.u64 %pe{i}, %pe{i}, 128;        // next k-step: 32 words further")
+    elif table is not None and len(cfg.static_metadata[0]) > 1:
+        ins("add.u32 %kk, %kk, 1;")
+        ins(f"setp.eq.u32 %p2, %kk, {len(cfg.static_metadata[0])};")
+        ins("selp.u32 %kk, 0, %kk, %p2;")
+    ins("sub.u32 %nks, %nks, 1;")
+    ins("setp.ne.u32 %p1, %nks, 0;")
+    ins("@%p1 bra.uni LOOP_K;")
+    emit("STORE:")
+    ins("// accumulators -> D (row-major M x N)")
+    cd_rows("%gd", "st")
+    emit("DONE:")
+    ins("ret;")
+    emit("}")
+    text = "\n".join(out) + "\n"
+
+    abi = _abi(cfg, ptx, params, runtime_meta)
+    return KernelPTX(kname, text, ptx, cfg.target, abi)
+
+
+def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> dict:
+    form, lay = cfg.form, cfg.form.layout
+    sbits = lay.storage_bits
+    elem = {16: "one element per 2 bytes", 32: "one element per 4 bytes", 8: "one element per byte",
+            4: "two elements per byte, even index in the low nibble"}[sbits]
+    if sbits == 8 and TYPES[form.a_type].bits < 8:
+        elem = "one element per byte (8-bit container: e2m1 in bits 5:2, e3m2/e2m3 in bits 5:0)"
+    buffers = {
+        "a_values": {"element": form.a_type, "shape": ["M", "K/2"], "bytes": f"M*K*{sbits}/16",
+                     "layout": f"row-major compressed A (kept elements of each chunk in K order); {elem}"},
+        "b": {"element": form.b_type, "shape": ["N", "K"], "bytes": f"N*K*{sbits}/8",
+              "layout": f"B transposed: row n holds column n of the K x N matrix B; {elem}"},
+        "c": {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"},
+        "d": {"element": form.d_type, "shape": ["M", "N"], "layout": "row-major (written)"},
+    }
+    if runtime_meta:
+        buffers["a_metadata"] = {"element": "u32", "shape": ["M/16", f"K/{form.k}", 32],
+                                 "layout": "per 16-row tile and k-step, the 32 per-lane metadata words "
+                                           "(compiler.sparse.compress)"}
+    return {
+        "kernel": cfg.name,
+        "form": form.name,
+        "instruction": form.instruction(ptx),
+        "target": cfg.target,
+        "ptx_version": format_version(ptx),
+        "params": [{"name": n, "ptx_param": f"{cfg.name}_{n}", "type": t.lstrip(".")} for n, t in params],
+        "buffers": buffers,
+        "metadata": "runtime" if runtime_meta else "static",
+        "selector": cfg.selector,
+        "tile_m": cfg.tile_m, "tile_n": cfg.tile_n, "tile_k": form.k,
+        "block": [cfg.threads, 1, 1],
+        "grid": ["N / tile_n", "M / tile_m", 1],
+        "requires": [f"M % {cfg.tile_m} == 0", f"N % {cfg.tile_n} == 0", f"K % {form.k} == 0"],
+    }
