@@ -68,7 +68,8 @@ class DescriptorMaterialization(Pass):
             z = spec.zero_columns
             if z.value is not None:
                 zcm = ZeroColumnMask.decode(z.value)
+                zcm.check(spec.m, spec.n)       # shift limit and M/N (decode alone cannot know them)
             else:
-                zcm = solve_zero_columns(spec.m, spec.n, [set(c) for c in z.columns])
+                zcm = solve_zero_columns(spec.m, spec.n, [set(c) for c in z.columns], shift=z.shift)
             tile.body.append(Op("tilec.zero_column_mask", None, {"value": Hex(zcm.encode())},
                                 loc=spec.loc("zero_columns")))

@@ -119,6 +119,8 @@ class Verify(Pass):
                           disable_output_lane=spec.disable_output_lane is not None,
                           scale_input_d=spec.scale_input_d is not None,
                           zero_column_mask=spec.zero_columns is not None)
+        if spec.ashift:
+            form.check_ashift_m(spec.m)
         try:
             check_target(form, fspec.target, fspec.ptx_version)
         except SpecError as e:
