@@ -46,9 +46,12 @@ class LayoutSelection(Pass):
 
     def tile(self, tile: Op) -> None:
         from ..layout import canonical_layout, choose_swizzle, container_bits_for
-        from ..tcgen05_kinds import mma_k
+        from ..ptx.tcgen05_kernel import check_kernel_support
+        from ..tcgen05_kinds import check_major, mma_k
 
         spec = tile.payload
+        # A legal tile the kernel emitter cannot build is reported here, located, before any layout work.
+        check_kernel_support(spec)
         sparse = spec.sparsity is not None
         step_k = mma_k(tile.attrs["kind"], sparse)
         smem = [n for n in ("A", "B") if spec.operands[n].space == "smem"]
@@ -65,6 +68,9 @@ class LayoutSelection(Pass):
                 if swz == "auto":
                     swz = choose_swizzle(o.dtype, major, mn, k, container_bits=bits,
                                          mma_k=step_k // 2 if (name == "A" and sparse) else step_k)
+                # Transpose rules that depend on the resolved swizzle and on N (PTX 9.7.16.10.1 Table 49:
+                # 128B_base32B only for MN-major tf32, which needs it; Table 50: N of an MN-major 8-bit B).
+                check_major(tile.attrs["kind"], name, o.dtype, major, swz, n=spec.n, cta_group=spec.cta_group)
                 try:
                     lay = canonical_layout(o.dtype, major, swz, mn, k, container_bits=bits)
                 except SpecError as e:

@@ -1,4 +1,6 @@
-"""A complete `.entry` kernel for one dense tcgen05 tile (cta_group::1, A and B from shared memory).
+"""A complete `.entry` kernel for one dense tcgen05 tile (cta_group::1, A and B from shared memory;
+optional disable-output-lane masks and scale-input-d; `.ws` with M=128 and its zero-column mask).
+Tiles outside that subset are rejected by `check_kernel_support`, which layout-selection calls.
 
 Kernel ABI (also reported by `tilec compile --emit json`):
   params : A (u64), B (u64), D (u64) global pointers; m_total, n_total (u32) problem sizes, multiples of
@@ -20,11 +22,71 @@ M=128, Layout F lanes 32*(i>>4)+(i&15) for M=64) and stores D; warp 0 frees TMEM
 """
 from __future__ import annotations
 
+import re
+
+from ..diagnostics import SpecError
 from ..ir import Op
+from ..tcgen05_forms import DISABLE_LANE_REGS, SCALE_INPUT_D_RANGE
 from ..types import TYPES
 from .builder import KernelBuilder
 
 THREADS = 128
+
+# PTX 4.4 "Identifiers": [a-zA-Z]{followsym}* | [_$%]{followsym}+ with followsym = [a-zA-Z0-9_$]. The tile
+# name becomes the .entry name (and prefixes the kernel's .shared symbols). WARP_SZ is a predefined
+# identifier (PTX 4.4, "Predefined Identifiers"; ptxas 13.0 rejects an entry of that name).
+_PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
+_PREDEFINED_IDENTIFIERS = ("WARP_SZ",)
+
+
+def _collector_reuses(spec) -> bool:
+    """`::use` / `::lastuse` read a collector buffer filled by an earlier MMA with the same A (or B for
+    .ws) source (PTX 9.7.16.10.9.1 .collector_usage). Every MMA of this kernel reads a different K step,
+    so such a buffer would hold stale data."""
+    return spec.collector is not None and spec.collector.split("::")[-1] in ("use", "lastuse")
+
+
+# What this emitter does not generate. Rows: (applies to the spec, field to blame, message, hint).
+# Checked by layout-selection (check_kernel_support) so the user gets a located diagnostic, not a crash.
+_UNSUPPORTED = (
+    (lambda s: s.cta_group != 1, "engine.cta_group",
+     "the tcgen05 kernel emitter handles cta_group::1 only (a CTA pair needs a cluster launch)",
+     "use cta_group=1"),
+    (lambda s: s.operands["A"].space != "smem", "A.space",
+     "the tcgen05 kernel emitter stages A through shared memory only (A in tensor memory needs tcgen05.cp)",
+     "write 'A: <type> smem;'"),
+    (lambda s: s.block_scale is not None or "SFA" in s.operands or "SFB" in s.operands, "block_scale",
+     "the tcgen05 kernel emitter does not load block-scale factors into tensor memory yet", None),
+    # .ws D layouts (PTX 9.7.16.10.5): M=128 is Layout D like the non-ws form; M=64 / M=32 are layouts E / G,
+    # which the epilogue does not read.
+    (lambda s: s.ws and s.m != 128, "shape.M",
+     "the tcgen05 kernel emitter reads D of tcgen05.mma.ws only for M=128 (data-path Layout D)", "use M=128"),
+    (_collector_reuses, "engine.collector",
+     "collector ::use / ::lastuse would read a buffer holding another K step's operand: every MMA of this "
+     "kernel reads a new K step", "use ::fill or ::discard, or drop collector="),
+)
+
+
+def check_kernel_support(spec) -> None:
+    """Raise SpecError (with the field to blame) for a legal tile this emitter cannot turn into a kernel,
+    and for operand values the instruction text needs but nothing upstream bounds."""
+    if not _PTX_IDENTIFIER.fullmatch(spec.name) or spec.name in _PREDEFINED_IDENTIFIERS:
+        raise SpecError(f"tile name '{spec.name}' is not a valid PTX identifier (it names the .entry)", "tile",
+                        "use letters, digits and '_', starting with a letter (PTX 4.4)")
+    for applies, field, message, hint in _UNSUPPORTED:
+        if applies(spec):
+            raise SpecError(message, field, hint)
+    if spec.disable_output_lane is not None:
+        # 9.7.16.10.9.1: a vector of 4 (cta_group::1) .b32 masks, bit i of element 0 = TMEM lane i.
+        lanes = spec.disable_output_lane
+        if len(lanes) != DISABLE_LANE_REGS[spec.cta_group] or any(not 0 <= v < 1 << 32 for v in lanes):
+            raise SpecError(f"disable_output_lane takes {DISABLE_LANE_REGS[spec.cta_group]} 32-bit masks with "
+                            f"cta_group::{spec.cta_group}, got {list(map(hex, lanes))}",
+                            "disable_output_lane.value", "bit i of mask j disables TMEM lane 32*j + i")
+    if spec.scale_input_d is not None and spec.scale_input_d not in SCALE_INPUT_D_RANGE:
+        # 9.7.16.10.9.1: "The valid range of values for argument scale-input-d is [0, 15]".
+        raise SpecError(f"scale_input_d is an immediate in [0, 15], not {spec.scale_input_d}",
+                        "scale_input_d.value", "D is scaled by 2^-scale_input_d")
 
 
 def _tmem_columns(n: int) -> int:
@@ -43,6 +105,7 @@ def emit_tcgen05_kernel(tile: Op) -> tuple[str, dict]:
                                  tcgen05_relinquish_alloc_permit)
 
     spec = tile.payload
+    check_kernel_support(spec)       # layout-selection reported these with a location already
     form = tile.facts["form"]
     kb_elems = tile.facts["k_block"]
     k_total = spec.total_k
@@ -107,6 +170,21 @@ def emit_tcgen05_kernel(tile: Op) -> tuple[str, dict]:
     e(f"mov.b32 {idesc}, {int(tile.op('tilec.instr_desc').attrs['value']):#010x};")
     p_true = kb.reg("p")
     e(f"setp.eq.u32 {p_true}, 0, 0;")
+    # Optional trailing operands (9.7.16.10.9.1 operand order): {disable-output-lane} .b32 masks,
+    # scale-input-d immediate, and for .ws the .b64 zero-column mask descriptor (9.7.16.4.3).
+    extra: dict = {}
+    if spec.disable_output_lane is not None:
+        lanes = kb.regs("r", len(spec.disable_output_lane))
+        for reg, mask in zip(lanes, spec.disable_output_lane):
+            e(f"mov.b32 {reg}, {mask:#010x};")
+        extra["disable_lanes"] = lanes
+    if spec.scale_input_d is not None:
+        extra["scale_input_d"] = spec.scale_input_d
+    zcm_op = tile.op("tilec.zero_column_mask")
+    if zcm_op is not None:
+        zcm = kb.reg("rd")
+        e(f"mov.b64 {zcm}, {int(zcm_op.attrs['value']):#018x};")
+        extra["zcm"] = zcm
 
     kreg, phase = kb.regs("r", 2)
     e(f"mov.u32 {kreg}, 0;")
@@ -131,7 +209,7 @@ def emit_tcgen05_kernel(tile: Op) -> tuple[str, dict]:
         ra, rb = kb.regs("rd", 2)
         e(f"add.u64 {ra}, {sb4w}, {int(da[s]):#018x};")
         e(f"add.u64 {rb}, {sb4w}, {int(db[s]):#018x};")
-        e(form.render(f"[{taddr}]", ra, rb, idesc, p_acc if s == 0 else p_true))
+        e(form.render(f"[{taddr}]", ra, rb, idesc, p_acc if s == 0 else p_true, **extra))
     e(tcgen05_commit(mbar, form.cta_group))
     kb.put_label(skip_mma)
     wait = kb.label("wait")
@@ -220,11 +298,13 @@ def _emit_copy(kb: KernelBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kre
             src = v
         e(f"mad.lo.u32 {off}, {src}, {t.stride}, {off};")
     if cm.swizzle_bits:
-        # Swizzle<B,4,3> on byte addresses (PTX 9.7.16.3.3): bits [4,4+B) ^= bits [7,7+B).
-        # The buffer is 1024-B aligned, so swizzling the offset equals swizzling the address.
+        # Swizzle<B,M,S> on byte addresses: bits [M,M+B) ^= bits [M+S,M+S+B). Swizzle<B,4,3> for
+        # 32B/64B/128B (PTX 9.7.16.3.3); Swizzle<2,5,2> for 128B_base32B (32-byte granules, see
+        # compiler/layout.py). The buffer is 1024-B aligned, so swizzling the offset equals swizzling
+        # the address.
         s = kb.reg("r")
-        e(f"shr.u32 {s}, {off}, 3;")
-        e(f"and.b32 {s}, {s}, {((1 << cm.swizzle_bits) - 1) << 4};")
+        e(f"shr.u32 {s}, {off}, {cm.swizzle_shift};")
+        e(f"and.b32 {s}, {s}, {((1 << cm.swizzle_bits) - 1) << cm.swizzle_base};")
         e(f"xor.b32 {off}, {off}, {s};")
     # Global address of the chunk.
     row_bytes_k = spec.total_k * ebits // 8 if name != "A" or spec.sparsity is None else spec.total_k * ebits // 16
