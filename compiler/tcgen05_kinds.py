@@ -265,7 +265,7 @@ def check_options(kind: str, negate_a: bool = False, negate_b: bool = False, sat
         raise SpecError(f"saturate is only for kind::i8, not kind::{kind} (Table 42 bit 3)", field="saturate")
     if scale_input_d and not info.scale_input_d:
         raise SpecError(f"scale-input-d is only for kind::f16 and kind::tf32, not kind::{kind}",
-                        field="options.scale_input_d")
+                        field="scale_input_d")
 
 
 def check_scale(kind: str, scale_type: str | None, vector_size: int | None = None) -> None:

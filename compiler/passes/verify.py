@@ -81,7 +81,7 @@ class Verify(Pass):
     def tcgen05(self, tile, ctx: PassContext, fspec):
         from ..descriptors import InstrDesc
         from ..tcgen05_forms import Tcgen05Mma, check_target, infer_ptx_version
-        from ..tcgen05_kinds import check_shape, infer_kind, mma_k
+        from ..tcgen05_kinds import check_major, check_options, check_scale, check_shape, infer_kind, mma_k
 
         spec = tile.payload
         _check_operands(tile, ctx, _TCGEN05_OPERANDS, _TCGEN05_SCALES)
@@ -107,6 +107,18 @@ class Verify(Pass):
         if spec.total_k % want_k or spec.total_k <= 0:
             raise SpecError(f"loop K={spec.total_k} is not a positive multiple of the instruction K={want_k}",
                             "loop.K", f"use a multiple of {want_k}, e.g. {max(want_k, spec.total_k // want_k * want_k)}")
+        for name, o in (("A", a), ("B", b)):
+            if o.space == "smem":
+                check_major(kind, name, o.dtype, o.major or "K",
+                            None if o.swizzle in (None, "auto") else o.swizzle, spec.n, spec.cta_group)
+        check_options(kind, negate_a=spec.negate_a, negate_b=spec.negate_b, saturate=spec.saturate,
+                      scale_input_d=spec.scale_input_d is not None)
+        scale_type = spec.operands["SFA"].dtype if "SFA" in spec.operands else None
+        if "SFB" in spec.operands and spec.operands["SFB"].dtype != scale_type:
+            raise SpecError("SFA and SFB must have the same scale type (one idesc field, Tables 43/44)",
+                            "SFB.dtype")
+        vec = {"block16": 16, "block32": 32}.get(spec.block_scale or "")
+        check_scale(kind, scale_type, vec)
         # The instruction descriptor's constructor checks the types for the kind (Tables 42-44).
         InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
                   a_major=a.major or "K", b_major=b.major or "K",
