@@ -57,6 +57,9 @@ def _parser():
     c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
     c.add_argument("--ptx-version", help="PTX ISA version X.Y, overriding the file's 'ptx'")
     c.add_argument("--emit", choices=("ptx", "ir", "json"), default="ptx")
+    c.add_argument("--variant", choices=("kernel", "smem-dump"), default="kernel",
+                   help="smem-dump: an sm_90a kernel without tcgen05 that dumps its shared-memory images "
+                        "(for checking the copy code and descriptors on Hopper)")
     c.add_argument("--print-ir-after-all", action="store_true", help="dump the IR after every pass (stderr)")
     c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
 
@@ -109,8 +112,11 @@ def _cmd_compile(args, opt_mode: bool) -> int:
         for n in after:
             if n not in pass_names():
                 raise UsageError(f"--print-ir-after: unknown pass '{n}' (passes: {', '.join(pass_names())})")
+    options = {}
+    if getattr(args, "variant", "kernel") != "kernel":
+        options["variant"] = args.variant
     result = compile_source(text, name, arch=args.arch, ptx_version=_version(args.ptx_version),
-                            passes=passes, print_ir_after=after)
+                            passes=passes, print_ir_after=after, options=options)
     for dump in result.ir_dumps:
         sys.stderr.write(dump)
     if opt_mode or args.emit == "ir":

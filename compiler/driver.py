@@ -83,7 +83,9 @@ def parse_source(text: str, filename: str = "<string>", arch: str | None = None,
 
 
 def compile_spec(spec: FileSpec, source: str | None = None, passes: list[str] | None = None,
-                 print_ir_after: set[str] | None = None) -> CompileResult:
+                 print_ir_after: set[str] | None = None, options: dict | None = None) -> CompileResult:
+    """Run the pipeline (default order, or `passes`) on a spec. `options` reach every pass through
+    PassContext.options, e.g. {"variant": "smem-dump"} (the sm_90a verification variant)."""
     from .lowering import lower
     from .passes import PassContext
     from .passes.manager import PassManager
@@ -92,17 +94,17 @@ def compile_spec(spec: FileSpec, source: str | None = None, passes: list[str] | 
     dumps: list[str] = []
     kw = {"print_after": print_ir_after or set(), "ir_sink": dumps}
     pm = PassManager.from_names(passes, **kw) if passes is not None else PassManager.default(**kw)
-    pm.run(module, PassContext(source=source, filename=spec.filename))
+    pm.run(module, PassContext(source=source, filename=spec.filename, options=dict(options or {})))
     ptx = module.payload.get("ptx")
     return CompileResult(module, ptx, spec, dumps)
 
 
 def compile_source(text: str, filename: str = "<string>", arch: str | None = None,
                    ptx_version: tuple[int, int] | None = None, passes: list[str] | None = None,
-                   print_ir_after: set[str] | None = None) -> CompileResult:
+                   print_ir_after: set[str] | None = None, options: dict | None = None) -> CompileResult:
     """Compile DSL text. Raises CompileError (with located diagnostics) on bad input."""
     spec = parse_source(text, filename, arch, ptx_version)
-    return compile_spec(spec, text, passes, print_ir_after)
+    return compile_spec(spec, text, passes, print_ir_after, options)
 
 
 def compile_file(path: str | Path, **kw) -> CompileResult:
