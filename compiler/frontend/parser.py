@@ -7,32 +7,31 @@ After the parse, the Lark tree is converted into small plain nodes that keep eve
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import tempfile
+import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..diagnostics import CompileError, Diagnostic, Loc
 
 _GRAMMAR_NAME = "tile.lark"
 
 
-def grammar_path() -> Path:
-    here = Path(__file__).resolve().parent.parent.parent / "grammar" / _GRAMMAR_NAME
-    if here.is_file():
+def grammar_path() -> str:
+    # os.path rather than pathlib: pathlib costs several ms of start-up that every lit RUN line pays.
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "grammar", _GRAMMAR_NAME)
+    if os.path.isfile(here):
         return here
-    installed = Path(sys.prefix) / "share" / "tilec" / "grammar" / _GRAMMAR_NAME
-    return installed
+    return os.path.join(sys.prefix, "share", "tilec", "grammar", _GRAMMAR_NAME)
 
 
-def _cache_dir() -> Path:
+def _cache_dir() -> str:
     env = os.environ.get("TILEC_CACHE_DIR")
     if env:
-        return Path(env)
+        return env
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg) / "tilec" if xdg else Path.home() / ".cache" / "tilec"
+    return os.path.join(xdg, "tilec") if xdg else os.path.join(os.path.expanduser("~"), ".cache", "tilec")
 
 
 _PARSER = None
@@ -45,21 +44,25 @@ def get_parser():
         return _PARSER
     import lark
 
-    text = grammar_path().read_text()
-    key = hashlib.sha256((text + lark.__version__).encode()).hexdigest()[:16]
-    cache = _cache_dir() / f"tile-lalr-{key}.cache"
+    with open(grammar_path(), encoding="utf-8") as f:
+        text = f.read()
+    # crc32 (zlib is built in) rather than hashlib: the key only has to change with the grammar.
+    key = f"{zlib.crc32((text + lark.__version__).encode()):08x}"
+    cache = os.path.join(_cache_dir(), f"tile-lalr-{key}.cache")
     parser = None
-    if cache.is_file():
+    if os.path.isfile(cache):
         try:
             with open(cache, "rb") as f:
                 parser = lark.Lark.load(f)
         except Exception:       # a stale or foreign cache file: rebuild below
             parser = None
     if parser is None:
-        parser = lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+        parser = lark.Lark(text, parser="lalr", propagate_positions=False, maybe_placeholders=False)
         try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".tile-lalr-")
+            import tempfile
+
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cache), prefix=".tile-lalr-")
             with os.fdopen(fd, "wb") as f:
                 parser.save(f)
             os.replace(tmp, cache)
@@ -168,35 +171,33 @@ def _convert(tree, filename: str) -> FileNode:
 
     def value(node) -> Value:
         if node.data == "list":
-            items = [value(c) for c in node.children if c is not None]
-            m = node.meta
-            loc = Loc(filename, m.line, m.column, m.end_column if m.end_line == m.line else None)
-            return Value("list", "", loc, items)
+            lsqb, rsqb = node.children[0], node.children[-1]
+            items = [value(c) for c in node.children[1:-1] if c is not None]
+            end = rsqb.end_column if rsqb.line == lsqb.line else None
+            return Value("list", "", Loc(filename, lsqb.line, lsqb.column, end), items)
         tok = node.children[0]
         return Value(node.data, str(tok), _tok_loc(filename, tok))
 
     def statement(node) -> Statement:
-        head = node.children[0]
+        head, semi = node.children[0], node.children[-1]
         args = []
-        for a in node.children[1:]:
+        for a in node.children[1:-1]:
             if a.data == "kv_arg":
                 key = a.children[0]
                 args.append(Arg(str(key), _tok_loc(filename, key), value(a.children[1])))
             else:
                 args.append(Arg(None, None, value(a.children[0])))
-        m = node.meta
-        end = Loc(filename, m.end_line, max(m.end_column - 1, 1))
+        end = Loc(filename, semi.line, semi.column)
         kind = "operand" if node.data == "operand_stmt" else "keyword"
         return Statement(kind, str(head), _tok_loc(filename, head), args, end)
 
     stmts, tiles = [], []
     for child in tree.children:
         if child.data == "tile":
-            name = child.children[0]
+            kw, name = child.children[0], child.children[1]
             assert isinstance(name, Token)
-            m = child.meta
-            tiles.append(TileNode(str(name), Loc(filename, m.line, m.column, m.column + 4),
-                                  _tok_loc(filename, name), [statement(s) for s in child.children[1:]]))
+            tiles.append(TileNode(str(name), _tok_loc(filename, kw),
+                                  _tok_loc(filename, name), [statement(s) for s in child.children[2:]]))
         else:
             stmts.append(statement(child))
     return FileNode(stmts, tiles)
