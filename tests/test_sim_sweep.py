@@ -36,6 +36,7 @@ _VALID_1_2 = (0b0100, 0b1110)
 # Scale factors per MMA row / column (PTX Table 54), by (kind, vector qualifier).
 _SCALE_BLOCKS = {("mxf8f6f4", "1X"): 1, ("mxf4", "block32"): 2, ("mxf4nvf4", "block32"): 2,
                  ("mxf4nvf4", "block16"): 4}
+_SCALE_BLOCKS_K96 = {("mxf4", "block32"): 3, ("mxf4nvf4", "block32"): 3, ("mxf4nvf4", "block16"): 6}
 
 
 @dataclass
@@ -59,6 +60,7 @@ class Case:
     saturate: bool = False
     scale: tuple[str, str] | None = None           # (scale type, vector qualifier)
     misalign: int = 0                              # tile bases 128*misalign past the swizzle repeat
+    k96: bool = False                              # dense K = 96 (Table 44 bit 31), absolute LBO mode
     seed: int = 0
     notes: list = field(default_factory=list)
 
@@ -67,7 +69,7 @@ class Case:
                  f"A{self.a_major}:{self.a_swizzle}", f"B{self.b_major}:{self.b_swizzle}", f"k{self.k_steps}"]
         for flag, name in ((self.sparse, "sp"), (self.ws, "ws"), (self.cta_group == 2, "2cta"),
                            (self.zcm is not None, "zcm"), (any(self.negate), "neg"), (self.saturate, "sat"),
-                           (self.misalign, f"base+{128 * self.misalign}")):
+                           (self.misalign, f"base+{128 * self.misalign}"), (self.k96, "k96")):
             if flag:
                 parts.append(name)
         if self.scale:
@@ -116,7 +118,8 @@ def run_case(case: Case) -> None:
     rng = np.random.default_rng(case.seed)
     kind = case.kind
     spec = SIM_KINDS[kind]
-    mma_k = tcgen05_kinds.mma_k(kind, case.sparse)
+    mma_k = tcgen05_kinds.mma_k(kind, case.sparse, case.k96)
+    lbo_mode = "absolute" if case.k96 else "relative"
     k_total = mma_k * case.k_steps
     a_k_step = mma_k // 2 if case.sparse else mma_k
     m_cta, n_cta = case.m // case.cta_group, case.n // case.cta_group
@@ -143,9 +146,9 @@ def run_case(case: Case) -> None:
     b_layout = canonical_layout(case.b_type, case.b_major, case.b_swizzle, b_rows, k_total, b_bits)
     a_base, b_base = _bases(case, a_layout, b_layout)
     a_descs = smem_descriptors(case.a_type, case.a_major, case.a_swizzle, m_cta, a_layout.k, a_k_step,
-                               base_address=a_base, container_bits=a_bits)
+                               base_address=a_base, lbo_mode=lbo_mode, container_bits=a_bits)
     b_descs = smem_descriptors(case.b_type, case.b_major, case.b_swizzle, b_rows, k_total, mma_k,
-                               base_address=b_base, container_bits=b_bits)
+                               base_address=b_base, lbo_mode=lbo_mode, container_bits=b_bits)
     images = []
     for cta in range(case.cta_group):
         image = np.zeros(IMAGE_BYTES, dtype=np.uint8)
@@ -165,10 +168,11 @@ def run_case(case: Case) -> None:
 
     # Check 2: the MMA sequence against numpy.
     scale_type, vec = case.scale if case.scale else (None, None)
-    blocks = _SCALE_BLOCKS[(kind, vec)] if case.scale else 0
+    blocks = ((_SCALE_BLOCKS_K96 if case.k96 else _SCALE_BLOCKS)[(kind, vec)]) if case.scale else 0
     idesc_args = dict(kind=kind, a_type=case.a_type, b_type=case.b_type, d_type=case.d_type, m=case.m, n=case.n,
                       a_major=case.a_major, b_major=case.b_major, negate_a=case.negate[0],
-                      negate_b=case.negate[1], sparse=case.sparse, saturate=case.saturate, scale_type=scale_type)
+                      negate_b=case.negate[1], sparse=case.sparse, saturate=case.saturate, scale_type=scale_type,
+                      k96=case.k96)
     if scale_type is None and spec.block_scaled:
         raise AssertionError("block-scaled case without scales")
     if case.scale:
@@ -275,6 +279,11 @@ def _fixed_cases() -> list[Case]:
     c.append(Case("f16", "f16", "f16", "f32", 256, 128, "K", "MN", "128B", "128B", k_steps=4, cta_group=2))
     c.append(Case("mxf8f6f4", "e5m2", "e5m2", "f32", 256, 64, "K", "K", "128B", "128B", k_steps=4,
                   cta_group=2, sparse=True, scale=("ue8m0", "1X")))
+    # K = 96 (sm_103a): 48-byte K steps in 128B-swizzled rows, second piece at the absolute LBO address.
+    c.append(Case("mxf4", "e2m1", "e2m1", "f32", 256, 64, "K", "K", "128B", "128B", k_steps=8, cta_group=2,
+                  k96=True, scale=("ue8m0", "block32")))
+    c.append(Case("mxf4nvf4", "e2m1", "e2m1", "f32", 256, 32, "K", "K", "128B", "128B", k_steps=8, cta_group=2,
+                  k96=True, scale=("ue4m3", "block16")))
     # .ws with zero-column masks (Table 45 fields, shift <= 16 for M = 32).
     c.append(Case("f16", "f16", "f16", "f32", 128, 64, "K", "K", "128B", "128B", k_steps=4, ws=True,
                   zcm=ZeroColumnMask((0, 0, 0, 0), (0, 0, 0, 0), True, 2, 3, 0)))
@@ -366,6 +375,8 @@ def _modelled(case: Case) -> bool:
 def test_hypothesis_sweep():
     from hypothesis import HealthCheck, assume, given, settings
 
+    executed: list[Case] = []
+
     @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
     @given(_case_strategy())
     def check(case):
@@ -386,5 +397,13 @@ def test_hypothesis_sweep():
         except SpecError:
             assume(False)              # tilec rejects this tile (e.g. a K step wider than the swizzle row)
         run_case(case)
+        executed.append(case)
 
     check()
+    # Guard against a strategy that filters nearly everything away: most draws must really run, and
+    # every kind must have been exercised.
+    kinds = {case.kind for case in executed}
+    print(f"hypothesis sweep: {len(executed)} cases run, kinds {sorted(kinds)}, "
+          f"{sum(c.sparse for c in executed)} sparse, {sum(c.zcm is not None for c in executed)} with masks, "
+          f"{sum(c.cta_group == 2 for c in executed)} two-CTA, {sum(bool(c.misalign) for c in executed)} misaligned")
+    assert len(executed) >= 150 and kinds == set(_TYPE_CHOICES)
