@@ -321,8 +321,7 @@ def d_row_lanes(m: int, cta_group: int, *, ws: bool = False, lane_base: int = 0)
     layout F, half data path, lane = 32*(row >> 4) + (row & 15) + L0 with L0 in {0, 16}.
     Other layouts (.ws M=32/64, ::2 M=128) are not modelled.
     """
-    rows = m // cta_group
-    if rows == 128 and not (cta_group == 2 and m == 128):
+    if m // cta_group == 128:
         return np.arange(128)
     if m == 64 and cta_group == 1 and not ws:
         if lane_base not in (0, 16):
