@@ -149,8 +149,7 @@ def parse(text: str, filename: str = "<string>") -> FileNode:
     except lark.exceptions.UnexpectedToken as e:
         tok = e.token
         if tok.type == "$END":
-            lines = text.splitlines() or [""]
-            loc = Loc(filename, len(lines), len(lines[-1]) + 1)
+            loc = _end_of_file(text, filename)
             msg = "unexpected end of file"
         else:
             loc = _tok_loc(filename, tok)
@@ -160,19 +159,36 @@ def parse(text: str, filename: str = "<string>") -> FileNode:
             hint += " (is a ';' missing at the end of the previous statement?)"
         raise CompileError([Diagnostic(msg, loc, hint=hint)], text) from None
     except lark.exceptions.UnexpectedEOF as e:   # pragma: no cover - LALR reports UnexpectedToken($END)
-        lines = text.splitlines() or [""]
-        raise CompileError([Diagnostic("unexpected end of file", Loc(filename, len(lines), len(lines[-1]) + 1))],
-                           text) from None
-    return _convert(tree, filename)
+        raise CompileError([Diagnostic("unexpected end of file", _end_of_file(text, filename))], text) from None
+    return _convert(tree, filename, text)
 
 
-def _convert(tree, filename: str) -> FileNode:
+def _end_of_file(text: str, filename: str) -> Loc:
+    """Just after the last non-blank line. Lines are counted as Lark counts them (only '\n' ends a
+    line; str.splitlines would also split at '\r', '\x0b', '\u2028', ... and point past the file)."""
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    n = len(lines)
+    while n > 1 and not lines[n - 1].strip():
+        n -= 1
+    return Loc(filename, n, len(lines[n - 1]) + 1)
+
+
+# Lists nest two deep in the DSL (rows=[[0:1, 2:3], [1:3]]); anything far deeper is a typo, and the
+# recursive conversion below must not run out of stack on it.
+MAX_LIST_DEPTH = 16
+
+
+def _convert(tree, filename: str, text: str = "") -> FileNode:
     from lark import Token
 
-    def value(node) -> Value:
+    def value(node, depth: int = 0) -> Value:
         if node.data == "list":
             lsqb, rsqb = node.children[0], node.children[-1]
-            items = [value(c) for c in node.children[1:-1] if c is not None]
+            if depth >= MAX_LIST_DEPTH:
+                raise CompileError([Diagnostic(f"lists nest at most {MAX_LIST_DEPTH} deep", _tok_loc(filename, lsqb),
+                                               hint="the DSL's deepest value is a list of lists, e.g. rows=[[0:1, 2:3]]")],
+                                   text)
+            items = [value(c, depth + 1) for c in node.children[1:-1] if c is not None]
             end = rsqb.end_column if rsqb.line == lsqb.line else None
             return Value("list", "", Loc(filename, lsqb.line, lsqb.column, end), items)
         tok = node.children[0]
