@@ -39,6 +39,17 @@ class ZeroColumnsSpec:
 
 
 @dataclass
+class ScheduleSpec:
+    """A whole-GEMM schedule for warp-level tiles: the CTA tile, its warp grid and the smem pipeline."""
+    cta_m: int
+    cta_n: int
+    cta_k: int
+    warps_m: int = 1
+    warps_n: int = 1
+    stages: int = 2
+
+
+@dataclass
 class TileSpec:
     name: str
     engine: str                     # tcgen05 | mma.sp
@@ -61,6 +72,7 @@ class TileSpec:
     scale_input_d: int | None = None
     disable_output_lane: tuple | None = None
     zero_columns: ZeroColumnsSpec | None = None
+    schedule: ScheduleSpec | None = None
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 
     def loc(self, key: str | None = None) -> Loc | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 
 from ..diagnostics import CompileError, Diagnostic, Loc
-from ..spec import (OPERAND_NAMES, FileSpec, OperandSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
+from ..spec import (OPERAND_NAMES, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec,
+                    ZeroColumnsSpec)
 from ..targets import TARGETS, parse_version
 from ..types import TYPES
 from .parser import Arg, FileNode, Statement, Value, parse
@@ -366,6 +367,31 @@ class Builder:
             self.error("'zero_columns' needs exactly one of mask=0x... or cols=[...]", st.loc)
         f["zero_columns"] = z
 
+    def schedule(self, st, f, locs):
+        """schedule cta=128x128x64 warps=2x2 stages=3;"""
+        _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None})
+        if "cta" not in kv:
+            self.error("'schedule' needs cta=MxNxK", st.end_loc, "e.g. 'schedule cta=128x128x64 warps=2x2 stages=3;'")
+
+        def dims(arg, n, what):
+            parts = arg.value.text.lower().split("x") if arg.value.kind == "atom" else []
+            if len(parts) != n or not all(p.isdigit() and int(p) > 0 for p in parts):
+                self.error(f"{what} must look like {'x'.join(['N'] * n)}, found '{arg.value.text or '[...]'}'",
+                           arg.value.loc)
+            return [int(p) for p in parts]
+
+        cm, cn, ck = dims(kv["cta"], 3, "cta")
+        locs["schedule.cta"] = kv["cta"].value.loc
+        wm = wn = 1
+        if "warps" in kv:
+            wm, wn = dims(kv["warps"], 2, "warps")
+            locs["schedule.warps"] = kv["warps"].value.loc
+        stages = 2
+        if "stages" in kv:
+            stages = self.int_value(kv["stages"].value, "stages")
+            locs["schedule.stages"] = kv["stages"].value.loc
+        f["schedule"] = ScheduleSpec(cm, cn, ck, wm, wn, stages)
+
 
 _KEYWORDS = {
     "engine": Builder.engine,
@@ -379,6 +405,7 @@ _KEYWORDS = {
     "scale_input_d": Builder.scale_input_d,
     "disable_output_lane": Builder.disable_output_lane,
     "zero_columns": Builder.zero_columns,
+    "schedule": Builder.schedule,
 }
 
 

@@ -37,10 +37,15 @@ def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
     from ..targets import parse_version
 
     spec = tile.payload
+    grid = {}
+    if spec.schedule is not None:     # warps and per-warp instruction tiles of the CTA tile
+        sc = spec.schedule
+        grid = dict(warps_m=sc.warps_m, warps_n=sc.warps_n, tiles_m=sc.cta_m // (spec.m * sc.warps_m),
+                    tiles_n=sc.cta_n // (spec.n * sc.warps_n))
     cfg = MmaSpKernelConfig(name=spec.name, form=tile.facts["form"], target=module.attrs["target"],
                             ptx_version=parse_version(module.attrs["ptx_version"]),
                             selector=spec.sparsity.selector,
-                            static_metadata=tile.facts.get("static_metadata"))
+                            static_metadata=tile.facts.get("static_metadata"), **grid)
     k = emit_mma_sp_kernel(cfg)
     body = [ln for ln in k.text.splitlines()
             if not ln.startswith((".version", ".target", ".address_size"))]

@@ -84,6 +84,9 @@ class Verify(Pass):
         from ..tcgen05_kinds import check_major, check_options, check_scale, check_shape, infer_kind, mma_k
 
         spec = tile.payload
+        if spec.schedule is not None:
+            raise SpecError("'schedule' describes warp-level mma.sp GEMMs; tcgen05 tiles are scheduled by "
+                            "their shape and loop", "schedule")
         _check_operands(tile, ctx, _TCGEN05_OPERANDS, _TCGEN05_SCALES)
         a, b, d = (spec.operands[x] for x in "ABD")
         scaled = spec.block_scale is not None or "SFA" in spec.operands or "SFB" in spec.operands
@@ -167,6 +170,16 @@ class Verify(Pass):
             raise err
         tile.attrs["kind"] = form.kind or "none"
         tile.facts["form"] = form
+        if spec.schedule is not None:
+            sc = spec.schedule
+            for what, value, unit, field in (("cta M", sc.cta_m, spec.m * sc.warps_m, "schedule.cta"),
+                                             ("cta N", sc.cta_n, spec.n * sc.warps_n, "schedule.cta"),
+                                             ("cta K", sc.cta_k, spec.k, "schedule.cta")):
+                if value % unit:
+                    raise SpecError(f"schedule {what} = {value} is not a multiple of {unit} (instruction shape "
+                                    f"x warps)", field)
+            if not 1 <= sc.stages <= 8:
+                raise SpecError(f"schedule stages = {sc.stages}; use 1..8", "schedule.stages")
         if fspec.ptx_version is None:
             # Prefer `.sp::ordered_metadata` (PTX 8.5): ptxas advises it on every target and plain
             # `.sp` is several times slower on newer parts (digest §5). A pinned `ptx` wins.
