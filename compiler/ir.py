@@ -36,7 +36,8 @@ class Op:
     attrs: dict[str, Any] = field(default_factory=dict)
     body: list["Op"] = field(default_factory=list)
     loc: Loc | None = None
-    payload: Any = None                    # non-printed data (e.g. the TileSpec, the PTX text)
+    payload: Any = None                    # non-printed input data (the TileSpec of a tile)
+    facts: dict[str, Any] = field(default_factory=dict)   # non-printed analysis results of passes
 
     def ops(self, name: str, sym: str | None = None) -> list["Op"]:
         return [o for o in self.body if o.name == name and (sym is None or o.sym == sym)]
