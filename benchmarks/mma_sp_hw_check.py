@@ -115,8 +115,10 @@ class FormResult:
     form: str
     cases: int = 0
     failures: list[str] = field(default_factory=list)
-    max_abs: float = 0.0
-    max_rel: float = 0.0
+    max_abs: float = 0.0          # exact-data cases (must be 0 for integers)
+    max_rel: float = 0.0          # exact-data cases, |d - ref| / max(|ref|, 1)
+    gauss_abs: float = 0.0        # standard-normal cases (float forms)
+    gauss_rel: float = 0.0        # standard-normal cases, |d - ref| / (sum |a||b| + |c|)
     skipped: str = ""
 
 
@@ -151,8 +153,41 @@ def _random_c(rng, form: Form, m: int, n: int, saturating: bool) -> np.ndarray:
         np.float16 if form.c_type == "f16" else np.float32)
 
 
+def _gaussian(rng, shape, dtype: str) -> np.ndarray:
+    """Standard-normal values rounded to `dtype` (tf32: low 13 mantissa bits cleared, as the tensor core
+    reads them), so that the only error left is the accumulation's."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    if dtype == "tf32":
+        x = (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    return sparse.to_elements(x, dtype)
+
+
+def _gaussian_a(rng, form: Form, m: int, k: int) -> np.ndarray:
+    keep = sparse._nonzero(sparse.random_sparse(rng, m, k, form.a_type, form.shape), form.a_type)
+    vals = _gaussian(rng, (m, k), form.a_type)
+    return np.where(keep, vals, np.zeros((), vals.dtype)).astype(vals.dtype)
+
+
+def _launch(cp, fn, kern, values, meta, static, bt, c, m, n, k) -> np.ndarray:
+    d_dev = cp.zeros((m, n), dtype=c.dtype)
+    # device buffers are the C-order bytes of the host arrays (compiler/sparse.py); cupy has no
+    # bf16/fp8/int4 dtypes, so element buffers travel as raw bytes
+    raw = lambda x: cp.asarray(np.ascontiguousarray(x).view(np.uint8))   # noqa: E731
+    args = [raw(values)]
+    if static is None:
+        args.append(cp.asarray(np.ascontiguousarray(meta)))
+    args += [raw(bt), cp.asarray(np.ascontiguousarray(c)), d_dev, np.uint32(m), np.uint32(n), np.uint32(k)]
+    fn(kern.grid(m, n, k), kern.block, tuple(args))
+    return cp.asnumpy(d_dev)
+
+
 def check_form(cp, form: Form, rng, quick: bool, tmpdir: str, counter: list[int]) -> FormResult:
+    """All variants x sizes of one form. Exact-data cases (values whose products and sums are exact in
+    the accumulator) must match within `tolerance`; for float forms, each variant also runs one
+    standard-normal case whose error, relative to sum|a||b| + |c|, is reported (gauss_rel) and only has to
+    stay under a sanity bound (2^-8 for f32 accumulation, 2^-4 for f16)."""
     res = FormResult(form.name)
+    is_int = TYPES[form.c_type].is_int
     for var in variants(form, quick):
         counter[0] += 1
         name = f"mma_sp_check_{counter[0]}"
@@ -162,53 +197,56 @@ def check_form(cp, form: Form, rng, quick: bool, tmpdir: str, counter: list[int]
                                 selector=var.selector, static_metadata=static)
         kern = emit_mma_sp_kernel(cfg)
         fn = _load(cp, kern.text, name, tmpdir) if cp is not None else None
-        for (m, n, k) in sizes(kern.abi, quick):
-            for saturating in ((False, True) if TYPES[form.c_type].is_int else (False,)):
+        sz = sizes(kern.abi, quick)
+        cases = [(size, "sat-C" if sat else "exact") for size in sz for sat in ((False, True) if is_int else (False,))]
+        if not is_int and var.pattern is None:
+            cases.append((sz[-1], "gauss"))
+        for (m, n, k), data in cases:
+            if data == "gauss":
+                a = _gaussian_a(rng, form, m, k)
+                b = _gaussian(rng, (k, n), form.b_type)
+                c = _gaussian(rng, (m, n), form.c_type)
+            else:
                 a = _make_a(rng, form, m, k, var.pattern)
                 b = sparse.random_values(rng, (k, n), form.b_type)
-                c = _random_c(rng, form, m, n, saturating)
-                values, meta = sparse.compress(a, form.a_type, form.shape, var.selector)
-                if static is not None:   # the static table must describe exactly this A
-                    pm, pk = len(static), len(static[0])
-                    tiled = np.array(static, np.uint32)[np.arange(m // 16)[:, None] % pm,
-                                                        np.arange(k // form.k)[None, :] % pk]
-                    assert np.array_equal(tiled, meta), "static metadata does not match A"
-                bt = sparse.pack_b(b, form.b_type, form.shape)
-                ref = reference(form, a, b, c)
-                if fn is None:           # --dry-run: everything but the launch
-                    d = ref.astype(c.dtype)
+                c = _random_c(rng, form, m, n, data == "sat-C")
+            values, meta = sparse.compress(a, form.a_type, form.shape, var.selector)
+            if static is not None:   # the static table must describe exactly this A
+                pm, pk = len(static), len(static[0])
+                tiled = np.array(static, np.uint32)[np.arange(m // 16)[:, None] % pm,
+                                                    np.arange(k // form.k)[None, :] % pk]
+                assert np.array_equal(tiled, meta), "static metadata does not match A"
+            bt = sparse.pack_b(b, form.b_type, form.shape)
+            ref = reference(form, a, b, c)
+            if fn is None:           # --dry-run: everything but the launch
+                d = ref.astype(c.dtype)
+            else:
+                d = _launch(cp, fn, kern, values, meta, static, bt, c, m, n, k)
+            res.cases += 1
+            where = f"{var.label} M={m} N={n} K={k} {data}"
+            if is_int:
+                diff = np.abs(d.astype(np.int64) - ref)
+                res.max_abs = max(res.max_abs, float(diff.max()))
+                bad = diff > 0
+                what = "mismatches"
+            else:
+                diff = np.abs(d.astype(np.float64) - ref)
+                if data == "gauss":
+                    scale = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+                             + np.abs(c.astype(np.float64)))
+                    rel = diff / scale
+                    res.gauss_abs = max(res.gauss_abs, float(diff.max()))
+                    res.gauss_rel = max(res.gauss_rel, float(rel.max()))
+                    bad = rel > (2.0 ** -4 if form.c_type == "f16" else 2.0 ** -8)
                 else:
-                    d_dev = cp.zeros((m, n), dtype=c.dtype)
-                    # device buffers are the C-order bytes of the host arrays (compiler/sparse.py);
-                    # cupy has no bf16/fp8/int4 dtypes, so element buffers travel as raw bytes
-                    raw = lambda x: cp.asarray(np.ascontiguousarray(x).view(np.uint8))   # noqa: E731
-                    args = [raw(values)]
-                    if static is None:
-                        args.append(cp.asarray(np.ascontiguousarray(meta)))
-                    args += [raw(bt), cp.asarray(np.ascontiguousarray(c)), d_dev,
-                             np.uint32(m), np.uint32(n), np.uint32(k)]
-                    fn(kern.grid(m, n, k), kern.block, tuple(args))
-                    d = cp.asnumpy(d_dev)
-                res.cases += 1
-                where = f"{var.label} M={m} N={n} K={k}{' sat-C' if saturating else ''}"
-                if TYPES[form.c_type].is_int:
-                    diff = np.abs(d.astype(np.int64) - ref)
-                    err = float(diff.max())
-                    res.max_abs = max(res.max_abs, err)
-                    if err:
-                        r, cc = np.argwhere(diff)[0]
-                        res.failures.append(f"{where}: {int((diff > 0).sum())} mismatches, first "
-                                            f"({r},{cc}) got {d[r, cc]} want {ref[r, cc]}")
-                else:
-                    diff = np.abs(d.astype(np.float64) - ref)
-                    tol = tolerance(form, a, b, c)
                     res.max_abs = max(res.max_abs, float(diff.max()))
                     res.max_rel = max(res.max_rel, float((diff / np.maximum(np.abs(ref), 1.0)).max()))
-                    bad = diff > tol
-                    if bad.any():
-                        r, cc = np.argwhere(bad)[0]
-                        res.failures.append(f"{where}: {int(bad.sum())} outside tolerance, first "
-                                            f"({r},{cc}) got {d[r, cc]} want {ref[r, cc]}")
+                    bad = diff > tolerance(form, a, b, c)
+                what = "outside tolerance"
+            if bad.any():
+                r, cc = np.argwhere(bad)[0]
+                res.failures.append(f"{where}: {int(bad.sum())} {what}, first ({r},{cc}) got {d[r, cc]} "
+                                    f"want {ref[r, cc]}")
     return res
 
 
@@ -244,7 +282,9 @@ def run_checks(quick: bool = False, name_filter: str = "", seed: int = 0, log=pr
             r = check_form(cp, form, rng, quick, tmpdir, counter)
             results.append(r)
             status = "PASS" if not r.failures else f"FAIL ({len(r.failures)})"
-            log(f"{form.name:58s} cases={r.cases:3d} max_abs={r.max_abs:.3g} max_rel={r.max_rel:.3g} "
+            gauss = "" if TYPES[form.c_type].is_int else \
+                f" gauss_abs={r.gauss_abs:.3g} gauss_rel={r.gauss_rel:.3g}"
+            log(f"{form.name:52s} cases={r.cases:3d} max_abs={r.max_abs:.3g} max_rel={r.max_rel:.3g}{gauss} "
                 f"{status} [{time.time() - t0:.1f}s]")
             for f in r.failures[:3]:
                 log(f"    {f}")
