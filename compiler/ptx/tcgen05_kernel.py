@@ -306,37 +306,64 @@ def _emit_copy(kb: KernelBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kre
         e(f"shr.u32 {s}, {off}, {cm.swizzle_shift};")
         e(f"and.b32 {s}, {s}, {((1 << cm.swizzle_bits) - 1) << cm.swizzle_base};")
         e(f"xor.b32 {off}, {off}, {s};")
-    # Global address of the chunk.
-    row_bytes_k = spec.total_k * ebits // 8 if name != "A" or spec.sparsity is None else spec.total_k * ebits // 16
-    stage_k_bytes = lay.k * ebits // 8
+    # Global address of the chunk. Global memory holds the elements packed at their value width
+    # (PTX 5.5.1.1.1: sub-byte tensors are "packed contiguously in the global memory"); a chunk of
+    # shared memory holds `data_bytes_per_chunk` of them and, for the padded f8f6f4 formats
+    # .b4x16_p64 / .b6x16_p32, zero padding up to 16 bytes (PTX 9.7.16.10.4.4; compiler/layout.py).
+    vbits = lay.elem_bits
+    data_bytes = lay.data_bytes_per_chunk
+    k_stored = spec.total_k // 2 if (name == "A" and spec.sparsity is not None) else spec.total_k
+    row_bytes_k = k_stored * vbits // 8
+    stage_k_bytes = lay.k * vbits // 8
     g = kb.reg("r")
     if lay.major == "K":
-        # element (mn0 + line, kreg*k_block + chunk*16 bytes) of a [mn_total][K] row-major array
+        # element (mn0 + line, kreg*k_block + chunk*T) of a [mn_total][K] row-major array
         e(f"add.u32 {g}, {mn0}, {line};")
         e(f"mul.lo.u32 {g}, {g}, {row_bytes_k};")
         e(f"mad.lo.u32 {g}, {kreg}, {stage_k_bytes}, {g};")
     else:
-        # element (kreg*k_block + line, mn0 + chunk*16 bytes) of a [K][mn_total] row-major array
+        # element (kreg*k_block + line, mn0 + chunk*T) of a [K][mn_total] row-major array (MN-major
+        # operands are never sub-byte: PTX 9.7.16.10.1, so value and container widths agree)
         pitch, krow, mnb = kb.regs("r", 3)
-        e(f"mul.lo.u32 {pitch}, {mn_total}, {ebits};")
+        e(f"mul.lo.u32 {pitch}, {mn_total}, {vbits};")
         e(f"shr.u32 {pitch}, {pitch}, 3;")           # bytes per K row
         e(f"mad.lo.u32 {krow}, {kreg}, {lay.k}, {line};")
-        e(f"mul.lo.u32 {mnb}, {mn0}, {ebits};")
+        e(f"mul.lo.u32 {mnb}, {mn0}, {vbits};")
         e(f"shr.u32 {mnb}, {mnb}, 3;")
         e(f"mad.lo.u32 {g}, {krow}, {pitch}, {mnb};")
-    e(f"shl.b32 {chunk}, {chunk}, 4;")
-    e(f"add.u32 {g}, {g}, {chunk};")
+    e(f"mad.lo.u32 {g}, {chunk}, {data_bytes}, {g};")
     gw, ga = kb.regs("rd", 2)
     e(f"cvt.u64.u32 {gw}, {g};")
     e(f"add.u64 {ga}, {gbase}, {gw};")
     x = kb.regs("r", 4)
-    e(f"ld.global.v4.b32 {{{', '.join(x)}}}, [{ga}];")
+    _emit_chunk_load(kb, x, ga, data_bytes)
     sa = kb.reg("r")
     e(f"add.u32 {sa}, {sbase}, {off};")
     e(f"st.shared.v4.b32 [{sa}], {{{', '.join(x)}}};")
     e(f"add.u32 {c}, {c}, {THREADS};")
     e(f"bra.uni {top};")
     kb.put_label(done)
+
+
+# 16-byte chunk loads by the bytes of data a chunk holds: 16 (every full-width type, packed fp4),
+# 8 (.b4x16_p64: 16 fp4 values; 8-byte aligned since rows are multiples of 16 B) and 12 (.b6x16_p32:
+# 16 fp6 values; only 4-byte aligned, chunk * 12). Missing words are the zero padding.
+_CHUNK_LOADS = {16: ("v4", 1), 8: ("v2", 1), 12: ("", 3)}
+
+
+def _emit_chunk_load(kb: KernelBuilder, x: list[str], addr: str, data_bytes: int) -> None:
+    vec, count = _CHUNK_LOADS[data_bytes]
+    e = kb.emit
+    if vec:
+        width = int(vec[1:])
+        regs = x[:width]
+        e(f"ld.global.{vec}.b32 {{{', '.join(regs)}}}, [{addr}];")
+    else:
+        width = count
+        for i in range(count):
+            e(f"ld.global.b32 {x[i]}, [{addr}+{4 * i}];")
+    for reg in x[width:]:
+        e(f"mov.b32 {reg}, 0;")
 
 
 def _emit_epilogue(kb: KernelBuilder, spec, d_type, taddr, warp, lane, m0, n0, n_total, dptr):
