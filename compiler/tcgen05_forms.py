@@ -53,31 +53,41 @@ FIELD = {
 
 @dataclass(frozen=True)
 class KindForm:
+    """The instruction-spelling facts of one kind. Whether it has `.ws` and scale-input-d is a kind
+    fact kept once, in compiler/tcgen05_kinds.py (KINDS); only the `.block_scale` qualifier choices
+    live here."""
+    kind: str
     block_vector_sizes: tuple[str, ...]   # () = not block scaled; else the legal `.block_scale` choices
-    ws: bool                              # `.ws` / `.ws.sp` syntax groups list this kind
-    scale_input_d: bool                   # "scale-input-d is only valid for .kind::tf32 and .kind::f16"
 
     @property
     def block_scaled(self) -> bool:
         return bool(self.block_vector_sizes)
 
+    @property
+    def ws(self) -> bool:                 # `.ws` / `.ws.sp` syntax groups list this kind
+        from .tcgen05_kinds import KINDS
+        return KINDS[self.kind].ws
 
-KIND_FORMS: dict[str, KindForm] = {
-    # syntax groups 1/3 (float, no block scale): disable-output-lane, scale-input-d (f16/tf32 only)
-    "f16": KindForm((), ws=True, scale_input_d=True),
-    "tf32": KindForm((), ws=True, scale_input_d=True),
-    "f8f6f4": KindForm((), ws=True, scale_input_d=False),
-    # syntax groups 5/6 (integer): disable-output-lane, no scale-input-d
-    "i8": KindForm((), ws=True, scale_input_d=False),
+    @property
+    def scale_input_d(self) -> bool:      # "scale-input-d is only valid for .kind::tf32 and .kind::f16"
+        from .tcgen05_kinds import KINDS
+        return KINDS[self.kind].scale_input_d
+
+
+KIND_FORMS: dict[str, KindForm] = {k.kind: k for k in (
+    # syntax groups 1/3/5/6 (no block scale)
+    KindForm("f16", ()),
+    KindForm("tf32", ()),
+    KindForm("f8f6f4", ()),
+    KindForm("i8", ()),
     # syntax groups 2/4 (block scaled). Table 54: mxf8f6f4 takes 1X (= block32); mxf4 takes 2X
     # (= block32); mxf4nvf4 takes 2X (= block32) or 4X (= block16). An omitted vector size is the
     # default (.block32 for mxf4, per the text; ptxas reads it the same for mxf8f6f4); mxf4nvf4
     # "must be explicitly specified".
-    "mxf8f6f4": KindForm(("scale_vec::1X", "block32", "implicit"), ws=False, scale_input_d=False),
-    "mxf4": KindForm(("scale_vec::2X", "block32", "implicit"), ws=False, scale_input_d=False),
-    "mxf4nvf4": KindForm(("scale_vec::2X", "scale_vec::4X", "block16", "block32"), ws=False,
-                         scale_input_d=False),
-}
+    KindForm("mxf8f6f4", ("scale_vec::1X", "block32", "implicit")),
+    KindForm("mxf4", ("scale_vec::2X", "block32", "implicit")),
+    KindForm("mxf4nvf4", ("scale_vec::2X", "scale_vec::4X", "block16", "block32")),
+)}
 
 BLOCK_SCALE_CHOICES = ("block16", "block32", "scale_vec::1X", "scale_vec::2X", "scale_vec::4X", "implicit")
 
