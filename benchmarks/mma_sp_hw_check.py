@@ -28,7 +28,8 @@ import numpy as np  # noqa: E402
 
 from compiler import sparse  # noqa: E402
 from compiler.mma_sp.forms import Form, all_forms  # noqa: E402
-from compiler.mma_sp.metadata import expand_pattern, kept_elements, static_metadata  # noqa: E402
+from compiler.mma_sp.metadata import (expand_pattern, kept_elements, legal_nibbles,  # noqa: E402
+                                      static_metadata)
 from compiler.ptx.mma_sp_kernel import MmaSpKernelConfig, emit_mma_sp_kernel  # noqa: E402
 from compiler.targets import TARGETS  # noqa: E402
 from compiler.types import TYPES  # noqa: E402
@@ -71,6 +72,10 @@ def variants(form: Form, quick: bool) -> list[Variant]:
     plain_sp = max(form.min_ptx, TARGETS["sm_90"].min_ptx)      # below 8.5: plain .sp
     v.append(Variant("plain.sp,sm_90", "sm_90", plain_sp, 0, None, (1, 2), (2, 1)))
     v.append(Variant("static-rotate", lo, None, form.selectors[-1], "rotate", (2, 1), (2, 2)))
+    if form.granularity.slots_per_group == 1:
+        # plain .sp with decreasing index pairs (e.g. 0b0001): checks that the j-th stored value of a chunk
+        # goes to the j-th index of its nibble (compiler/sparse.decompress)
+        v.append(Variant("plain.sp-decreasing", "sm_90", plain_sp, 0, "unordered", (1, 1), (1, 1)))
     v.append(Variant("static-first_two", "sm_90", None, 0, "first_two", (1, 1), (1, 2)))
     return v
 
@@ -144,6 +149,17 @@ def _make_a(rng, form: Form, m: int, k: int, pattern) -> np.ndarray:
     return np.where(mask, vals, np.zeros((), vals.dtype)).astype(vals.dtype)
 
 
+def _unordered_case(rng, form: Form, m: int, k: int):
+    """Compressed values + metadata with random codes of either index order (plain .sp only), and the
+    dense A they describe."""
+    lay = form.layout
+    codes = np.array(legal_nibbles(lay, ordered=False))
+    nib = codes[rng.integers(0, len(codes), size=(m, k // lay.granularity.chunk))]
+    meta = sparse.pack_metadata_words(nib, lay)
+    values = sparse.encode_storage(sparse.random_values(rng, (m, k // 2), form.a_type), form.a_type, lay)
+    return sparse.decompress(values, meta, form.a_type, form.shape), values, meta
+
+
 def _random_c(rng, form: Form, m: int, n: int, saturating: bool) -> np.ndarray:
     if TYPES[form.c_type].is_int:
         if saturating:   # near the int32 limits so that A*B + C overflows
@@ -191,7 +207,7 @@ def check_form(cp, form: Form, rng, quick: bool, tmpdir: str, counter: list[int]
     for var in variants(form, quick):
         counter[0] += 1
         name = f"mma_sp_check_{counter[0]}"
-        static = None if var.pattern is None else static_metadata(form.layout, var.pattern)
+        static = None if var.pattern in (None, "unordered") else static_metadata(form.layout, var.pattern)
         cfg = MmaSpKernelConfig(name, form, var.target, var.ptx_version, warps_m=var.warps[0],
                                 warps_n=var.warps[1], tiles_m=var.tiles[0], tiles_n=var.tiles[1],
                                 selector=var.selector, static_metadata=static)
@@ -202,7 +218,11 @@ def check_form(cp, form: Form, rng, quick: bool, tmpdir: str, counter: list[int]
         if not is_int and var.pattern is None:
             cases.append((sz[-1], "gauss"))
         for (m, n, k), data in cases:
-            if data == "gauss":
+            if var.pattern == "unordered":
+                a, values, meta = _unordered_case(rng, form, m, k)
+                b = sparse.random_values(rng, (k, n), form.b_type)
+                c = _random_c(rng, form, m, n, data == "sat-C")
+            elif data == "gauss":
                 a = _gaussian_a(rng, form, m, k)
                 b = _gaussian(rng, (k, n), form.b_type)
                 c = _gaussian(rng, (m, n), form.c_type)
@@ -210,7 +230,8 @@ def check_form(cp, form: Form, rng, quick: bool, tmpdir: str, counter: list[int]
                 a = _make_a(rng, form, m, k, var.pattern)
                 b = sparse.random_values(rng, (k, n), form.b_type)
                 c = _random_c(rng, form, m, n, data == "sat-C")
-            values, meta = sparse.compress(a, form.a_type, form.shape, var.selector)
+            if var.pattern != "unordered":
+                values, meta = sparse.compress(a, form.a_type, form.shape, var.selector)
             if static is not None:   # the static table must describe exactly this A
                 pm, pk = len(static), len(static[0])
                 tiled = np.array(static, np.uint32)[np.arange(m // 16)[:, None] % pm,
