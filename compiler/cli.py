@@ -56,7 +56,8 @@ def _parser():
     c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
     c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
     c.add_argument("--ptx-version", help="PTX ISA version X.Y, overriding the file's 'ptx'")
-    c.add_argument("--emit", choices=("ptx", "ir", "json"), default="ptx")
+    c.add_argument("--emit", choices=("ptx", "ir", "json", "func"), default="ptx",
+                   help="func: one .func per tile performing its MMA sequence, for embedding (README 'Embedding')")
     c.add_argument("--variant", choices=("kernel", "smem-dump"), default="kernel",
                    help="smem-dump: an sm_90a kernel without tcgen05 that dumps its shared-memory images "
                         "(for checking the copy code and descriptors on Hopper)")
@@ -115,6 +116,8 @@ def _cmd_compile(args, opt_mode: bool) -> int:
     options = {}
     if getattr(args, "variant", "kernel") != "kernel":
         options["variant"] = args.variant
+    if not opt_mode and args.emit == "func":
+        return _emit_func(args, text, name, after, options)
     result = compile_source(text, name, arch=args.arch, ptx_version=_version(args.ptx_version),
                             passes=passes, print_ir_after=after, options=options)
     for dump in result.ir_dumps:
@@ -130,6 +133,20 @@ def _cmd_compile(args, opt_mode: bool) -> int:
             raise UsageError("the pipeline produced no PTX")
         out = result.ptx
     write_output(args.output, out, args.file)
+    return 0
+
+
+def _emit_func(args, text: str, name: str, after: set[str], options: dict) -> int:
+    """--emit func: the tiles as PTX fragments (compiler/ptx/fragment.py) under one module header."""
+    from .api import emit_fragments, link_fragments
+    from .driver import parse_source
+
+    spec = parse_source(text, name, args.arch, _version(args.ptx_version))
+    dumps: list[str] = []
+    fragments = emit_fragments(spec, source=text, options=options, print_ir_after=after, ir_sink=dumps)
+    for dump in dumps:
+        sys.stderr.write(dump)
+    write_output(args.output, link_fragments(fragments), args.file)
     return 0
 
 

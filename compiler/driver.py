@@ -1,12 +1,14 @@
 """The compile entry points used by the CLI and the Python API."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .diagnostics import CompileError, Diagnostic
 from .ir import Op, print_op
-from .spec import FileSpec
+from .spec import FileSpec, TileSpec
 
 
 @dataclass
@@ -18,7 +20,7 @@ class CompileResult:
 
     @property
     def tiles(self) -> dict[str, Op]:
-        return {o.sym: o for o in self.module.ops("tilec.tile")}
+        return {o.sym: o for o in self.module.ops("tilec.tile") if o.sym is not None}
 
     @property
     def descriptors(self) -> dict[str, dict]:
@@ -64,19 +66,7 @@ def parse_source(text: str, filename: str = "<string>", arch: str | None = None,
     if arch is not None and arch not in TARGETS:
         raise CompileError([Diagnostic(f"unknown target '{arch}' given with --arch",
                                        hint="one of: " + ", ".join(TARGETS))], text)
-    if arch is not None:
-        # --arch overrides the file's target; a file without one is fine then.
-        text_for_parse = text
-        try:
-            spec = parse_spec(text_for_parse, filename)
-        except CompileError as e:
-            real = [d for d in e.diagnostics if not d.message.startswith("missing 'target'")]
-            if real:
-                raise CompileError(real, text) from None
-            raise
-        spec = replace(spec, target=arch)
-    else:
-        spec = parse_spec(text, filename)
+    spec = parse_spec(text, filename, arch)
     if ptx_version is not None:
         spec = replace(spec, ptx_version=ptx_version)
     return spec
@@ -110,3 +100,101 @@ def compile_source(text: str, filename: str = "<string>", arch: str | None = Non
 def compile_file(path: str | Path, **kw) -> CompileResult:
     p = Path(path)
     return compile_source(p.read_text(), str(p), **kw)
+
+
+# ---- specs built in code ---------------------------------------------------------------------------
+
+def tile_file_spec(spec: TileSpec, target: str,
+                   ptx_version: tuple[int, int] | str | None = None) -> FileSpec:
+    """The one-tile FileSpec of a tile built in code, checked as the DSL front end would check text.
+
+    The spec must be one the DSL can express (compiler/spec_printer.py: vocabulary, non-negative
+    integers, single-word names); anything else is a CompileError naming the field, never a KeyError
+    deep in a pass. `ptx_version` may be (8, 6) or "8.6"."""
+    from .diagnostics import SpecError
+    from .spec_printer import print_tile
+    from .targets import TARGETS, parse_version
+
+    if target not in TARGETS:
+        raise CompileError([Diagnostic(f"unknown target '{target}'", hint="one of: " + ", ".join(TARGETS))])
+    version = parse_version(ptx_version) if isinstance(ptx_version, str) else ptx_version
+    if ptx_version is not None and version is None:
+        raise CompileError([Diagnostic(f"PTX version must look like 8.6, got {ptx_version!r}")])
+    try:
+        print_tile(spec)
+    except SpecError as e:
+        where = f"tile '{getattr(spec, 'name', '?')}'" + (f", {e.field}" if e.field else "")
+        raise CompileError([Diagnostic(f"{where}: {e.message}", spec.loc(e.field) if isinstance(spec, TileSpec)
+                                       else None, e.hint)]) from None
+    return FileSpec(target, [spec], version, filename=f"<tile {spec.name}>")
+
+
+def compile_tile(spec: TileSpec, target: str, options: dict[str, Any] | None = None,
+                 ptx_version: tuple[int, int] | str | None = None) -> CompileResult:
+    """Compile one tile built in code (no DSL text) for `target` through the whole pipeline.
+
+    Equivalent to compiling `print_tile(spec)` in a file with `target TARGET;`; diagnostics carry no
+    source location (there is no source) but name the tile and the field."""
+    return compile_spec(tile_file_spec(spec, target, ptx_version), options=options)
+
+
+# ---- passes as a library -----------------------------------------------------------------------------
+
+# Ops `lower()` creates; a module holding anything else has been through passes already.
+_LOWERED_OPS = frozenset({"tilec.module", "tilec.tile", "tilec.operand", "tilec.sparsity"})
+
+
+def run_passes(module_or_spec: Op | FileSpec | TileSpec, passes: Sequence[str] | None = None,
+               options: dict[str, Any] | None = None, *, target: str | None = None,
+               source: str | None = None, print_ir_after: set[str] | None = None,
+               ir_sink: list[str] | None = None) -> Op:
+    """Run a pipeline prefix (or any valid pass list) and return the IR module.
+
+    `module_or_spec`: a FileSpec (lowered here), a TileSpec (needs `target=`), or a module returned by an
+    earlier run_passes call, which continues where that call stopped (passes already run are rejected,
+    requirements already provided are satisfied). `passes=None` runs the rest of the default pipeline.
+    Registered external passes (`register_pass`) may be named like built-in ones.
+
+    Where the results are (see README "Embedding"):
+      verify                      module.attrs["ptx_version"]; tile.attrs["kind"]; tile.facts["form"]
+      layout-selection            tilec.smem_layout @A/@B {major, swizzle, lbo, sbo, offset, size, k_block},
+                                  .facts["layout"] (a CanonicalLayout); tile.facts["smem_bytes"], ["k_block"]
+      sparse-metadata-packing     tilec.metadata {source, period, words}; tile.facts["static_metadata"]
+      descriptor-materialization  tilec.instr_desc {kind, value}, tile.facts["idesc"] (an InstrDesc);
+                                  tilec.smem_desc @A/@B {k_step, values}; tilec.zero_column_mask {value}
+      ptx-emission                ptx.kernel @tile {entry, lines}, .payload["abi"]; module.payload["ptx"]
+    """
+    from .lowering import lower
+    from .passes import PassContext
+    from .passes.manager import PassManager, PipelineError, check_pipeline, default_order
+
+    if isinstance(module_or_spec, Op):
+        module = module_or_spec
+        if module.name != "tilec.module":
+            raise PipelineError(f"run_passes takes a 'tilec.module', not '{module.name}'")
+        if "passes_run" not in module.facts and any(o.name not in _LOWERED_OPS for o in module.walk()):
+            raise PipelineError("this module went through a pipeline run_passes did not record (compile_spec?); "
+                                "pass its spec, or a module returned by run_passes")
+    else:
+        if isinstance(module_or_spec, TileSpec):
+            if target is None:
+                raise PipelineError("run_passes on a TileSpec needs target=")
+            module_or_spec = tile_file_spec(module_or_spec, target)
+        elif target is not None:
+            from dataclasses import replace
+
+            module_or_spec = replace(module_or_spec, target=target)
+        module = lower(module_or_spec)
+    done: list[str] = module.facts.setdefault("passes_run", [])
+    names = list(passes) if passes is not None else [n for n in default_order() if n not in done]
+    again = [n for n in names if n in done] or [n for i, n in enumerate(names) if n in names[:i]]
+    if again:
+        raise PipelineError(f"pass '{again[0]}' already ran on this module")
+    check_pipeline(done + names)        # names exist; each pass comes after what it requires
+    spec = module.payload["spec"]
+    ctx = PassContext(source=source, filename=spec.filename, options=dict(options or {}))
+    after = print_ir_after or set()
+    for n in names:                     # one at a time, so a failing pass leaves an accurate record
+        PassManager((n,), after, ir_sink).run(module, ctx)
+        done.append(n)
+    return module

@@ -1,0 +1,429 @@
+"""PTX fragments: one `.visible .func` per tile that performs the tile's MMA sequence on operands the
+caller provides, for embedding tilec output in someone else's kernel.
+
+A fragment is emitted from a tile op after the passes of `FRAGMENT_PASSES` (no `.entry`, no global
+memory, no TMEM allocation: the caller owns all of that). Calling conventions (PTX 9.7.12.5 `call`:
+"Arguments may be registers, immediate constants, or variables in .param space"; device-function
+parameters in `.param` space, PTX 5.1.6.4; ptxas rejects several `.param` return values, so D comes
+back as one byte array):
+
+tcgen05 (`engine tcgen05`), no return value, called by ONE thread of the CTA:
+    .visible .func NAME(.param .b32 a_smem, .param .b32 b_smem, .param .b32 d_tmem,
+                        [.param .b32 meta_tmem,]  .param .b32 mbar, .param .b32 accumulate)
+  a_smem, b_smem  shared::cta addresses of A and B, each in the canonical layout of `Fragment.layouts`
+                  (PTX 9.7.16.3.3), aligned to the layout's swizzle repeat (so the descriptors' base
+                  offset is 0, PTX 9.7.16.4.1), written by the caller and made visible to the async proxy
+                  (`fence.proxy.async.shared::cta` by the writers, then a barrier: PTX 9.7.16.6.5).
+  d_tmem          TMEM address of D (lane 0, first column; PTX 9.7.16.1): M lanes x N 32-bit columns.
+  meta_tmem       sparse tiles: TMEM address of this call's metadata, even column (digest §4.2/§4.3).
+  mbar            shared::cta address of an initialized mbarrier; the fragment ends with
+                  `tcgen05.commit` (PTX 9.7.16.12.1), which arrives on it once when the MMAs complete.
+  accumulate      0: the first MMA overwrites D (enable-input-d false); non-zero: it accumulates.
+  One call performs the MMAs of one K stage (`constants["k_per_call"]` of the tile's K; a tile whose
+  A+B exceed layout-selection's stage budget takes `constants["calls_per_tile"]` calls, accumulate
+  non-zero after the first).
+
+mma.sp (`engine mma.sp`), called by all 32 threads of a warp together (`call.uni`; mma.sp is
+`.sync.aligned`), returns D:
+    .visible .func (.param .align A .b8 NAME_param_d[4*dr]) NAME(
+        .param .T c0 .. c{cr-1},                               // C fragment (PTX 9.7.14.6.2)
+        for each K step s: .param .b32 a{s}_0 .., b{s}_0 .., e{s})   // A, B registers, metadata word
+  Register j of A / B / C / D is the fragment register of compiler/mma_sp/fragments.py
+  (a_register_word, b_register_word, cd_element); e{s} is the lane's metadata word of K step s (the
+  layout of compiler.sparse.compress). The selector is the spec's, an immediate. D comes back as dr
+  32-bit values in one `.param` byte array: `ld.param.v4.f32` (or `.v2.b32`) it after the call.
+
+`Fragment.constants` holds what the caller may materialize itself: the instruction descriptor(s), the
+per-K-step smem descriptors relative to each operand's own base (add `address >> 4`, as the fragment
+does), the zero-column mask, static metadata words. `Fragment.requires` is the `.version` / `.target`
+the fragment needs; `link_fragments` (compiler/api.py) builds a module from several fragments.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..diagnostics import SpecError
+from ..ir import Op
+from ..targets import Version, format_version, parse_version
+from .builder import REG_TYPES, KernelBuilder, module_header
+
+DEFAULT_PREFIX = "tilec_"
+NAME_SUFFIX = "_mma"
+
+# TMEM columns of sparse metadata one tcgen05.mma.sp reads (digest §4.2, PTX 9.7.16.10.8.4): 16-/32-bit
+# kinds use 32 bits per row (8 chunks x 4 bits) = one column; 8-bit and 4-bit kinds 64 bits = two.
+META_COLUMNS_PER_MMA = {"f16": 1, "tf32": 1, "f8f6f4": 2, "i8": 2, "mxf8f6f4": 2, "mxf4": 2, "mxf4nvf4": 2}
+# The hardware reads metadata in 64-bit granules (two columns): the address names the even column and
+# idesc bits 0-1 (sparsity selector) the column parity (digest §4.3; CUTLASS, NOHEAT).
+META_GRANULE_COLUMNS = 2
+
+
+@dataclass(frozen=True)
+class FragmentParam:
+    name: str             # short name used in docs and JSON (a_smem, c0, a1_2, ...)
+    ptx_name: str         # the .param symbol in the .func signature
+    type: str             # PTX type without the dot: b32, f32
+    meaning: str
+
+
+@dataclass(frozen=True)
+class FragmentResult:
+    """The `.param` byte array a fragment returns D in."""
+    ptx_name: str
+    type: str             # element type of each 32-bit value: f32 or b32
+    count: int            # 32-bit values
+    align: int
+
+    @property
+    def bytes(self) -> int:
+        return 4 * self.count
+
+    def declaration(self) -> str:
+        return f".param .align {self.align} .b8 {self.ptx_name}[{self.bytes}]"
+
+
+@dataclass(frozen=True)
+class FragmentRequirement:
+    ptx_version: Version
+    target: str
+
+    def header(self) -> str:
+        return module_header(format_version(self.ptx_version), self.target)
+
+    def to_json(self) -> dict[str, str]:
+        return {"ptx_version": format_version(self.ptx_version), "target": self.target}
+
+
+@dataclass(frozen=True, eq=False)
+class Fragment:
+    name: str                                   # the .func symbol
+    tile: str
+    engine: str
+    text: str                                   # the .func definition, with its comment block
+    params: tuple[FragmentParam, ...]
+    result: FragmentResult | None
+    requires: FragmentRequirement
+    constants: dict[str, Any] = field(repr=False)
+    layouts: dict[str, Any] = field(default_factory=dict, repr=False)   # A/B CanonicalLayout (tcgen05)
+    convention: tuple[str, ...] = ()            # the calling convention, sentence by sentence
+
+    def signature(self) -> str:
+        return _signature(self.name, self.params, self.result)
+
+    def declaration(self, extern: bool = False) -> str:
+        """The prototype, for a module that calls the fragment before defining it, or (extern=True)
+        links against a separately compiled one."""
+        sig = self.signature()
+        return (sig.replace(".visible ", ".extern ", 1) if extern else sig) + ";\n"
+
+    def module(self) -> str:
+        """A stand-alone PTX module holding just this fragment (ptxas -c compiles it)."""
+        return self.requires.header() + self.text
+
+    def call(self, args: Sequence[str], results: Sequence[str] = (), uniform: bool = True) -> str:
+        """A PTX block that calls the fragment: `args` are registers or immediates in parameter order;
+        `results` receive D (mma.sp fragments). Declares its own return array in a nested scope."""
+        if len(args) != len(self.params):
+            raise SpecError(f"{self.name} takes {len(self.params)} arguments "
+                            f"({', '.join(p.name for p in self.params)}), got {len(args)}")
+        op = "call.uni" if uniform else "call"
+        if self.result is None:
+            if results:
+                raise SpecError(f"{self.name} returns nothing")
+            return f"{op} {self.name}, ({', '.join(args)});\n"
+        r = self.result
+        if len(results) != r.count:
+            raise SpecError(f"{self.name} returns {r.count} values, got {len(results)} result registers")
+        ret = f"{self.name}_ret"
+        return (f"{{\n\t.param .align {r.align} .b8 {ret}[{r.bytes}];\n"
+                f"\t{op} ({ret}), {self.name}, ({', '.join(args)});\n"
+                f"\tld.param.v{r.count}.{r.type} {{{', '.join(results)}}}, [{ret}];\n}}\n")
+
+    def to_json(self) -> dict[str, Any]:
+        def enc(v: Any) -> Any:
+            if isinstance(v, bool) or not isinstance(v, (int, list, tuple, dict)):
+                return v
+            if isinstance(v, int):
+                return hex(v)
+            if isinstance(v, dict):
+                return {k: enc(x) for k, x in v.items()}
+            return [enc(x) for x in v]
+
+        layouts = {n: {"dtype": lay.dtype, "major": lay.major, "swizzle": lay.swizzle, "mn": lay.mn, "k": lay.k,
+                       "lbo": lay.lbo, "sbo": lay.sbo, "size_bytes": lay.size_bytes, "alignment": lay.alignment,
+                       "container_bits": lay.container_bits, "storage": lay.storage}
+                   for n, lay in self.layouts.items()}
+        plain = {"k_per_call", "calls_per_tile", "mma_per_call", "m", "n", "selector", "meta_columns_per_mma",
+                 "k_steps", "scale_input_d"}
+        return {
+            "name": self.name, "tile": self.tile, "engine": self.engine,
+            "requires": self.requires.to_json(),
+            "params": [{"name": p.name, "ptx_param": p.ptx_name, "type": p.type, "meaning": p.meaning}
+                       for p in self.params],
+            "result": None if self.result is None else {"ptx_param": self.result.ptx_name, "type": self.result.type,
+                                                        "count": self.result.count, "align": self.result.align},
+            "constants": {k: (v if k in plain else enc(v)) for k, v in self.constants.items()},
+            "layouts": layouts,
+            "convention": list(self.convention),
+        }
+
+
+# ---- shared helpers --------------------------------------------------------------------------------
+
+def _signature(name: str, params: Sequence[FragmentParam], result: FragmentResult | None) -> str:
+    ret = f"({result.declaration()}) " if result else ""
+    body = ",\n".join(f"\t.param .{p.type} {p.ptx_name}" for p in params)
+    return f".visible .func {ret}{name}(\n{body}\n)"
+
+
+def _render(kb: KernelBuilder, fragment_head: str, comments: Sequence[str]) -> str:
+    """The .func definition: comment block, signature, register declarations (from the counts the
+    builder used, as KernelBuilder.render does for entries), body."""
+    out = [f"// {c}" for c in comments]
+    out += [fragment_head, "{"]
+    out += [f"\t.reg .{ty} %{cls}<{kb.counts[cls]}>;" for cls, ty in REG_TYPES.items() if kb.counts.get(cls)]
+    out += kb.lines
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _params(kb: KernelBuilder, rows: Sequence[tuple[str, str, str]]) -> tuple[FragmentParam, ...]:
+    return tuple(FragmentParam(short, kb.param(short), ty, meaning) for short, ty, meaning in rows)
+
+
+def _load_params(kb: KernelBuilder, params: Sequence[FragmentParam]) -> dict[str, str]:
+    regs: dict[str, str] = {}
+    for p in params:
+        reg = kb.reg("f" if p.type == "f32" else "r")
+        kb.emit(f"ld.param.{p.type} {reg}, [{p.ptx_name}];")
+        regs[p.name] = reg
+    return regs
+
+
+def _required_op(tile: Op, name: str, sym: str) -> Op:
+    op = tile.op(name, sym)
+    if op is None:      # FRAGMENT_PASSES ran, so this is a tilec bug
+        raise RuntimeError(f"tile '{tile.sym}' has no {name} @{sym}; did its passes run?")
+    return op
+
+
+def _requirement(module: Op) -> FragmentRequirement:
+    version = parse_version(module.attrs["ptx_version"])
+    assert version is not None       # verify writes a well-formed version
+    return FragmentRequirement(version, module.attrs["target"])
+
+
+# ---- tcgen05 ---------------------------------------------------------------------------------------
+
+def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
+    from ..tcgen05_forms import tcgen05_commit
+
+    spec = tile.payload
+    form = tile.facts["form"]
+    sparse = spec.sparsity is not None
+    if sparse and spec.sparsity.selector != 0:
+        raise SpecError("a tcgen05 fragment derives the sparsity selector of each MMA from its metadata column "
+                        "(digest §4.3); the spec's selector must be 0", "sparsity.selector", "write selector=0")
+    kb = KernelBuilder(name)
+    layouts = {n: _required_op(tile, "tilec.smem_layout", n).facts["layout"] for n in ("A", "B")}
+    k_step = {n: int(_required_op(tile, "tilec.smem_desc", n).attrs["k_step"]) for n in ("A", "B")}
+    # Descriptors relative to each operand's own base: the materialized ones are relative to the kernel's
+    # single buffer (A and B at their layout-selection offsets); a fragment takes two independent bases.
+    descs = {n: [lay.descriptor(k0, k_step[n], 0).encode() for k0 in range(0, lay.k, k_step[n])]
+             for n, lay in layouts.items()}
+    steps = len(descs["A"])
+    idesc = tile.facts["idesc"]
+    meta_cols = META_COLUMNS_PER_MMA[idesc.kind] if sparse else 0
+    # Per MMA s: metadata column s*meta_cols from the (even) base; the address names the granule's even
+    # column and idesc bits 0-1 the column's parity (digest §4.3).
+    step_meta = [(s * meta_cols - s * meta_cols % META_GRANULE_COLUMNS, s * meta_cols % META_GRANULE_COLUMNS)
+                 for s in range(steps)]
+    idescs = [replace(idesc, sparsity_selector=sel).encode() if sparse else idesc.encode() for _, sel in step_meta]
+
+    a, b = layouts["A"], layouts["B"]
+    rows = [("a_smem", "b32", f"shared::cta address of A: {a.mn}x{a.k} {a.dtype}, {a.major}-major, swizzle "
+                              f"{a.swizzle}, {a.size_bytes} B, {a.alignment}-B aligned"),
+            ("b_smem", "b32", f"shared::cta address of B: {b.mn}x{b.k} {b.dtype}, {b.major}-major, swizzle "
+                              f"{b.swizzle}, {b.size_bytes} B, {b.alignment}-B aligned"),
+            ("d_tmem", "b32", f"TMEM address of D ({spec.m} rows x {spec.n} 32-bit columns, "
+                              f"{spec.operands['D'].dtype})")]
+    if sparse:
+        rows.append(("meta_tmem", "b32", f"TMEM address of the sparse metadata, even column; MMA s reads "
+                                         f"{meta_cols} column(s) from column {meta_cols}*s"))
+    rows += [("mbar", "b32", "shared::cta address of an initialized mbarrier; one arrive when the MMAs complete"),
+             ("accumulate", "b32", "0: the first MMA writes D = A*B; otherwise D += A*B")]
+    params = _params(kb, rows)
+    e = kb.emit
+    regs = _load_params(kb, params)
+    # The caller's barrier ordered its smem writes and TMEM setup before this thread; order the MMAs after
+    # it (PTX 9.7.16.6.4 tcgen05.fence::after_thread_sync).
+    e("tcgen05.fence::after_thread_sync;")
+    base4 = {}
+    for n in ("A", "B"):
+        # The descriptor start-address field holds address >> 4 (PTX 9.7.16.4.1); shared addresses are
+        # below 2^18, so adding the base cannot carry out of the 14-bit field.
+        r32, r64 = kb.reg("r"), kb.reg("rd")
+        e(f"shr.u32 {r32}, {regs[n.lower() + '_smem']}, 4;")
+        e(f"cvt.u64.u32 {r64}, {r32};")
+        base4[n] = r64
+    p_acc, p_true = kb.reg("p"), kb.reg("p")
+    e(f"setp.ne.u32 {p_acc}, {regs['accumulate']}, 0;")
+    e(f"setp.eq.u32 {p_true}, 0, 0;")
+    # Optional trailing operands in ISA order (9.7.16.10.9.1), as the kernel emitter passes them.
+    extra: dict[str, Any] = {}
+    if spec.disable_output_lane is not None:
+        lanes = kb.regs("r", len(spec.disable_output_lane))
+        for reg, mask in zip(lanes, spec.disable_output_lane):
+            e(f"mov.b32 {reg}, {mask:#010x};")
+        extra["disable_lanes"] = lanes
+    if spec.scale_input_d is not None:
+        extra["scale_input_d"] = spec.scale_input_d
+    zcm_op = tile.op("tilec.zero_column_mask")
+    if zcm_op is not None:
+        zcm = kb.reg("rd")
+        e(f"mov.b64 {zcm}, {int(zcm_op.attrs['value']):#018x};")
+        extra["zcm"] = zcm
+    idesc_regs: dict[int, str] = {}
+    for value in idescs:
+        if value not in idesc_regs:
+            idesc_regs[value] = kb.reg("r")
+            e(f"mov.b32 {idesc_regs[value]}, {value:#010x};")
+    meta_regs: dict[int, str] = {0: regs["meta_tmem"]} if sparse else {}
+    for s in range(steps):
+        ra, rb = kb.regs("rd", 2)
+        e(f"add.u64 {ra}, {base4['A']}, {descs['A'][s]:#018x};")
+        e(f"add.u64 {rb}, {base4['B']}, {descs['B'][s]:#018x};")
+        meta = None
+        if sparse:
+            column = step_meta[s][0]
+            if column not in meta_regs:      # TMEM address: bits 15-0 = column (PTX 9.7.16.1)
+                meta_regs[column] = kb.reg("r")
+                e(f"add.u32 {meta_regs[column]}, {regs['meta_tmem']}, {column};")
+            meta = meta_regs[column]
+        e(form.render(regs["d_tmem"], ra, rb, idesc_regs[idescs[s]], p_acc if s == 0 else p_true, meta=meta, **extra))
+    e(tcgen05_commit(regs["mbar"], form.cta_group))
+    e("ret;")
+
+    total_k, k_block = spec.total_k, tile.facts["k_block"]      # k_block: layout-selection's K stage
+    constants: dict[str, Any] = {
+        "idesc": idescs[0],
+        "A_desc": descs["A"], "B_desc": descs["B"],
+        "mma_per_call": steps, "k_per_call": k_block, "calls_per_tile": total_k // k_block,
+        "m": spec.m, "n": spec.n,
+    }
+    if sparse:
+        constants["idesc_per_mma"] = idescs
+        constants["meta_columns_per_mma"] = meta_cols
+    if zcm_op is not None:
+        constants["zero_column_mask"] = int(zcm_op.attrs["value"])
+    if spec.disable_output_lane is not None:
+        constants["disable_output_lane"] = list(spec.disable_output_lane)
+    if spec.scale_input_d is not None:
+        constants["scale_input_d"] = spec.scale_input_d
+    convention = (
+        "call from one thread of the CTA; the MMAs are asynchronous (PTX 9.7.16.10.9)",
+        "before the call: A and B written in their canonical layouts at aligned bases, "
+        "fence.proxy.async.shared::cta by the writers, then a CTA barrier (PTX 9.7.16.6.5)",
+        "after the call: wait on mbar's phase, then tcgen05.fence::after_thread_sync before reading D "
+        "(PTX 9.7.16.6.4.2)",
+        f"one call = {steps} MMA(s) = K {constants['k_per_call']}; {constants['calls_per_tile']} call(s) "
+        f"cover the tile's K {total_k}",
+    )
+    req = _requirement(module)
+    head = _signature(name, params, None)
+    comments = [f"tilec fragment {name}: tile {spec.name}, {form.opcode()} x {steps}",
+                f"requires .version {format_version(req.ptx_version)}, .target {req.target}",
+                *(f"param {p.name}: {p.meaning}" for p in params), *convention]
+    return Fragment(name, spec.name, "tcgen05", _render(kb, head, comments), params, None, req, constants,
+                    layouts, convention)
+
+
+# ---- warp-level mma.sp -----------------------------------------------------------------------------
+
+def _mma_sp_fragment(tile: Op, module: Op, name: str) -> Fragment:
+    spec = tile.payload
+    form = tile.facts["form"]
+    if form.block_scale is not None:
+        raise SpecError(f"fragments of block-scaled mma.sp forms ({form.name}) are not supported: the scale "
+                        "operands' byte/thread selectors have no calling convention yet", "engine.kind")
+    req = _requirement(module)
+    steps = spec.total_k // form.k
+    c_type = "f32" if form.c_type == "f32" else "b32"          # s32 and packed f16x2 travel as .b32
+    kb = KernelBuilder(name)
+    rows = [(f"c{i}", c_type, f"C fragment register {i} (9.7.14.6.2; fragments.cd_element)")
+            for i in range(form.c_regs)]
+    for s in range(steps):
+        rows += [(f"a{s}_{j}", "b32", f"K step {s}: A register {j} (compressed; fragments.a_register_word)")
+                 for j in range(form.a_regs)]
+        rows += [(f"b{s}_{j}", "b32", f"K step {s}: B register {j} (fragments.b_register_word)")
+                 for j in range(form.b_regs)]
+        rows.append((f"e{s}", "b32", f"K step {s}: this lane's metadata word (9.7.14.6.2; compiler.sparse layout)"))
+    params = _params(kb, rows)
+    result = FragmentResult(kb.param("d"), c_type, form.d_regs, 16 if form.d_regs * 4 >= 16 else 8)
+    e = kb.emit
+    regs = _load_params(kb, params)
+    acc = kb.regs("f" if c_type == "f32" else "r", form.d_regs)
+    opcode = form.instruction(req.ptx_version)
+    selector = spec.sparsity.selector
+
+    def vec(names: Sequence[str]) -> str:
+        return "{" + ", ".join(names) + "}"
+
+    c = [regs[f"c{i}"] for i in range(form.c_regs)]
+    for s in range(steps):
+        a = [regs[f"a{s}_{j}"] for j in range(form.a_regs)]
+        b = [regs[f"b{s}_{j}"] for j in range(form.b_regs)]
+        # 9.7.14.6.3: d, a, b, c, e, f; later K steps accumulate into D
+        e(f"{opcode} {vec(acc)}, {vec(a)}, {vec(b)}, {vec(c if s == 0 else acc)}, {regs[f'e{s}']}, {selector};")
+    e(f"st.param.v{form.d_regs}.{c_type} [{result.ptx_name}], {vec(acc)};")
+    e("ret;")
+
+    constants: dict[str, Any] = {"k_steps": steps, "selector": selector}
+    static = tile.facts.get("static_metadata")
+    if static is not None:
+        constants["static_metadata"] = [[list(words) for words in row] for row in static]
+    convention = (
+        "call from all 32 threads of a warp together (call.uni): mma.sp is .sync.aligned (9.7.14.6.3)",
+        f"{form.name}: A {form.a_regs}, B {form.b_regs}, C/D {form.c_regs} registers per K step; "
+        f"{steps} K step(s) of {form.k}",
+        f"D returns in {result.ptx_name} ({result.count} x .{c_type}); ld.param it after the call",
+    )
+    head = _signature(name, params, result)
+    comments = [f"tilec fragment {name}: tile {spec.name}, {opcode} x {steps}, selector {selector}",
+                f"requires .version {format_version(req.ptx_version)}, .target {req.target}",
+                "params: c0.. = C; per K step s: a{s}_j, b{s}_j, e{s}", *convention]
+    return Fragment(name, spec.name, "mma.sp", _render(kb, head, comments), params, result, req, constants, {},
+                    convention)
+
+
+# Per engine: the passes a fragment needs (a pipeline prefix, no ptx-emission) and its emitter.
+FRAGMENT_PASSES: dict[str, tuple[str, ...]] = {
+    "tcgen05": ("verify", "layout-selection", "descriptor-materialization"),
+    "mma.sp": ("verify", "sparse-metadata-packing"),
+}
+FRAGMENT_EMITTERS: dict[str, Callable[[Op, Op, str], Fragment]] = {
+    "tcgen05": _tcgen05_fragment,
+    "mma.sp": _mma_sp_fragment,
+}
+
+
+def fragment_name(tile_name: str, prefix: str | None = None) -> str:
+    """`<prefix><tile>_mma` (prefix default "tilec_"), checked as a PTX identifier (PTX 4.4)."""
+    from .tcgen05_kernel import _PTX_IDENTIFIER
+
+    name = f"{DEFAULT_PREFIX if prefix is None else prefix}{tile_name}{NAME_SUFFIX}"
+    if not _PTX_IDENTIFIER.fullmatch(name):
+        raise SpecError(f"fragment name '{name}' is not a PTX identifier", "tile",
+                        "use a prefix of letters, digits and '_' (PTX 4.4)")
+    return name
+
+
+def emit_fragment_for_tile(tile: Op, module: Op, prefix: str | None = None) -> Fragment:
+    """The fragment of one tile op of a module that has run FRAGMENT_PASSES[engine]."""
+    engine = tile.attrs["engine"]
+    if engine not in FRAGMENT_EMITTERS:
+        raise SpecError(f"no fragment emitter for engine '{engine}'", "engine.name",
+                        "engines: " + ", ".join(FRAGMENT_EMITTERS))
+    return FRAGMENT_EMITTERS[engine](tile, module, fragment_name(tile.payload.name, prefix))
