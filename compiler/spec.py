@@ -76,7 +76,10 @@ class TileSpec:
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 
     def loc(self, key: str | None = None) -> Loc | None:
-        """The location of a field, falling back to its statement, then to the tile."""
+        """The location of a field, falling back to its statement, then to the tile. File-level keys
+        ("target", "ptx") have no fallback: when --arch overrides the file, no token is to blame."""
+        if key in ("target", "ptx"):
+            return self.locs.get(key)
         while key:
             if key in self.locs:
                 return self.locs[key]

@@ -112,7 +112,7 @@ class Builder:
                 kv[a.key] = a
         return bare, kv
 
-    def build(self, node: FileNode) -> FileSpec:
+    def build(self, node: FileNode, arch: str | None = None) -> FileSpec:
         target = None
         ptx = None
         locs: dict[str, Loc] = {}
@@ -149,6 +149,9 @@ class Builder:
             t = self.build_tile(tn)
             if t is not None:
                 tiles.append(t)
+        if arch is not None:  # --arch overrides the file's target: its statement is not to blame
+            target = arch
+            locs.pop("target", None)
         for t in tiles:      # so that checks on one tile can blame the file's target / ptx statements
             for key in ("target", "ptx"):
                 if key in locs:
@@ -409,11 +412,12 @@ _KEYWORDS = {
 }
 
 
-def parse_spec(text: str, filename: str = "<string>") -> FileSpec:
-    """Parse DSL text into a FileSpec, or raise CompileError with every diagnostic found."""
+def parse_spec(text: str, filename: str = "<string>", arch: str | None = None) -> FileSpec:
+    """Parse DSL text into a FileSpec, or raise CompileError with every diagnostic found.
+    `arch` (the CLI's --arch) replaces the file's target; the file then needs none."""
     node = parse(text, filename)
     b = Builder(filename, text)
-    spec = b.build(node)
+    spec = b.build(node, arch)
     if b.diags:
         raise CompileError(b.diags, text)
     return spec
