@@ -27,6 +27,7 @@ Static patterns (`expand_pattern`). A pattern is either a name or explicit kept 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import lcm
 
 from ..diagnostics import SpecError
 from .forms import SHAPE_M, Granularity, SparseLayout
@@ -231,14 +232,9 @@ def static_metadata(layout, pattern, ordered: bool = True) -> tuple[tuple[tuple[
         rows_period = len(pattern)
         chunks_period = 1
         for rp in pattern:
-            chunks_period = _lcm(chunks_period, len(rp))
-    pm = _lcm(rows_period, SHAPE_M) // SHAPE_M
-    pk = _lcm(chunks_period, lay.chunks_per_row) // lay.chunks_per_row
+            chunks_period = lcm(chunks_period, len(rp))
+    pm = lcm(rows_period, SHAPE_M) // SHAPE_M
+    pk = lcm(chunks_period, lay.chunks_per_row) // lay.chunks_per_row
     nib = expand_pattern(lay, pattern, pm * SHAPE_M, pk * lay.k)
     words = tile_words(lay, nib, ordered)
     return tuple(tuple(tuple(w) for w in row) for row in words)
-
-
-def _lcm(a: int, b: int) -> int:
-    from math import gcd
-    return a * b // gcd(a, b)
