@@ -1,0 +1,324 @@
+"""PTX fragments (compiler/ptx/fragment.py, compiler/api.py, `tilec compile --emit func`).
+
+The key check: fragments of different tiles spliced into one hand-written host `.entry` that calls
+them with `call` (PTX 9.7.12.5) assemble with ptxas, for sm_100a (tcgen05) and sm_80 (mma.sp).
+Descriptor constants are checked against the materialized descriptors of the normal pipeline and
+the encodings of PTX 9.7.16.4.1/.2; sparse metadata addressing against digest §4.2/§4.3.
+"""
+import json
+
+import pytest
+
+from compiler import (CompileError, FileSpec, OperandSpec, SparsitySpec, SpecError, TileSpec, ZeroColumnsSpec,
+                      compile_tile, emit_fragment, emit_fragments, link_fragments, parse_source)
+from compiler.cli import main
+from compiler.ptxas import assemble
+
+
+def tcgen05_tile(name, dtype="bf16", d="f32", m=128, n=256, k=16, k_total=64, swizzle="128B", **kw):
+    ops = {"A": OperandSpec(dtype, "smem", "K", swizzle), "B": OperandSpec(dtype, "smem", "K", swizzle),
+           "D": OperandSpec(d, "tmem")}
+    return TileSpec(name, "tcgen05", m, n, k, ops, k_total=k_total, **kw)
+
+
+def mma_sp_tile(name, ab="f16", cd="f32", k=32, k_total=64, **kw):
+    ops = {"A": OperandSpec(ab, "global"), "B": OperandSpec(ab, "global"), "C": OperandSpec(cd, "global"),
+           "D": OperandSpec(cd, "global")}
+    return TileSpec(name, "mma.sp", 16, 8, k, ops, k_total=k_total, sparsity=kw.pop("sparsity", SparsitySpec("2:4")),
+                    **kw)
+
+
+GEMM = tcgen05_tile("gemm")                                                   # examples/gemm_bf16.tile
+WS = tcgen05_tile("wsz", dtype="f16", n=64, k_total=32, swizzle="32B", ws=True,
+                  zero_columns=ZeroColumnsSpec(columns=((0, 1, 2, 3),)))       # .ws with a zero-column mask
+SPARSE_F16 = tcgen05_tile("sp16", dtype="f16", n=128, k=32, k_total=128, sparsity=SparsitySpec("2:4"))
+
+
+# ---- tcgen05 fragments --------------------------------------------------------------------------------
+
+def test_tcgen05_fragment_calling_convention():
+    f = emit_fragment(GEMM, "sm_100a")
+    assert f.name == "tilec_gemm_mma"
+    assert [p.name for p in f.params] == ["a_smem", "b_smem", "d_tmem", "mbar", "accumulate"]
+    assert all(p.type == "b32" for p in f.params) and f.result is None
+    assert (f.requires.ptx_version, f.requires.target) == ((8, 6), "sm_100a")     # Table 60 base tcgen05.mma
+    # loop K = 64 in MMAs of K = 16 (Table 39, kind::f16 dense): 4 instructions, one commit
+    assert _instructions(f, "tcgen05.mma.cta_group::1.kind::f16 ") == 4
+    assert _instructions(f, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64") == 1
+    assert f.constants["mma_per_call"] == 4 and f.constants["calls_per_tile"] == 1
+
+
+def test_tcgen05_fragment_descriptors_are_relative_to_each_operand_base():
+    f = emit_fragment(GEMM, "sm_100a")
+    full = compile_tile(GEMM, "sm_100a")
+    mat = full.descriptors["gemm"]
+    assert f.constants["idesc"] == mat["idesc"]
+    tile = full.tiles["gemm"]
+    for name in "AB":
+        offset = tile.op("tilec.smem_layout", name).attrs["offset"]
+        # The kernel keeps A and B in one buffer (B after A); the start-address field (bits 0-13) holds
+        # address >> 4 (PTX 9.7.16.4.1), so the fragment's descriptor = the kernel's minus offset >> 4.
+        assert f.constants[f"{name}_desc"] == [v - (offset >> 4) for v in mat[f"{name}_desc"]]
+    # A's first descriptor with base 0: LBO field 16 >> 4 = 1 at bit 16, SBO 1024 >> 4 = 64 at bit 32,
+    # the fixed 0b001 at bit 46, 128B swizzle code 2 at bits 61-63 (digest §1).
+    assert f.constants["A_desc"][0] == (1 << 16) | (64 << 32) | (1 << 46) | (2 << 61)
+    # each K step of 16 bf16 = 32 bytes advances the start address by 32 >> 4 = 2 (inside the 128B atom)
+    assert [d - f.constants["A_desc"][0] for d in f.constants["A_desc"]] == [0, 2, 4, 6]
+
+
+def test_tcgen05_fragment_with_k_stages():
+    # A 128x256 + B 256x256 bf16 = 192 KB exceeds layout-selection's 96 KB stage budget: K is staged in
+    # halves (k_block 128: 32 KB + 64 KB), so the caller makes two calls of 8 MMAs each.
+    f = emit_fragment(tcgen05_tile("big", k_total=256), "sm_100a")
+    assert (f.constants["k_per_call"], f.constants["calls_per_tile"], f.constants["mma_per_call"]) == (128, 2, 8)
+    assert f.layouts["B"].size_bytes == 256 * 128 * 2
+
+
+def test_ws_fragment_carries_its_zero_column_mask():
+    f = emit_fragment(WS, "sm_100a")
+    mat = compile_tile(WS, "sm_100a").descriptors["wsz"]
+    assert f.constants["zero_column_mask"] == mat["zero_column_mask"]
+    (zcm,) = [ln.split()[1].rstrip(",") for ln in f.text.splitlines()
+              if ln.endswith(f", {mat['zero_column_mask']:#018x};")]
+    mma = [ln for ln in f.text.splitlines() if ln.startswith("\ttcgen05.mma.ws.cta_group::1.kind::f16 ")]
+    # the zero-column mask is the last operand of tcgen05.mma.ws (9.7.16.10.9.3)
+    assert len(mma) == 2 and all(ln.endswith(f", {zcm};") for ln in mma)
+
+
+@pytest.mark.parametrize("tile, columns, selectors", [
+    # kind::f16: 32 bits of metadata per row and MMA = one TMEM column; MMA s reads column s, addressed as
+    # the even column of its 64-bit granule with the parity in idesc bits 0-1 (digest §4.2, §4.3)
+    (SPARSE_F16, [0, 0, 2, 2], [0, 1, 0, 1]),
+    # kind::i8: 64 bits per row and MMA = two columns; every MMA starts a granule, selector 0
+    (TileSpec("spi8", "tcgen05", 128, 64, 64, {"A": OperandSpec("s8", "smem"), "B": OperandSpec("s8", "smem"),
+                                                "D": OperandSpec("s32", "tmem")},
+              k_total=128, sparsity=SparsitySpec("2:4")), [0, 2], [0, 0]),
+])
+def test_sparse_tcgen05_fragment_addresses_metadata_per_mma(tile, columns, selectors):
+    f = emit_fragment(tile, "sm_100a")
+    assert [p.name for p in f.params] == ["a_smem", "b_smem", "d_tmem", "meta_tmem", "mbar", "accumulate"]
+    base = f.constants["idesc"]
+    assert base & 0b111 == 0b100                     # Table 42: bit 2 sparse, bits 0-1 selector 0
+    assert f.constants["idesc_per_mma"] == [base | s for s in selectors]
+    meta = "%r3"                                     # fourth parameter, loaded into the fourth register
+    lines = [ln.strip().rstrip(";") for ln in f.text.splitlines() if ln.startswith("\t")]
+    # registers holding meta_tmem + column: `add.u32 REG, %r3, COLUMN`
+    column_of = {meta: 0}
+    column_of.update({ln.split()[1].rstrip(","): int(ln.split()[3]) for ln in lines
+                      if ln.startswith(f"add.u32 ") and ln.split()[2] == f"{meta},"})
+    # the [sp-meta-tmem] operand is the second bracketed operand of tcgen05.mma.sp (9.7.16.10.9.2)
+    used = [ln.split("[")[2].split("]")[0] for ln in lines if ln.startswith("tcgen05.mma.sp")]
+    assert [column_of[reg] for reg in used] == columns
+
+
+def test_sparse_fragment_rejects_a_selector():
+    tile = tcgen05_tile("sel", dtype="f16", n=128, k=32, k_total=128, sparsity=SparsitySpec("2:4", selector=1))
+    with pytest.raises(CompileError, match="selector"):   # verify or the fragment emitter refuses it
+        emit_fragment(tile, "sm_100a")
+
+
+def test_fragment_modules_assemble(ptxas):
+    for tile in (GEMM, WS, SPARSE_F16):
+        f = emit_fragment(tile, "sm_100a")
+        verdict = assemble(f.module(), "sm_100a", ptxas, extra=["-c"])
+        assert verdict.ok, verdict.output
+
+
+# The host: one CTA of 128 threads. Warp 0 allocates all 512 TMEM columns; thread 0 inits the mbarrier
+# for two arrivals (one tcgen05.commit per fragment), calls both fragments with the shared buffers,
+# waits on phase 0, and warp 0 frees TMEM (PTX 9.7.16.7.1, 9.7.16.12.1, digest §8).
+TCGEN05_HOST = """
+.visible .entry host()
+.reqntid 128, 1, 1
+{{
+	.reg .pred %p<3>;
+	.reg .b32 %r<12>;
+	.shared .align 1024 .b8 host_a0[{a0}];
+	.shared .align 1024 .b8 host_b0[{b0}];
+	.shared .align 1024 .b8 host_a1[{a1}];
+	.shared .align 1024 .b8 host_b1[{b1}];
+	.shared .align 8 .b64 host_mbar;
+	.shared .align 4 .b32 host_slot;
+
+	mov.u32 %r0, %tid.x;
+	shr.u32 %r1, %r0, 5;
+	setp.eq.u32 %p0, %r1, 0;
+	setp.eq.u32 %p1, %r0, 0;
+	@!%p0 bra ALLOCATED;
+	tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [host_slot], 512;
+	tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+ALLOCATED:
+	@%p1 mbarrier.init.shared::cta.b64 [host_mbar], 2;
+	// ... the threads write A and B in the fragments' canonical layouts here ...
+	fence.proxy.async.shared::cta;
+	tcgen05.fence::before_thread_sync;
+	bar.sync 0;
+	tcgen05.fence::after_thread_sync;
+	ld.shared.b32 %r2, [host_slot];
+	@!%p1 bra ISSUED;
+	mov.u32 %r3, host_a0;
+	mov.u32 %r4, host_b0;
+	mov.u32 %r5, host_mbar;
+	call.uni {f0}, (%r3, %r4, %r2, %r5, 0);
+	mov.u32 %r6, host_a1;
+	mov.u32 %r7, host_b1;
+	add.u32 %r8, %r2, {d1_column};
+	call.uni {f1}, (%r6, %r7, %r8, %r5, 0);
+ISSUED:
+	mbarrier.try_wait.parity.shared::cta.b64 %p2, [host_mbar], 0;
+	@!%p2 bra ISSUED;
+	tcgen05.fence::after_thread_sync;
+	tcgen05.fence::before_thread_sync;
+	bar.sync 0;
+	@!%p0 bra FREED;
+	tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r2, 512;
+FREED:
+	ret;
+}}
+"""
+
+
+def test_two_tcgen05_fragments_link_into_a_host_kernel(ptxas):
+    f0, f1 = emit_fragment(GEMM, "sm_100a"), emit_fragment(WS, "sm_100a")
+    host = TCGEN05_HOST.format(a0=f0.layouts["A"].size_bytes, b0=f0.layouts["B"].size_bytes,
+                               a1=f1.layouts["A"].size_bytes, b1=f1.layouts["B"].size_bytes,
+                               f0=f0.name, f1=f1.name, d1_column=GEMM.n)     # D1 after D0's 256 columns
+    ptx = link_fragments([f0, f1], host)
+    assert ptx.count("\n.version ") == 1 and "\n.target sm_100a\n" in ptx
+    verdict = assemble(ptx, "sm_100a", ptxas)
+    assert verdict.ok, verdict.output + ptx
+
+
+# ---- mma.sp fragments ----------------------------------------------------------------------------------
+
+def test_mma_sp_fragment_calling_convention():
+    f = emit_fragment(mma_sp_tile("spf16"), "sm_80")
+    # m16n8k32 f16 -> f32 (digest §5): A 4, B 4, C/D 4 registers; loop K 64 = 2 K steps, one metadata
+    # word each: 4 + 2 * (4 + 4 + 1) = 22 parameters.
+    assert len(f.params) == 4 + 2 * (4 + 4 + 1)
+    assert [p.name for p in f.params[:5]] == ["c0", "c1", "c2", "c3", "a0_0"]
+    assert [p.type for p in f.params[:4]] == ["f32"] * 4
+    assert (f.result.count, f.result.type, f.result.bytes, f.result.align) == (4, "f32", 16, 16)
+    assert f.requires.ptx_version == (8, 5)            # .sp::ordered_metadata (digest §5)
+    mma = [ln for ln in f.text.splitlines() if ln.strip().startswith("mma.sp")]
+    assert len(mma) == 2 and mma[0].endswith(", 0;")  # selector 0 as an immediate
+    # the second K step accumulates into the first one's D
+    assert mma[1].split("}, {")[3].split("}")[0] == mma[1].split(" {")[1].split("}")[0]
+
+
+def test_mma_sp_fragment_static_metadata_constant():
+    tile = mma_sp_tile("st", sparsity=SparsitySpec("2:4", "static", pattern="first_two"))
+    f = emit_fragment(tile, "sm_80")
+    words = f.constants["static_metadata"]
+    # "first_two" keeps elements 0,1 of every chunk: nibble 0b0100, so every word is 0x44444444
+    # (compiler/mma_sp/metadata.py docstring; eight nibbles per 32-bit word)
+    assert {w for row in words for ks in row for w in ks} == {0x44444444}
+
+
+def test_two_mma_sp_fragments_link_into_a_host_kernel(ptxas):
+    f0 = emit_fragment(mma_sp_tile("spf16"), "sm_80")
+    f1 = emit_fragment(mma_sp_tile("sps8", ab="s8", cd="s32", k=32), "sm_80")   # m16n8k32 s8 -> s32
+    n0, n1 = len(f0.params), len(f1.params)
+    # Hand-written host: every argument register is set from %tid.x so nothing folds away; the first call
+    # is written out, the second uses Fragment.call.
+    args0 = ", ".join(f"%a{i}" for i in range(n0))
+    host = "\n".join([
+        ".visible .entry host_sp(.param .u64 host_sp_param_out)",
+        "{",
+        f"\t.reg .b32 %a<{n0}>;", f"\t.reg .b32 %b<{n1}>;", "\t.reg .f32 %d<4>;", "\t.reg .b32 %s<4>;",
+        "\t.reg .b32 %t;", "\t.reg .b64 %out;",
+        "\tmov.u32 %t, %tid.x;",
+        *(f"\tadd.u32 %a{i}, %t, {i};" for i in range(n0)),
+        *(f"\tadd.u32 %b{i}, %t, {i};" for i in range(n1)),
+        "\t{",
+        "\t.param .align 16 .b8 ret0[16];",
+        f"\tcall.uni (ret0), {f0.name}, ({args0});",
+        "\tld.param.v4.f32 {%d0, %d1, %d2, %d3}, [ret0];",
+        "\t}",
+        f1.call([f"%b{i}" for i in range(n1)], ["%s0", "%s1", "%s2", "%s3"]),
+        "\tld.param.u64 %out, [host_sp_param_out];",
+        "\tcvta.to.global.u64 %out, %out;",
+        "\tst.global.v4.f32 [%out], {%d0, %d1, %d2, %d3};",
+        "\tst.global.v4.b32 [%out+16], {%s0, %s1, %s2, %s3};",
+        "\tret;",
+        "}",
+    ])
+    ptx = link_fragments([f0, f1], host)
+    verdict = assemble(ptx, "sm_80", ptxas)
+    assert verdict.ok, verdict.output + ptx
+
+
+def test_block_scaled_mma_sp_fragment_is_refused():
+    tile = mma_sp_tile("mx", ab="e4m3", k=64, kind="mxf8f6f4")
+    with pytest.raises(CompileError, match="block-scaled"):
+        emit_fragment(tile, "sm_120a")
+
+
+# ---- linking, naming, CLI -------------------------------------------------------------------------------
+
+def test_link_fragments_checks_targets_names_and_versions():
+    a = emit_fragment(GEMM, "sm_100a")
+    with pytest.raises(SpecError, match="different targets"):
+        link_fragments([a, emit_fragment(GEMM, "sm_100f")])
+    with pytest.raises(SpecError, match="two fragments are named 'tilec_gemm_mma'"):
+        link_fragments([a, emit_fragment(GEMM, "sm_100a")])
+    b = emit_fragment(GEMM, "sm_100a", prefix="lib2_")
+    assert b.name == "lib2_gemm_mma"
+    assert "\n.version 8.6\n" in link_fragments([a, b])
+    assert "\n.version 8.8\n" in link_fragments([a, b], ptx_version=(8, 8))
+    with pytest.raises(SpecError, match="too old"):
+        link_fragments([a], ptx_version=(8, 5))
+    # a newer fragment raises the module's version: mma.sp at PTX 8.5 next to one pinned to 8.7
+    sp = emit_fragment(mma_sp_tile("x"), "sm_100a")
+    pinned = emit_fragment(GEMM, "sm_100a", ptx_version="8.7")
+    assert "\n.version 8.7\n" in link_fragments([sp, pinned])
+
+
+def test_bad_prefix_is_a_diagnostic():
+    with pytest.raises(CompileError, match="not a PTX identifier"):
+        emit_fragment(GEMM, "sm_100a", prefix="my-lib.")
+
+
+def test_fragment_json_and_call_helper():
+    f = emit_fragment(GEMM, "sm_100a")
+    j = json.loads(json.dumps(f.to_json()))
+    assert j["requires"] == {"ptx_version": "8.6", "target": "sm_100a"}
+    assert j["constants"]["idesc"] == "0x8400490"
+    assert j["layouts"]["A"]["sbo"] == 1024 and j["layouts"]["B"]["size_bytes"] == 256 * 64 * 2
+    assert [p["name"] for p in j["params"]][-1] == "accumulate"
+    assert f.call(["%r1", "%r2", "%r3", "%r4", "1"]) == "call.uni tilec_gemm_mma, (%r1, %r2, %r3, %r4, 1);\n"
+    with pytest.raises(SpecError, match="takes 5 arguments"):
+        f.call(["%r1"])
+    assert f.declaration(extern=True).startswith(".extern .func tilec_gemm_mma(")
+
+
+def test_emit_fragments_of_a_file_are_located(tmp_path):
+    text = ("target sm_100a;\ntile ok { engine tcgen05; shape M=128 N=64 K=16; A: f16 smem; B: f16 smem;"
+            " D: f32 tmem; }\ntile bad { engine tcgen05; shape M=96 N=64 K=16; A: f16 smem; B: f16 smem;"
+            " D: f32 tmem; }\n")
+    with pytest.raises(CompileError) as e:
+        emit_fragments(parse_source(text, "two.tile"), source=text)
+    assert str(e.value.diagnostics[0].loc) == "two.tile:3:36"     # bad's M=96
+
+
+def test_cli_emit_func(tmp_path, capsys, ptxas):
+    src = tmp_path / "two.tile"
+    src.write_text("target sm_100a;\n\n" + "\n".join(
+        t.replace("target sm_100a;\n\n", "") for t in (_print(GEMM), _print(WS))))
+    out = tmp_path / "two.ptx"
+    assert main(["compile", str(src), "--emit", "func", "-o", str(out)]) == 0
+    ptx = out.read_text()
+    assert ptx.count(".visible .func ") == 2 and ".entry" not in ptx
+    verdict = assemble(ptx, "sm_100a", ptxas, extra=["-c"])
+    assert verdict.ok, verdict.output
+    assert main(["compile", str(src), "--emit", "func", "--arch", "sm_80"]) == 1
+    assert "tcgen05.mma is not available on sm_80" in capsys.readouterr().err
+
+
+def _instructions(fragment, opcode):
+    return sum(1 for ln in fragment.text.splitlines() if ln.startswith("\t" + opcode))
+
+
+def _print(tile):
+    from compiler import print_file
+    return print_file(FileSpec("sm_100a", [tile]))
