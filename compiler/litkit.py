@@ -44,7 +44,7 @@ def configure(config: Any, suffixes: Sequence[str] = DEFAULT_SUFFIXES) -> None:
     from .ptxas import find_ptxas
 
     if getattr(config, "test_format", None) is None:
-        import lit.formats
+        import lit.formats  # type: ignore[import-untyped]  # lit ships no type information
 
         config.test_format = lit.formats.ShTest()
     if not getattr(config, "suffixes", None):
