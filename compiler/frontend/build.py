@@ -21,6 +21,9 @@ SPACES = ("global", "smem", "tmem", "reg")
 MAJORS = ("K", "MN")
 SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B", "auto")
 RATIOS = ("2:4", "1:2", "4:8")
+# Integer lists name TMEM lanes or D columns (at most 256); a range far longer is a typo, and expanding
+# it (0..10**12) would exhaust memory before any check ran.
+MAX_LIST_ITEMS = 4096
 METADATA_SOURCES = ("runtime", "static")
 BLOCK_SCALE_VECS = {"16": "block16", "32": "block32", "1X": "scale_vec::1X", "2X": "scale_vec::2X",
                     "4X": "scale_vec::4X", "block16": "block16", "block32": "block32"}
@@ -82,6 +85,9 @@ class Builder:
                 b = self.int_value(Value("atom", hi, item.loc), what)
                 if b < a:
                     self.error(f"empty range '{item.text}' in {what}", item.loc)
+                if len(out) + b - a + 1 > MAX_LIST_ITEMS:
+                    self.error(f"range '{item.text}' makes {what} longer than {MAX_LIST_ITEMS} items", item.loc,
+                               "lists name lanes or columns (at most a few hundred)")
                 out.extend(range(a, b + 1))
             else:
                 out.append(self.int_value(item, what))
