@@ -184,3 +184,16 @@ def test_downstream_lit_suite_runs_outside_the_repository(tmp_path):
     assert len(tests) >= 3
     for name in tests:
         assert f"PASS: downstream-tiles :: {name}" in out, out[-5000:]
+
+
+# ---- the README example runs as written -------------------------------------------------------------------
+
+def test_readme_embedding_example_runs():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("\n## Embedding\n"):]
+    code = section[section.index("```python\n") + len("```python\n"):]
+    code = code[:code.index("```")]
+    try:
+        exec(compile(code, "README.md (Embedding)", "exec"), {"__name__": "readme_example"})
+    finally:
+        unregister_pass("count-mmas")
