@@ -80,12 +80,17 @@ def _flag(value: object, field: str) -> bool:
 
 def _int_list(values: object, field: str, what: str, hexadecimal: bool = False) -> str:
     """`[a, b, c..d]`: ascending runs of MIN_RANGE_RUN or more consecutive integers become `c..d` (the front
-    end expands `c..d` to c, c+1, ..., d in place, so order and repeats are preserved)."""
+    end expands `c..d` to c, c+1, ..., d in place, so order and repeats are preserved). Hexadecimal lists
+    (lane masks) are written element by element."""
     if not isinstance(values, tuple):
         raise SpecError(f"{what} must be a tuple of integers, not {values!r}", field)
     items = [_uint(v, field, what) for v in values]
-    if hexadecimal:
-        return "[" + ", ".join(f"{v:#x}" for v in items) + "]"
+    from .frontend.build import MAX_LIST_ITEMS
+
+    # The front end refuses ranges that would make a list longer than MAX_LIST_ITEMS (a typo guard); a
+    # longer list can still be written element by element.
+    if hexadecimal or len(items) > MAX_LIST_ITEMS:
+        return "[" + ", ".join(f"{v:#x}" if hexadecimal else str(v) for v in items) + "]"
     out: list[str] = []
     i = 0
     while i < len(items):

@@ -89,6 +89,16 @@ def test_static_rows_and_hex_masks_round_trip():
     assert "disable_output_lane [0xffff0000, 0x0, 0x1, 0x80000000];" in text
 
 
+def test_long_lists_are_written_without_ranges_past_the_front_end_limit():
+    from compiler.frontend.build import MAX_LIST_ITEMS
+
+    long_run = tuple(range(MAX_LIST_ITEMS + 1))       # one range would exceed the front end's limit
+    tile = _tile(zero_columns=ZeroColumnsSpec(columns=(long_run,)))
+    text = _roundtrip(FileSpec("sm_100a", [tile]))
+    assert ".." not in text.split("zero_columns")[1]
+    assert "cols=[0..9]" in print_tile(_tile(zero_columns=ZeroColumnsSpec(columns=(tuple(range(10)),))))
+
+
 # ---- specs the DSL cannot express ------------------------------------------------------------------
 
 def _tile(**kw):
