@@ -95,7 +95,7 @@ class Tile:
         if self.collector is not None:
             eng += kv("collector", "engine.collector", self.collector)
         stmt("  ", *eng, ";")
-        stmt("  ", ("shape", "shape"), *kv("M", "shape.M", self.m)[0:0], " M=", ("shape.M", str(self.m)),
+        stmt("  ", ("shape", "shape"), " M=", ("shape.M", str(self.m)),
              " N=", ("shape.N", str(self.n)), " K=", ("shape.K", str(self.k)), ";")
         if self.loop is not None:
             stmt("  ", ("loop", "loop"), " K=", ("loop.K", str(self.loop)), ";")
@@ -278,8 +278,7 @@ def tcgen05_shape_cases():
 
 
 def tcgen05_major_cases():
-    from compiler.layout import SWIZZLES as LAYOUT_SWIZZLES  # noqa: F401  (the swizzle set of 9.7.16.3)
-    from compiler.tcgen05_kinds import KINDS, N16, N32, SUBBYTE_TYPES
+    from compiler.tcgen05_kinds import KINDS, N16, N32, SUBBYTE_TYPES, shape_rule
 
     for kind, info in KINDS.items():
         base = tcgen05_base(kind)
@@ -298,15 +297,14 @@ def tcgen05_major_cases():
                     yield NegativeCase(f"tcgen05-swizzle/tf32/{op}-MN-{swz}", "Table 49 tf32 MN swizzle",
                                        base.with_operand(op, major="MN", swizzle=swz), f"{op}.swizzle", swz,
                                        "9.7.16.10.1: MN-major tf32 needs 128B_base32B")
-            yield NegativeCase(f"tcgen05-swizzle/{kind}/{op}-K-128B_base32B", "128B_base32B swizzle",
-                               base.with_operand(op, major="K", swizzle="128B_base32B"), f"{op}.swizzle", None,
-                               "Table 49 notes: 128B_base32B only for MN-major tf32")
+            for major in ("K", "MN") if kind != "tf32" else ("K",):
+                yield NegativeCase(f"tcgen05-swizzle/{kind}/{op}-{major}-128B_base32B", "128B_base32B swizzle",
+                                   base.with_operand(op, major=major, swizzle="128B_base32B"), f"{op}.swizzle", None,
+                                   "Table 49 notes: 128B_base32B only for MN-major tf32")
         # Table 50: an MN-major 8-bit B restricts N (cta_group::1 -> multiples of 16, ::2 -> of 32)
         for t in info.ab_types:
             if t in ("e4m3", "e5m2", "s8", "u8") and info.transpose:
                 for cta_group, allowed in ((1, N16), (2, N32)):
-                    from compiler.tcgen05_kinds import shape_rule
-
                     rule = shape_rule(kind, cta_group)
                     bad = [n for n in rule.ns.values() if n not in allowed][:2]
                     for n in bad:
@@ -314,6 +312,25 @@ def tcgen05_major_cases():
                             .with_operand("B", dtype=t, major="MN")
                         yield NegativeCase(f"tcgen05-N/{kind}-cg{cta_group}/{t}-MN-B-N{n}", "Table 50 N", tile,
                                            "shape.N", str(n), "9.7.16.10.1 Table 50: N with an MN-major 8-bit B")
+
+
+def tcgen05_layout_cases():
+    """9.7.16.3.3 canonical layouts: a K-major operand's K extent (one instruction's K here) must fill
+    whole swizzle atoms; every swizzle whose atom line is wider than that extent is illegal."""
+    from compiler.layout import SWIZZLES, container_bits_for
+    from compiler.tcgen05_kinds import KINDS
+
+    for kind, info in KINDS.items():
+        if info.block_scaled:       # layout-selection first reports that the emitter cannot scale blocks
+            continue
+        base = tcgen05_base(kind)
+        extent = base.k * container_bits_for(info.ab_types[0], kind) // 8
+        for swz, mode in SWIZZLES.items():
+            if "K" in mode.majors and extent % mode.width:
+                for op in ("A", "B"):
+                    yield NegativeCase(f"tcgen05-layout/{kind}/{op}-K{base.k}-{swz}", "canonical layout atom",
+                                       base.with_operand(op, major="K", swizzle=swz), f"{op}.swizzle", None,
+                                       f"9.7.16.3.3: a {swz} atom line is {mode.width} B, the K extent {extent} B")
 
 
 def tcgen05_option_cases():
@@ -461,8 +478,8 @@ def _sp_id(form) -> str:
 
 
 def mma_sp_cases():
-    from compiler.mma_sp.forms import FORM_ROWS, MAX_PTX
-    from compiler.targets import TARGETS, format_version
+    from compiler.mma_sp.forms import FORM_ROWS
+    from compiler.targets import MAX_PTX, TARGETS, format_version
     from compiler.types import TYPES
 
     for form in expressible_sp_forms():
@@ -558,7 +575,7 @@ def vocabulary_cases():
                            "compiler/frontend/build.py word lists; targets.TARGETS; types.TYPES")
 
 
-GENERATORS = (tcgen05_type_cases, tcgen05_shape_cases, tcgen05_major_cases, tcgen05_option_cases,
+GENERATORS = (tcgen05_type_cases, tcgen05_shape_cases, tcgen05_major_cases, tcgen05_layout_cases, tcgen05_option_cases,
               tcgen05_form_cases, tcgen05_target_cases, mma_sp_cases, vocabulary_cases)
 
 
