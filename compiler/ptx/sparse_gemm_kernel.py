@@ -1,0 +1,726 @@
+"""A pipelined structured-sparse GEMM around warp-level `mma.sp`: D = A*B (+ C), A 2:4 (1:2, 4:8) sparse.
+
+What `compiler/ptx/mma_sp_kernel.py` does one instruction tile at a time straight from global memory,
+this kernel does as a whole GEMM schedule (the DSL's `schedule cta=MxNxK warps=WMxWN stages=S`):
+
+* CTA tile `cta_m x cta_n`, walked along K in blocks of `cta_k`; `warps_m x warps_n` warps, each owning a
+  `WM x WN` warp tile = (WM/16) x (WN/8) mma tiles (WM = cta_m/warps_m, WN = cta_n/warps_n).
+* A `stages`-deep shared-memory ring filled with `cp.async.cg.shared.global` (16 B per copy, one
+  `cp.async.commit_group` per K block, `cp.async.wait_group stages-2` + one `bar.sync` per K block:
+  PTX ISA 9.7.9.25 cp.async / commit_group / wait_group).
+* Fragments come out of shared memory with `ldmatrix.sync.aligned.m8n8.x4.shared.b16` (PTX ISA 9.7.14.5.15)
+  for compressed A and for B, and `ld.shared.b32` for the metadata words; the fragments of the next
+  k-step are loaded while the tensor cores work on the current one (two register buffers).
+* Shared memory is XOR-swizzled (see `swizzle`) so that every ldmatrix phase and every cp.async store
+  phase touches 8 different 16-byte bank groups (no bank conflicts; tests/test_sparse_gemm_kernel.py
+  proves it for every access with the same address model the emitter uses).
+* CTAs are rasterised in groups of `raster_group` CTA rows along M (a 1-D grid), so that CTAs running
+  at the same time share A and B panels in L2.
+
+Forms. Every form with 4 A registers, 4 B registers and 32-bit accumulators moves the same bytes per
+k-step (compressed A: 16 rows x 32 B, B: 8 columns x 64 B, digest §6.1/§6.2: every register is one
+aligned 32-bit word of a row), so one byte-level kernel serves f16/bf16 m16n8k32, tf32 m16n8k16,
+s8/u8 m16n8k64, e4m3/e5m2 m16n8k64 and s4/u4 m16n8k128. ldmatrix moves 16-byte rows whatever the
+element type: its `.b16` view puts bytes 4t..4t+3 of row g in lane 4g+t, which is exactly the word
+`fragments.a_register_word` / `b_register_word` asks for.
+
+Global layouts (the ones compiler/sparse.py produces; no re-packing):
+  a_values   compressed A, row-major M x K/2 elements (`sparse.compress(...)[0]`), row stride
+             K*bits/16 bytes.
+  a_metadata uint32 [M/16][K/k][32] (`sparse.compress(...)[1]`): the 32 lane words of each 16-row tile
+             and k-step. A K block of `cta_k` holds `cta_k/k` consecutive k-steps, so the block's words of
+             one 16-row tile are one contiguous run of 128*cta_k/k bytes (copied with cp.async like A/B).
+  b          B^T, N x K, K contiguous (`sparse.pack_b`); row stride K*bits/8 bytes. (For an LLM layer
+             y = W x this is the activations tensor as stored, tokens x features.)
+  c          (only with `accumulate_c`) row-major M x N of the accumulator type.
+  d          row-major M x N of `d_type`: the accumulator type, or f16 / bf16 (float forms) rounded to
+             nearest even at the store (`cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`).
+Requirements: M % cta_m == N % cta_n == K % cta_k == 0 (checked by `SparseGemmPTX.grid`).
+
+Shared memory per stage: [A: cta_m rows x 32*cta_k/k B][B: cta_n rows x 64*cta_k/k B][metadata:
+cta_m/16 runs of 128*cta_k/k B], each region row-major; A and B swizzled. Dynamic shared memory
+(`.extern .shared`): the launcher must allow `abi["dynamic_smem_bytes"]` for the kernel
+(cudaFuncAttributeMaxDynamicSharedMemorySize) when it exceeds 48 KB.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..diagnostics import SpecError
+from ..mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
+from ..targets import MAX_PTX, TARGETS, Version, format_version
+from ..types import TYPES
+from .mma_sp_kernel import KernelPTX
+
+# Bytes of one k-step of one instruction tile for the forms this kernel takes (a_regs = b_regs = 4:
+# 4 words x 32 lanes = 512 B = 16 A rows x 32 B = 8 B columns x 64 B; digest §6.1/§6.2).
+A_STEP_ROW_BYTES = 32
+B_STEP_ROW_BYTES = 64
+META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): sparse.compress layout
+CHUNK = 16                     # cp.async.cg copies 16 bytes (PTX ISA 9.7.9.25.3: .cg needs cp-size 16)
+LDMATRIX_ROW = 16              # one ldmatrix m8n8 row = 8 x b16 = 16 bytes (PTX ISA 9.7.14.5.15)
+BANK_LINE = 128                # 32 banks x 4 bytes: one conflict-free shared-memory wavefront
+
+# Largest dynamic shared memory one block may opt into, per SM version (CUDA C++ Programming Guide,
+# "Technical Specifications per Compute Capability": 163 KB on 8.0/8.7, 99 KB on 8.6/8.9/12.x,
+# 227 KB on 9.0 and 10.x). Unknown versions get the smallest figure.
+SMEM_PER_BLOCK = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448,
+                  103: 232448, 110: 232448, 120: 101376, 121: 101376}
+MIN_SMEM_PER_BLOCK = min(SMEM_PER_BLOCK.values())
+
+# Accumulators per thread beyond which a warp tile no longer fits 255 registers next to two buffers of
+# fragments (64x64 warp tile: 128 accumulators + 2 x (16 A + 32 B + 4 metadata) = 232).
+MAX_ACCUMULATORS = 128
+
+# How D is written from 32-bit accumulators: (PTX store type, conversion of an element pair or None).
+# cvt.rn.{f16x2,bf16x2}.f32 d, a, b puts a in the upper and b in the lower half (PTX ISA 9.7.9.21 cvt),
+# so the pair (col 2t, col 2t+1) is converted as `cvt d, c[2t+1], c[2t]`.
+D_STORES = {
+    "f32": ("v2.f32", None),
+    "s32": ("v2.s32", None),
+    "f16": ("b32", "cvt.rn.f16x2.f32"),
+    "bf16": ("b32", "cvt.rn.bf16x2.f32"),
+}
+
+
+def _log2(x: int) -> int:
+    if x <= 0 or x & (x - 1):
+        raise ValueError(x)
+    return x.bit_length() - 1
+
+
+def _pow2(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0 and x & (x - 1) == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SparseGemmConfig:
+    name: str
+    form: Form
+    target: str
+    cta_m: int = 128
+    cta_n: int = 256
+    cta_k: int = 64
+    warps_m: int = 2
+    warps_n: int = 4
+    stages: int = 3
+    selector: int = 0
+    ptx_version: Version | None = None     # None: the form's minimum, raised to 8.5 (ordered metadata)
+    accumulate_c: bool = True              # D = A*B + C; False: D = A*B and no `c` parameter
+    d_type: str | None = None              # None: the form's D type; f16/bf16 for float forms
+    raster_group: int = 8                  # CTA rows along M walked together (L2 reuse)
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def warp_m(self) -> int:
+        return self.cta_m // self.warps_m
+
+    @property
+    def warp_n(self) -> int:
+        return self.cta_n // self.warps_n
+
+    @property
+    def tiles_m(self) -> int:          # mma tiles per warp along M
+        return self.warp_m // SHAPE_M
+
+    @property
+    def tiles_n(self) -> int:
+        return self.warp_n // SHAPE_N
+
+    @property
+    def ksteps(self) -> int:           # mma k-steps per K block
+        return self.cta_k // self.form.k
+
+    @property
+    def out_type(self) -> str:
+        return self.d_type or self.form.d_type
+
+    @cached_property
+    def regions(self) -> dict[str, Region]:
+        return _regions(self)
+
+    @property
+    def stage_bytes(self) -> int:
+        return sum(r.bytes for r in self.regions.values())
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+    @property
+    def unroll(self) -> int:
+        """K blocks per loop iteration: a multiple of `stages` (ring slots become immediates) with an
+        even number of k-steps (the two fragment buffers alternate)."""
+        return self.stages * (1 if self.stages * self.ksteps % 2 == 0 else 2)
+
+
+@dataclass(frozen=True)
+class Region:
+    """One operand's part of a pipeline stage: `rows` rows of `row_bytes`, copied from a global matrix
+    whose row `row0 + r` starts at `r * stride` (stride in bytes, a power-of-two multiple of K)."""
+    name: str
+    rows: int
+    row_bytes: int
+    offset: int              # within the stage
+    swizzled: bool
+    stride_num: int          # global row stride = K * stride_num / stride_den bytes
+    stride_den: int
+
+    @property
+    def bytes(self) -> int:
+        return self.rows * self.row_bytes
+
+    @property
+    def chunks_per_row(self) -> int:
+        return self.row_bytes // CHUNK
+
+    def physical(self, offset: int) -> int:
+        return swizzle(offset, self.row_bytes) if self.swizzled else offset
+
+
+def _regions(cfg: SparseGemmConfig) -> dict[str, Region]:
+    form, ks = cfg.form, cfg.ksteps
+    bits = form.layout.storage_bits
+    a = Region("A", cfg.cta_m, A_STEP_ROW_BYTES * ks, 0, True, bits, 16)          # K/2 elements a row
+    b = Region("B", cfg.cta_n, B_STEP_ROW_BYTES * ks, a.bytes, True, bits, 8)     # K elements a row
+    # metadata: one "row" per 16-row tile; a row of [M/16][K/k][32] words is K/k * 128 bytes
+    e = Region("E", cfg.cta_m // SHAPE_M, META_STEP_BYTES * ks, a.bytes + b.bytes, False,
+               META_STEP_BYTES, form.k)
+    return {r.name: r for r in (a, b, e)}
+
+
+def swizzle(offset: int, row_bytes: int) -> int:
+    """Physical byte offset of logical byte `offset` of a row-major tile with `row_bytes`-byte rows.
+
+    Bits 6:4 (the 16-byte chunk within a 128-byte bank line) are XORed with a 3-bit key: the index of
+    the 128-byte line for rows of at most 128 bytes, the row index for longer rows. Eight consecutive
+    rows read at the same logical chunk (one ldmatrix phase) then land in eight different chunks of
+    the bank line, and a run of consecutive chunks (a cp.async store phase) stays a permutation of
+    whole lines. 16-byte chunks are never split.
+    """
+    if row_bytes <= BANK_LINE:
+        key = (offset >> 7) & 7
+    else:
+        key = (offset // row_bytes) & 7
+    return offset ^ (key << 4)
+
+
+def check_config(cfg: SparseGemmConfig) -> Version:
+    """Validate `cfg`; return the PTX version to emit. Raises SpecError naming the schedule field."""
+    form = cfg.form
+    if not cfg.name.isidentifier():
+        raise SpecError(f"kernel name {cfg.name!r} is not a PTX identifier", field="name")
+    if form.a_regs != 4 or form.b_regs != 4 or form.c_regs != 4 or form.block_scale is not None:
+        raise SpecError(
+            f"the pipelined sparse GEMM takes the k-wide mma.sp shapes with 32-bit accumulators "
+            f"(4 A, 4 B and 4 C registers: f16/bf16 m16n8k32, tf32 m16n8k16, 8-bit m16n8k64, 4-bit "
+            f"m16n8k128), not {form.name}", field="shape",
+            hint="use the k-wide shape, or drop 'schedule' for the simple kernel")
+    for what, v in (("warps_m", cfg.warps_m), ("warps_n", cfg.warps_n), ("cta_k", cfg.cta_k),
+                    ("stages", cfg.stages), ("raster_group", cfg.raster_group)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise SpecError(f"schedule {what} must be a positive integer, not {v!r}", field="schedule")
+    if not (_pow2(cfg.warps_m) and _pow2(cfg.warps_n)):
+        raise SpecError(f"warps={cfg.warps_m}x{cfg.warps_n}: the warp grid must be powers of two",
+                        field="schedule.warps")
+    if cfg.threads > 1024:
+        raise SpecError(f"{cfg.threads} threads per CTA exceed 1024", field="schedule.warps")
+    for what, v, unit in (("M", cfg.cta_m, SHAPE_M * cfg.warps_m), ("N", cfg.cta_n, SHAPE_N * cfg.warps_n)):
+        if not isinstance(v, int) or v < unit or v % unit:
+            raise SpecError(f"schedule cta {what} = {v} is not a positive multiple of {unit} "
+                            f"(instruction shape x warps)", field="schedule.cta")
+    if cfg.cta_k % form.k or not _pow2(cfg.ksteps) or cfg.ksteps > 8:
+        raise SpecError(f"schedule cta K = {cfg.cta_k} must be {form.k}, {2 * form.k}, {4 * form.k} or "
+                        f"{8 * form.k} (1, 2, 4 or 8 k-steps of {form.shape})", field="schedule.cta",
+                        hint=f"cta K = {2 * form.k} is a good default")
+    if not 2 <= cfg.stages <= 8:
+        raise SpecError(f"the cp.async pipeline needs 2..8 stages, not {cfg.stages}", field="schedule.stages")
+    acc = cfg.tiles_m * cfg.tiles_n * form.c_regs
+    if acc > MAX_ACCUMULATORS:
+        raise SpecError(f"warp tile {cfg.warp_m}x{cfg.warp_n} needs {acc} accumulator registers per thread; "
+                        f"at most {MAX_ACCUMULATORS} fit beside double-buffered fragments",
+                        field="schedule.warps", hint="use more warps (e.g. 64x64 warp tiles)")
+    out = cfg.out_type
+    if out not in D_STORES or (out in ("f16", "bf16") and form.c_type != "f32") or \
+            (out in ("f32", "s32") and out != form.c_type):
+        raise SpecError(f"D type {out} cannot be stored from {form.c_type} accumulators "
+                        f"(use {form.c_type}{', f16 or bf16' if form.c_type == 'f32' else ''})", field="D.dtype")
+    need, err = form.requirements(cfg.target, cfg.ptx_version)
+    if err:
+        raise err
+    ptx = cfg.ptx_version
+    if ptx is None:
+        # prefer .sp::ordered_metadata (digest §5: plain .sp is slower and draws a ptxas advisory)
+        ptx = max(need, ORDERED_METADATA_PTX) if ORDERED_METADATA_PTX <= MAX_PTX else need
+    form.check_selector(cfg.selector)
+    limit = SMEM_PER_BLOCK.get(TARGETS[cfg.target].sm, MIN_SMEM_PER_BLOCK)
+    if cfg.smem_bytes > limit:
+        raise SpecError(f"{cfg.stages} stages x {cfg.stage_bytes} B = {cfg.smem_bytes} B of shared memory "
+                        f"exceed the {limit} B a block may use on {cfg.target}", field="schedule.stages",
+                        hint=f"at most {limit // cfg.stage_bytes} stages of this CTA tile fit")
+    return ptx
+
+
+# --------------------------------------------------------------------------------------------------
+# address model: per-thread shared-memory offsets, shared by the emitter and the tests
+# --------------------------------------------------------------------------------------------------
+
+# A term ((tid >> shift) & mask) * mul of a per-thread offset; offset = sum of terms + const.
+Term = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Access:
+    """One per-thread shared-memory access pattern within stage 0: logical offset (within `region`)
+    = sum of terms of the thread index + `const`."""
+    region: str
+    terms: tuple[Term, ...]
+    const: int
+
+    def logical(self, tid: int) -> int:
+        return self.const + sum(((tid >> s) & m) * mul for s, m, mul in self.terms)
+
+
+def _warp_terms(cfg: SparseGemmConfig) -> tuple[Term, Term]:
+    """(wm, wn) as terms: warp = tid >> 5, wn = warp % warps_n, wm = warp / warps_n (powers of two)."""
+    lwn = _log2(cfg.warps_n)
+    return (5 + lwn, cfg.warps_m - 1, 1), (5, cfg.warps_n - 1, 1)
+
+
+def fragment_accesses(cfg: SparseGemmConfig) -> dict[tuple[str, int, int], Access]:
+    """{(operand, tile, k-step): Access} for the fragment loads of one warp tile within a K block.
+
+    A, ldmatrix.x4 (matrix j = lane >> 3 holds A register j: rows 8*(j&1)..+7, bytes 16*(j>>1)..+15 of
+    the 16 x 32 B k-step tile, fragments.a_register_word): lane supplies row (lane&7) + 8*((lane>>3)&1)
+    and byte 16*(lane>>4); tile i adds 16i rows, k-step s adds 32s bytes; warp wm adds wm*WM rows.
+    B, ldmatrix.x4 (matrix j holds B register j: the 8 columns' bytes 16j..16j+15 of the k-step,
+    fragments.b_register_word): lane supplies column lane&7 and byte 16*(lane>>3); tile q adds 8q rows
+    of B^T, k-step s adds 64s bytes; warp wn adds wn*WN rows.
+    E, ld.shared.b32: lane reads word lane of the 128-byte run of (16-row tile wm*TM + i, k-step s).
+    """
+    ra, rb, re = (cfg.regions[x] for x in "ABE")
+    (wm_s, wm_m, _), (wn_s, wn_m, _) = _warp_terms(cfg)
+    out: dict[tuple[str, int, int], Access] = {}
+    a_terms = ((0, 7, ra.row_bytes), (3, 1, 8 * ra.row_bytes), (4, 1, LDMATRIX_ROW),
+               (wm_s, wm_m, cfg.warp_m * ra.row_bytes))
+    b_terms = ((0, 7, rb.row_bytes), (3, 3, LDMATRIX_ROW), (wn_s, wn_m, cfg.warp_n * rb.row_bytes))
+    e_terms = ((0, 31, 4), (wm_s, wm_m, cfg.tiles_m * re.row_bytes))
+    for s in range(cfg.ksteps):
+        for i in range(cfg.tiles_m):
+            out["A", i, s] = Access("A", a_terms, SHAPE_M * i * ra.row_bytes + A_STEP_ROW_BYTES * s)
+            out["E", i, s] = Access("E", e_terms, i * re.row_bytes + META_STEP_BYTES * s)
+        for q in range(cfg.tiles_n):
+            out["B", q, s] = Access("B", b_terms, SHAPE_N * q * rb.row_bytes + B_STEP_ROW_BYTES * s)
+    return out
+
+
+def copy_accesses(cfg: SparseGemmConfig) -> dict[tuple[str, int], tuple[Access, int]]:
+    """{(operand, round): (Access, threads taking part)}: round j copies region chunks tid + j*T
+    (16 bytes each, row-major), threads tid < the second element only (partial last round)."""
+    t = cfg.threads
+    out = {}
+    for r in cfg.regions.values():
+        chunks = r.bytes // CHUNK
+        for j in range(-(-chunks // t)):
+            out[r.name, j] = (Access(r.name, ((0, t - 1, CHUNK),), CHUNK * j * t), min(t, chunks - j * t))
+    return out
+
+
+def physical_offsets(cfg: SparseGemmConfig, acc: Access, threads: int | None = None) -> list[int]:
+    """Per-thread physical byte offsets within stage 0 (region offset + swizzle) of an access."""
+    reg = cfg.regions[acc.region]
+    return [reg.offset + reg.physical(acc.logical(tid)) for tid in range(threads or cfg.threads)]
+
+
+def _plan_bases(cfg: SparseGemmConfig, accesses) -> tuple[list[Access], dict, list[list[int]]]:
+    """Share per-thread base registers: an access reuses a base whose physical offsets differ from its
+    own by the same constant for every thread (then the address is base + immediate)."""
+    bases: list[Access] = []
+    phys: list[list[int]] = []
+    where: dict = {}
+    for key, acc in accesses.items():
+        p = physical_offsets(cfg, acc)
+        for bi, (b, bp) in enumerate(zip(bases, phys)):
+            if b.region == acc.region and b.terms == acc.terms:
+                d = p[0] - bp[0]
+                if all(x - y == d for x, y in zip(p, bp)):
+                    where[key] = (bi, d)
+                    break
+        else:
+            where[key] = (len(bases), 0)
+            bases.append(acc)
+            phys.append(p)
+    return bases, where, phys
+
+
+# --------------------------------------------------------------------------------------------------
+# PTX emission
+# --------------------------------------------------------------------------------------------------
+
+class SparseGemmPTX(KernelPTX):
+    """KernelPTX with the 1-D rasterised grid and the dynamic shared memory of this kernel."""
+
+    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        a = self.abi
+        for what, v, d in (("M", m, a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
+            if v <= 0 or v % d:
+                raise SpecError(f"{what} = {v} is not a positive multiple of {d}", field=f"shape.{what}")
+        return (m // a["tile_m"]) * (n // a["tile_n"]), 1, 1
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.abi["dynamic_smem_bytes"]
+
+
+class _Emitter:
+    def __init__(self, cfg: SparseGemmConfig, ptx: Version):
+        self.cfg, self.ptx = cfg, ptx
+        self.lines: list[str] = []
+
+    def ins(self, s: str) -> None:
+        self.lines.append("    " + s)
+
+    def label(self, s: str) -> None:
+        self.lines.append(f"{s}:")
+
+    def scale(self, dst: str, src: str, num: int, den: int) -> None:
+        """dst = src * num / den (powers of two: one shift)."""
+        sh = _log2(num) - _log2(den)
+        if sh > 0:
+            self.ins(f"shl.b32 {dst}, {src}, {sh};")
+        elif sh < 0:
+            self.ins(f"shr.u32 {dst}, {src}, {-sh};")
+        else:
+            self.ins(f"mov.u32 {dst}, {src};")
+
+    def mul_const(self, dst: str, src: str, c: int) -> None:
+        if c == 0:
+            self.ins(f"mov.u32 {dst}, 0;")
+        elif _pow2(c):
+            self.ins(f"shl.b32 {dst}, {src}, {_log2(c)};")
+        else:
+            self.ins(f"mul.lo.u32 {dst}, {src}, {c};")
+
+    def terms(self, dst: str, acc: Access) -> None:
+        """dst = logical offset of `acc` for this thread (%thr)."""
+        self.ins(f"mov.u32 {dst}, {acc.const};")
+        for s, m, mul in acc.terms:
+            if m == 0 or mul == 0:
+                continue
+            self.ins(f"shr.u32 %x, %thr, {s};")
+            self.ins(f"and.b32 %x, %x, {m};")
+            self.mul_const("%x", "%x", mul)
+            self.ins(f"add.u32 {dst}, {dst}, %x;")
+
+    def swizzle(self, reg: str, region: Region) -> None:
+        """reg ^= key << 4 (function `swizzle`): key = bits 9:7 of the offset, or the row's low bits."""
+        if not region.swizzled:
+            return
+        sh = 3 if region.row_bytes <= BANK_LINE else _log2(region.row_bytes) - 4
+        self.ins(f"shr.u32 %x, {reg}, {sh};")
+        self.ins("and.b32 %x, %x, 0x70;")
+        self.ins(f"xor.b32 {reg}, {reg}, %x;")
+
+
+def emit_sparse_gemm(cfg: SparseGemmConfig) -> SparseGemmPTX:
+    """Emit the PTX module of the pipelined sparse GEMM `cfg` (same config -> same bytes)."""
+    ptx = check_config(cfg)
+    form = cfg.form
+    e = _Emitter(cfg, ptx)
+    ins = e.ins
+    S, T, KS = cfg.stages, cfg.threads, cfg.ksteps
+    TM, TN = cfg.tiles_m, cfg.tiles_n
+    regions = cfg.regions
+    acc_type = ".f32" if form.c_type == "f32" else ".s32"
+    store_type, convert = D_STORES[cfg.out_type]
+    abytes = TYPES[form.c_type].bits // 8
+    dbytes = TYPES[cfg.out_type].bits // 8
+    kname = cfg.name
+    smem = f"{kname}_smem"
+    p = lambda s: f"{kname}_{s}"                              # noqa: E731  (parameter names)
+
+    frag = fragment_accesses(cfg)
+    copies = copy_accesses(cfg)
+    fbases, fwhere, _ = _plan_bases(cfg, frag)
+    cbases, cwhere, _ = _plan_bases(cfg, {k: v[0] for k, v in copies.items()})
+    params = [("a_values", ".u64"), ("a_metadata", ".u64"), ("b", ".u64"),
+              *((("c", ".u64"),) if cfg.accumulate_c else ()), ("d", ".u64"),
+              ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
+    gptr = {"A": "%ga", "B": "%gb", "E": "%ge"}
+    gparam = {"A": "a_values", "B": "b", "E": "a_metadata"}
+    partial = {name: n for (name, _j), (_a, n) in copies.items() if n < T}
+
+    out = e.lines
+    out.append(f"// tilec pipelined sparse GEMM {kname}: D = A*B{' + C' if cfg.accumulate_c else ''}, "
+               f"A {form.granularity.name} structured-sparse, form {form.name}")
+    out.append(f"// CTA {cfg.cta_m}x{cfg.cta_n}x{cfg.cta_k}, warps {cfg.warps_m}x{cfg.warps_n} "
+               f"(warp tile {cfg.warp_m}x{cfg.warp_n} = {TM}x{TN} mma tiles), {S} cp.async stages of "
+               f"{cfg.stage_bytes} B, D {cfg.out_type}, selector {cfg.selector}, raster group {cfg.raster_group}")
+    out.append(f".version {format_version(ptx)}")
+    out.append(f".target {cfg.target}")
+    out.append(".address_size 64")
+    out.append("")
+    out.append(f"// {S} stages x [A {regions['A'].bytes} B | B {regions['B'].bytes} B | metadata "
+               f"{regions['E'].bytes} B]; dynamic (the launcher allows {cfg.smem_bytes} B)")
+    out.append(f".extern .shared .align {BANK_LINE} .b8 {smem}[];")
+    out.append("")
+    out.append(f".visible .entry {kname}(")
+    out.append(",\n".join(f"    .param {t} {p(n)}" for n, t in params))
+    out.append(")")
+    out.append(f".maxntid {T}, 1, 1")
+    out.append("{")
+    nacc = TM * TN * 4
+    ins(".reg .pred %pl, %pe, %pj, %pc<3>;")
+    ins(".reg .u32 %thr, %lane, %g, %t, %x, %y, %z, %M, %N, %K, %kr, %pid, %pm, %pn, %m0, %n0, %sm;")
+    ins(f".reg .u32 %fb<{len(fbases)}>, %cb<{len(cbases)}>;")
+    ins(".reg .u64 %ga, %gb, %ge, %gd, %gc, %gt, %off, %rp;")
+    ins(f".reg .b32 %ra<{2 * TM * 4}>, %rb<{2 * TN * 4}>, %re<{2 * TM}>;")
+    ins(f".reg {acc_type} %acc<{nacc}>;")
+    if convert:
+        ins(".reg .b32 %h;")
+
+    # ---- parameters, thread coordinates, rasterisation
+    ins("// parameters; lane coordinates g = lane >> 2, t = lane & 3 (PTX ISA 9.7.14.6.2)")
+    def load_params(regs) -> None:
+        for reg, name in regs:
+            ins(f"ld.param.u64 {reg}, [{p(name)}];")
+            ins(f"cvta.to.global.u64 {reg}, {reg};")
+        for r in ("M", "N", "K"):
+            ins(f"ld.param.u32 %{r}, [{p(r)}];")
+
+    load_params((("%ga", "a_values"), ("%ge", "a_metadata"), ("%gb", "b")))
+    ins("mov.u32 %thr, %tid.x;")
+    ins("and.b32 %lane, %thr, 31;")
+    ins("shr.u32 %g, %lane, 2;")
+    ins("and.b32 %t, %lane, 3;")
+    ins(f"shr.u32 %kr, %K, {_log2(cfg.cta_k)};            // K blocks still to compute")
+
+    def raster() -> None:
+        """%m0, %n0 = first row / column of this CTA's D block (emitted again in the epilogue, so that
+        nothing but the pipeline state stays live through the K loop)."""
+        ins(f"// CTA -> (pm, pn): groups of {cfg.raster_group} CTA rows, walked column by column")
+        ins("mov.u32 %pid, %ctaid.x;")
+        ins(f"shr.u32 %x, %N, {_log2(cfg.cta_n)};" if _pow2(cfg.cta_n) else f"div.u32 %x, %N, {cfg.cta_n};")
+        ins(f"mul.lo.u32 %x, %x, {cfg.raster_group};        // CTAs per group")
+        ins("div.u32 %y, %pid, %x;                        // group")
+        ins("rem.u32 %z, %pid, %x;                        // CTA within the group")
+        ins(f"mul.lo.u32 %pm, %y, {cfg.raster_group};       // first CTA row of the group")
+        ins(f"shr.u32 %x, %M, {_log2(cfg.cta_m)};" if _pow2(cfg.cta_m) else f"div.u32 %x, %M, {cfg.cta_m};")
+        ins("sub.u32 %x, %x, %pm;")
+        ins(f"min.u32 %x, %x, {cfg.raster_group};           // rows in this group")
+        ins("rem.u32 %y, %z, %x;")
+        ins("add.u32 %pm, %pm, %y;")
+        ins("div.u32 %pn, %z, %x;")
+        ins(f"mul.lo.u32 %m0, %pm, {cfg.cta_m};")
+        ins(f"mul.lo.u32 %n0, %pn, {cfg.cta_n};")
+
+    raster()
+
+    # ---- global source pointers of the copies: region row (tid / chunks_per_row) + j*T/chunks_per_row
+    ins("// copy sources: thread tid copies 16-byte chunk tid % cpr of region row tid / cpr (cpr = chunks")
+    ins("//   per row), then every T/cpr rows further; K blocks advance by the region's row bytes")
+    row0 = {"A": "%m0", "B": "%n0", "E": None}
+    for name, reg in regions.items():
+        cpr = reg.chunks_per_row
+        e.scale("%y", "%K", reg.stride_num, reg.stride_den)        # global row stride in bytes
+        ins(f"shr.u32 %x, %thr, {_log2(cpr)};")
+        if name == "E":
+            ins(f"shr.u32 %z, %m0, {_log2(SHAPE_M)};")
+            ins("add.u32 %x, %x, %z;")
+        else:
+            ins(f"add.u32 %x, %x, {row0[name]};")
+        ins("mul.wide.u32 %off, %x, %y;")
+        ins(f"add.u64 {gptr[name]}, {gptr[name]}, %off;")
+        ins(f"and.b32 %x, %thr, {cpr - 1};")
+        ins(f"mul.wide.u32 %off, %x, {CHUNK};")
+        ins(f"add.u64 {gptr[name]}, {gptr[name]}, %off;")
+        if name in partial:
+            ins(f"setp.lt.u32 %pc{'ABE'.index(name)}, %thr, {partial[name]};   // partial last round")
+
+    # ---- shared-memory base registers
+    ins(f"mov.u32 %sm, {smem};")
+    ins("// per-thread swizzled shared offsets (stage 0); other stages and tiles are immediates")
+    for kind, bases in (("%fb", fbases), ("%cb", cbases)):
+        for bi, acc in enumerate(bases):
+            reg = regions[acc.region]
+            e.terms("%y", acc)
+            e.swizzle("%y", reg)
+            ins(f"add.u32 {kind}{bi}, %y, %sm;")
+            if reg.offset:
+                ins(f"add.u32 {kind}{bi}, {kind}{bi}, {reg.offset};")
+
+    # ---- accumulators
+    pairs = [(i, q, h) for i in range(TM) for h in range(2) for q in range(TN)]
+
+    def acc_regs(i: int, q: int, h: int) -> tuple[str, str]:
+        base = (i * TN + q) * 4 + 2 * h            # c_{2h}, c_{2h+1}: row g + 8h, cols 2t, 2t+1
+        return f"%acc{base}", f"%acc{base + 1}"
+
+    def row_pointer(ptr: str, i: int, h: int, nbytes: int) -> None:
+        """%rp = ptr + ((m0 + wm*WM + 16i + 8h + g) * N + n0 + wn*WN + 2t) * nbytes (digest §6.2)."""
+        ins(f"shr.u32 %x, %thr, {5 + _log2(cfg.warps_n)};")
+        ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")
+        ins("add.u32 %x, %x, %g;")
+        if 16 * i + 8 * h:
+            ins(f"add.u32 %x, %x, {16 * i + 8 * h};")
+        ins("mul.wide.u32 %rp, %x, %N;")
+        ins(f"shr.u32 %x, %thr, 5;")
+        ins(f"and.b32 %x, %x, {cfg.warps_n - 1};")
+        ins(f"mad.lo.u32 %x, %x, {cfg.warp_n}, %n0;")
+        ins("shl.b32 %y, %t, 1;")
+        ins("add.u32 %x, %x, %y;")
+        ins("cvt.u64.u32 %off, %x;")
+        ins("add.u64 %rp, %rp, %off;")
+        ins(f"mul.lo.u64 %rp, %rp, {nbytes};")
+        ins(f"add.u64 %rp, %rp, {ptr};")
+
+    if cfg.accumulate_c:
+        ins(f"ld.param.u64 %gc, [{p('c')}];")
+        ins("cvta.to.global.u64 %gc, %gc;")
+        ins("// C fragments -> accumulators: c_i at row g + 8*(i>>1), col 2t + (i&1) (digest §6.2)")
+        for i in range(TM):
+            for h in range(2):
+                row_pointer("%gc", i, h, abytes)
+                for q in range(TN):
+                    lo, hi = acc_regs(i, q, h)
+                    ins(f"ld.global.v2{acc_type} {{{lo}, {hi}}}, [%rp+{8 * q * abytes}];")
+    else:
+        zero = "0f00000000" if acc_type == ".f32" else "0"
+        for r in range(nacc):
+            ins(f"mov{acc_type} %acc{r}, {zero};")
+
+    # ---- the pipeline
+    def issue_copies(slot: int, pred: str) -> None:
+        for name, reg in regions.items():
+            rounds = [j for (n, j) in copies if n == name]
+            ins(f"mov.u64 %gt, {gptr[name]};")
+            for j in rounds:
+                bi, d = cwhere[name, j]
+                guard = pred
+                if copies[name, j][1] < T:
+                    ins(f"and.pred %pj, {pred}, %pc{'ABE'.index(name)};")
+                    guard = "%pj"
+                ins(f"@{guard} cp.async.cg.shared.global [%cb{bi}+{slot * cfg.stage_bytes + d}], [%gt], {CHUNK};")
+                if j != rounds[-1]:      # T/cpr rows further: K * (T/cpr) * num/den bytes
+                    ins(f"mad.wide.u32 %gt, %K, {T // reg.chunks_per_row * reg.stride_num // reg.stride_den}, %gt;")
+            ins(f"add.u64 {gptr[name]}, {gptr[name]}, {reg.row_bytes};")
+        ins("cp.async.commit_group;")
+
+    def load_fragments(slot: int, s: int, buf: int) -> None:
+        off = slot * cfg.stage_bytes
+        for i in range(TM):
+            bi, d = fwhere["A", i, s]
+            regs = ", ".join(f"%ra{(buf * TM + i) * 4 + j}" for j in range(4))
+            ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, [%fb{bi}+{off + d}];")
+        for i in range(TM):
+            bi, d = fwhere["E", i, s]
+            ins(f"ld.shared.b32 %re{buf * TM + i}, [%fb{bi}+{off + d}];")
+        for q in range(TN):
+            bi, d = fwhere["B", q, s]
+            regs = ", ".join(f"%rb{(buf * TN + q) * 4 + j}" for j in range(4))
+            ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, [%fb{bi}+{off + d}];")
+
+    opcode = form.instruction(ptx)
+
+    def mmas(buf: int) -> None:
+        for i in range(TM):
+            qs = range(TN) if i % 2 == 0 else range(TN - 1, -1, -1)     # serpentine: reuse B registers
+            for q in qs:
+                c = "{" + ", ".join(f"%acc{(i * TN + q) * 4 + r}" for r in range(4)) + "}"
+                a = "{" + ", ".join(f"%ra{(buf * TM + i) * 4 + j}" for j in range(4)) + "}"
+                b = "{" + ", ".join(f"%rb{(buf * TN + q) * 4 + j}" for j in range(4)) + "}"
+                ins(f"{opcode} {c}, {a}, {b}, {c}, %re{buf * TM + i}, {cfg.selector};")
+
+    ins(f"// prologue: K blocks 0..{S - 2} into slots 0..{S - 2} (one commit group each, empty past K)")
+    for s in range(S - 1):
+        ins(f"setp.gt.u32 %pl, %kr, {s};")
+        issue_copies(s, "%pl")
+    ins(f"cp.async.wait_group {S - 2};")
+    ins("bar.sync 0;")
+    load_fragments(0, 0, 0)
+    e.label("LOOP")
+    U = cfg.unroll
+    for u in range(U):
+        slot = u % S
+        ins(f"// ---- K block kb (ring slot {slot}); refill slot {(u + S - 1) % S} with block kb + {S - 1}")
+        for s in range(KS):
+            step = u * KS + s
+            buf = step % 2
+            if s == 0:
+                ins(f"setp.gt.u32 %pl, %kr, {S - 1};       // block kb + {S - 1} exists")
+                issue_copies((u + S - 1) % S, "%pl")
+            if s == KS - 1:
+                # block kb+1 landed (commits so far: S-1 + kb+1; kb+2 needed -> S-2 may pend), and every
+                # warp is done with the slot refilled next (its last fragments were read above)
+                ins(f"cp.async.wait_group {S - 2};")
+                ins("bar.sync 0;")
+                load_fragments((u + 1) % S, 0, 1 - buf)
+            else:
+                load_fragments(slot, s + 1, 1 - buf)
+            mmas(buf)
+        ins("sub.u32 %kr, %kr, 1;")
+        ins("setp.ne.u32 %pe, %kr, 0;")
+        if u == U - 1:
+            ins("@%pe bra.uni LOOP;")
+        else:
+            ins("@!%pe bra.uni EPILOGUE;")
+    e.label("EPILOGUE")
+    load_params((("%gd", "d"),))
+    raster()
+    ins(f"// accumulators -> D ({cfg.out_type}, row-major M x N)")
+    for i in range(TM):
+        for h in range(2):
+            row_pointer("%gd", i, h, dbytes)
+            for q in range(TN):
+                lo, hi = acc_regs(i, q, h)
+                if convert:
+                    ins(f"{convert} %h, {hi}, {lo};")
+                    ins(f"st.global.{store_type} [%rp+{8 * q * dbytes}], %h;")
+                else:
+                    ins(f"st.global.{store_type} [%rp+{8 * q * dbytes}], {{{lo}, {hi}}};")
+    ins("ret;")
+    out.append("}")
+    text = "\n".join(out) + "\n"
+    return SparseGemmPTX(kname, text, ptx, cfg.target, _abi(cfg, ptx, params))
+
+
+def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
+    form = cfg.form
+    bits = form.layout.storage_bits
+    buffers = {
+        "a_values": {"element": form.a_type, "shape": ["M", "K/2"], "bytes": f"M*K*{bits}/16",
+                     "layout": "row-major compressed A (sparse.compress values)"},
+        "a_metadata": {"element": "u32", "shape": ["M/16", f"K/{form.k}", 32],
+                       "layout": "per 16-row tile and k-step, the 32 lane words (sparse.compress metadata)"},
+        "b": {"element": form.b_type, "shape": ["N", "K"], "bytes": f"N*K*{bits}/8",
+              "layout": "B transposed: row n holds column n of B (sparse.pack_b)"},
+        "d": {"element": cfg.out_type, "shape": ["M", "N"], "layout": "row-major (written)"},
+    }
+    if cfg.accumulate_c:
+        buffers["c"] = {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"}
+    return {
+        "kernel": cfg.name,
+        "kernel_kind": "sparse_gemm",
+        "form": form.name,
+        "instruction": form.instruction(ptx),
+        "target": cfg.target,
+        "ptx_version": format_version(ptx),
+        "params": [{"name": n, "ptx_param": f"{cfg.name}_{n}", "type": t.lstrip(".")} for n, t in params],
+        "buffers": buffers,
+        "metadata": "runtime",
+        "selector": cfg.selector,
+        "tile_m": cfg.cta_m, "tile_n": cfg.cta_n, "tile_k": cfg.cta_k,
+        "warps": [cfg.warps_m, cfg.warps_n], "stages": cfg.stages, "raster_group": cfg.raster_group,
+        "block": [cfg.threads, 1, 1],
+        "grid": [f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})", 1, 1],
+        "dynamic_smem_bytes": cfg.smem_bytes,
+        "requires": [f"M % {cfg.cta_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
+    }

@@ -1,0 +1,557 @@
+"""The pipelined sparse GEMM (compiler/ptx/sparse_gemm_kernel.py): address model, PTX execution model,
+ptxas, configuration errors and DSL wiring.
+
+1. Address model (no GPU): the swizzle is a bijection on 16-byte chunks; every cp.async store phase and
+   every ldmatrix phase touches 8 distinct 16-byte bank groups (no shared-memory bank conflicts:
+   32 banks x 4 B, PTX ISA 9.7.14.5.15 ldmatrix reads 8 rows of 16 B per matrix); the copies of one
+   stage write every byte of the stage exactly once; every fragment load reads the logical bytes the
+   mma.sp fragment tables name (digest §6.1/§6.2).
+2. Execution model: `SimtModel` below runs the emitted PTX text itself (the instruction subset the
+   emitter uses) warp by warp, with numpy registers of 32 lanes. It implements, from the PTX ISA text:
+   ldmatrix (9.7.14.5.15: lane 4r+c receives elements 2c, 2c+1 of row r of matrix j in register j),
+   mma.sp (digest §6.1 A closed forms, §6.2 B and C/D, §6.3 metadata suppliers; independent of
+   compiler/mma_sp/fragments.py), cp.async with commit/wait groups (9.7.9.25) and bar.sync. Warps run
+   one at a time between barriers, in forward and in reverse order, and cp.async copies land either at
+   issue ("eager") or only at the wait_group that retires them ("lazy"): a missing wait or barrier, or a
+   stage refilled while another warp still reads it, produces wrong numbers in one of the four runs.
+   Global and shared accesses are bounds-checked; shared memory starts as garbage.
+3. ptxas (CUDA 13.0) assembles kernels for sm_80, sm_90 and sm_90a with no spills for the benchmark
+   configurations.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.diagnostics import SpecError
+from compiler.mma_sp.forms import find_form
+from compiler.ptx.sparse_gemm_kernel import (CHUNK, SparseGemmConfig, copy_accesses, emit_sparse_gemm,
+                                             fragment_accesses, physical_offsets, swizzle)
+from compiler.sparse import compress, pack_b, random_sparse
+
+F16 = find_form("m16n8k32", "f16", "f16", "f32", "f32")
+BF16 = find_form("m16n8k32", "bf16", "bf16", "f32", "f32")
+S8 = find_form("m16n8k64", "s8", "s8", "s32", "s32")
+TF32 = find_form("m16n8k16", "tf32", "tf32", "f32", "f32")
+E4M3 = find_form("m16n8k64", "e4m3", "e4m3", "f32", "f32")
+
+# the configurations the benchmark tries on the H100 (benchmarks/sparse_gemm.py CONFIGS)
+BENCH = [dict(cta_m=128, cta_n=256, cta_k=64, warps_m=2, warps_n=4, stages=3),
+         dict(cta_m=128, cta_n=256, cta_k=64, warps_m=2, warps_n=4, stages=4),
+         dict(cta_m=256, cta_n=128, cta_k=64, warps_m=4, warps_n=2, stages=4),
+         dict(cta_m=128, cta_n=128, cta_k=64, warps_m=2, warps_n=2, stages=4)]
+# small / odd configurations: 1 k-step blocks (odd unroll), 4 k-step blocks, partial copy rounds,
+# 2 stages, one warp
+ODD = [dict(cta_m=64, cta_n=64, cta_k=32, warps_m=2, warps_n=2, stages=3),
+       dict(cta_m=32, cta_n=64, cta_k=128, warps_m=1, warps_n=2, stages=2),
+       dict(cta_m=64, cta_n=32, cta_k=64, warps_m=2, warps_n=1, stages=5),
+       dict(cta_m=16, cta_n=8, cta_k=64, warps_m=1, warps_n=1, stages=2)]
+
+
+def cfg_of(form=F16, name="k", target="sm_90a", **kw) -> SparseGemmConfig:
+    return SparseGemmConfig(name, form, target, **kw)
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. address model
+# --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("row_bytes", [32, 64, 128, 256, 512])
+def test_swizzle_permutes_whole_chunks_within_a_region(row_bytes):
+    size = 64 * row_bytes
+    phys = [swizzle(o, row_bytes) for o in range(0, size, CHUNK)]
+    assert sorted(phys) == list(range(0, size, CHUNK))                       # a bijection on chunks
+    assert all(swizzle(o + b, row_bytes) == swizzle(o, row_bytes) + b      # chunks stay whole
+               for o in range(0, size, CHUNK) for b in (1, 7, 15))
+    if row_bytes >= 128:                                                     # rows stay rows
+        assert all(swizzle(o, row_bytes) // row_bytes == o // row_bytes for o in range(0, size, CHUNK))
+
+
+def _bank_groups(offsets):
+    return {(o % 128) // 16 for o in offsets}
+
+
+@pytest.mark.parametrize("kw", BENCH + ODD, ids=str)
+@pytest.mark.parametrize("form", [F16, S8, TF32], ids=lambda f: f.name)
+def test_ldmatrix_and_copy_phases_are_bank_conflict_free(form, kw):
+    cfg = cfg_of(form, **kw)
+    for (op, _i, _s), acc in fragment_accesses(cfg).items():
+        phys = physical_offsets(cfg, acc)
+        for w in range(cfg.threads // 32):
+            lanes = phys[32 * w:32 * w + 32]
+            if op == "E":       # ld.shared.b32: 32 consecutive words = the 32 banks once
+                assert sorted((o // 4) % 32 for o in lanes) == list(range(32))
+            else:               # ldmatrix: matrix j's 8 rows (lanes 8j..8j+7) in 8 different groups
+                for j in range(4):
+                    assert len(_bank_groups(lanes[8 * j:8 * j + 8])) == 8, (op, _i, _s, w, j)
+    for (_op, _j), (acc, n) in copy_accesses(cfg).items():
+        phys = physical_offsets(cfg, acc, n)
+        for ph in range(0, n, 8):          # 16-byte stores: 8 threads per 128-byte wavefront
+            assert len(_bank_groups(phys[ph:ph + 8])) == len(phys[ph:ph + 8])
+
+
+@pytest.mark.parametrize("kw", BENCH + ODD, ids=str)
+def test_copies_cover_each_stage_byte_once(kw):
+    cfg = cfg_of(F16, **kw)
+    written = []
+    for (_op, _j), (acc, n) in copy_accesses(cfg).items():
+        written += physical_offsets(cfg, acc, n)
+    assert sorted(written) == list(range(0, cfg.stage_bytes, CHUNK))
+
+
+@pytest.mark.parametrize("kw", BENCH[:1] + ODD[:2], ids=str)
+def test_fragment_loads_read_the_fragment_table_bytes(kw):
+    """Logical bytes read by lane l for register j equal what the fragment tables need:
+    A reg j = word t + 4*(j>>1) of compressed row g + 8*(j&1) (digest §6.1 f16 k32 closed form grouped
+    into 32-bit words), B reg j = word t + 4j of B^T row g (§6.2)."""
+    cfg = cfg_of(F16, **kw)
+    ra, rb = cfg.regions["A"], cfg.regions["B"]
+    for (op, i, s), acc in fragment_accesses(cfg).items():
+        for tid in range(cfg.threads):
+            lane, warp = tid % 32, tid // 32
+            wm, wn = divmod(warp, cfg.warps_n)
+            for j in range(4):
+                src = 32 * (lane // 8) + 8 * (lane % 8)         # ldmatrix source lane (row) of matrix j
+                g, t = lane // 4, lane % 4
+                if op == "A":
+                    row = wm * cfg.warp_m + 16 * i + g + 8 * (j & 1)
+                    want = row * ra.row_bytes + 32 * s + 4 * (t + 4 * (j >> 1))
+                    # matrix j = lane >> 3 supplies its row: the row start + 4t is what lane (g, t) gets
+                    rows_lane = 8 * j + g
+                    got = acc.logical(32 * warp + rows_lane) + 4 * t
+                elif op == "B":
+                    n = wn * cfg.warp_n + 8 * i + g
+                    want = n * rb.row_bytes + 64 * s + 4 * (t + 4 * j)
+                    got = acc.logical(32 * warp + 8 * j + g) + 4 * t
+                else:
+                    continue
+                del src
+                assert got == want, (op, i, s, tid, j)
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. execution model of the emitted PTX
+# --------------------------------------------------------------------------------------------------
+
+M32 = np.uint64(0xFFFFFFFF)
+
+
+def _mma_tables(form):
+    """Per (lane, element): A (row, chunk, kept), B (k, n), metadata (row, chunk) per (lane, nibble)
+    and the supplying threads, from the digest's closed forms (§6.1-§6.3), not from compiler code."""
+    lanes = np.arange(32)
+    g, t = lanes >> 2, lanes & 3
+    key = (form.k, form.layout.storage_bits)
+    if key == (32, 16):          # f16/bf16 m16n8k32: 8 elements, 2 per register
+        i = np.arange(8)
+        a = (g[:, None] + 8 * ((i >> 1) & 1), t[:, None] + 4 * (i >> 2), np.broadcast_to(i & 1, (32, 8)))
+        epr, chunk, kept = 2, 4, 2
+    elif key == (64, 8):         # s8 m16n8k64: 16 elements, 4 per register
+        i = np.arange(16)
+        a = (g[:, None] + 8 * ((i >> 2) & 1), 2 * t[:, None] + ((i >> 1) & 1) + 8 * (i >> 3),
+             np.broadcast_to(i & 1, (32, 16)))
+        epr, chunk, kept = 4, 4, 2
+    elif key == (16, 32):        # tf32 m16n8k16: 4 elements, 1 per register, 1:2
+        i = np.arange(4)
+        a = (g[:, None] + 8 * (i & 1), t[:, None] + 4 * (i >> 1), np.zeros((32, 4), int))
+        epr, chunk, kept = 1, 2, 1
+    else:
+        raise NotImplementedError(form.name)
+    nb = form.k * 8 // 32        # B elements per lane
+    ib = np.arange(nb)
+    b_k = t[:, None] * epr + ib % epr + (ib // epr) * 4 * epr           # §6.2
+    b_n = np.broadcast_to(g[:, None], (32, nb))
+    n = np.arange(8)
+    if form.layout.storage_bits >= 16:      # two rows per word; pair of threads (t = 2 sel + p)
+        m_row = g[:, None] + 8 * (n >> 2)
+        m_chunk = 4 * (t[:, None] & 1) + (n & 3)
+        suppliers = lambda sel: (2 * sel, 2 * sel + 1)                   # noqa: E731
+    else:                                   # 8-bit k64: one row per word, all four threads
+        m_row = g[:, None] + 8 * (t[:, None] & 1) + 0 * n
+        m_chunk = 8 * (t[:, None] >> 1) + n
+        suppliers = lambda sel: (0, 1, 2, 3)                              # noqa: E731
+    return dict(a=a, epr=epr, chunk=chunk, kept=kept, b=(b_k, b_n), meta=(m_row, m_chunk),
+                suppliers=suppliers)
+
+
+def _decode(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """Register words -> element values (float64 / int64), element 0 in the low bits."""
+    import ml_dtypes
+    w = bits.astype(np.uint32)
+    if dtype == "f16":
+        return np.stack([(w & 0xFFFF), w >> 16], -1).astype(np.uint16).view(np.float16).astype(np.float64)
+    if dtype == "bf16":
+        return np.stack([(w & 0xFFFF), w >> 16], -1).astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
+    if dtype == "tf32":
+        return (w & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)[..., None]
+    if dtype == "s8":
+        return np.stack([(w >> (8 * b)) & 0xFF for b in range(4)], -1).astype(np.uint8).view(np.int8).astype(np.int64)
+    raise NotImplementedError(dtype)
+
+
+def mma_sp_warp(form, a, b, c, e, sel):
+    """One warp's mma.sp: a, b, c = [regs][32] words, e = [32] words -> d words [4][32]."""
+    tab = _mma_tables(form)
+    av = np.concatenate([_decode(a[r], form.a_type) for r in range(len(a))], -1)    # [32][elements]
+    bv = np.concatenate([_decode(b[r], form.b_type) for r in range(len(b))], -1)
+    k = form.k
+    dense_a = np.zeros((16, k))
+    meta = np.full((16, k // tab["chunk"]), -1)
+    m_row, m_chunk = tab["meta"]
+    for lane in range(32):
+        if lane % 4 not in tab["suppliers"](sel):
+            continue
+        for n in range(8):
+            meta[m_row[lane, n], m_chunk[lane, n]] = (int(e[lane]) >> (4 * n)) & 0xF
+    assert (meta >= 0).all(), "metadata model left a chunk undescribed"
+    rows, chunks, kept = tab["a"]
+    for lane in range(32):
+        for el in range(av.shape[1]):
+            r, ch, kp = rows[lane, el], chunks[lane, el], kept[lane, el]
+            nib = meta[r, ch]
+            idx = (nib >> (2 * kp)) & 3                   # 9.7.14.6.1: bits 1:0 first, 3:2 second
+            if tab["chunk"] == 2:                         # tf32: a slot is half an element
+                idx //= 2
+            dense_a[r, tab["chunk"] * ch + idx] = av[lane, el]
+    dense_b = np.zeros((k, 8))
+    bk, bn = tab["b"]
+    dense_b[bk, bn] = bv
+    with np.errstate(all="ignore"):              # garbage (unwritten shared memory) may be NaN / inf
+        prod = dense_a @ dense_b
+    out = np.zeros((4, 32), np.uint64)
+    g, t = np.arange(32) >> 2, np.arange(32) & 3
+    for i in range(4):                                    # c_i at row g + 8*(i>>1), col 2t + (i&1)
+        r, col = g + 8 * (i >> 1), 2 * t + (i & 1)
+        if form.c_type == "f32":
+            cv = c[i].astype(np.uint32).view(np.float32).astype(np.float64)
+            out[i] = (prod[r, col] + cv).astype(np.float32).view(np.uint32).astype(np.uint64)
+        else:
+            cv = c[i].astype(np.uint32).view(np.int32).astype(np.int64)
+            out[i] = ((prod[r, col].astype(np.int64) + cv) & 0xFFFFFFFF).astype(np.uint64)
+    return out
+
+
+class SimtModel:
+    """Runs one kernel of the emitted PTX text over a grid (see the module docstring)."""
+
+    def __init__(self, text: str, form, mem: np.ndarray, buffers: dict[str, tuple[int, int]],
+                 params: dict[str, int], smem_bytes: int, threads: int, land: str, order: str,
+                 rng: np.random.Generator):
+        self.form, self.mem, self.buffers = form, mem, buffers
+        self.params, self.smem_bytes, self.threads = params, smem_bytes, threads
+        self.land, self.order, self.rng = land, order, rng
+        self.prog, self.labels = self._parse(text)
+        self.stats = {"cp.async": 0, "ldmatrix": 0, "mma": 0}
+
+    @staticmethod
+    def _parse(text):
+        prog, labels = [], {}
+        body = text[text.index("{", text.index(".entry")) + 1:text.rindex("}")]
+        for raw in body.splitlines():
+            ln = raw.split("//")[0].strip()
+            if not ln or ln.startswith(".reg"):
+                continue
+            if ln.endswith(":"):
+                labels[ln[:-1]] = len(prog)
+                continue
+            assert ln.endswith(";"), ln
+            ln = ln[:-1]
+            guard = None
+            if ln.startswith("@"):
+                g, ln = ln.split(None, 1)
+                guard = (g[1] == "!", g.lstrip("@!"))
+            op, _, rest = ln.partition(" ")
+            ops, depth, cur = [], 0, ""
+            for ch in rest:
+                if ch in "{[":
+                    depth += 1
+                elif ch in "}]":
+                    depth -= 1
+                if ch == "," and depth == 0:
+                    ops.append(cur.strip())
+                    cur = ""
+                else:
+                    cur += ch
+            if cur.strip():
+                ops.append(cur.strip())
+            prog.append((guard, op, ops))
+        return prog, labels
+
+    # -- values
+    def val(self, w, x):
+        if x.startswith("%"):
+            if x == "%tid.x":
+                return w["tid"].astype(np.uint64)
+            if x == "%ctaid.x":
+                return np.full(32, w["cta"], np.uint64)
+            return w["r"][x]
+        if x.startswith("0f"):
+            return np.full(32, int(x[2:], 16), np.uint64)
+        if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", x):
+            return np.full(32, int(x, 0) & 0xFFFFFFFFFFFFFFFF, np.uint64)
+        assert x.endswith("_smem"), x
+        return np.zeros(32, np.uint64)                     # the dynamic shared window starts at 0
+
+    def addr(self, w, x):
+        m = re.fullmatch(r"\[(%\w+)(?:\+(-?\d+))?\]", x)
+        return self.val(w, m.group(1)).astype(np.int64) + int(m.group(2) or 0)
+
+    def gread(self, addrs, n):
+        for a in np.unique(addrs):
+            assert any(s <= a and a + n <= s + size for s, size in self.buffers.values()), f"global read {a:#x}"
+        return np.stack([self.mem[a:a + n] for a in addrs])
+
+    def gwrite(self, addrs, data, active):
+        n = data.shape[1]
+        s, size = self.buffers["d"]
+        for a, row, on in zip(addrs, data, active):
+            if on:
+                assert s <= a and a + n <= s + size, f"global write {a:#x}"
+                self.mem[a:a + n] = row
+
+    def sread(self, addrs, n):
+        assert (addrs >= 0).all() and (addrs + n <= self.smem_bytes).all(), "shared read out of bounds"
+        return np.stack([self.smem[a:a + n] for a in addrs])
+
+    def land_groups(self, w, keep):
+        while len(w["groups"]) > keep:
+            for dst, data in w["groups"].pop(0):
+                self.smem[dst:dst + len(data)] = data
+
+    # -- one warp until bar.sync / ret
+    def step_warp(self, w):
+        prog, labels = self.prog, self.labels
+        while True:
+            guard, op, ops = prog[w["pc"]]
+            w["pc"] += 1
+            act = np.ones(32, bool)
+            if guard:
+                act = w["r"][guard[1]].astype(bool) ^ guard[0]
+            if op == "bra.uni":
+                assert act.all() or not act.any(), "non-uniform branch"
+                if act.all():
+                    w["pc"] = labels[ops[0]]
+                continue
+            if not act.any():
+                continue
+            if op == "ret":
+                return "ret"
+            if op == "bar.sync":
+                return "bar"
+            self.exec(w, op, ops, act)
+
+    def setr(self, w, name, value, act):
+        old = w["r"].get(name, np.zeros(32, np.uint64))
+        w["r"][name] = np.where(act, value, old).astype(np.uint64) if value.dtype != bool else np.where(act, value, old.astype(bool))
+
+    def exec(self, w, op, ops, act):
+        v = lambda x: self.val(w, x)                      # noqa: E731
+        base = op.split(".")[0]
+        if base == "ld" and ".param." in op:
+            self.setr(w, ops[0], np.full(32, self.params[ops[1].strip("[]")], np.uint64), act)
+        elif op in ("cvta.to.global.u64", "mov.u64", "mov.u32", "mov.b32", "mov.f32", "mov.s32"):
+            self.setr(w, ops[0], v(ops[1]), act)
+        elif base in ("and", "shr", "shl", "add", "sub", "xor", "min", "div", "rem") and not op.endswith("pred"):
+            a, b = v(ops[1]), v(ops[2])
+            wide = op.endswith("64")
+            mask = np.uint64(0xFFFFFFFFFFFFFFFF) if wide else M32
+            r = {"and": lambda: a & b, "shr": lambda: a >> b, "shl": lambda: a << b, "add": lambda: a + b,
+                 "sub": lambda: a - b, "xor": lambda: a ^ b, "min": lambda: np.minimum(a, b),
+                 "div": lambda: a // b, "rem": lambda: a % b}[base]()
+            self.setr(w, ops[0], r & mask, act)
+        elif op == "and.pred":
+            self.setr(w, ops[0], v(ops[1]).astype(bool) & v(ops[2]).astype(bool), act)
+        elif op == "mul.lo.u32":
+            self.setr(w, ops[0], (v(ops[1]) * v(ops[2])) & M32, act)
+        elif op == "mul.lo.u64":
+            self.setr(w, ops[0], v(ops[1]) * v(ops[2]), act)
+        elif op == "mad.lo.u32":
+            self.setr(w, ops[0], (v(ops[1]) * v(ops[2]) + v(ops[3])) & M32, act)
+        elif op == "mul.wide.u32":
+            self.setr(w, ops[0], (v(ops[1]) & M32) * (v(ops[2]) & M32), act)
+        elif op == "mad.wide.u32":
+            self.setr(w, ops[0], (v(ops[1]) & M32) * (v(ops[2]) & M32) + v(ops[3]), act)
+        elif op == "cvt.u64.u32":
+            self.setr(w, ops[0], v(ops[1]) & M32, act)
+        elif base == "setp":
+            cmp = op.split(".")[1]
+            a, b = v(ops[1]), v(ops[2])
+            r = {"gt": a > b, "lt": a < b, "ne": a != b, "eq": a == b}[cmp]
+            self.setr(w, ops[0], r, act)
+        elif op == "cp.async.cg.shared.global":
+            assert ops[2] == "16"
+            dst, src = self.addr(w, ops[0]), self.addr(w, ops[1])
+            data = self.gread(src[act], 16)
+            assert (dst[act] >= 0).all() and (dst[act] + 16 <= self.smem_bytes).all(), "cp.async destination"
+            copies = list(zip(dst[act], data))
+            self.stats["cp.async"] += len(copies)
+            if self.land == "eager":
+                for d, x in copies:
+                    self.smem[d:d + 16] = x
+            else:
+                w["open"].extend(copies)
+        elif op == "cp.async.commit_group":
+            w["groups"].append(w["open"])
+            w["open"] = []
+        elif op == "cp.async.wait_group":
+            self.land_groups(w, int(ops[0]))
+        elif op == "ldmatrix.sync.aligned.m8n8.x4.shared.b16":
+            assert act.all()
+            rows = self.sread(self.addr(w, ops[1]), 16).view(np.uint32)     # [lane][4 words]
+            regs = [x.strip() for x in ops[0].strip("{}").split(",")]
+            lane = np.arange(32)
+            for j, reg in enumerate(regs):   # matrix j: rows from lanes 8j..8j+7; lane 4r+c gets word c of row r
+                self.setr(w, reg, rows[8 * j + lane // 4, lane % 4].astype(np.uint64), act)
+            self.stats["ldmatrix"] += 1
+        elif op == "ld.shared.b32":
+            self.setr(w, ops[0], self.sread(self.addr(w, ops[1]), 4).view(np.uint32)[:, 0].astype(np.uint64), act)
+        elif op.startswith("ld.global.v2"):
+            regs = [x.strip() for x in ops[0].strip("{}").split(",")]
+            data = self.gread(self.addr(w, ops[1])[act], 8).view(np.uint32)
+            for i, reg in enumerate(regs):
+                full = np.zeros(32, np.uint64)
+                full[act] = data[:, i]
+                self.setr(w, reg, full, act)
+        elif op.startswith("st.global"):
+            a = self.addr(w, ops[0])
+            regs = [x.strip() for x in ops[1].strip("{}").split(",")]
+            words = np.stack([v(r).astype(np.uint32) for r in regs], -1)
+            self.gwrite(a, words.view(np.uint8), act)
+        elif op in ("cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32"):
+            import ml_dtypes
+            dt = np.float16 if "f16x2" in op and "bf" not in op else ml_dtypes.bfloat16
+            hi, lo = (v(x).astype(np.uint32).view(np.float32).astype(dt).view(np.uint16).astype(np.uint64)
+                      for x in ops[1:3])
+            self.setr(w, ops[0], (hi << np.uint64(16)) | lo, act)
+        elif base.startswith("mma"):
+            assert act.all()
+            regs = lambda x: [w["r"][r.strip()] for r in x.strip("{}").split(",")]   # noqa: E731
+            d = mma_sp_warp(self.form, regs(ops[1]), regs(ops[2]), regs(ops[3]), w["r"][ops[4]], int(ops[5]))
+            for i, r in enumerate(x.strip() for x in ops[0].strip("{}").split(",")):
+                w["r"][r] = d[i]
+            self.stats["mma"] += 1
+        else:
+            raise NotImplementedError(op)
+
+    def run_cta(self, cta: int):
+        self.smem = self.rng.integers(0, 256, self.smem_bytes, dtype=np.uint8)     # garbage
+        warps = [{"pc": 0, "r": {}, "tid": np.arange(32) + 32 * i, "cta": cta, "groups": [], "open": [],
+                  "done": False} for i in range(self.threads // 32)]
+        while not all(w["done"] for w in warps):
+            order = warps if self.order == "forward" else warps[::-1]
+            states = set()
+            for w in order:
+                if not w["done"]:
+                    st = self.step_warp(w)
+                    w["done"] = st == "ret"
+                    states.add(st)
+            assert len(states) == 1, "warps disagree at a barrier"
+
+
+def run_model(cfg, m, n, k, land, order, seed=0, transform=None):
+    """Emit `cfg` (its text passed through `transform` if given), run it on random sparse data; return
+    (D, reference D, model stats)."""
+    rng = np.random.default_rng(seed)
+    form = cfg.form
+    a = random_sparse(rng, m, k, form.a_type, form.shape)
+    from compiler.sparse import random_values
+    b = random_values(rng, (k, n), form.b_type)
+    values, meta = compress(a, form.a_type, form.shape)
+    bt = pack_b(b, form.b_type, form.shape)
+    kern = emit_sparse_gemm(cfg)
+    acc_np = np.float32 if form.c_type == "f32" else np.int32
+    c = (random_values(rng, (m, n), "f16").astype(np.float32) if acc_np is np.float32
+         else rng.integers(-1000, 1000, (m, n)).astype(np.int32)) if cfg.accumulate_c else None
+    out_np = {"f32": np.float32, "s32": np.int32, "f16": np.float16}.get(cfg.out_type)
+    if out_np is None:
+        import ml_dtypes
+        out_np = ml_dtypes.bfloat16
+    arrays = {"a_values": values, "a_metadata": meta, "b": bt, "d": np.zeros((m, n), out_np)}
+    if c is not None:
+        arrays["c"] = c
+    mem_size = sum(x.nbytes + 4096 for x in arrays.values()) + 4096
+    mem = np.zeros(mem_size, np.uint8)
+    buffers, at = {}, 4096
+    for name, arr in arrays.items():
+        raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+        mem[at:at + raw.size] = raw
+        buffers[name] = (at, raw.size)
+        at += (raw.size + 4095) // 4096 * 4096 + 4096        # a gap: stray accesses hit no buffer
+    # poison D so unwritten elements show
+    s, size = buffers["d"]
+    mem[s:s + size] = 0xFF
+    params = {f"{cfg.name}_{nm}": buffers[nm][0] for nm in arrays}
+    params.update({f"{cfg.name}_M": m, f"{cfg.name}_N": n, f"{cfg.name}_K": k})
+    text = transform(kern.text) if transform else kern.text
+    model = SimtModel(text, form, mem, buffers, params, kern.smem_bytes, cfg.threads, land, order, rng)
+    grid = kern.grid(m, n, k)[0]
+    for cta in range(grid):
+        model.run_cta(cta)
+    d = mem[s:s + size].view(out_np).reshape(m, n)
+    if form.a_type == "s8":
+        ref = a.astype(np.int64) @ b.astype(np.int64) + (c.astype(np.int64) if c is not None else 0)
+        ref = ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)
+    else:
+        af, bf = a.astype(np.float64), b.astype(np.float64)
+        if form.a_type == "tf32":
+            af = (a.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+            bf = (b.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+        ref = af @ bf + (c.astype(np.float64) if c is not None else 0)
+        ref = ref.astype(np.float32).astype(out_np)
+    return d, ref, model.stats
+
+
+MODEL_CASES = [
+    # (form, config, M, N, K): the benchmark tile with a K that ends mid-unroll (5 blocks, 3 stages)
+    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16"), 128, 256, 320),
+    (F16, dict(BENCH[2]), 256, 128, 128),
+    # a 4x3 CTA grid with raster groups of 3 (a partial group), 1-k-step blocks, odd unroll
+    (F16, dict(ODD[0], raster_group=3), 256, 192, 96),
+    (BF16, dict(ODD[1], accumulate_c=False, d_type="bf16"), 64, 64, 256),
+    (S8, dict(ODD[2]), 64, 64, 384),
+    (TF32, dict(ODD[3], raster_group=2), 48, 16, 128),
+]
+
+
+@pytest.mark.parametrize("land,order", [("eager", "forward"), ("lazy", "reverse")])
+@pytest.mark.parametrize("form,kw,m,n,k", MODEL_CASES, ids=lambda x: getattr(x, "name", str(x)))
+def test_emitted_ptx_computes_the_gemm(form, kw, m, n, k, land, order):
+    cfg = cfg_of(form, **kw)
+    d, ref, stats = run_model(cfg, m, n, k, land, order, seed=m + n + k)
+    assert stats["mma"] > 0 and stats["ldmatrix"] > 0 and stats["cp.async"] > 0
+    # exact: inputs have 3 significant bits, sums stay exact in f32 / s32; f16/bf16 D rounds once
+    np.testing.assert_array_equal(d, ref)
+
+
+@pytest.mark.parametrize("land,order", [("lazy", "forward"), ("eager", "reverse")])
+def test_emitted_ptx_other_schedules(land, order):
+    cfg = cfg_of(F16, **BENCH[1])
+    d, ref, _ = run_model(cfg, 128, 256, 64 * 6, land, order, seed=3)
+    np.testing.assert_array_equal(d, ref)
+
+
+# Each mutation breaks the pipeline protocol or the addressing; the (landing, order) run named with it is
+# one that must see the damage (eager copies expose a missing barrier, lazy ones a missing wait).
+MUTATIONS = {
+    "barrier dropped": (lambda s: s.replace("bar.sync 0;", "// dropped"), "eager", "forward"),
+    "wait one group short": (lambda s: s.replace("cp.async.wait_group 1;", "cp.async.wait_group 2;"),
+                             "lazy", "forward"),
+    "one swizzle dropped": (lambda s: s.replace("xor.b32 %y, %y, %x;", "// dropped", 1), "eager", "forward"),
+    "metadata word of the wrong tile": (lambda s: re.sub(r"(ld\.shared\.b32 %re0, \[%fb\d+\+)(\d+)\]",
+                                                          lambda m: f"{m[1]}{int(m[2]) + 128}]", s, count=1),
+                                        "eager", "forward"),
+}
+
+
+@pytest.mark.parametrize("name", MUTATIONS)
+def test_model_catches_a_broken_kernel(name):
+    """The execution model is strict enough to fail kernels with one protocol or address bug."""
+    transform, land, order = MUTATIONS[name]
+    cfg = cfg_of(F16, **ODD[0])              # 3 stages: the healthy kernel waits with wait_group 1
+    d, ref, _ = run_model(cfg, 256, 192, 96, land, order, seed=1, transform=transform)
+    assert not np.array_equal(d, ref)
