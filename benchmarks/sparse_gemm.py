@@ -138,6 +138,22 @@ def launcher(np, kern, fn, m, n, k, a_vals, meta, bt, d, c=None):
     return lambda: fn(grid, block, tuple(args), shared_mem=smem)
 
 
+def dump_sass(ptx_path: str, out: str, tmp: str) -> None:
+    """ptxas -v + cuobjdump -sass of one kernel; prints the most frequent SASS opcodes."""
+    cubin = os.path.join(tmp, "k.cubin")
+    subprocess.run(["ptxas", "-v", "-arch=sm_90a", "-o", cubin, ptx_path], check=True)
+    sass = subprocess.run(["cuobjdump", "-sass", cubin], capture_output=True, text=True, check=True).stdout
+    Path(out).write_text(sass)
+    ops: dict[str, int] = {}
+    for ln in sass.splitlines():
+        parts = ln.split("*/")
+        if len(parts) > 1 and parts[1].strip() and parts[0].strip().startswith("/*"):
+            words = parts[1].strip().rstrip(";").split()
+            op = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
+            ops[op.split(".")[0]] = ops.get(op.split(".")[0], 0) + 1
+    print("SASS opcode counts:", dict(sorted(ops.items(), key=lambda x: -x[1])[:24]), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -176,18 +192,10 @@ def main() -> int:
     keys = args.configs.split(",")
     kernels = {key: build(cp, tmp, key, "f16", "f16", False) for key in keys}
     if args.sass:
-        ptx_path = kernels[keys[0]][2]
-        cubin = os.path.join(tmp, "k.cubin")
-        subprocess.run(["ptxas", "-v", "-arch=sm_90a", "-o", cubin, ptx_path], check=True)
-        sass = subprocess.run(["cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
-        Path(args.sass).write_text(sass)
-        ops = {}
-        for ln in sass.splitlines():
-            parts = ln.split("*/")
-            if len(parts) > 1 and parts[1].strip():
-                op = parts[1].strip().split()[0].lstrip("@!P0123456789T ").split(".")[0]
-                ops[op] = ops.get(op, 0) + 1
-        print("SASS opcode counts:", dict(sorted(ops.items(), key=lambda x: -x[1])[:20]), flush=True)
+        try:
+            dump_sass(kernels[keys[0]][2], args.sass, tmp)
+        except (OSError, subprocess.CalledProcessError) as e:
+            print("no SASS dump:", e, flush=True)
 
     results = []
     shapes = QUICK if args.quick else SHAPES
