@@ -6,6 +6,7 @@ Descriptor constants are checked against the materialized descriptors of the nor
 the encodings of PTX 9.7.16.4.1/.2; sparse metadata addressing against digest §4.2/§4.3.
 """
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -322,3 +323,65 @@ def _instructions(fragment, opcode):
 def _print(tile):
     from compiler import print_file
     return print_file(FileSpec("sm_100a", [tile]))
+
+
+def test_every_mma_sp_form_has_a_fragment_that_assembles(ptxas):
+    """Every non-block-scaled row of the mma.sp form table (compiler/mma_sp/forms.py, digest §5) as a
+    two-K-step fragment with its largest legal selector (9.7.14.6.1), linked per target into one module."""
+    from compiler.mma_sp.forms import all_forms
+
+    by_target: dict[str, list] = {}
+    for i, form in enumerate(f for f in all_forms() if f.block_scale is None):
+        target = form.row.target_rule.targets()[0]
+        tile = mma_sp_tile("t", ab=form.a_type, cd=form.c_type, k=form.k, k_total=2 * form.k, kind=form.kind,
+                           saturate=form.satfinite,
+                           sparsity=SparsitySpec(form.granularity.name, selector=max(form.selectors)))
+        tile.operands["B"] = OperandSpec(form.b_type, "global")
+        fragment = emit_fragment(tile, target, prefix=f"form{i}_")
+        assert fragment.result.count == form.d_regs and len(fragment.params) == form.c_regs + 2 * (
+            form.a_regs + form.b_regs + 1)
+        by_target.setdefault(target, []).append(fragment)
+    assert set(by_target) == {"sm_80", "sm_89", "sm_120a"}
+    for target, fragments in by_target.items():
+        verdict = assemble(link_fragments(fragments), target, ptxas, extra=["-c"])
+        assert verdict.ok, f"{target}: {verdict.output[:3000]}"
+
+
+TCGEN05_SWEEP = [
+    # (dtype, D, M, N, K, loop K, swizzle, majors (A, B), extra spec fields): kinds of Table 39 with their
+    # instruction K (dense / sparse), both majors, every swizzle, M = 64, .ws, options of 9.7.16.10.9.1
+    ("f16", "f16", 128, 128, 16, 32, "64B", ("K", "K"), {}),
+    ("bf16", "f32", 64, 64, 16, 64, "128B", ("MN", "MN"), {"negate_a": True}),
+    ("tf32", "f32", 128, 64, 8, 32, "128B", ("K", "K"), {"scale_input_d": 3}),
+    ("e4m3", "f32", 128, 128, 32, 64, "none", ("K", "K"), {"disable_output_lane": (0, 1, 2, 3)}),
+    ("e2m1", "f16", 128, 64, 32, 64, "64B", ("K", "K"), {}),
+    ("s8", "s32", 128, 64, 32, 64, "32B", ("K", "MN"), {"saturate": True}),
+    ("f16", "f32", 128, 64, 16, 32, "32B", ("K", "K"), {"ws": True, "zero_columns": ZeroColumnsSpec(value=0)}),
+    ("f16", "f32", 128, 64, 16, 32, "32B", ("K", "K"), {"collector": "a::fill"}),
+    ("tf32", "f32", 128, 128, 16, 64, "128B", ("K", "K"), {"sparsity": SparsitySpec("1:2")}),
+    ("f16", "f32", 128, 64, 32, 128, "auto", ("K", "K"), {"sparsity": SparsitySpec("2:4")}),
+]
+
+
+def test_tcgen05_fragment_sweep_assembles_in_one_module(ptxas):
+    fragments = []
+    for i, (dtype, d, m, n, k, k_total, swizzle, majors, extra) in enumerate(TCGEN05_SWEEP):
+        tile = tcgen05_tile("t", dtype=dtype, d=d, m=m, n=n, k=k, k_total=k_total, swizzle=swizzle, **extra)
+        for name, major in zip("AB", majors):
+            tile.operands[name] = OperandSpec(dtype, "smem", major, swizzle)
+        fragment = emit_fragment(tile, "sm_100a", prefix=f"sweep{i}_")
+        assert _instructions(fragment, "tcgen05.mma") == k_total // k
+        fragments.append(fragment)
+    verdict = assemble(link_fragments(fragments), "sm_100a", ptxas, extra=["-c"])
+    assert verdict.ok, verdict.output[:3000]
+
+
+@pytest.mark.parametrize("extra, field", [
+    ({"cta_group": 2, "m": 256}, "cta_group"),
+    ({"collector": "a::use"}, "collector"),
+])
+def test_tcgen05_fragment_limits_are_diagnostics(extra, field):
+    tile = tcgen05_tile("lim", dtype="f16", n=128, swizzle="64B", k_total=32)
+    with pytest.raises(CompileError) as e:
+        emit_fragment(replace(tile, **extra), "sm_100a")
+    assert field in e.value.diagnostics[0].message      # from layout-selection or the fragment emitter

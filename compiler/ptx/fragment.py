@@ -217,10 +217,33 @@ def _requirement(module: Op) -> FragmentRequirement:
 
 # ---- tcgen05 ---------------------------------------------------------------------------------------
 
+def _collector_reuses(spec: Any) -> bool:
+    """`::use` / `::lastuse` read a collector buffer an earlier MMA filled (PTX 9.7.16.10.9.1
+    .collector_usage); every MMA of a fragment reads a new K step, so the buffer would be stale."""
+    return spec.collector is not None and spec.collector.split("::")[-1] in ("use", "lastuse")
+
+
+# What a tcgen05 fragment does not take (its own table: the kernel emitter's limits may differ).
+# Rows: (applies to the spec, field to blame, message, hint).
+TCGEN05_FRAGMENT_LIMITS: tuple[tuple[Callable[[Any], bool], str, str, str | None], ...] = (
+    (lambda s: s.cta_group != 1, "engine.cta_group",
+     "tcgen05 fragments are cta_group::1 only (a CTA pair needs a cluster launch and a multicast commit)",
+     "use cta_group=1"),
+    (lambda s: s.operands["A"].space != "smem", "A.space",
+     "tcgen05 fragments take A from shared memory only (no a-tmem parameter yet)", "write 'A: <type> smem;'"),
+    (lambda s: s.block_scale is not None or "SFA" in s.operands or "SFB" in s.operands, "block_scale",
+     "tcgen05 fragments have no scale-factor parameters yet", None),
+    (_collector_reuses, "engine.collector",
+     "collector ::use / ::lastuse would read a buffer holding another K step's operand", "use ::fill or ::discard"),
+)
+
 def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
     from ..tcgen05_forms import tcgen05_commit
 
     spec = tile.payload
+    for applies, field_name, message, hint in TCGEN05_FRAGMENT_LIMITS:
+        if applies(spec):
+            raise SpecError(message, field_name, hint)
     form = tile.facts["form"]
     sparse = spec.sparsity is not None
     if sparse and spec.sparsity.selector != 0:
