@@ -31,6 +31,23 @@ class DescriptorMaterialization(Pass):
             except SpecError as e:
                 ctx.spec_error(e, tile.payload)
 
+    @staticmethod
+    def step_fields(tile: Op, step: int) -> dict:
+        """Instruction-descriptor fields of MMA `step` of a stage that differ from step to step."""
+        fields = {}
+        if tile.payload.sparsity is not None:
+            from ..ptx.tcgen05_tmem import metadata_format
+
+            selector, _ = metadata_format(tile.attrs["kind"]).selector_and_column(step)
+            if selector:
+                fields["sparsity_selector"] = selector
+        scales = tile.facts.get("scale_layouts")
+        if scales is not None:
+            (_, a_id), (_, b_id) = (lay.step_position(step) for lay in scales)
+            if a_id or b_id:
+                fields["a_scale_id"], fields["b_scale_id"] = a_id, b_id
+        return fields
+
     def tile(self, tile: Op) -> None:
         from ..descriptors import InstrDesc
         from ..layout import smem_descriptors
@@ -41,14 +58,28 @@ class DescriptorMaterialization(Pass):
         sparse = spec.sparsity is not None
         a, b, d = (spec.operands[x] for x in "ABD")
         lay_a, lay_b = tile.op("tilec.smem_layout", "A"), tile.op("tilec.smem_layout", "B")
-        idesc = InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
-                          a_major=(lay_a.attrs["major"] if lay_a else (a.major or "K")),
-                          b_major=lay_b.attrs["major"],
-                          negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse,
-                          sparsity_selector=0, saturate=spec.saturate, max_shift=spec.max_shift,
-                          scale_type=(spec.operands["SFA"].dtype if "SFA" in spec.operands else None))
-        tile.body.append(Op("tilec.instr_desc", None, {"kind": kind, "value": Hex(idesc.encode())},
-                            loc=spec.loc("engine")))
+        base = dict(a_major=(lay_a.attrs["major"] if lay_a else (a.major or "K")), b_major=lay_b.attrs["major"],
+                    negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse, saturate=spec.saturate,
+                    max_shift=spec.max_shift,
+                    scale_type=(spec.operands["SFA"].dtype if "SFA" in spec.operands else None))
+        idesc = InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n, **base)
+        attrs = {"kind": kind, "value": Hex(idesc.encode())}
+        steps = tile.facts["k_block"] // mma_k(kind, sparse)
+        per_step = [self.step_fields(tile, s) for s in range(steps)]
+        if any(per_step):
+            # The fields that change from MMA to MMA of a stage: the f16/tf32 sparsity selector = the
+            # metadata column's parity (digest §4.3) and the scale-factor IDs = byte offsets of the
+            # MMA's scale factors in their TMEM word (9.7.16.10.7.2/.3). Step 0 is `value`.
+            attrs["step_values"] = tuple(Hex(InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
+                                                       **base, **f).encode()) for f in per_step)
+            attrs["value"] = attrs["step_values"][0]
+        from ..ptx.tcgen05_kernel import collector_split
+
+        if collector_split(spec):
+            # collector ::use / ::lastuse: each K step is two MMAs of N/2 (tcgen05_kernel.collector_split)
+            attrs["split_values"] = tuple(Hex(InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n // 2,
+                                                        **base, **f).encode()) for f in per_step)
+        tile.body.append(Op("tilec.instr_desc", None, attrs, loc=spec.loc("engine")))
         tile.facts["idesc"] = idesc
         step = mma_k(kind, sparse)
         for lay_op in (lay_a, lay_b):

@@ -6,8 +6,12 @@ For every tcgen05 operand in shared memory this pass fixes
 - the K extent staged in shared memory at a time (`k_block`: the whole loop when A and B fit in the
   stage budget, else the largest power-of-two fraction that does),
 - the canonical layout of PTX 9.7.16.3.3 (compiler/layout.py) with its LBO/SBO (9.7.16.3.1/.3.2),
-- the operand's offset in the kernel's shared buffer (aligned to the swizzle repeat, so base offset 0).
-Sparse A is stored compressed: M x K/2 (PTX 9.7.16.10.8).
+- the operand's offset in the kernel's shared buffer (aligned to the swizzle repeat, so base offset 0),
+- the Tensor Memory plan of the kernel (compiler/ptx/tcgen05_tmem.py): D, then per stage the sparse
+  metadata, the scale factors and A when A lives in TMEM; `k_block` also shrinks until that fits the
+  512 columns (PTX 9.7.16.1).
+Sparse A is stored compressed: M x K/2 (PTX 9.7.16.10.8). With cta_group::2 each CTA of the pair holds
+M/2 rows of A and N/2 rows of B (the MMA reads B from both CTAs' shared memory).
 """
 from __future__ import annotations
 
@@ -51,9 +55,10 @@ class LayoutSelection(Pass):
 
         spec = tile.payload
         # A legal tile the kernel emitter cannot build is reported here, located, before any layout work.
-        check_kernel_support(spec)
+        kind = tile.attrs["kind"]
+        check_kernel_support(spec, kind)
         sparse = spec.sparsity is not None
-        step_k = mma_k(tile.attrs["kind"], sparse)
+        step_k = mma_k(kind, sparse)
         smem = [n for n in ("A", "B") if spec.operands[n].space == "smem"]
 
         def plan(k_block: int):
@@ -82,14 +87,26 @@ class LayoutSelection(Pass):
                 offset += lay.size_bytes
             return out, offset
 
-        k_block = spec.total_k
-        layouts, total = plan(k_block)
-        while total > STAGE_BUDGET and k_block % 2 == 0 and (k_block // 2) % step_k == 0:
-            k_block //= 2
+        def fits(k_block: int):
             layouts, total = plan(k_block)
+            try:
+                tmem = tmem_plan(tile, k_block // step_k)
+            except SpecError as e:
+                return layouts, total, None, e
+            return layouts, total, tmem, None
+
+        k_block = spec.total_k
+        layouts, total, tmem, tmem_error = fits(k_block)
+        while (total > STAGE_BUDGET or tmem is None) and k_block % 2 == 0 and (k_block // 2) % step_k == 0:
+            k_block //= 2
+            layouts, total, tmem, tmem_error = fits(k_block)
         if total > STAGE_BUDGET:
             raise SpecError(f"one K stage of this tile needs {total} bytes of shared memory, more than the "
                             f"{STAGE_BUDGET}-byte budget", "shape.N", "use a smaller M or N")
+        if tmem is None:
+            raise tmem_error
+        tile.facts["tmem_plan"] = tmem
+        self.split_offset(tile, layouts)
         for name, (lay, offset) in layouts.items():
             a = {"major": lay.major, "swizzle": lay.swizzle, "lbo": lay.lbo, "sbo": lay.sbo,
                  "offset": offset, "size": lay.size_bytes, "k_block": k_block}
@@ -98,3 +115,43 @@ class LayoutSelection(Pass):
             tile.body.append(op)
         tile.facts["smem_bytes"] = total
         tile.facts["k_block"] = k_block
+
+    @staticmethod
+    def split_offset(tile: Op, layouts: dict) -> None:
+        """collector ::use / ::lastuse kernels issue each K step as two MMAs of N/2 (tcgen05_kernel.
+        collector_split): the second one's B starts N/2 rows into the B tile, at an atom boundary."""
+        from ..ptx.tcgen05_kernel import collector_split
+
+        spec = tile.payload
+        if not collector_split(spec):
+            return
+        lay, _ = layouts["B"]
+        half = spec.n // 2
+        if lay.major == "K":
+            aligned = half % lay.atom_rows == 0
+        else:
+            aligned = half % (lay.width_chunks * lay.elems_per_chunk) == 0
+        if not aligned:
+            raise SpecError(f"collector ::use / ::lastuse splits B at row N/2 = {half}, which is not on a "
+                            f"{lay.swizzle} swizzle-atom boundary of the {lay.major}-major layout",
+                            "B.swizzle", "use a narrower swizzle for B, or another N")
+        tile.facts["b_split_offset"] = lay.offset(half, 0)
+
+
+def tmem_plan(tile: Op, steps: int):
+    """The TMEM columns of one CTA for a stage of `steps` MMAs (compiler/ptx/tcgen05_tmem.py)."""
+    from ..ptx.tcgen05_tmem import A_COLUMNS_PER_MMA, data_path, metadata_format, plan_tmem, scale_layouts
+
+    spec = tile.payload
+    kind = tile.attrs["kind"]
+    sparse = spec.sparsity is not None
+    dp = data_path(spec.m, spec.cta_group, sparse, spec.ws)
+    meta_cols = steps * metadata_format(kind).words_per_mma if sparse else 0
+    sfa_cols = sfb_cols = 0
+    form = tile.facts["form"]
+    if form.block_scale is not None:
+        sfa, sfb = scale_layouts(kind, form.block_scale, dp, spec.n)
+        tile.facts["scale_layouts"] = (sfa, sfb)
+        sfa_cols, sfb_cols = sfa.columns(steps), sfb.columns(steps)
+    a_cols = steps * A_COLUMNS_PER_MMA if spec.operands["A"].space == "tmem" else 0
+    return plan_tmem(dp.d_columns(spec.n), meta_cols, sfa_cols, sfb_cols, a_cols)

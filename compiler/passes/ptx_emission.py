@@ -1,4 +1,10 @@
-"""`ptx-emission`: one `.entry` per tile, behind a `.version`/`.target` header derived by `verify`."""
+"""`ptx-emission`: one `.entry` per tile, behind a `.version`/`.target` header derived by `verify`.
+
+Option `variant` (PassContext.options): None for the real kernels; "smem-dump" emits every tcgen05
+tile's kernel for `.target sm_90a` with its tcgen05 instructions left out and the shared buffer written
+to a parameter S after each K stage (compiler/ptx/tcgen05_kernel.py), for checking copies and layouts on
+a Hopper GPU.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,14 +21,30 @@ class PtxEmission(Pass):
     description = "print each tile as a complete PTX kernel"
 
     def apply(self, module, ctx: PassContext) -> None:
+        from ..diagnostics import SpecError
         from ..ptx.builder import module_header
+        from ..ptx.tcgen05_kernel import SMEM_DUMP, SMEM_DUMP_PTX, SMEM_DUMP_TARGET, VARIANTS
 
-        parts = [module_header(module.attrs["ptx_version"], module.attrs["target"])]
+        variant = (ctx.options or {}).get("variant")
+        if variant not in VARIANTS:
+            ctx.fail(f"unknown kernel variant '{variant}'",
+                     hint="variants: " + ", ".join(v for v in VARIANTS if v))
+        if variant == SMEM_DUMP:
+            header = module_header(SMEM_DUMP_PTX, SMEM_DUMP_TARGET)
+        else:
+            header = module_header(module.attrs["ptx_version"], module.attrs["target"])
+        parts = [header]
         for tile in list(module.ops("tilec.tile")):
             if tile.attrs["engine"] == "tcgen05":
                 from ..ptx.tcgen05_kernel import emit_tcgen05_kernel
 
-                text, abi = emit_tcgen05_kernel(tile)
+                try:
+                    text, abi = emit_tcgen05_kernel(tile, variant)
+                except SpecError as e:
+                    ctx.spec_error(e, tile.payload)
+            elif variant == SMEM_DUMP:
+                ctx.fail(f"the {SMEM_DUMP} variant exists for tcgen05 tiles only; tile '{tile.sym}' is "
+                         f"{tile.attrs['engine']}", tile.payload.loc("engine"))
             else:
                 text, abi = _mma_sp_entry(tile, module)
             parts.append(text)

@@ -3,6 +3,13 @@
 - Warp-level mma.sp (PTX 9.7.14.6): a static pattern in the spec becomes the 32-bit metadata words
   in the per-lane order the instruction expects (compiler/mma_sp/metadata.py); runtime metadata is
   read by the kernel from global memory in the layout compiler/sparse.py produces.
+- tcgen05 `.sp` (PTX 9.7.16.10.8): the metadata lives in Tensor Memory. The kernel reads natural
+  words (row r, word w = the 4-bit codes of chunks 8w..8w+7, code i in bits 4i) either from the META
+  parameter (runtime) or from a periodic table this pass packs from the static pattern, and stages them
+  into the TMEM layout of its kind and data path (compiler/ptx/tcgen05_tmem.py: f16/tf32 rows m and
+  m+8 sharing a cell, 8-bit and fp4 kinds one lane per row and two columns per MMA, M=64 half data path,
+  .ws lane groups). The selector (f16/tf32) is the metadata column's parity, set per MMA by
+  descriptor-materialization; a user selector other than 0 is rejected by verify.
 - Dense tiles: nothing to do.
 Invalid metadata values (PTX 9.7.14.6.1: 0b0000/0b0101/0b1010/0b1111; ordered metadata: only the six
 increasing index pairs; tf32: only 0b0100/0b1110; 4:8 pairs pair-aligned) are located diagnostics
@@ -60,4 +67,56 @@ class SparseMetadataPacking(Pass):
                                  "words": tuple(Hex(w) for w in table[0][0])},
                                 loc=spec.loc("sparsity")))
             return
-        raise SpecError("sparse tcgen05 tiles are not supported yet", "sparsity")
+        self.tcgen05(tile, spec)
+
+    def tcgen05(self, tile: Op, spec) -> None:
+        """Static patterns -> the smallest periodic table of natural words; runtime -> the META layout."""
+        from ..mma_sp.forms import GRANULARITIES, SparseLayout
+        from math import lcm as _lcm
+
+        from ..mma_sp.metadata import PATTERNS, expand_pattern, legal_nibbles, validate_nibbles
+        from ..ptx.tcgen05_tmem import METADATA_CHUNK, Tcgen05Metadata, pack_metadata_words
+        from ..tcgen05_kinds import kind_info, mma_k
+
+        sp = spec.sparsity
+        kind = tile.attrs["kind"]
+        chunk = METADATA_CHUNK[kind]
+        words_per_row = spec.total_k // (8 * chunk)
+        # The nibble rules of 9.7.14.6.1 (shared with mma.sp: compiler/mma_sp/metadata.py) keyed by the
+        # kind's granularity (9.7.16.10.8); only the six increasing pairs are emitted (digest §9.2).
+        lay = SparseLayout(k=mma_k(kind, True), storage_bits=8, granularity=GRANULARITIES[kind_info(kind).sparsity],
+                           fragment_section="9.7.16.10.8")
+        if sp.metadata == "runtime":
+            meta = Tcgen05Metadata("runtime", kind, chunk, words_per_row)
+            tile.facts["tcgen05_metadata"] = meta
+            tile.body.append(Op("tilec.metadata", None, {"source": "runtime", "words_per_row": words_per_row},
+                                loc=spec.loc("sparsity")))
+            return
+        pattern = sp.pattern if sp.pattern else sp.rows
+        where = "sparsity.pattern" if sp.pattern else "sparsity.rows"
+        codes = legal_nibbles(lay, ordered=True)
+        if isinstance(pattern, str):
+            if pattern not in PATTERNS:
+                raise SpecError(f"unknown sparsity pattern '{pattern}'", where,
+                                "named patterns: " + ", ".join(PATTERNS) + ", or rows=[...]")
+            rows_period = len(codes) if pattern == "rotate" else 1
+            chunks_period = {"rotate": len(codes), "alternate": 1 if 0b1000 in codes else 2}.get(pattern, 1)
+        else:
+            rows_period = len(pattern)
+            chunks_period = 1
+            for row in pattern:
+                chunks_period = _lcm(chunks_period, max(len(row), 1))
+        period_words = _lcm(chunks_period, 8) // 8
+        try:
+            nibbles = expand_pattern(lay, pattern, rows_period, period_words * 8 * chunk)
+            validate_nibbles(lay, nibbles, ordered=True)
+        except SpecError as e:
+            raise SpecError(e.message, where if e.field in (None, "sparsity", "sparsity.pattern", "sparsity.rows",
+                                                            "sparsity.metadata") else e.field, e.hint) from None
+        table = tuple(tuple(pack_metadata_words(row)) for row in nibbles)
+        meta = Tcgen05Metadata("static", kind, chunk, words_per_row, table)
+        tile.facts["tcgen05_metadata"] = meta
+        tile.body.append(Op("tilec.metadata", None,
+                            {"source": "static", "period": (meta.period_rows, meta.period_words),
+                             "words": tuple(Hex(w) for w in table[0])},
+                            loc=spec.loc("sparsity")))

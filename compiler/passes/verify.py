@@ -102,6 +102,23 @@ class Verify(Pass):
             want = _SPARSITY_OF_KIND.get(kind)
             if spec.sparsity.ratio != want:
                 raise SpecError(f"kind::{kind} sparse A is {want}, not {spec.sparsity.ratio}", "sparsity.ratio")
+            if spec.sparsity.selector:
+                # digest §4.3: the hardware reads metadata in 64-bit granules; f16/tf32 MMAs use half of
+                # one and the idesc selector names the half (= the metadata column's parity), 8-bit and
+                # fp4 kinds a whole granule with selector 0 (Tables 42-44 bits 0-1). tilec places the
+                # metadata, so it sets the selector of every MMA itself.
+                raise SpecError(f"the tcgen05 sparsity selector is chosen by tilec (the parity of each MMA's "
+                                f"metadata column), not given: selector={spec.sparsity.selector}",
+                                "sparsity.selector", "drop selector=")
+        if a.space == "tmem":
+            # A in Tensor Memory is read K-major (9.7.16.10.1 Table 49 transposes only smem descriptors;
+            # CUTLASS: "A from TMEM can't be transposed") and has no swizzle (a property of smem layouts).
+            if a.major == "MN":
+                raise SpecError("A in tensor memory cannot be MN-major (transposed)", "A.major",
+                                "drop major=MN, or keep A in smem")
+            if a.swizzle not in (None, "auto", "none"):
+                raise SpecError(f"swizzle={a.swizzle} describes a shared-memory layout; A is in tensor memory",
+                                "A.swizzle", "drop swizzle=")
         check_shape(kind, spec.m, spec.n, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws)
         want_k = mma_k(kind, sparse)
         if spec.k != want_k:

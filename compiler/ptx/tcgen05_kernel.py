@@ -1,28 +1,47 @@
-"""A complete `.entry` kernel for one dense tcgen05 tile (cta_group::1, A and B from shared memory;
-optional disable-output-lane masks and scale-input-d; `.ws` with M=128 and its zero-column mask).
-Tiles outside that subset are rejected by `check_kernel_support`, which layout-selection calls.
+"""A complete `.entry` kernel for one tcgen05 tile: every `tcgen05.mma` form tilec accepts.
 
-Kernel ABI (also reported by `tilec compile --emit json`):
-  params : A (u64), B (u64), D (u64) global pointers; m_total, n_total (u32) problem sizes, multiples of
-           the tile's M and N. K is the tile's `loop K` (fixed).
-  data   : A is [m_total][K] row-major when A is K-major, [K][m_total] when MN-major;
-           B is [n_total][K] row-major when K-major (i.e. B transposed), [K][n_total] when MN-major;
-           D is [m_total][n_total] row-major in the D type. Elements are stored at their container
-           width (the same bytes the smem layout holds).
-  launch : grid (n_total / N, m_total / M, 1), block (128, 1, 1), static shared memory only.
+Covered: kinds f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4; cta_group::1 and ::2 (a cluster of two
+CTAs); A from a shared-memory descriptor or from Tensor Memory (with .ashift); `.sp` (metadata in TMEM);
+`.ws` / `.ws.sp` (M = 128, 64, 32: data-path layouts D, E, G) with the zero-column mask; `.block_scale`
+(SFA / SFB in TMEM); collector usage (`::use` / `::lastuse` by splitting each MMA along N, see
+`collector_split`); disable-output-lane; scale-input-d. The TMEM layouts are in tcgen05_tmem.py.
 
-Per CTA: warp 0 allocates TMEM (PTX 9.7.16.7.1); thread 0 initializes an mbarrier. For each K stage
-all 128 threads copy A and B from global memory into the canonical swizzled layout chosen by
-layout-selection (16-byte chunks, the offset computed from the layout's copy map), make the writes
-visible to the async proxy (`fence.proxy.async.shared::cta`, PTX 9.7.16.6.5), and thread 0 issues the
-stage's `tcgen05.mma`s with the materialized descriptors (enable-input-d false only for the very first)
-and `tcgen05.commit`s to the mbarrier; everyone waits on the barrier's phase. Finally each warp reads
-its 32 TMEM lanes with `tcgen05.ld.32x32b.x8` (PTX 9.7.16.8.3; D layout of 9.7.16.10.5: lane = row for
-M=128, Layout F lanes 32*(i>>4)+(i&15) for M=64) and stores D; warp 0 frees TMEM.
+Kernel ABI (also reported by `tilec compile --emit json`, see `_abi`):
+  params : A, B, D (u64) global pointers; SFA, SFB (u64, block-scaled kinds); META (u64, sparse tiles
+           with metadata=runtime); S (u64, smem-dump variant only); m_total, n_total (u32), multiples
+           of the tile's M and N. K is the tile's `loop K` (fixed).
+  data   : A (smem) is [m_total][K] row-major when K-major, [K][m_total] when MN-major; sparse A holds
+           the kept values, [m_total][K/2]. B is [n_total][K] row-major when K-major (B transposed),
+           [K][n_total] when MN-major. Values are packed at their own width (fp4 two per byte, fp6 four per
+           3 bytes, PTX 5.5.1.1.1); the kernel pads them for .kind::f8f6f4 / mxf8f6f4 (.b4x16_p64 /
+           .b6x16_p32). A in TMEM is [m_total][K_stored] in its TMEM container: as in shared memory,
+           except fp4/fp6 under f8f6f4/mxf8f6f4 one value per byte (e2m1 in bits 5:2, e3m2/e2m3 in 5:0).
+           D is [m_total][n_total] row-major in the D type.
+           META: uint32 [m_total][K / (8*chunk)]: word w of row r holds the 4-bit codes of chunks
+           8w..8w+7 (code i in bits 4i+3..4i; chunk = 4 elements for 2:4, 2 for tf32 1:2, 8 for 4:8).
+           SFA: uint8 [m_total][K/K_mma * NSF], SFB: uint8 [n_total][K/K_mma * NSF], the NSF scale
+           factors of each MMA's K range in K order (NSF = 1, 2 or 4, Table 54).
+  launch : grid (n_total / N, m_total / M, 1) - for cta_group::2 (2 * n_total / N, m_total / M, 1) with
+           clusters of (2, 1, 1) (`.reqnctapercluster`); block (128, 1, 1); static shared memory only.
+
+Per CTA: warp 0 allocates TMEM (PTX 9.7.16.7.1; both CTAs of a pair with cta_group::2); thread 0
+initializes an mbarrier. For each K stage all 128 threads copy the smem operands from global memory into
+the canonical layout chosen by layout-selection (16-byte chunks at the copy map's offsets) and stage the
+TMEM operands with `tcgen05.st` (thread t = lane t): A (in TMEM), the sparse metadata and the scale
+factors. Then `fence.proxy.async.shared::cta` (9.7.16.6.5), `tcgen05.wait::st`, the thread-sync fences
+around a CTA (cluster) barrier (9.7.16.6.4), one thread (of the pair) issues the stage's MMAs
+(enable-input-d false only for the first) and `tcgen05.commit`s to the mbarrier (`.multicast::cluster`
+to both CTAs for cta_group::2); everyone waits on the barrier's phase. Finally each warp reads its 32 TMEM
+lanes of D with `tcgen05.ld.32x32b.x8` (9.7.16.8.3) through the data-path layout and stores them.
+
+The smem-dump variant (option variant="smem-dump") is the same kernel for `.target sm_90a` with every
+tcgen05 instruction (and TMEM staging) left out; after each stage's copy the CTA writes its whole shared
+buffer to S (see `_abi`), for checking the copies and layouts on a Hopper GPU.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 
 from ..diagnostics import SpecError
 from ..ir import Op
@@ -31,6 +50,11 @@ from ..types import TYPES
 from .builder import KernelBuilder
 
 THREADS = 128
+SMEM_DUMP = "smem-dump"
+VARIANTS = (None, SMEM_DUMP)
+SMEM_DUMP_TARGET = "sm_90a"
+# PTX 8.0 introduced sm_90a; the dump kernel uses nothing newer (ld/st, bar.sync, fence.proxy.async).
+SMEM_DUMP_PTX = "8.0"
 
 # PTX 4.4 "Identifiers": [a-zA-Z]{followsym}* | [_$%]{followsym}+ with followsym = [a-zA-Z0-9_$]. The tile
 # name becomes the .entry name (and prefixes the kernel's .shared symbols). WARP_SZ is a predefined
@@ -39,45 +63,82 @@ _PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
 _PREDEFINED_IDENTIFIERS = ("WARP_SZ",)
 
 
-def _collector_reuses(spec) -> bool:
-    """`::use` / `::lastuse` read a collector buffer filled by an earlier MMA with the same A (or B for
-    .ws) source (PTX 9.7.16.10.9.1 .collector_usage). Every MMA of this kernel reads a different K step,
-    so such a buffer would hold stale data."""
-    return spec.collector is not None and spec.collector.split("::")[-1] in ("use", "lastuse")
+# --------------------------------------------------------------------------------------------------
+# Collector reuse
+
+def _collector_op(spec) -> str | None:
+    return spec.collector.split("::")[-1] if spec.collector else None
 
 
-# What this emitter does not generate. Rows: (applies to the spec, field to blame, message, hint).
-# Checked by layout-selection (check_kernel_support) so the user gets a located diagnostic, not a crash.
-_UNSUPPORTED = (
-    (lambda s: s.cta_group != 1, "engine.cta_group",
-     "the tcgen05 kernel emitter handles cta_group::1 only (a CTA pair needs a cluster launch)",
-     "use cta_group=1"),
-    (lambda s: s.operands["A"].space != "smem", "A.space",
-     "the tcgen05 kernel emitter stages A through shared memory only (A in tensor memory needs tcgen05.cp)",
-     "write 'A: <type> smem;'"),
-    (lambda s: s.block_scale is not None or "SFA" in s.operands or "SFB" in s.operands, "block_scale",
-     "the tcgen05 kernel emitter does not load block-scale factors into tensor memory yet", None),
-    # .ws D layouts (PTX 9.7.16.10.5): M=128 is Layout D like the non-ws form; M=64 / M=32 are layouts E / G,
-    # which the epilogue does not read.
-    (lambda s: s.ws and s.m != 128, "shape.M",
-     "the tcgen05 kernel emitter reads D of tcgen05.mma.ws only for M=128 (data-path Layout D)", "use M=128"),
-    (_collector_reuses, "engine.collector",
-     "collector ::use / ::lastuse would read a buffer holding another K step's operand: every MMA of this "
-     "kernel reads a new K step", "use ::fill or ::discard, or drop collector="),
-)
+def collector_split(spec) -> bool:
+    """`::use` / `::lastuse` read the collector buffer a previous MMA filled with the same A (9.7.16.10.9.1
+    .collector_usage). Every K step of this kernel reads a new A, so such a tile issues each K step as two
+    MMAs of N/2 sharing A: the first `::fill`s the buffer, the second reads it with the tile's op."""
+    return _collector_op(spec) in ("use", "lastuse")
 
 
-def check_kernel_support(spec) -> None:
+def _split_rules(spec):
+    """Rows (applies, field, message, hint) for tiles whose collector reuse this kernel cannot build."""
+    return (
+        (spec.ws, "engine.collector",
+         ".ws collector ::use / ::lastuse would reuse B across MMAs with different A, which this kernel "
+         "never issues (each K step has one B)", "use ::fill or ::discard with .ws"),
+        (spec.cta_group == 2, "engine.collector",
+         "collector ::use / ::lastuse with cta_group::2 needs the N halves of each CTA's B re-split; "
+         "not built", "use cta_group=1, or ::fill / ::discard"),
+        (spec.ashift, "engine.collector",
+         ".ashift forbids ::fill (9.7.16.10.9.1), so no MMA could fill the buffer that ::use / ::lastuse "
+         "read", "use a::discard or a::lastuse without ashift"),
+        (spec.n % 16 != 0, "shape.N",
+         f"collector ::use / ::lastuse splits each MMA into two of N/2 = {spec.n // 2}, which must be a "
+         f"multiple of 8", "use an N that is a multiple of 16"),
+    )
+
+
+def _check_split(spec) -> None:
+    from ..tcgen05_kinds import check_major, check_shape
+
+    for applies, field, message, hint in _split_rules(spec):
+        if applies:
+            raise SpecError(message, field, hint)
+    half = spec.n // 2
+    try:
+        check_shape(spec.kind_resolved, spec.m, half, cta_group=spec.cta_group,
+                    sparse=spec.sparsity is not None, ws=spec.ws)
+        b = spec.operands["B"]
+        check_major(spec.kind_resolved, "B", b.dtype, b.major or "K", None, n=half, cta_group=spec.cta_group)
+    except SpecError as e:
+        raise SpecError(f"collector ::use / ::lastuse splits each MMA along N: {e.message}", "shape.N",
+                        "choose N so that N/2 is a legal N too") from None
+    if spec.block_scale is not None and half % 32:
+        raise SpecError(f"collector ::use / ::lastuse on a block-scaled tile needs N/2 = {half} to be a "
+                        f"multiple of 32 (the second MMA's SFB starts a 32-column slice, PTX 9.7.16.10.7)",
+                        "shape.N", "use N = 64, 128 or 256")
+
+
+# --------------------------------------------------------------------------------------------------
+# Support check (called by layout-selection so that the user gets a located diagnostic)
+
+@dataclass(frozen=True)
+class _KindView:
+    """The spec plus the resolved kind (verify stores it on the tile op, not on the spec)."""
+    spec: object
+    kind_resolved: str
+
+    def __getattr__(self, name):
+        return getattr(self.spec, name)
+
+
+def check_kernel_support(spec, kind: str | None = None) -> None:
     """Raise SpecError (with the field to blame) for a legal tile this emitter cannot turn into a kernel,
     and for operand values the instruction text needs but nothing upstream bounds."""
     if not _PTX_IDENTIFIER.fullmatch(spec.name) or spec.name in _PREDEFINED_IDENTIFIERS:
         raise SpecError(f"tile name '{spec.name}' is not a valid PTX identifier (it names the .entry)", "tile",
                         "use letters, digits and '_', starting with a letter (PTX 4.4)")
-    for applies, field, message, hint in _UNSUPPORTED:
-        if applies(spec):
-            raise SpecError(message, field, hint)
+    if collector_split(spec) and kind is not None:
+        _check_split(_KindView(spec, kind))
     if spec.disable_output_lane is not None:
-        # 9.7.16.10.9.1: a vector of 4 (cta_group::1) .b32 masks, bit i of element 0 = TMEM lane i.
+        # 9.7.16.10.9.1: a vector of 4 (cta_group::1) / 8 (::2) .b32 masks, bit i of element 0 = lane i.
         lanes = spec.disable_output_lane
         if len(lanes) != DISABLE_LANE_REGS[spec.cta_group] or any(not 0 <= v < 1 << 32 for v in lanes):
             raise SpecError(f"disable_output_lane takes {DISABLE_LANE_REGS[spec.cta_group]} 32-bit masks with "
@@ -89,186 +150,724 @@ def check_kernel_support(spec) -> None:
                         "scale_input_d.value", "D is scaled by 2^-scale_input_d")
 
 
-def _tmem_columns(n: int) -> int:
-    cols = 32
-    while cols < n:
-        cols *= 2
-    return cols
-
+# --------------------------------------------------------------------------------------------------
+# Small helpers
 
 def _pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
 
-def emit_tcgen05_kernel(tile: Op) -> tuple[str, dict]:
-    from ..tcgen05_forms import (tcgen05_alloc, tcgen05_commit, tcgen05_dealloc,
-                                 tcgen05_relinquish_alloc_permit)
+def _log2(x: int) -> int:
+    return x.bit_length() - 1
 
-    spec = tile.payload
-    check_kernel_support(spec)       # layout-selection reported these with a location already
-    form = tile.facts["form"]
-    kb_elems = tile.facts["k_block"]
-    k_total = spec.total_k
-    n_blocks = k_total // kb_elems
-    d_type = TYPES[spec.operands["D"].dtype]
-    cols = _tmem_columns(spec.n)
-    kb = KernelBuilder(spec.name)
-    for p in ("A", "B", "D"):
-        kb.params.append(("u64", p))
-    kb.params += [("u32", "m_total"), ("u32", "n_total")]
-    kb.directives.append(f".reqntid {THREADS}, 1, 1")
-    smem_bytes = tile.facts["smem_bytes"]
-    kb.shared += [f".shared .align 1024 .b8 {spec.name}_smem[{smem_bytes}];",
-                  f".shared .align 8 .b64 {spec.name}_mbar;",
-                  f".shared .align 4 .b32 {spec.name}_tmem_slot;"]
-    smem, mbar, slot = f"{spec.name}_smem", f"{spec.name}_mbar", f"{spec.name}_tmem_slot"
-    e = kb.emit
 
-    tid, warp, lane = kb.regs("r", 3)
-    e(f"mov.u32 {tid}, %tid.x;")
-    e(f"shr.u32 {warp}, {tid}, 5;")
-    e(f"and.b32 {lane}, {tid}, 31;")
-    p_w0, p_t0 = kb.reg("p"), kb.reg("p")
-    e(f"setp.eq.u32 {p_w0}, {warp}, 0;")
-    e(f"setp.eq.u32 {p_t0}, {tid}, 0;")
-    kb.comment(f"warp 0 allocates {cols} TMEM columns for D ({spec.m} lanes x {spec.n} columns used)")
-    skip = kb.label("alloc_done")
-    e(f"@!{p_w0} bra {skip};")
-    e(tcgen05_alloc(slot, cols, form.cta_group))
-    e(tcgen05_relinquish_alloc_permit(form.cta_group))
-    kb.put_label(skip)
-    e(f"@{p_t0} mbarrier.init.shared::cta.b64 [{mbar}], 1;")
-    e("tcgen05.fence::before_thread_sync;")
-    e("bar.sync 0;")
-    e("tcgen05.fence::after_thread_sync;")
-    taddr = kb.reg("r")
-    e(f"ld.shared.b32 {taddr}, [{slot}];")
+def _pow2_runs(n: int) -> list[tuple[int, int]]:
+    """(start, count) runs of power-of-two length <= 32 covering 0..n-1 (tcgen05.st .num values)."""
+    out, at = [], 0
+    while at < n:
+        size = 32
+        while size > n - at:
+            size //= 2
+        out.append((at, size))
+        at += size
+    return out
 
-    sbase = kb.reg("r")
-    e(f"mov.u32 {sbase}, {smem};")
-    bx, by, m0, n0 = kb.regs("r", 4)
-    e(f"mov.u32 {bx}, %ctaid.x;")
-    e(f"mov.u32 {by}, %ctaid.y;")
-    e(f"mul.lo.u32 {m0}, {by}, {spec.m};")
-    e(f"mul.lo.u32 {n0}, {bx}, {spec.n};")
-    m_total, n_total = kb.regs("r", 2)
-    e(f"ld.param.u32 {m_total}, [{kb.param('m_total')}];")
-    e(f"ld.param.u32 {n_total}, [{kb.param('n_total')}];")
-    gptr = {}
-    for p in ("A", "B", "D"):
-        raw, g = kb.regs("rd", 2)
-        e(f"ld.param.u64 {raw}, [{kb.param(p)}];")
-        e(f"cvta.to.global.u64 {g}, {raw};")
-        gptr[p] = g
 
-    # Descriptor base: the 14-bit start-address field holds (address >> 4); materialized descriptors
-    # carry the offset inside the buffer, the kernel adds the buffer's own address (PTX 9.7.16.4.1).
-    sb4, sb4w = kb.reg("r"), kb.reg("rd")
-    e(f"shr.u32 {sb4}, {sbase}, 4;")
-    e(f"cvt.u64.u32 {sb4w}, {sb4};")
-    idesc = kb.reg("r")
-    e(f"mov.b32 {idesc}, {int(tile.op('tilec.instr_desc').attrs['value']):#010x};")
-    p_true = kb.reg("p")
-    e(f"setp.eq.u32 {p_true}, 0, 0;")
-    # Optional trailing operands (9.7.16.10.9.1 operand order): {disable-output-lane} .b32 masks,
-    # scale-input-d immediate, and for .ws the .b64 zero-column mask descriptor (9.7.16.4.3).
-    extra: dict = {}
-    if spec.disable_output_lane is not None:
-        lanes = kb.regs("r", len(spec.disable_output_lane))
-        for reg, mask in zip(lanes, spec.disable_output_lane):
-            e(f"mov.b32 {reg}, {mask:#010x};")
-        extra["disable_lanes"] = lanes
-    if spec.scale_input_d is not None:
-        extra["scale_input_d"] = spec.scale_input_d
-    zcm_op = tile.op("tilec.zero_column_mask")
-    if zcm_op is not None:
-        zcm = kb.reg("rd")
-        e(f"mov.b64 {zcm}, {int(zcm_op.attrs['value']):#018x};")
-        extra["zcm"] = zcm
+def _tmem_store(kb: KernelBuilder, taddr: str, regs: list[str]) -> None:
+    """Store regs[j] of every thread to column j of its lane (tcgen05.st.32x32b, 9.7.16.8.4)."""
+    from ..tcgen05_forms import tcgen05_st
 
-    kreg, phase = kb.regs("r", 2)
-    e(f"mov.u32 {kreg}, 0;")
-    e(f"mov.u32 {phase}, 0;")
-    loop = kb.label("k_stage")
-    kb.put_label(loop)
-    for name in ("A", "B"):
-        lay_op = tile.op("tilec.smem_layout", name)
-        if lay_op is not None:
-            _emit_copy(kb, spec, name, lay_op, gptr[name], sbase, tid, kreg,
-                       m0 if name == "A" else n0, m_total if name == "A" else n_total, kb_elems)
-    e("fence.proxy.async.shared::cta;")
-    e("bar.sync 0;")
-    e("tcgen05.fence::after_thread_sync;")
-    skip_mma = kb.label("mma_done")
-    e(f"@!{p_t0} bra {skip_mma};")
-    p_acc = kb.reg("p")
-    e(f"setp.ne.u32 {p_acc}, {kreg}, 0;")
-    da = tile.op("tilec.smem_desc", "A").attrs["values"]
-    db = tile.op("tilec.smem_desc", "B").attrs["values"]
-    for s in range(len(da)):
-        ra, rb = kb.regs("rd", 2)
-        e(f"add.u64 {ra}, {sb4w}, {int(da[s]):#018x};")
-        e(f"add.u64 {rb}, {sb4w}, {int(db[s]):#018x};")
-        e(form.render(f"[{taddr}]", ra, rb, idesc, p_acc if s == 0 else p_true, **extra))
-    e(tcgen05_commit(mbar, form.cta_group))
-    kb.put_label(skip_mma)
-    wait = kb.label("wait")
-    p_done = kb.reg("p")
-    kb.put_label(wait)
-    e(f"mbarrier.try_wait.parity.shared::cta.b64 {p_done}, [{mbar}], {phase};")
-    e(f"@!{p_done} bra {wait};")
-    e(f"xor.b32 {phase}, {phase}, 1;")
-    e(f"add.u32 {kreg}, {kreg}, 1;")
-    p_more = kb.reg("p")
-    e(f"setp.lt.u32 {p_more}, {kreg}, {n_blocks};")
-    e(f"@{p_more} bra {loop};")
+    for start, count in _pow2_runs(len(regs)):
+        addr = taddr if start == 0 else f"{taddr}+{start}"
+        kb.emit(tcgen05_st(addr, regs[start:start + count], "32x32b", count))
 
-    _emit_epilogue(kb, spec, d_type, taddr, warp, lane, m0, n0, n_total, gptr["D"])
 
-    e("tcgen05.fence::before_thread_sync;")
-    e("bar.sync 0;")
-    e("tcgen05.fence::after_thread_sync;")
-    skip = kb.label("dealloc_done")
-    e(f"@!{p_w0} bra {skip};")
-    e(tcgen05_dealloc(taddr, cols, form.cta_group))
-    kb.put_label(skip)
-    e("ret;")
+# --------------------------------------------------------------------------------------------------
+# The kernel
 
-    abi = {
-        "params": [
-            {"name": "A", "type": "u64", "layout": _global_layout(spec, "A")},
-            {"name": "B", "type": "u64", "layout": _global_layout(spec, "B")},
+class _Kernel:
+    def __init__(self, tile: Op, variant: str | None):
+        from ..tcgen05_kinds import mma_k
+        from .tcgen05_tmem import data_path
+
+        if variant not in VARIANTS:
+            raise SpecError(f"unknown kernel variant '{variant}'", hint="variants: smem-dump")
+        self.tile = tile
+        self.spec = spec = tile.payload
+        self.kind = tile.attrs["kind"]
+        check_kernel_support(spec, self.kind)
+        self.dump = variant == SMEM_DUMP
+        self.form = tile.facts["form"]
+        self.cta_group = spec.cta_group
+        self.sparse = spec.sparsity is not None
+        self.a_tmem = spec.operands["A"].space == "tmem"
+        self.scaled = self.form.block_scale is not None
+        self.split = collector_split(spec)
+        self.dp = data_path(spec.m, spec.cta_group, self.sparse, spec.ws)
+        self.mma_k = mma_k(self.kind, self.sparse)
+        self.k_block = tile.facts["k_block"]
+        self.steps = self.k_block // self.mma_k
+        self.n_stages = spec.total_k // self.k_block
+        self.plan = tile.facts["tmem_plan"]
+        self.d_type = TYPES[spec.operands["D"].dtype]
+        self.kb = KernelBuilder(spec.name)
+        self.e = self.kb.emit
+
+    # ---- driver ----------------------------------------------------------------------------------
+    def emit(self) -> tuple[str, dict]:
+        self.declare()
+        self.prologue()
+        self.stage_loop()
+        if not self.dump:
+            self.epilogue()
+            self.teardown()
+        self.e("ret;")
+        return self.kb.render(), self.abi()
+
+    # ---- declarations ----------------------------------------------------------------------------
+    def params(self) -> list[str]:
+        names = ["A", "B", "D"]
+        if self.scaled:
+            names += ["SFA", "SFB"]
+        if self.sparse and self.spec.sparsity.metadata == "runtime":
+            names.append("META")
+        if self.dump:
+            names.append("S")
+        return names
+
+    def declare(self) -> None:
+        kb, spec = self.kb, self.spec
+        for p in self.params():
+            kb.params.append(("u64", p))
+        kb.params += [("u32", "m_total"), ("u32", "n_total")]
+        kb.directives.append(f".reqntid {THREADS}, 1, 1")
+        if self.cta_group == 2 and not self.dump:
+            # A CTA pair is a cluster of two (9.7.16.10.9.1 cta_group::2; 11.7.1 .reqnctapercluster).
+            kb.directives.append(".reqnctapercluster 2, 1, 1")
+        self.smem_bytes = self.tile.facts["smem_bytes"]
+        self.smem, self.mbar, self.slot = f"{spec.name}_smem", f"{spec.name}_mbar", f"{spec.name}_tmem_slot"
+        kb.shared.append(f".shared .align 1024 .b8 {self.smem}[{max(self.smem_bytes, 16)}];")
+        if not self.dump:
+            kb.shared += [f".shared .align 8 .b64 {self.mbar};", f".shared .align 4 .b32 {self.slot};"]
+        meta = self.tile.facts.get("tcgen05_metadata")
+        if meta is not None and meta.source == "static" and not self.dump:
+            words = ", ".join(f"{w:#010x}" for row in meta.table for w in row)
+            kb.globals_.append(f".global .align 4 .b32 {spec.name}_meta[{meta.period_rows * meta.period_words}]"
+                               f" = {{{words}}};")
+
+    # ---- synchronisation -------------------------------------------------------------------------
+    def sync(self) -> None:
+        """A CTA barrier, or for a CTA pair a cluster barrier (9.7.13.14 barrier.cluster: the MMA of the
+        pair reads both CTAs' shared and tensor memory)."""
+        if self.cta_group == 2 and not self.dump:
+            self.e("barrier.cluster.arrive.release.aligned;")
+            self.e("barrier.cluster.wait.acquire.aligned;")
+        else:
+            self.e("bar.sync 0;")
+
+    def thread_sync(self) -> None:
+        """tcgen05 ops before / after a thread synchronisation (9.7.16.6.4.1 fences)."""
+        self.e("tcgen05.fence::before_thread_sync;")
+        self.sync()
+        self.e("tcgen05.fence::after_thread_sync;")
+
+    # ---- prologue --------------------------------------------------------------------------------
+    def prologue(self) -> None:
+        from ..tcgen05_forms import tcgen05_alloc, tcgen05_relinquish_alloc_permit
+
+        kb, e, spec = self.kb, self.e, self.spec
+        self.tid, self.warp = kb.regs("r", 2)
+        e(f"mov.u32 {self.tid}, %tid.x;")
+        e(f"shr.u32 {self.warp}, {self.tid}, 5;")
+        self.p_w0, self.p_t0 = kb.reg("p"), kb.reg("p")
+        e(f"setp.eq.u32 {self.p_w0}, {self.warp}, 0;")
+        e(f"setp.eq.u32 {self.p_t0}, {self.tid}, 0;")
+        # Tile coordinates. A pair of CTAs (cta_group::2) is a cluster along x: rank = %ctaid.x & 1
+        # (= %cluster_ctarank for clusters of (2,1,1)); each holds M/2 rows of A and D and N/2 rows of B.
+        bx, by = kb.regs("r", 2)
+        e(f"mov.u32 {bx}, %ctaid.x;")
+        e(f"mov.u32 {by}, %ctaid.y;")
+        self.m0, self.n0, self.nb0 = kb.regs("r", 3)
+        rows_cta = spec.m // self.cta_group
+        e(f"mul.lo.u32 {self.m0}, {by}, {spec.m};")
+        if self.cta_group == 2:
+            self.rank, ntile = kb.regs("r", 2)
+            e(f"and.b32 {self.rank}, {bx}, 1;")
+            e(f"shr.u32 {ntile}, {bx}, 1;")
+            e(f"mad.lo.u32 {self.m0}, {self.rank}, {rows_cta}, {self.m0};")
+            e(f"mul.lo.u32 {self.n0}, {ntile}, {spec.n};")
+            e(f"mad.lo.u32 {self.nb0}, {self.rank}, {spec.n // 2}, {self.n0};")
+        else:
+            e(f"mul.lo.u32 {self.n0}, {bx}, {spec.n};")
+            e(f"mov.u32 {self.nb0}, {self.n0};")
+        self.m_total, self.n_total = kb.regs("r", 2)
+        e(f"ld.param.u32 {self.m_total}, [{kb.param('m_total')}];")
+        e(f"ld.param.u32 {self.n_total}, [{kb.param('n_total')}];")
+        self.gptr = {}
+        for p in self.params():
+            raw, g = kb.regs("rd", 2)
+            e(f"ld.param.u64 {raw}, [{kb.param(p)}];")
+            e(f"cvta.to.global.u64 {g}, {raw};")
+            self.gptr[p] = g
+        meta = self.tile.facts.get("tcgen05_metadata")
+        if meta is not None and meta.source == "static" and not self.dump:
+            g = kb.reg("rd")
+            e(f"mov.u64 {g}, {spec.name}_meta;")
+            self.gptr["META"] = g
+        self.sbase = kb.reg("r")
+        e(f"mov.u32 {self.sbase}, {self.smem};")
+        if self.dump:
+            return
+        cols = self.plan.allocated
+        kb.comment(f"warp 0 allocates {cols} TMEM columns (D {self.plan.d_columns}"
+                   + "".join(f", {n} {c}" for n, c in (("metadata", self.plan.meta_columns),
+                                                       ("SFA", self.plan.sfa_columns),
+                                                       ("SFB", self.plan.sfb_columns), ("A", self.plan.a_columns))
+                             if c) + f"; data-path layout {self.dp.layout})")
+        skip = kb.label("alloc_done")
+        e(f"@!{self.p_w0} bra {skip};")
+        e(tcgen05_alloc(self.slot, cols, self.cta_group))
+        e(tcgen05_relinquish_alloc_permit(self.cta_group))
+        kb.put_label(skip)
+        e(f"@{self.p_t0} mbarrier.init.shared::cta.b64 [{self.mbar}], 1;")
+        if self.cta_group == 2:
+            # the peer's commit arrives on this barrier (9.7.13.15.x fence.mbarrier_init)
+            e("fence.mbarrier_init.release.cluster;")
+        self.thread_sync()
+        self.taddr = kb.reg("r")
+        e(f"ld.shared.b32 {self.taddr}, [{self.slot}];")
+        # This thread's TMEM lane is its thread index: warp w owns lanes 32w..32w+31 (9.7.16.8.3).
+        lane_off = kb.reg("r")
+        self.twarp = kb.reg("r")
+        e(f"shl.b32 {lane_off}, {self.warp}, 21;")      # (32*warp) << 16: the lane field (9.7.16.1)
+        e(f"add.u32 {self.twarp}, {self.taddr}, {lane_off};")
+        # Descriptor base: the 14-bit start-address field holds (address >> 4); materialized descriptors
+        # carry the offset inside the buffer, the kernel adds the buffer's own address (PTX 9.7.16.4.1).
+        sb4 = kb.reg("r")
+        self.sb4w = kb.reg("rd")
+        e(f"shr.u32 {sb4}, {self.sbase}, 4;")
+        e(f"cvt.u64.u32 {self.sb4w}, {sb4};")
+        self.p_true = kb.reg("p")
+        e(f"setp.eq.u32 {self.p_true}, 0, 0;")
+        self.operands_setup()
+
+    def operands_setup(self) -> None:
+        """Registers for the idesc values and the optional trailing operands (9.7.16.10.9.1 order:
+        {disable-output-lane} masks, scale-input-d immediate, .ws zero-column mask descriptor)."""
+        kb, e, spec = self.kb, self.e, self.spec
+        idesc_op = self.tile.op("tilec.instr_desc")
+        self.idesc_regs: dict[int, str] = {}
+        values = list(idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],)))
+        values += list(idesc_op.attrs.get("split_values", ()))
+        for v in values:
+            if int(v) not in self.idesc_regs:
+                r = kb.reg("r")
+                e(f"mov.b32 {r}, {int(v):#010x};")
+                self.idesc_regs[int(v)] = r
+        self.extra: dict = {}
+        if spec.disable_output_lane is not None:
+            lanes = kb.regs("r", len(spec.disable_output_lane))
+            for reg, mask in zip(lanes, spec.disable_output_lane):
+                e(f"mov.b32 {reg}, {mask:#010x};")
+            self.extra["disable_lanes"] = lanes
+        if spec.scale_input_d is not None:
+            self.extra["scale_input_d"] = spec.scale_input_d
+        zcm_op = self.tile.op("tilec.zero_column_mask")
+        if zcm_op is not None:
+            zcm = kb.reg("rd")
+            e(f"mov.b64 {zcm}, {int(zcm_op.attrs['value']):#018x};")
+            self.extra["zcm"] = zcm
+        if self.cta_group == 2:
+            self.cta_mask = kb.reg("h")
+            e(f"mov.b16 {self.cta_mask}, 3;")      # both CTAs of the pair (%cluster_ctarank 0 and 1)
+            self.p_issue = kb.reg("p")
+            e(f"setp.eq.u32 {self.p_issue}, {self.tid}, 0;")
+            e(f"setp.eq.and.u32 {self.p_issue}, {self.rank}, 0, {self.p_issue};")
+        else:
+            self.p_issue = self.p_t0
+
+    # ---- the K loop ------------------------------------------------------------------------------
+    def stage_loop(self) -> None:
+        kb, e = self.kb, self.e
+        self.kreg, self.phase = kb.regs("r", 2)
+        e(f"mov.u32 {self.kreg}, 0;")
+        e(f"mov.u32 {self.phase}, 0;")
+        loop = kb.label("k_stage")
+        kb.put_label(loop)
+        for name in ("A", "B"):
+            lay_op = self.tile.op("tilec.smem_layout", name)
+            if lay_op is not None:
+                self.copy_operand(name, lay_op)
+        if self.dump:
+            e("bar.sync 0;")
+            self.dump_smem()
+            e("bar.sync 0;")            # the next stage's copy overwrites what this one dumped
+        else:
+            staged = False
+            if self.a_tmem:
+                self.stage_a_tmem()
+                staged = True
+            if self.sparse:
+                self.stage_metadata()
+                staged = True
+            if self.scaled:
+                self.stage_scales()
+                staged = True
+            if staged:
+                e("tcgen05.wait::st.sync.aligned;")
+            e("fence.proxy.async.shared::cta;")
+            self.thread_sync()
+            self.issue_mmas()
+            self.wait_mbarrier()
+        e(f"add.u32 {self.kreg}, {self.kreg}, 1;")
+        p_more = kb.reg("p")
+        e(f"setp.lt.u32 {p_more}, {self.kreg}, {self.n_stages};")
+        e(f"@{p_more} bra {loop};")
+
+    def wait_mbarrier(self) -> None:
+        kb, e = self.kb, self.e
+        wait = kb.label("wait")
+        p_done = kb.reg("p")
+        kb.put_label(wait)
+        e(f"mbarrier.try_wait.parity.shared::cta.b64 {p_done}, [{self.mbar}], {self.phase};")
+        e(f"@!{p_done} bra {wait};")
+        e(f"xor.b32 {self.phase}, {self.phase}, 1;")
+        # the MMAs that read this stage's operands are complete; order later TMEM/smem writes after them
+        e("tcgen05.fence::after_thread_sync;")
+
+    # ---- global -> shared ------------------------------------------------------------------------
+    def copy_operand(self, name: str, lay_op: Op) -> None:
+        spec = self.spec
+        if name == "A":
+            mn0, mn_total = self.m0, self.m_total
+        else:
+            mn0, mn_total = self.nb0, self.n_total
+        _emit_copy(self.kb, spec, name, lay_op, self.gptr[name], self.sbase, self.tid, self.kreg,
+                   mn0, mn_total)
+
+    def dump_smem(self) -> None:
+        """All threads copy the shared buffer to S + ((ctaid.y*nctaid.x + ctaid.x)*n_stages + stage)*bytes."""
+        kb, e = self.kb, self.e
+        total = self.smem_bytes // 16
+        kb.comment(f"smem-dump: {self.smem_bytes} B of stage images to S")
+        bx, by, nx, blk = kb.regs("r", 4)
+        e(f"mov.u32 {bx}, %ctaid.x;")
+        e(f"mov.u32 {by}, %ctaid.y;")
+        e(f"mov.u32 {nx}, %nctaid.x;")
+        e(f"mad.lo.u32 {blk}, {by}, {nx}, {bx};")
+        e(f"mad.lo.u32 {blk}, {blk}, {self.n_stages}, {self.kreg};")
+        off, offw, base = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
+        e(f"mul.wide.u32 {offw}, {blk}, {self.smem_bytes};")
+        e(f"add.u64 {base}, {self.gptr['S']}, {offw};")
+        c = kb.reg("r")
+        e(f"mov.u32 {c}, {self.tid};")
+        top, done = kb.label("dump"), kb.label("dump_done")
+        kb.put_label(top)
+        p = kb.reg("p")
+        e(f"setp.ge.u32 {p}, {c}, {total};")
+        e(f"@{p} bra {done};")
+        e(f"shl.b32 {off}, {c}, 4;")
+        sa = kb.reg("r")
+        e(f"add.u32 {sa}, {self.sbase}, {off};")
+        x = kb.regs("r", 4)
+        e(f"ld.shared.v4.b32 {{{', '.join(x)}}}, [{sa}];")
+        ga, gw = kb.reg("rd"), kb.reg("rd")
+        e(f"cvt.u64.u32 {gw}, {off};")
+        e(f"add.u64 {ga}, {base}, {gw};")
+        e(f"st.global.v4.b32 [{ga}], {{{', '.join(x)}}};")
+        e(f"add.u32 {c}, {c}, {THREADS};")
+        e(f"bra.uni {top};")
+        kb.put_label(done)
+
+    # ---- TMEM staging (tcgen05.st, thread t -> lane t) -------------------------------------------
+    def logical_lane(self) -> str:
+        """This thread's logical lane (tcgen05_tmem.DataPath.lane_logical). Unused lanes of the half data
+        path get a valid row too (their copy is never read), so no thread needs a predicate."""
+        kb, e, dp = self.kb, self.e, self.dp
+        lam = kb.reg("r")
+        if dp.organization == "full":
+            e(f"mov.u32 {lam}, {self.tid};")
+        elif dp.organization == "half":
+            hi, lo = kb.regs("r", 2)
+            e(f"shr.u32 {hi}, {self.tid}, 5;")
+            e(f"and.b32 {lo}, {self.tid}, 15;")
+            e(f"mad.lo.u32 {lam}, {hi}, 16, {lo};")      # 16*(L>>5) + (L&15)
+        else:
+            e(f"and.b32 {lam}, {self.tid}, {dp.rows - 1};")   # L mod rows: every lane group repeats
+        return lam
+
+    def stage_a_tmem(self) -> None:
+        """A rows -> TMEM, 8 columns (256 bits) per MMA K step (tcgen05_tmem A_COLUMNS_PER_MMA)."""
+        kb, e, spec = self.kb, self.e, self.spec
+        a = spec.operands["A"]
+        cbits = _tmem_container_bits(a.dtype, self.kind)
+        k_stored = spec.total_k // 2 if self.sparse else spec.total_k
+        pitch = k_stored * cbits // 8
+        stage_bytes = self.steps * 32
+        kb.comment(f"A -> TMEM columns {self.plan.a}..{self.plan.a + self.plan.a_columns - 1}: "
+                   f"{a.dtype} in {cbits}-bit containers, row pitch {pitch} B")
+        row = self.logical_lane()
+        g, gw, addr = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
+        e(f"add.u32 {g}, {self.m0}, {row};")
+        e(f"mul.wide.u32 {gw}, {g}, {pitch};")
+        e(f"add.u64 {addr}, {self.gptr['A']}, {gw};")
+        so = kb.reg("rd")
+        e(f"mul.wide.u32 {so}, {self.kreg}, {stage_bytes};")
+        e(f"add.u64 {addr}, {addr}, {so};")
+        for s in range(self.steps):
+            x = kb.regs("r", 8)
+            e(f"ld.global.v4.b32 {{{', '.join(x[:4])}}}, [{addr}+{32 * s}];")
+            e(f"ld.global.v4.b32 {{{', '.join(x[4:])}}}, [{addr}+{32 * s + 16}];")
+            _tmem_store(kb, f"{self.twarp}+{self.plan.a + 8 * s}", x)
+
+    def stage_metadata(self) -> None:
+        """Sparse metadata -> TMEM (tcgen05_tmem.metadata_cell), the stage's MMAs' columns."""
+        from .tcgen05_tmem import metadata_format
+
+        kb, e = self.kb, self.e
+        meta = self.tile.facts["tcgen05_metadata"]
+        fmt = metadata_format(self.kind)
+        words = self.steps * fmt.words_per_mma
+        kb.comment(f"sparse metadata ({meta.source}) -> TMEM columns {self.plan.meta}.."
+                   f"{self.plan.meta + words - 1}, {fmt.name} format")
+        lam = self.logical_lane()
+        w0 = kb.reg("r")
+        e(f"mul.lo.u32 {w0}, {self.kreg}, {words};")      # first word of the stage in a row
+
+        def row_words(row_reg: str) -> list[str]:
+            grow = kb.reg("r")
+            e(f"add.u32 {grow}, {self.m0}, {row_reg};")
+            base = kb.reg("rd")
+            if meta.source == "runtime":
+                idx = kb.reg("r")
+                e(f"mad.lo.u32 {idx}, {grow}, {meta.words_per_row}, {w0};")
+                iw = kb.reg("rd")
+                e(f"mul.wide.u32 {iw}, {idx}, 4;")
+                e(f"add.u64 {base}, {self.gptr['META']}, {iw};")
+                out = kb.regs("r", words)
+                for w in range(words):
+                    e(f"ld.global.b32 {out[w]}, [{base}+{4 * w}];")
+                return out
+            # static: the pattern table repeats every period_rows rows and period_words words
+            prow, idx = kb.regs("r", 2)
+            e(f"rem.u32 {prow}, {grow}, {meta.period_rows};")
+            out = kb.regs("r", words)
+            for w in range(words):
+                col = kb.reg("r")
+                e(f"add.u32 {col}, {w0}, {w};")
+                e(f"rem.u32 {col}, {col}, {meta.period_words};")
+                e(f"mad.lo.u32 {idx}, {prow}, {meta.period_words}, {col};")
+                iw, a = kb.reg("rd"), kb.reg("rd")
+                e(f"mul.wide.u32 {iw}, {idx}, 4;")
+                e(f"add.u64 {a}, {self.gptr['META']}, {iw};")
+                e(f"ld.global.b32 {out[w]}, [{a}];")
+            return out
+
+        if fmt.name == "row8":
+            cells = row_words(lam)
+        else:
+            # shared16: rows m = 16*(λ>>4) + (λ&7) and m+8; half j = (λ>>3)&1 selects the 16 bits
+            hi, lo, m_lo, m_hi, j, sh = kb.regs("r", 6)
+            e(f"shr.u32 {hi}, {lam}, 4;")
+            e(f"and.b32 {lo}, {lam}, 7;")
+            e(f"mad.lo.u32 {m_lo}, {hi}, 16, {lo};")
+            e(f"add.u32 {m_hi}, {m_lo}, 8;")
+            e(f"bfe.u32 {j}, {lam}, 3, 1;")
+            e(f"shl.b32 {sh}, {j}, 4;")
+            lo_words, hi_words = row_words(m_lo), row_words(m_hi)
+            cells = kb.regs("r", words)
+            for w in range(words):
+                t, u = kb.regs("r", 2)
+                e(f"shr.b32 {t}, {lo_words[w]}, {sh};")
+                e(f"and.b32 {t}, {t}, 0xFFFF;")
+                e(f"shr.b32 {u}, {hi_words[w]}, {sh};")
+                e(f"shl.b32 {u}, {u}, 16;")
+                e(f"or.b32 {cells[w]}, {t}, {u};")
+        _tmem_store(kb, f"{self.twarp}+{self.plan.meta}", cells)
+
+    def stage_scales(self) -> None:
+        """SFA / SFB -> TMEM (tcgen05_tmem.ScaleLayout): 32-row slices in every lane partition."""
+        kb, e, spec = self.kb, self.e, self.spec
+        sfa, sfb = self.tile.facts["scale_layouts"]
+        total_steps = spec.total_k // self.mma_k
+        pitch = total_steps * sfa.nsf                 # bytes per row of SFA / SFB in global memory
+        stage_bytes = self.steps * sfa.nsf
+        groups = -(-stage_bytes // 4)
+        r0 = kb.reg("r")
+        e(f"and.b32 {r0}, {self.tid}, 31;")
+        for name, lay, extent, base_row, col0 in (("SFA", sfa, spec.m // self.cta_group, self.m0, self.plan.sfa),
+                                                  ("SFB", sfb, spec.n, self.n0, self.plan.sfb)):
+            kb.comment(f"{name} -> TMEM columns {col0}..{col0 + lay.columns(self.steps) - 1} "
+                       f"({lay.nsf} per MMA, {lay.slices} column(s) per 4-byte group)")
+            cells: list[list[str]] = [[] for _ in range(groups)]
+            for s in range(lay.slices):
+                idx = kb.reg("r")
+                if lay.halves == 2:
+                    half = extent // 2
+                    h = kb.reg("r")
+                    e(f"add.u32 {idx}, {r0}, {32 * s};")
+                    e(f"min.u32 {idx}, {idx}, {half - 1};")      # lanes past N/2 hold no column
+                    e(f"shr.u32 {h}, {self.tid}, 6;")
+                    e(f"mad.lo.u32 {idx}, {h}, {half}, {idx};")
+                else:
+                    e(f"add.u32 {idx}, {r0}, {32 * s};")
+                    e(f"min.u32 {idx}, {idx}, {extent - 1};")    # lanes past the extent hold nothing
+                grow = kb.reg("r")
+                e(f"add.u32 {grow}, {base_row}, {idx};")
+                off, offw, addr = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
+                e(f"mul.lo.u32 {off}, {grow}, {pitch};")
+                e(f"mad.lo.u32 {off}, {self.kreg}, {stage_bytes}, {off};")
+                e(f"cvt.u64.u32 {offw}, {off};")
+                e(f"add.u64 {addr}, {self.gptr[name]}, {offw};")
+                for g in range(groups):
+                    word = kb.reg("r")
+                    nbytes = min(4, stage_bytes - 4 * g)
+                    b = kb.regs("r", nbytes)
+                    for i in range(nbytes):
+                        e(f"ld.global.u8 {b[i]}, [{addr}+{4 * g + i}];")
+                    e(f"mov.b32 {word}, {b[0]};")
+                    for i in range(1, nbytes):
+                        e(f"bfi.b32 {word}, {b[i]}, {word}, {8 * i}, 8;")
+                    cells[g].append(word)
+            for g in range(groups):
+                _tmem_store(kb, f"{self.twarp}+{col0 + g * lay.slices}", cells[g])
+
+    # ---- MMA issue -------------------------------------------------------------------------------
+    def issue_mmas(self) -> None:
+        from ..tcgen05_forms import tcgen05_commit
+        from .tcgen05_tmem import metadata_format
+
+        kb, e, spec = self.kb, self.e, self.spec
+        skip = kb.label("mma_done")
+        e(f"@!{self.p_issue} bra {skip};")
+        p_acc = kb.reg("p")
+        e(f"setp.ne.u32 {p_acc}, {self.kreg}, 0;")
+        idesc_op = self.tile.op("tilec.instr_desc")
+        step_values = idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * self.steps)
+        split_values = idesc_op.attrs.get("split_values")
+        da = self.tile.op("tilec.smem_desc", "A")
+        db = self.tile.op("tilec.smem_desc", "B").attrs["values"]
+        fmt = metadata_format(self.kind) if self.sparse else None
+        sfa, sfb = self.tile.facts.get("scale_layouts", (None, None))
+        b_half = self.tile.facts.get("b_split_offset", 0)
+        for s in range(self.steps):
+            if self.a_tmem:
+                a = kb.reg("r")
+                e(f"add.u32 {a}, {self.taddr}, {self.plan.a + 8 * s};")
+            else:
+                a = kb.reg("rd")
+                e(f"add.u64 {a}, {self.sb4w}, {int(da.attrs['values'][s]):#018x};")
+            b = kb.reg("rd")
+            e(f"add.u64 {b}, {self.sb4w}, {int(db[s]):#018x};")
+            operands = {}
+            if fmt is not None:
+                _, col = fmt.selector_and_column(s)
+                meta = kb.reg("r")
+                e(f"add.u32 {meta}, {self.taddr}, {self.plan.meta + col};")
+                operands["meta"] = meta
+            sfb_col = None
+            if sfa is not None:
+                acol, _ = sfa.step_position(s)
+                sfb_col, _ = sfb.step_position(s)
+                ra, rb = kb.regs("r", 2)
+                e(f"add.u32 {ra}, {self.taddr}, {self.plan.sfa + acol};")
+                e(f"add.u32 {rb}, {self.taddr}, {self.plan.sfb + sfb_col};")
+                operands["scale_a"], operands["scale_b"] = ra, rb
+            enable = p_acc if s == 0 else self.p_true
+            idesc = self.idesc_regs[int(step_values[s])]
+            if not self.split:
+                e(self.form.render(f"[{self.taddr}]", a, b, idesc, enable, **operands, **self.extra))
+                continue
+            # collector reuse: N/2 with ::fill, then the other N/2 reading the same A with the tile's op
+            fill = replace(self.form, collector="a::fill")
+            e(fill.render(f"[{self.taddr}]", a, b, self.idesc_regs[int(split_values[s])], enable,
+                          **operands, **self.extra))
+            b2, d2 = kb.reg("rd"), kb.reg("r")
+            e(f"add.u64 {b2}, {b}, {b_half >> 4};")
+            e(f"add.u32 {d2}, {self.taddr}, {spec.n // 2};")
+            if sfb_col is not None:
+                rb2 = kb.reg("r")
+                e(f"add.u32 {rb2}, {operands['scale_b']}, {(spec.n // 2) // 32};")
+                operands["scale_b"] = rb2
+            e(self.form.render(f"[{d2}]", a, b2, self.idesc_regs[int(split_values[s])], enable,
+                               **operands, **self.extra))
+        if self.cta_group == 2:
+            e(tcgen05_commit(self.mbar, 2, cta_mask=self.cta_mask))
+        else:
+            e(tcgen05_commit(self.mbar, 1))
+        kb.put_label(skip)
+
+    # ---- epilogue --------------------------------------------------------------------------------
+    def epilogue(self) -> None:
+        """TMEM -> registers -> global D, 8 columns at a time (tcgen05.ld.32x32b.x8), through the data-path
+        layout (tcgen05_tmem.DataPath.lane_d_role)."""
+        kb, e, spec, dp = self.kb, self.e, self.spec, self.dp
+        kb.comment(f"epilogue: D in data-path layout {dp.layout} ({dp.organization}, {dp.rows} rows per CTA)")
+        row, col0 = kb.regs("r", 2)
+        p_row = kb.reg("p")
+        if dp.organization == "full":
+            e(f"mov.u32 {row}, {self.tid};")
+            e(f"mov.u32 {col0}, 0;")
+            e(f"setp.lt.u32 {p_row}, {self.tid}, {THREADS};")
+        elif dp.organization == "half":
+            # Layout C / F, lane alignment 0: row i in lane 32*(i>>4) + (i&15), so warp w holds rows
+            # 16w..16w+15 in its first 16 lanes; the other 16 lanes hold nothing
+            lane = kb.reg("r")
+            e(f"and.b32 {lane}, {self.tid}, 31;")
+            e(f"mad.lo.u32 {row}, {self.warp}, 16, {lane};")
+            e(f"setp.lt.u32 {p_row}, {lane}, 16;")
+            e(f"mov.u32 {col0}, 0;")
+        else:
+            # Layouts B / E / G: lane group g = L / rows holds columns [g*N/folds, (g+1)*N/folds)
+            grp = kb.reg("r")
+            e(f"and.b32 {row}, {self.tid}, {dp.rows - 1};")
+            e(f"shr.u32 {grp}, {self.tid}, {_log2(dp.rows)};")
+            e(f"mul.lo.u32 {col0}, {grp}, {dp.d_columns(spec.n)};")
+            e(f"setp.lt.u32 {p_row}, {self.tid}, {THREADS};")
+        esz = self.d_type.bits // 8
+        grow, roff = kb.regs("r", 2)
+        rofw, dbase = kb.regs("rd", 2)
+        e(f"add.u32 {grow}, {self.m0}, {row};")
+        e(f"add.u32 {roff}, {self.n0}, {col0};")
+        e(f"mad.lo.u32 {roff}, {grow}, {self.n_total}, {roff};")
+        e(f"mul.wide.u32 {rofw}, {roff}, {esz};")
+        e(f"add.u64 {dbase}, {self.gptr['D']}, {rofw};")
+        col = kb.reg("r")
+        e(f"mov.u32 {col}, 0;")
+        top = kb.label("store_d")
+        kb.put_label(top)
+        ta = kb.reg("r")
+        e(f"add.u32 {ta}, {self.twarp}, {col};")
+        v = kb.regs("r", 8)
+        e(f"tcgen05.ld.sync.aligned.32x32b.x8.b32 {{{', '.join(v)}}}, [{ta}];")
+        e("tcgen05.wait::ld.sync.aligned;")
+        cw, addr = kb.regs("rd", 2)
+        e(f"mul.wide.u32 {cw}, {col}, {esz};")
+        e(f"add.u64 {addr}, {dbase}, {cw};")
+        if esz == 4:
+            e(f"@{p_row} st.global.v4.b32 [{addr}], {{{', '.join(v[:4])}}};")
+            e(f"@{p_row} st.global.v4.b32 [{addr}+16], {{{', '.join(v[4:])}}};")
+        else:
+            # A 16-bit D occupies the low half of its own 32-bit TMEM column (PTX 9.7.16.10.4.1).
+            h = kb.regs("h", 8)
+            for hi, vi in zip(h, v):
+                e(f"cvt.u16.u32 {hi}, {vi};")
+            e(f"@{p_row} st.global.v4.b16 [{addr}], {{{', '.join(h[:4])}}};")
+            e(f"@{p_row} st.global.v4.b16 [{addr}+8], {{{', '.join(h[4:])}}};")
+        e(f"add.u32 {col}, {col}, 8;")
+        p = kb.reg("p")
+        e(f"setp.lt.u32 {p}, {col}, {dp.d_columns(spec.n)};")
+        e(f"@{p} bra {top};")
+
+    def teardown(self) -> None:
+        from ..tcgen05_forms import tcgen05_dealloc
+
+        kb, e = self.kb, self.e
+        self.thread_sync()                  # both CTAs of a pair are done with TMEM before it is freed
+        skip = kb.label("dealloc_done")
+        e(f"@!{self.p_w0} bra {skip};")
+        e(tcgen05_dealloc(self.taddr, self.plan.allocated, self.cta_group))
+        kb.put_label(skip)
+        if self.cta_group == 2:
+            self.sync()                     # neither CTA exits while its peer may still reach its memory
+
+    # ---- ABI ------------------------------------------------------------------------------------
+    def abi(self) -> dict:
+        spec = self.spec
+        d_type = self.d_type
+        grid_x = f"2 * n_total / {spec.n}" if self.cta_group == 2 else f"n_total / {spec.n}"
+        params = [
+            {"name": "A", "type": "u64", "layout": _global_layout(spec, "A", self.kind)},
+            {"name": "B", "type": "u64", "layout": _global_layout(spec, "B", self.kind)},
             {"name": "D", "type": "u64", "layout": f"[m_total][n_total] {d_type.name} row-major"},
-            {"name": "m_total", "type": "u32", "constraint": f"multiple of {spec.m}"},
-            {"name": "n_total", "type": "u32", "constraint": f"multiple of {spec.n}"},
-        ],
-        "grid": ["n_total / %d" % spec.n, "m_total / %d" % spec.m, "1"],
-        "block": [THREADS, 1, 1],
-        "shared_bytes": smem_bytes + 12,
-        "tmem_columns": cols,
-        "k": k_total,
-    }
-    return kb.render(), abi
+        ]
+        if self.scaled:
+            sfa, _ = self.tile.facts["scale_layouts"]
+            per_row = spec.total_k // self.mma_k * sfa.nsf
+            sf = spec.operands.get("SFA")
+            sf_type = sf.dtype if sf else "ue8m0"
+            params += [{"name": "SFA", "type": "u64", "layout": f"[m_total][{per_row}] {sf_type}"},
+                       {"name": "SFB", "type": "u64", "layout": f"[n_total][{per_row}] {sf_type}"}]
+        meta = self.tile.facts.get("tcgen05_metadata")
+        if meta is not None and meta.source == "runtime":
+            params.append({"name": "META", "type": "u64",
+                           "layout": f"[m_total][{meta.words_per_row}] u32, word w of row r = 4-bit codes of "
+                                     f"chunks 8w..8w+7 ({meta.chunk} elements per chunk)"})
+        if self.dump:
+            params.append({"name": "S", "type": "u64",
+                           "layout": f"[gridDim.y*gridDim.x][{self.n_stages}][{self.smem_bytes}] bytes"})
+        params += [{"name": "m_total", "type": "u32", "constraint": f"multiple of {spec.m}"},
+                   {"name": "n_total", "type": "u32", "constraint": f"multiple of {spec.n}"}]
+        abi = {
+            "params": params,
+            "grid": [grid_x, f"m_total / {spec.m}", "1"],
+            "block": [THREADS, 1, 1],
+            "k": spec.total_k,
+            "k_block": self.k_block,
+            "n_stages": self.n_stages,
+        }
+        if self.cta_group == 2:
+            abi["cluster"] = [2, 1, 1]
+        if self.dump:
+            abi.update({
+                "variant": SMEM_DUMP,
+                "target": SMEM_DUMP_TARGET,
+                "shared_bytes": self.smem_bytes,
+                "smem_dump": {
+                    "param": "S",
+                    "offset": "((blockIdx.y * gridDim.x + blockIdx.x) * n_stages + stage) * smem_bytes",
+                    "smem_bytes": self.smem_bytes,
+                    "n_stages": self.n_stages,
+                    "regions": {op.sym: {"offset": op.attrs["offset"], "size": op.attrs["size"],
+                                         "major": op.attrs["major"], "swizzle": op.attrs["swizzle"],
+                                         "k_block": op.attrs["k_block"]}
+                                for op in self.tile.ops("tilec.smem_layout")},
+                },
+            })
+        else:
+            abi.update({"shared_bytes": max(self.smem_bytes, 16) + 12,
+                        "tmem_columns": self.plan.allocated,
+                        "data_path": self.dp.layout})
+        return abi
 
 
-def _global_layout(spec, name: str) -> str:
+def emit_tcgen05_kernel(tile: Op, variant: str | None = None) -> tuple[str, dict]:
+    """(PTX text of the .entry without the module header, ABI dict) for one tcgen05 tile."""
+    return _Kernel(tile, variant).emit()
+
+
+def _tmem_container_bits(dtype: str, kind: str) -> int:
+    """Bits per element of A in TMEM: fp4/fp6 under f8f6f4/mxf8f6f4 one per byte (PTX 9.7.16.10.4.3),
+    packed fp4 under mxf4*, else the type's width."""
+    bits = TYPES[dtype].bits
+    if bits in (4, 6) and kind in ("f8f6f4", "mxf8f6f4"):
+        return 8
+    return bits
+
+
+def _global_layout(spec, name: str, kind: str) -> str:
     o = spec.operands[name]
     mn = "m_total" if name == "A" else "n_total"
     major = o.major or "K"
-    k = spec.total_k
-    return (f"[{mn}][{k}] {o.dtype} row-major (K-major)" if major == "K"
-            else f"[{k}][{mn}] {o.dtype} row-major (MN-major)")
+    k = spec.total_k // 2 if (name == "A" and spec.sparsity is not None) else spec.total_k
+    if o.space == "tmem":
+        bits = _tmem_container_bits(o.dtype, kind)
+        note = "" if bits == TYPES[o.dtype].bits else f", one value per byte (TMEM container)"
+        return f"[{mn}][{k}] {o.dtype} row-major (K-major{note})"
+    bits = TYPES[o.dtype].bits
+    packing = " packed" if bits < 8 else ""
+    return (f"[{mn}][{k}] {o.dtype}{packing} row-major (K-major)" if major == "K"
+            else f"[{k}][{mn}] {o.dtype}{packing} row-major (MN-major)")
 
 
-def _emit_copy(kb: KernelBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kreg, mn0, mn_total, k_block):
+def _emit_copy(kb: KernelBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kreg, mn0, mn_total):
     """Cooperative global -> shared copy of one K stage of operand `name` in 16-byte chunks."""
     lay = lay_op.facts["layout"]
     cm = lay.copy_map()
     e = kb.emit
-    ebits = lay.container_bits
     total = cm.lines * cm.chunks_per_line
     kb.comment(f"copy {name}: {lay.mn}x{lay.k} {lay.dtype}, {lay.major}-major, swizzle {lay.swizzle}, "
-               f"{total} chunks of 16 B")
+               f"{total} chunks of 16 B ({lay.storage})")
     c = kb.reg("r")
     e(f"mov.u32 {c}, {tid};")
     top, done = kb.label(f"copy_{name}"), kb.label(f"copy_{name}_done")
@@ -348,72 +947,16 @@ def _emit_copy(kb: KernelBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kre
 # 16-byte chunk loads by the bytes of data a chunk holds: 16 (every full-width type, packed fp4),
 # 8 (.b4x16_p64: 16 fp4 values; 8-byte aligned since rows are multiples of 16 B) and 12 (.b6x16_p32:
 # 16 fp6 values; only 4-byte aligned, chunk * 12). Missing words are the zero padding.
-_CHUNK_LOADS = {16: ("v4", 1), 8: ("v2", 1), 12: ("", 3)}
+_CHUNK_LOADS = {16: ("v4", 4), 8: ("v2", 2), 12: (None, 3)}
 
 
 def _emit_chunk_load(kb: KernelBuilder, x: list[str], addr: str, data_bytes: int) -> None:
-    vec, count = _CHUNK_LOADS[data_bytes]
+    vec, words = _CHUNK_LOADS[data_bytes]
     e = kb.emit
     if vec:
-        width = int(vec[1:])
-        regs = x[:width]
-        e(f"ld.global.{vec}.b32 {{{', '.join(regs)}}}, [{addr}];")
+        e(f"ld.global.{vec}.b32 {{{', '.join(x[:words])}}}, [{addr}];")
     else:
-        width = count
-        for i in range(count):
+        for i in range(words):
             e(f"ld.global.b32 {x[i]}, [{addr}+{4 * i}];")
-    for reg in x[width:]:
+    for reg in x[words:]:
         e(f"mov.b32 {reg}, 0;")
-
-
-def _emit_epilogue(kb: KernelBuilder, spec, d_type, taddr, warp, lane, m0, n0, n_total, dptr):
-    """TMEM -> registers -> global D, 8 columns at a time (tcgen05.ld.32x32b.x8)."""
-    e = kb.emit
-    e("tcgen05.fence::after_thread_sync;")
-    # Warp w may only access TMEM lanes 32w..32w+31 (PTX 9.7.16.8.3 access restrictions).
-    wl, tw = kb.regs("r", 2)
-    e(f"shl.b32 {wl}, {warp}, 21;")            # (32*warp) << 16: lane field of the TMEM address
-    e(f"add.u32 {tw}, {taddr}, {wl};")
-    row = kb.reg("r")
-    p_row = kb.reg("p")
-    if spec.m == 64:
-        # Layout F (PTX 9.7.16.10.5, M=64 half data path, lane alignment 0): row i lives in lane
-        # 32*(i>>4) + (i&15), so warp w holds rows 16w..16w+15 in its first 16 lanes.
-        e(f"mad.lo.u32 {row}, {warp}, 16, {lane};")
-        e(f"setp.lt.u32 {p_row}, {lane}, 16;")
-    else:
-        e(f"mad.lo.u32 {row}, {warp}, 32, {lane};")
-        e(f"setp.lt.u32 {p_row}, {lane}, 32;")
-    grow = kb.reg("r")
-    e(f"add.u32 {grow}, {m0}, {row};")
-    esz = d_type.bits // 8
-    roff, rofw, dbase = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
-    e(f"mad.lo.u32 {roff}, {grow}, {n_total}, {n0};")
-    e(f"mul.wide.u32 {rofw}, {roff}, {esz};")
-    e(f"add.u64 {dbase}, {dptr}, {rofw};")
-    col = kb.reg("r")
-    e(f"mov.u32 {col}, 0;")
-    top = kb.label("store_d")
-    kb.put_label(top)
-    ta = kb.reg("r")
-    e(f"add.u32 {ta}, {tw}, {col};")
-    v = kb.regs("r", 8)
-    e(f"tcgen05.ld.sync.aligned.32x32b.x8.b32 {{{', '.join(v)}}}, [{ta}];")
-    e("tcgen05.wait::ld.sync.aligned;")
-    cw, addr = kb.regs("rd", 2)
-    e(f"mul.wide.u32 {cw}, {col}, {esz};")
-    e(f"add.u64 {addr}, {dbase}, {cw};")
-    if esz == 4:
-        e(f"@{p_row} st.global.v4.b32 [{addr}], {{{', '.join(v[:4])}}};")
-        e(f"@{p_row} st.global.v4.b32 [{addr}+16], {{{', '.join(v[4:])}}};")
-    else:
-        # A 16-bit D occupies the low half of its own 32-bit TMEM column (PTX 9.7.16.10.4.1).
-        h = kb.regs("h", 8)
-        for hi, vi in zip(h, v):
-            e(f"cvt.u16.u32 {hi}, {vi};")
-        e(f"@{p_row} st.global.v4.b16 [{addr}], {{{', '.join(h[:4])}}};")
-        e(f"@{p_row} st.global.v4.b16 [{addr}+8], {{{', '.join(h[4:])}}};")
-    e(f"add.u32 {col}, {col}, 8;")
-    p = kb.reg("p")
-    e(f"setp.lt.u32 {p}, {col}, {spec.n};")
-    e(f"@{p} bra {top};")
