@@ -515,8 +515,13 @@ def run_tile(cp, data: Path, rec: dict, inputs) -> tuple[np.ndarray, dict]:
     untouched = all(bool((buffers[p] == D_SENTINEL).all()) for p in buffers if p in ("D", "SFA", "SFB"))
     chunks = images.reshape(-1, 16)
     unwritten = int((chunks == S_SENTINEL).all(axis=1).sum())
-    return images, {"status": "ok", "loaded": loaded, "launch_ms": round(elapsed * 1e3, 3),
-                    "d_untouched": untouched, "unwritten_chunks": unwritten}
+    status = {"status": "ok", "loaded": loaded, "launch_ms": round(elapsed * 1e3, 3),
+              "d_untouched": untouched, "unwritten_chunks": unwritten}
+    try:                               # the driver's view of the kernel's static shared memory
+        status["static_smem"] = int(fn.shared_size_bytes)
+    except Exception:                  # noqa: BLE001 - informational only
+        pass
+    return images, status
 
 
 def _cuda_fatal(exc: Exception) -> bool:
@@ -791,6 +796,7 @@ def _locate(rec, name, lay, offset, desc, view, stage, step, bad, got, want, k_s
 
 def check_tile(rec: dict, images: np.ndarray, inputs, report: Report, layouts: dict | None = None) -> None:
     """Checks (a), (b), (c) of the module docstring for one tile's dumped images."""
+    from compiler.diagnostics import SpecError
     from compiler.sim import numerics
     from compiler.sim.smem import read_operand_bits
     from compiler.sim.tcgen05 import encode_sparse_metadata, expand_sparse, mma
@@ -856,10 +862,16 @@ def check_tile(rec: dict, images: np.ndarray, inputs, report: Report, layouts: d
                 k_step = k_a_step if op_name == "A" else step_k
                 descs = a_desc if op_name == "A" else b_desc
                 for step in range(steps):
-                    got = read_operand_bits(image, descs[step], dtype, lay.major, lay.mn, k_step, kind=kind)
                     k0 = stage * lay.k + step * k_step
                     want = codes[op_name][row0:row0 + lay.mn, k0:k0 + k_step]
                     tally.elements += want.size
+                    try:
+                        got = read_operand_bits(image, descs[step], dtype, lay.major, lay.mn, k_step, kind=kind)
+                    except SpecError as e:        # e.g. the descriptor reaches past the buffer
+                        tally.mismatches += want.size
+                        report.failures.append(f"{name} {op_name} CTA {view.index} stage {stage} K step {step}: "
+                                               f"the model cannot read it: {e.message}")
+                        continue
                     bad = np.nonzero(got != want)
                     if bad[0].size:
                         tally.mismatches += int(bad[0].size)
@@ -904,8 +916,18 @@ def check_tile(rec: dict, images: np.ndarray, inputs, report: Report, layouts: d
                     metas = [encode_sparse_metadata(logical["META"][v.a_row0:v.a_row0 + t["m"] // pair, kc], kind,
                                                     t["m"], selector=selector, cta_group=pair) for v in members]
                     extra["tmem_meta"] = metas[0] if pair == 1 else metas
-                d = mma(imgs[0] if pair == 1 else imgs, a_desc[step], b_desc[step], idescs[step], kind, d=d,
-                        enable_input_d=mma_index > 0, cta_group=pair, **extra)
+                try:
+                    d = mma(imgs[0] if pair == 1 else imgs, a_desc[step], b_desc[step], idescs[step], kind,
+                            d=d, enable_input_d=mma_index > 0, cta_group=pair, **extra)
+                except SpecError as e:
+                    d, why = None, e.message
+                    break
+            if d is None:
+                break
+        if d is None:
+            ok = False
+            report.failures.append(f"{name}: the model cannot run the MMAs of CTA {head.index}: {why}")
+            continue
         a_blk = a_vals[rows].astype(np.float64)
         b_blk = b_vals[cols].astype(np.float64)
         if scaled:
