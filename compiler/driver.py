@@ -150,7 +150,8 @@ def run_passes(module_or_spec: Op | FileSpec | TileSpec, passes: Sequence[str] |
                ir_sink: list[str] | None = None) -> Op:
     """Run a pipeline prefix (or any valid pass list) and return the IR module.
 
-    `module_or_spec`: a FileSpec (lowered here), a TileSpec (needs `target=`), or a module returned by an
+    `module_or_spec`: a FileSpec (lowered here; `target=` overrides its target), a TileSpec (needs
+    `target=`; checked like compile_tile's), or a module returned by an
     earlier run_passes call, which continues where that call stopped (passes already run are rejected,
     requirements already provided are satisfied). `passes=None` runs the rest of the default pipeline.
     Registered external passes (`register_pass`) may be named like built-in ones.

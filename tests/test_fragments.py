@@ -47,6 +47,7 @@ def test_tcgen05_fragment_calling_convention():
     assert _instructions(f, "tcgen05.mma.cta_group::1.kind::f16 ") == 4
     assert _instructions(f, "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64") == 1
     assert f.constants["mma_per_call"] == 4 and f.constants["calls_per_tile"] == 1
+    assert emit_fragment(GEMM, "sm_100a").text == f.text          # same spec, same bytes
 
 
 def test_tcgen05_fragment_descriptors_are_relative_to_each_operand_base():
