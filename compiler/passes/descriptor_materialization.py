@@ -73,12 +73,6 @@ class DescriptorMaterialization(Pass):
             attrs["step_values"] = tuple(Hex(InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
                                                        **base, **f).encode()) for f in per_step)
             attrs["value"] = attrs["step_values"][0]
-        from ..ptx.tcgen05_kernel import collector_split
-
-        if collector_split(spec):
-            # collector ::use / ::lastuse: each K step is two MMAs of N/2 (tcgen05_kernel.collector_split)
-            attrs["split_values"] = tuple(Hex(InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n // 2,
-                                                        **base, **f).encode()) for f in per_step)
         tile.body.append(Op("tilec.instr_desc", None, attrs, loc=spec.loc("engine")))
         tile.facts["idesc"] = idesc
         step = mma_k(kind, sparse)

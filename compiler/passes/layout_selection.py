@@ -56,7 +56,7 @@ class LayoutSelection(Pass):
         spec = tile.payload
         # A legal tile the kernel emitter cannot build is reported here, located, before any layout work.
         kind = tile.attrs["kind"]
-        check_kernel_support(spec, kind)
+        check_kernel_support(spec)
         sparse = spec.sparsity is not None
         step_k = mma_k(kind, sparse)
         smem = [n for n in ("A", "B") if spec.operands[n].space == "smem"]
@@ -106,7 +106,6 @@ class LayoutSelection(Pass):
         if tmem is None:
             raise tmem_error
         tile.facts["tmem_plan"] = tmem
-        self.split_offset(tile, layouts)
         for name, (lay, offset) in layouts.items():
             a = {"major": lay.major, "swizzle": lay.swizzle, "lbo": lay.lbo, "sbo": lay.sbo,
                  "offset": offset, "size": lay.size_bytes, "k_block": k_block}
@@ -116,30 +115,10 @@ class LayoutSelection(Pass):
         tile.facts["smem_bytes"] = total
         tile.facts["k_block"] = k_block
 
-    @staticmethod
-    def split_offset(tile: Op, layouts: dict) -> None:
-        """collector ::use / ::lastuse kernels issue each K step as two MMAs of N/2 (tcgen05_kernel.
-        collector_split): the second one's B starts N/2 rows into the B tile, at an atom boundary."""
-        from ..ptx.tcgen05_kernel import collector_split
-
-        spec = tile.payload
-        if not collector_split(spec):
-            return
-        lay, _ = layouts["B"]
-        half = spec.n // 2
-        if lay.major == "K":
-            aligned = half % lay.atom_rows == 0
-        else:
-            aligned = half % (lay.width_chunks * lay.elems_per_chunk) == 0
-        if not aligned:
-            raise SpecError(f"collector ::use / ::lastuse splits B at row N/2 = {half}, which is not on a "
-                            f"{lay.swizzle} swizzle-atom boundary of the {lay.major}-major layout",
-                            "B.swizzle", "use a narrower swizzle for B, or another N")
-        tile.facts["b_split_offset"] = lay.offset(half, 0)
-
 
 def tmem_plan(tile: Op, steps: int):
     """The TMEM columns of one CTA for a stage of `steps` MMAs (compiler/ptx/tcgen05_tmem.py)."""
+    from ..ptx.tcgen05_kernel import collector_priming
     from ..ptx.tcgen05_tmem import A_COLUMNS_PER_MMA, data_path, metadata_format, plan_tmem, scale_layouts
 
     spec = tile.payload
@@ -154,4 +133,5 @@ def tmem_plan(tile: Op, steps: int):
         tile.facts["scale_layouts"] = (sfa, sfb)
         sfa_cols, sfb_cols = sfa.columns(steps), sfb.columns(steps)
     a_cols = steps * A_COLUMNS_PER_MMA if spec.operands["A"].space == "tmem" else 0
-    return plan_tmem(dp.d_columns(spec.n), meta_cols, sfa_cols, sfb_cols, a_cols)
+    return plan_tmem(dp.d_columns(spec.n), meta_cols, sfa_cols, sfb_cols, a_cols,
+                     scratch=collector_priming(spec))

@@ -3,8 +3,8 @@
 Covered: kinds f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4; cta_group::1 and ::2 (a cluster of two
 CTAs); A from a shared-memory descriptor or from Tensor Memory (with .ashift); `.sp` (metadata in TMEM);
 `.ws` / `.ws.sp` (M = 128, 64, 32: data-path layouts D, E, G) with the zero-column mask; `.block_scale`
-(SFA / SFB in TMEM); collector usage (`::use` / `::lastuse` by splitting each MMA along N, see
-`collector_split`); disable-output-lane; scale-input-d. The TMEM layouts are in tcgen05_tmem.py.
+(SFA / SFB in TMEM); collector usage (`::use` / `::lastuse` after a priming `::fill` MMA, see
+`collector_priming`); disable-output-lane; scale-input-d. The TMEM layouts are in tcgen05_tmem.py.
 
 Kernel ABI (also reported by `tilec compile --emit json`, see `_abi`):
   params : A, B, D (u64) global pointers; SFA, SFB (u64, block-scaled kinds); META (u64, sparse tiles
@@ -66,77 +66,26 @@ _PREDEFINED_IDENTIFIERS = ("WARP_SZ",)
 # --------------------------------------------------------------------------------------------------
 # Collector reuse
 
-def _collector_op(spec) -> str | None:
-    return spec.collector.split("::")[-1] if spec.collector else None
-
-
-def collector_split(spec) -> bool:
-    """`::use` / `::lastuse` read the collector buffer a previous MMA filled with the same A (9.7.16.10.9.1
-    .collector_usage). Every K step of this kernel reads a new A, so such a tile issues each K step as two
-    MMAs of N/2 sharing A: the first `::fill`s the buffer, the second reads it with the tile's op."""
-    return _collector_op(spec) in ("use", "lastuse")
-
-
-def _split_rules(spec):
-    """Rows (applies, field, message, hint) for tiles whose collector reuse this kernel cannot build."""
-    return (
-        (spec.ws, "engine.collector",
-         ".ws collector ::use / ::lastuse would reuse B across MMAs with different A, which this kernel "
-         "never issues (each K step has one B)", "use ::fill or ::discard with .ws"),
-        (spec.cta_group == 2, "engine.collector",
-         "collector ::use / ::lastuse with cta_group::2 needs the N halves of each CTA's B re-split; "
-         "not built", "use cta_group=1, or ::fill / ::discard"),
-        (spec.ashift, "engine.collector",
-         ".ashift forbids ::fill (9.7.16.10.9.1), so no MMA could fill the buffer that ::use / ::lastuse "
-         "read", "use a::discard or a::lastuse without ashift"),
-        (spec.n % 16 != 0, "shape.N",
-         f"collector ::use / ::lastuse splits each MMA into two of N/2 = {spec.n // 2}, which must be a "
-         f"multiple of 8", "use an N that is a multiple of 16"),
-    )
-
-
-def _check_split(spec) -> None:
-    from ..tcgen05_kinds import check_major, check_shape
-
-    for applies, field, message, hint in _split_rules(spec):
-        if applies:
-            raise SpecError(message, field, hint)
-    half = spec.n // 2
-    try:
-        check_shape(spec.kind_resolved, spec.m, half, cta_group=spec.cta_group,
-                    sparse=spec.sparsity is not None, ws=spec.ws)
-        b = spec.operands["B"]
-        check_major(spec.kind_resolved, "B", b.dtype, b.major or "K", None, n=half, cta_group=spec.cta_group)
-    except SpecError as e:
-        raise SpecError(f"collector ::use / ::lastuse splits each MMA along N: {e.message}", "shape.N",
-                        "choose N so that N/2 is a legal N too") from None
-    if spec.block_scale is not None and half % 32:
-        raise SpecError(f"collector ::use / ::lastuse on a block-scaled tile needs N/2 = {half} to be a "
-                        f"multiple of 32 (the second MMA's SFB starts a 32-column slice, PTX 9.7.16.10.7)",
-                        "shape.N", "use N = 64, 128 or 256")
+def collector_priming(spec) -> bool:
+    """`::use` / `::lastuse` read the collector buffer an earlier MMA filled with the same operand
+    (9.7.16.10.9.1 .collector_usage: buffer ::a holds A, .ws buffers ::b0-::b3 hold B). Every K step of
+    this kernel reads a new A and B, so for such a tile each K step first issues a *priming* MMA with
+    the same operands and `::fill` that writes its product to a scratch D region of TMEM (enable-input-d
+    false, no other effect), then the tile's MMA, which reads the filled buffer. The priming MMA never
+    carries .ashift ("illegal ... .collector::a::fill along with .ashift"): a plain MMA fills, the
+    .ashift MMA reads with ::lastuse - the pairing the rule leaves."""
+    return spec.collector is not None and spec.collector.split("::")[-1] in ("use", "lastuse")
 
 
 # --------------------------------------------------------------------------------------------------
 # Support check (called by layout-selection so that the user gets a located diagnostic)
 
-@dataclass(frozen=True)
-class _KindView:
-    """The spec plus the resolved kind (verify stores it on the tile op, not on the spec)."""
-    spec: object
-    kind_resolved: str
-
-    def __getattr__(self, name):
-        return getattr(self.spec, name)
-
-
-def check_kernel_support(spec, kind: str | None = None) -> None:
+def check_kernel_support(spec) -> None:
     """Raise SpecError (with the field to blame) for a legal tile this emitter cannot turn into a kernel,
     and for operand values the instruction text needs but nothing upstream bounds."""
     if not _PTX_IDENTIFIER.fullmatch(spec.name) or spec.name in _PREDEFINED_IDENTIFIERS:
         raise SpecError(f"tile name '{spec.name}' is not a valid PTX identifier (it names the .entry)", "tile",
                         "use letters, digits and '_', starting with a letter (PTX 4.4)")
-    if collector_split(spec) and kind is not None:
-        _check_split(_KindView(spec, kind))
     if spec.disable_output_lane is not None:
         # 9.7.16.10.9.1: a vector of 4 (cta_group::1) / 8 (::2) .b32 masks, bit i of element 0 = lane i.
         lanes = spec.disable_output_lane
@@ -195,14 +144,14 @@ class _Kernel:
         self.tile = tile
         self.spec = spec = tile.payload
         self.kind = tile.attrs["kind"]
-        check_kernel_support(spec, self.kind)
+        check_kernel_support(spec)
         self.dump = variant == SMEM_DUMP
         self.form = tile.facts["form"]
         self.cta_group = spec.cta_group
         self.sparse = spec.sparsity is not None
         self.a_tmem = spec.operands["A"].space == "tmem"
         self.scaled = self.form.block_scale is not None
-        self.split = collector_split(spec)
+        self.priming = collector_priming(spec)
         self.dp = data_path(spec.m, spec.cta_group, self.sparse, spec.ws)
         self.mma_k = mma_k(self.kind, self.sparse)
         self.k_block = tile.facts["k_block"]
@@ -358,7 +307,6 @@ class _Kernel:
         idesc_op = self.tile.op("tilec.instr_desc")
         self.idesc_regs: dict[int, str] = {}
         values = list(idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],)))
-        values += list(idesc_op.attrs.get("split_values", ()))
         for v in values:
             if int(v) not in self.idesc_regs:
                 r = kb.reg("r")
@@ -385,6 +333,11 @@ class _Kernel:
             e(f"setp.eq.and.u32 {self.p_issue}, {self.rank}, 0, {self.p_issue};")
         else:
             self.p_issue = self.p_t0
+        if self.priming:
+            self.p_false = kb.reg("p")
+            e(f"setp.ne.u32 {self.p_false}, 0, 0;")
+            self.scratch = kb.reg("r")
+            e(f"add.u32 {self.scratch}, {self.taddr}, {self.plan.scratch};")
 
     # ---- the K loop ------------------------------------------------------------------------------
     def stage_loop(self) -> None:
@@ -621,6 +574,10 @@ class _Kernel:
                 e(f"add.u64 {addr}, {self.gptr[name]}, {offw};")
                 for g in range(groups):
                     word = kb.reg("r")
+                    if pitch % 4 == 0 and stage_bytes % 4 == 0:     # word-aligned: one 32-bit load
+                        e(f"ld.global.b32 {word}, [{addr}+{4 * g}];")
+                        cells[g].append(word)
+                        continue
                     nbytes = min(4, stage_bytes - 4 * g)
                     b = kb.regs("r", nbytes)
                     for i in range(nbytes):
@@ -644,12 +601,10 @@ class _Kernel:
         e(f"setp.ne.u32 {p_acc}, {self.kreg}, 0;")
         idesc_op = self.tile.op("tilec.instr_desc")
         step_values = idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * self.steps)
-        split_values = idesc_op.attrs.get("split_values")
         da = self.tile.op("tilec.smem_desc", "A")
         db = self.tile.op("tilec.smem_desc", "B").attrs["values"]
         fmt = metadata_format(self.kind) if self.sparse else None
         sfa, sfb = self.tile.facts.get("scale_layouts", (None, None))
-        b_half = self.tile.facts.get("b_split_offset", 0)
         for s in range(self.steps):
             if self.a_tmem:
                 a = kb.reg("r")
@@ -665,7 +620,6 @@ class _Kernel:
                 meta = kb.reg("r")
                 e(f"add.u32 {meta}, {self.taddr}, {self.plan.meta + col};")
                 operands["meta"] = meta
-            sfb_col = None
             if sfa is not None:
                 acol, _ = sfa.step_position(s)
                 sfb_col, _ = sfb.step_position(s)
@@ -675,22 +629,14 @@ class _Kernel:
                 operands["scale_a"], operands["scale_b"] = ra, rb
             enable = p_acc if s == 0 else self.p_true
             idesc = self.idesc_regs[int(step_values[s])]
-            if not self.split:
-                e(self.form.render(f"[{self.taddr}]", a, b, idesc, enable, **operands, **self.extra))
-                continue
-            # collector reuse: N/2 with ::fill, then the other N/2 reading the same A with the tile's op
-            fill = replace(self.form, collector="a::fill")
-            e(fill.render(f"[{self.taddr}]", a, b, self.idesc_regs[int(split_values[s])], enable,
-                          **operands, **self.extra))
-            b2, d2 = kb.reg("rd"), kb.reg("r")
-            e(f"add.u64 {b2}, {b}, {b_half >> 4};")
-            e(f"add.u32 {d2}, {self.taddr}, {spec.n // 2};")
-            if sfb_col is not None:
-                rb2 = kb.reg("r")
-                e(f"add.u32 {rb2}, {operands['scale_b']}, {(spec.n // 2) // 32};")
-                operands["scale_b"] = rb2
-            e(self.form.render(f"[{d2}]", a, b2, self.idesc_regs[int(split_values[s])], enable,
-                               **operands, **self.extra))
+            if self.priming:
+                # fill the collector: same operands, product into the scratch region (see collector_priming)
+                buffer = self.form.collector.split("::")[0]
+                prime = replace(self.form, collector=f"{buffer}::fill", ashift=False, disable_output_lane=False,
+                                scale_input_d=False)
+                extra = {k: v for k, v in self.extra.items() if k == "zcm"}
+                e(prime.render(f"[{self.scratch}]", a, b, idesc, self.p_false, **operands, **extra))
+            e(self.form.render(f"[{self.taddr}]", a, b, idesc, enable, **operands, **self.extra))
         if self.cta_group == 2:
             e(tcgen05_commit(self.mbar, 2, cta_mask=self.cta_mask))
         else:

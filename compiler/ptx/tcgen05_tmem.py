@@ -292,10 +292,13 @@ class TmemPlan:
     sfb_columns: int = 0
     a: int | None = None
     a_columns: int = 0
+    scratch: int | None = None        # D-shaped region the collector-priming MMAs write (tcgen05_kernel)
 
     @property
     def used(self) -> int:
         ends = [self.d + self.d_columns]
+        if self.scratch is not None:
+            ends.append(self.scratch + self.d_columns)
         for base, cols in ((self.meta, self.meta_columns), (self.sfa, self.sfa_columns),
                            (self.sfb, self.sfb_columns), (self.a, self.a_columns)):
             if base is not None:
@@ -312,11 +315,15 @@ class TmemPlan:
 
 
 def plan_tmem(d_columns: int, meta_columns: int = 0, sfa_columns: int = 0, sfb_columns: int = 0,
-              a_columns: int = 0) -> TmemPlan:
-    """D at column 0, then metadata, SFA, SFB and A, each 8-column aligned (CUTLASS assumes metadata
-    4-column aligned; the f16/tf32 metadata needs even columns, digest §4.3)."""
+              a_columns: int = 0, scratch: bool = False) -> TmemPlan:
+    """D at column 0, then (with `scratch`) a second D-sized region, then metadata, SFA, SFB and A, each
+    8-column aligned (CUTLASS assumes metadata 4-column aligned; the f16/tf32 metadata needs even
+    columns, digest §4.3)."""
     at = _align(d_columns, 8)
     regions = {}
+    if scratch:
+        regions["scratch"] = at
+        at = _align(at + d_columns, 8)
     for name, cols in (("meta", meta_columns), ("sfa", sfa_columns), ("sfb", sfb_columns), ("a", a_columns)):
         if cols:
             regions[name] = at
