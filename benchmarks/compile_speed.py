@@ -41,9 +41,21 @@ def main() -> int:
     base = statistics.median(wall([py, "-c", "pass"], args.runs))
     lark = statistics.median(wall([py, "-c", "import lark"], args.runs))
     cold = statistics.median(wall([py, "-m", "compiler", "compile", str(EXAMPLE), "-o", os.devnull], args.runs))
+    fc = os.path.join(os.path.dirname(py), "filecheck")
+    check = ROOT / "tests" / "lit" / "tcgen05" / "gemm_bf16.tile"
+    ptx = subprocess.run([py, "-m", "compiler", "compile", str(EXAMPLE)], check=True, capture_output=True).stdout
+
+    def filecheck_once() -> float:
+        t = time.perf_counter()
+        subprocess.run([fc, str(check)], input=ptx, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - t
+
+    fcheck = statistics.median(filecheck_once() for _ in range(args.runs)) if os.path.exists(fc) else None
     rows.append(("python -c pass", base))
     rows.append(('python -c "import lark"', lark))
     rows.append(("tilec compile (cold process)", cold))
+    if fcheck is not None:
+        rows.append(("filecheck (one RUN line's check)", fcheck))
     print(f"{'what':36} {'median ms':>10} {'x python':>9} {'x import lark':>14}")
     for name, t in rows:
         print(f"{name:36} {t * 1e3:10.1f} {t / base:9.2f} {t / lark:14.2f}")
