@@ -52,12 +52,6 @@ from .builder import REG_TYPES, KernelBuilder, module_header
 DEFAULT_PREFIX = "tilec_"
 NAME_SUFFIX = "_mma"
 
-# TMEM columns of sparse metadata one tcgen05.mma.sp reads (digest §4.2, PTX 9.7.16.10.8.4): 16-/32-bit
-# kinds use 32 bits per row (8 chunks x 4 bits) = one column; 8-bit and 4-bit kinds 64 bits = two.
-META_COLUMNS_PER_MMA = {"f16": 1, "tf32": 1, "f8f6f4": 2, "i8": 2, "mxf8f6f4": 2, "mxf4": 2, "mxf4nvf4": 2}
-# The hardware reads metadata in 64-bit granules (two columns): the address names the even column and
-# idesc bits 0-1 (sparsity selector) the column parity (digest §4.3; CUTLASS, NOHEAT).
-META_GRANULE_COLUMNS = 2
 
 
 @dataclass(frozen=True)
@@ -258,11 +252,17 @@ def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
              for n, lay in layouts.items()}
     steps = len(descs["A"])
     idesc = tile.facts["idesc"]
-    meta_cols = META_COLUMNS_PER_MMA[idesc.kind] if sparse else 0
-    # Per MMA s: metadata column s*meta_cols from the (even) base; the address names the granule's even
-    # column and idesc bits 0-1 the column's parity (digest §4.3).
-    step_meta = [(s * meta_cols - s * meta_cols % META_GRANULE_COLUMNS, s * meta_cols % META_GRANULE_COLUMNS)
-                 for s in range(steps)]
+    # Sparse metadata in TMEM, as the kernel emitter addresses it (compiler/ptx/tcgen05_tmem.py; digest §4.2,
+    # §4.3): f16/tf32 use one column per MMA and two MMAs share a 64-bit granule (the even column is passed,
+    # the parity goes to idesc bits 0-1); 8-bit and fp4 kinds use two columns per MMA, selector 0.
+    meta_cols = 0
+    step_meta = [(0, 0)] * steps                       # (column offset of [sp-meta-tmem], selector) per MMA
+    if sparse:
+        from .tcgen05_tmem import metadata_format
+
+        fmt = metadata_format(idesc.kind)
+        meta_cols = fmt.words_per_mma
+        step_meta = [fmt.selector_and_column(s)[::-1] for s in range(steps)]
     idescs = [replace(idesc, sparsity_selector=sel).encode() if sparse else idesc.encode() for _, sel in step_meta]
 
     a, b = layouts["A"], layouts["B"]
