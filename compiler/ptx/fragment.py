@@ -41,7 +41,7 @@ the fragment needs; `link_fragments` (compiler/api.py) builds a module from seve
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import SpecError
@@ -196,10 +196,10 @@ def _load_params(kb: KernelBuilder, params: Sequence[FragmentParam]) -> dict[str
     return regs
 
 
-def _required_op(tile: Op, name: str, sym: str) -> Op:
+def _required_op(tile: Op, name: str, sym: str | None) -> Op:
     op = tile.op(name, sym)
     if op is None:      # FRAGMENT_PASSES ran, so this is a tilec bug
-        raise RuntimeError(f"tile '{tile.sym}' has no {name} @{sym}; did its passes run?")
+        raise RuntimeError(f"tile '{tile.sym}' has no {name}{f' @{sym}' if sym else ''}; did its passes run?")
     return op
 
 
@@ -251,7 +251,6 @@ def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
     descs = {n: [lay.descriptor(k0, k_step[n], 0).encode() for k0 in range(0, lay.k, k_step[n])]
              for n, lay in layouts.items()}
     steps = len(descs["A"])
-    idesc = tile.facts["idesc"]
     # Sparse metadata in TMEM, as the kernel emitter addresses it (compiler/ptx/tcgen05_tmem.py; digest §4.2,
     # §4.3): f16/tf32 use one column per MMA and two MMAs share a 64-bit granule (the even column is passed,
     # the parity goes to idesc bits 0-1); 8-bit and fp4 kinds use two columns per MMA, selector 0.
@@ -260,10 +259,15 @@ def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
     if sparse:
         from .tcgen05_tmem import metadata_format
 
-        fmt = metadata_format(idesc.kind)
+        fmt = metadata_format(tile.attrs["kind"])
         meta_cols = fmt.words_per_mma
         step_meta = [fmt.selector_and_column(s)[::-1] for s in range(steps)]
-    idescs = [replace(idesc, sparsity_selector=sel).encode() if sparse else idesc.encode() for _, sel in step_meta]
+    # The instruction descriptor of each MMA as descriptor-materialization wrote it (`step_values` where it
+    # changes from MMA to MMA: the sparsity selector above); the selectors must agree with the columns.
+    idesc_op = _required_op(tile, "tilec.instr_desc", None)
+    idescs = [int(v) for v in idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * steps)]
+    if sparse and [v & 0b11 for v in idescs] != [sel for _, sel in step_meta]:    # Table 42 bits 0-1
+        raise RuntimeError(f"tile '{spec.name}': materialized sparsity selectors disagree with the metadata columns")
 
     a, b = layouts["A"], layouts["B"]
     rows = [("a_smem", "b32", f"shared::cta address of A: {a.mn}x{a.k} {a.dtype}, {a.major}-major, swizzle "
