@@ -4,7 +4,8 @@
 
 Inputs come from tests/fuzz (generate.source: tiles from the grammar and the legality tables;
 mutate.mutated_corpus_file: token/byte mutations of examples/ and tests/lit/). Each input runs through
-compiler.driver.compile_source; every `--cli-every`-th input also runs through compiler.cli.main on a
+compiler.driver.compile_source (every tenth with --arch/--ptx-version/--variant overrides as the
+CLI passes them); every `--cli-every`-th input also runs through compiler.cli.main on a
 file (every fourth of those with damaged UTF-8). The only acceptable outcomes are PTX, or located
 diagnostics inside the file (tests/fuzz/harness.py). Each distinct crash is minimized (same crash
 signature) and saved under tests/regressions/crashers/ as a regression input; the exit status is 1
@@ -34,6 +35,7 @@ from fuzz.crashers import save_crasher  # noqa: E402
 from fuzz.minimize import minimize  # noqa: E402
 
 CHUNK = 500
+OVERRIDE_EVERY = 10      # every 10th in-process input also gets --arch / --ptx-version / --variant overrides
 ORIGINS = ("generated",) * 5 + ("mutated",) * 4 + ("generated+mutated",)
 
 _WORKDIR: str | None = None
@@ -55,6 +57,20 @@ def make_input(c: generate.Chooser, index: int) -> tuple[str, str]:
     return origin, mutate.mutate(c, generate.source(c))
 
 
+def compile_overrides(c: generate.Chooser) -> dict:
+    """What the CLI's --arch / --ptx-version / --variant pass to compile_source."""
+    from compiler.targets import TARGETS
+
+    pick = c.randint(0, 3)
+    if pick == 0:
+        return {"arch": c.choice(tuple(TARGETS))}
+    if pick == 1:
+        return {"ptx_version": c.choice(((7, 0), (8, 5), (8, 6), (8, 7), (8, 8), (9, 0), (9, 1)))}
+    if pick == 2:
+        return {"options": {"variant": "smem-dump"}}
+    return {"arch": c.choice(("sm_90a", "sm_100a")), "options": {"variant": "smem-dump"}}
+
+
 def run_chunk(job: tuple[int, int, int, int, float]) -> dict:
     seed, chunk, count, cli_every, timeout = job
     c = generate.RandomChooser(random.Random(f"{seed}:{chunk}"))
@@ -62,18 +78,23 @@ def run_chunk(job: tuple[int, int, int, int, float]) -> dict:
     crashes: dict[str, tuple] = {}
     start = chunk * CHUNK
 
-    def record(index, origin, via, data, outcome):
+    def record(index, origin, via, data, outcome, overrides=None):
         counts[(origin, via, outcome.status)] += 1
         if outcome.crashed:
             size = len(data)
             best = crashes.get(outcome.signature)
             if best is None or (size, index) < (best[0], best[1]):
-                crashes[outcome.signature] = (size, index, data, outcome, via, origin)
+                crashes[outcome.signature] = (size, index, data, outcome, via, origin, overrides or {})
             counts[("sig", outcome.signature)] += 1
 
     for index in range(start, start + count):
         origin, text = make_input(c, index)
-        record(index, origin, "api", text, harness.check_source(text, timeout=timeout))
+        if index % OVERRIDE_EVERY == OVERRIDE_EVERY - 1:
+            overrides = compile_overrides(c)
+            record(index, origin, "api+options", text, harness.check_source(text, timeout=timeout, **overrides),
+                   overrides)
+        else:
+            record(index, origin, "api", text, harness.check_source(text, timeout=timeout))
         if cli_every and index % cli_every == 0:
             data: str | bytes = text
             if (index // cli_every) % 4 == 3:
@@ -82,13 +103,14 @@ def run_chunk(job: tuple[int, int, int, int, float]) -> dict:
     return {"counts": counts, "crashes": crashes}
 
 
-def _shrink(data, outcome, via: str, timeout: float):
+def _shrink(data, outcome, via: str, timeout: float, overrides: dict):
     if isinstance(data, bytes):
         return data                      # damaged encodings are kept byte-exact
-    check = harness.check_source if via == "api" else harness.check_cli
 
     def keeps(text: str) -> bool:
-        return check(text, timeout=timeout).signature == outcome.signature
+        if via == "cli":
+            return harness.check_cli(text, timeout=timeout).signature == outcome.signature
+        return harness.check_source(text, timeout=timeout, **overrides).signature == outcome.signature
 
     return minimize(data, keeps)
 
@@ -118,30 +140,30 @@ def main(argv=None) -> int:
                     crashes[sig] = entry
             done += 1
             if done % max(1, len(chunks) // 10) == 0:
-                n = sum(v for k, v in counts.items() if k[0] != "sig" and k[1] == "api")
+                n = sum(v for k, v in counts.items() if k[0] != "sig" and k[1].startswith("api"))
                 print(f"  {n} inputs, {len(crashes)} distinct crashes, {time.perf_counter() - t0:.0f} s", flush=True)
     elapsed = time.perf_counter() - t0
 
-    api = sum(v for k, v in counts.items() if k[0] != "sig" and k[1] == "api")
+    api = sum(v for k, v in counts.items() if k[0] != "sig" and k[1].startswith("api"))
     cli = sum(v for k, v in counts.items() if k[0] != "sig" and k[1] == "cli")
     print(f"tilec fuzz: seed {args.seed}, {api} inputs in-process + {cli} through the CLI "
           f"in {elapsed:.1f} s ({api / elapsed:.0f} inputs/s, {args.jobs} jobs)")
-    for via in ("api", "cli"):
+    for via in ("api", "api+options", "cli"):
         for origin in sorted(set(ORIGINS)):
             row = {s: counts[(origin, via, s)] for s in ("ok", "error", "crash")}
             if any(row.values()):
-                print(f"  {via:3} {origin:18} ok {row['ok']:6}  error {row['error']:6}  crash {row['crash']:5}")
+                print(f"  {via:11} {origin:18} ok {row['ok']:6}  error {row['error']:6}  crash {row['crash']:5}")
     if not crashes:
         print("no crashes")
         return 0
     print(f"{len(crashes)} distinct crashes:")
     for sig in sorted(crashes):
-        size, index, data, outcome, via, origin = crashes[sig]
-        small = _shrink(data, outcome, via, args.timeout)
+        size, index, data, outcome, via, origin, overrides = crashes[sig]
+        small = _shrink(data, outcome, via, args.timeout, overrides)
         where = ""
         if not args.no_save:
-            where = " -> " + str(save_crasher(small, outcome, via).relative_to(ROOT))
-        print(f"- [{counts[('sig', sig)]}x] {sig} (input {index}, {origin}, via {via}){where}")
+            where = " -> " + str(save_crasher(small, outcome, via, overrides).relative_to(ROOT))
+        print(f"- [{counts[('sig', sig)]}x] {sig} (input {index}, {origin}, via {via} {overrides or ''}){where}")
         shown = small if isinstance(small, str) else repr(small[:300])
         print("    " + "\n    ".join(shown[:600].splitlines()))
         print("    " + "\n    ".join(outcome.detail.strip().splitlines()[-3:]))

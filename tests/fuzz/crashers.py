@@ -4,6 +4,7 @@ The JSON sidecar records how the input crashed when it was found:
     signature    the de-duplication key (harness.Outcome.signature)
     kind         the crash kind
     via          "api" (compiler.driver.compile_source) or "cli" (compiler.cli.main on the file)
+    overrides    (optional) keyword arguments of compile_source it crashed with (arch, ptx_version, options)
     detail       the first lines of what went wrong
     known_issue  null, or why it still crashes (owner and what must change); the regression test marks
                  such inputs xfail(strict=True), so fixing the bug turns them into a failure that asks
@@ -36,7 +37,8 @@ class Crasher:
             return None
 
 
-def save_crasher(data: str | bytes, outcome: Outcome, via: str, directory: Path = CRASHER_DIR) -> Path:
+def save_crasher(data: str | bytes, outcome: Outcome, via: str, overrides: dict | None = None,
+                 directory: Path = CRASHER_DIR) -> Path:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     directory.mkdir(parents=True, exist_ok=True)
     digest = input_digest(raw)
@@ -45,8 +47,10 @@ def save_crasher(data: str | bytes, outcome: Outcome, via: str, directory: Path 
         path.write_bytes(raw)
     meta_path = path.with_suffix(".json")
     if not meta_path.exists():
-        meta = {"signature": outcome.signature, "kind": outcome.kind, "via": via,
+        meta = {"signature": outcome.signature, "kind": outcome.kind, "via": "api" if via.startswith("api") else via,
                 "detail": "\n".join(outcome.detail.splitlines()[-12:]), "known_issue": None}
+        if overrides:
+            meta["overrides"] = {k: list(v) if isinstance(v, tuple) else v for k, v in overrides.items()}
         meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 

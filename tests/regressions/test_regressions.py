@@ -24,7 +24,10 @@ def test_saved_crasher_no_longer_crashes(crasher, tmp_path):
     if crasher.meta["via"] == "cli" or text is None:
         outcome = harness.check_cli(crasher.data, str(tmp_path), timeout=60)
     else:
-        outcome = harness.check_source(text, timeout=60)
+        overrides = dict(crasher.meta.get("overrides", {}))
+        if "ptx_version" in overrides:
+            overrides["ptx_version"] = tuple(overrides["ptx_version"])
+        outcome = harness.check_source(text, timeout=60, **overrides)
     assert not outcome.crashed, f"{outcome.kind}: {outcome.signature}\n{outcome.detail}"
 
 
