@@ -61,7 +61,8 @@ class DescriptorMaterialization(Pass):
         base = dict(a_major=(lay_a.attrs["major"] if lay_a else (a.major or "K")), b_major=lay_b.attrs["major"],
                     negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse, saturate=spec.saturate,
                     max_shift=spec.max_shift,
-                    scale_type=(spec.operands["SFA"].dtype if "SFA" in spec.operands else None))
+                    scale_type=tile.facts.get("scale_type",
+                                              spec.operands["SFA"].dtype if "SFA" in spec.operands else None))
         idesc = InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n, **base)
         attrs = {"kind": kind, "value": Hex(idesc.encode())}
         steps = tile.facts["k_block"] // mma_k(kind, sparse)

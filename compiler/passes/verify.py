@@ -81,7 +81,8 @@ class Verify(Pass):
     def tcgen05(self, tile, ctx: PassContext, fspec):
         from ..descriptors import InstrDesc
         from ..tcgen05_forms import Tcgen05Mma, check_target, infer_ptx_version
-        from ..tcgen05_kinds import check_major, check_options, check_scale, check_shape, infer_kind, mma_k
+        from ..tcgen05_kinds import (check_major, check_options, check_scale, check_shape, infer_kind,
+                                     kind_info, mma_k)
 
         spec = tile.payload
         if spec.schedule is not None:
@@ -134,6 +135,20 @@ class Verify(Pass):
         check_options(kind, negate_a=spec.negate_a, negate_b=spec.negate_b, saturate=spec.saturate,
                       scale_input_d=spec.scale_input_d is not None)
         scale_type = spec.operands["SFA"].dtype if "SFA" in spec.operands else None
+        info = kind_info(kind)
+        if info.block_scaled:
+            # Tables 43/44: a block-scaled MMA always has scale factors and a vector size (Table 54).
+            if spec.block_scale is None:
+                raise SpecError(f".kind::{kind} is block scaled: it needs a scale vector size",
+                                "engine.kind", "add e.g. 'block_scale vec=32;' (Table 54)")
+            if scale_type is None and "SFB" in spec.operands:
+                scale_type = spec.operands["SFB"].dtype
+            if scale_type is None and len(info.scale_types) == 1:
+                scale_type = info.scale_types[0]          # the kind's only scale-factor type
+            if scale_type is None:
+                raise SpecError(f".kind::{kind} takes {' or '.join(info.scale_types)} scale factors: say which",
+                                "engine.kind", f"add 'SFA: {info.scale_types[0]} tmem;' and 'SFB: "
+                                f"{info.scale_types[0]} tmem;' (Table 44 bit 23)")
         if "SFB" in spec.operands and spec.operands["SFB"].dtype != scale_type:
             raise SpecError("SFA and SFB must have the same scale type (one idesc field, Tables 43/44)",
                             "SFB.dtype")
@@ -144,7 +159,7 @@ class Verify(Pass):
                   a_major=a.major or "K", b_major=b.major or "K",
                   negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse,
                   sparsity_selector=0, saturate=spec.saturate, max_shift=spec.max_shift,
-                  scale_type=(spec.operands["SFA"].dtype if "SFA" in spec.operands else None))
+                  scale_type=scale_type)
         form = Tcgen05Mma(kind, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws,
                           a_in_tmem=(a.space == "tmem"), block_scale=spec.block_scale,
                           collector=spec.collector, ashift=spec.ashift,
@@ -158,6 +173,7 @@ class Verify(Pass):
         except SpecError as e:
             raise SpecError(e.message, e.field or "target", e.hint) from None
         tile.facts["form"] = form
+        tile.facts["scale_type"] = scale_type
         return infer_ptx_version([form], fspec.target)
 
     # -- mma.sp ------------------------------------------------------------------------------------

@@ -730,8 +730,7 @@ class _Kernel:
         if self.scaled:
             sfa, _ = self.tile.facts["scale_layouts"]
             per_row = spec.total_k // self.mma_k * sfa.nsf
-            sf = spec.operands.get("SFA")
-            sf_type = sf.dtype if sf else "ue8m0"
+            sf_type = self.tile.facts.get("scale_type") or "ue8m0"
             params += [{"name": "SFA", "type": "u64", "layout": f"[m_total][{per_row}] {sf_type}"},
                        {"name": "SFB", "type": "u64", "layout": f"[n_total][{per_row}] {sf_type}"}]
         meta = self.tile.facts.get("tcgen05_metadata")
