@@ -48,7 +48,10 @@ class UsageError(Exception):
 def _parser():
     import argparse
 
+    from . import __version__
+
     p = argparse.ArgumentParser(prog="tilec", description="GEMM tile DSL -> PTX for NVIDIA tensor cores")
+    p.add_argument("--version", action="version", version=f"tilec {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     c = sub.add_parser("compile", help="compile a tile file to PTX")

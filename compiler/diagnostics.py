@@ -53,7 +53,7 @@ class Diagnostic:
         return "\n".join(out)
 
     def to_json(self) -> dict:
-        d = {"severity": self.severity, "message": self.message, "hint": self.hint}
+        d: dict[str, object] = {"severity": self.severity, "message": self.message, "hint": self.hint}
         if self.loc:
             d.update(file=self.loc.file, line=self.loc.line, col=self.loc.col)
         return d

@@ -167,8 +167,9 @@ MALFORMED = {
     "mma.sp A in smem": "target sm_100a;\ntile t { engine mma.sp; shape M=16 N=8 K=32; A: f16 smem; "
                         "B: f16 global; C: f32 global; D: f32 global; sparsity 2:4; }\n",
     "sparse tcgen05": _edit("loop K=64;", "sparsity 2:4;").replace("K=16", "K=32"),
-    "ptx given twice": pytest.param("ptx 8.6;\nptx 8.7;\n" + VALID, marks=pytest.mark.xfail(
-        strict=True, reason="frontend/build.py accepts a second 'ptx' statement (reported)")),
+    "ptx given twice": "ptx 8.6;\nptx 8.7;\n" + VALID,
+    "negate A twice": VALID.replace("D: f32 tmem;", "D: f32 tmem; negate A A;"),
+    "tile name not a PTX identifier": VALID.replace("\ntile ", "\ntile 9lives_", 1),
 }
 
 

@@ -137,6 +137,8 @@ class Builder:
                     target = self.word(v, "target", list(TARGETS))
                     locs["target"] = v.loc
                 else:
+                    if ptx is not None:
+                        self.error("ptx version given twice", st.loc, f"first given at {locs['ptx']}")
                     ver = parse_version(v.text) if v.kind == "atom" else None
                     if ver is None:
                         self.error(f"PTX version must look like 8.6, found '{v.text}'", v.loc)
@@ -329,6 +331,8 @@ class Builder:
             self.error("'negate' needs A and/or B", st.end_loc)
         for v in bare:
             which = self.word(v, "operand to negate", ("A", "B"))
+            if f.get(f"negate_{which.lower()}"):
+                self.error(f"{which} is negated twice", v.loc)
             f[f"negate_{which.lower()}"] = True
             locs[f"negate.{which}"] = v.loc
 

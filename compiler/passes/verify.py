@@ -51,7 +51,12 @@ class Verify(Pass):
         fspec = module.payload["spec"]
         target = TARGETS[fspec.target]
         needed = target.min_ptx
+        from ..ptx.builder import PTX_IDENTIFIER
+
         for tile in module.ops("tilec.tile"):
+            if not PTX_IDENTIFIER.fullmatch(tile.sym or ""):
+                ctx.fail(f"tile name '{tile.sym}' is not a PTX identifier (it names the kernel's .entry)",
+                         tile.payload.loc("tile"), "use letters, digits and '_', starting with a letter")
             try:
                 if tile.attrs["engine"] == "tcgen05":
                     v = self.tcgen05(tile, ctx, fspec)

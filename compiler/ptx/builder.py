@@ -5,7 +5,12 @@ declaration lists by hand. Output is a pure function of the calls made (byte-ide
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+# PTX 4.4 identifiers: a letter then letters/digits/_/$, or _/$/% followed by at least one of those.
+# Tile names become `.entry` names, so they must be identifiers.
+PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
 
 # register class prefix -> PTX type used in its declaration
 REG_TYPES = {"p": "pred", "r": "b32", "rd": "b64", "f": "f32", "h": "b16"}
