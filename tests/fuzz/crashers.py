@@ -39,6 +39,10 @@ class Crasher:
 
 def save_crasher(data: str | bytes, outcome: Outcome, via: str, overrides: dict | None = None,
                  directory: Path = CRASHER_DIR) -> Path:
+    """Save one crasher; if one with the same signature is saved already, return that one instead."""
+    for saved in load_crashers(directory):
+        if saved.meta["signature"] == outcome.signature:
+            return saved.path
     raw = data.encode("utf-8") if isinstance(data, str) else data
     directory.mkdir(parents=True, exist_ok=True)
     digest = input_digest(raw)

@@ -191,7 +191,9 @@ def check_cli(data: str | bytes, workdir: str | None = None, timeout: float | No
             internal = re.match(r"tilec: internal error: (\w+)", first)
             what = internal[1] if internal else _message_shape(first)
             return Outcome("crash", "exit-code", f"status {rc}: {stderr[-2000:]}", f"exit-code:{rc}:{what}")
-        errors = [ln for ln in stderr.splitlines() if " error: " in ln or ln.startswith("tilec: error")]
+        # Diagnostic headers start in column 1; the echoed source line and the caret are indented
+        # (compiler/diagnostics.py), and a source line may itself contain "error:" (a lit CHECK line).
+        errors = [ln for ln in stderr.split("\n") if not ln.startswith((" ", "hint:", "note:")) and "error:" in ln]
         if not errors:
             return Outcome("crash", "exit-code", f"status 1 without an error line: {stderr[-2000:]}", "exit-code:1-silent")
         for ln in errors:
