@@ -675,6 +675,56 @@ def tile_layouts(rec: dict) -> dict:
     return {o.sym: (o.facts["layout"], int(o.attrs["offset"])) for o in op.ops("tilec.smem_layout")}
 
 
+def ptx_unchanged(rec: dict, data: Path) -> bool:
+    """Does today's tilec emit the same dump kernel as the one that ran? (Then the dumps prove today's
+    copy code, not only the commit recorded in the manifest.)"""
+    tile = DumpTile(**{**rec["tile"], "grid": tuple(rec["tile"]["grid"])})
+    result, _, _ = compile_tile(tile)
+    return result.ptx == (data / rec["ptx"]).read_text()
+
+
+def copy_path(ptx: str) -> list[str]:
+    """Everything a tcgen05 kernel's global->shared copies depend on: the prologue (thread and tile
+    coordinates, parameter loads, the buffer address; the smem-dump variant's extra S parameter load is
+    dropped), the K-stage loop header and the copy code itself (first `// copy` comment to the last
+    `copy_*_done` label). Registers and labels are renamed in order of first use, so two kernels compare
+    equal when they run the same instructions over the same dataflow, whatever else they contain."""
+    import re
+
+    lines = [x.strip() for x in ptx.splitlines()]
+    try:
+        body = lines.index("{") + 1
+        sbase = next(i for i, x in enumerate(lines) if re.fullmatch(r"mov\.u32 %r\d+, \w+_smem;", x))
+        stage = next(i for i, x in enumerate(lines) if re.fullmatch(r"\$L_k_stage_\d+:", x))
+        first = next(i for i, x in enumerate(lines) if x.startswith("// copy "))
+        last = max(i for i, x in enumerate(lines) if re.fullmatch(r"\$L_copy_\w+_done_\d+:", x))
+    except (ValueError, StopIteration):
+        return []
+    prologue = [x for x in lines[body:sbase + 1] if x and not x.startswith((".reg", ".shared", "//"))]
+    s_load = [x for x in prologue if "_param_S]" in x]
+    if s_load:
+        reg = s_load[0].split()[1].rstrip(",")
+        prologue = [x for x in prologue if x != s_load[0] and not x.endswith(f", {reg};")]
+    names: dict[str, str] = {}
+
+    def rename(m):
+        return names.setdefault(m.group(0), f"{m.group(1)}#{len(names)}")
+
+    token = re.compile(r"(%rd|%r|%p|%h|\$L_\w+?_)\d+")
+    return [token.sub(rename, x) for x in prologue + lines[stage - 2:stage + 1] + lines[first:last + 1]]
+
+
+def copy_code_is_the_kernels(rec: dict) -> bool:
+    """Is the dump kernel's copy code the copy code of the real sm_100a kernel of the same tile? (The
+    smem-dump variant only leaves tcgen05 out; this checks that nothing in the copies differs.)"""
+    import compiler
+
+    tile = DumpTile(**{**rec["tile"], "grid": tuple(rec["tile"]["grid"])})
+    real = compiler.compile_source(tile.dsl(), filename=f"<{tile.name}>").ptx
+    path = copy_path(real)
+    return bool(path) and path == copy_path((Path(rec["_data"]) / rec["ptx"]).read_text())
+
+
 def emulate_region(lay, offset: int, gbytes: np.ndarray, major: str, rows_total: int, row0: int,
                    stage: int, k_total_stored: int, image: np.ndarray) -> None:
     """Write one operand's stage into `image` as the copy map says: 16-byte chunk (line, chunk) at
@@ -755,6 +805,8 @@ class Report:
     failures: list = field(default_factory=list)        # human-readable findings
     device_errors: list = field(default_factory=list)
     tiles_checked: int = 0
+    ptx_changed: list = field(default_factory=list)     # tiles whose dump kernel tilec now emits differently
+    copy_differs: list = field(default_factory=list)    # tiles whose sm_100a kernel copies differently
 
     @property
     def ok(self) -> bool:
@@ -764,7 +816,8 @@ class Report:
         return {"ok": self.ok, "tiles_checked": self.tiles_checked,
                 "operands": {" ".join(k): v.as_dict() for k, v in sorted(self.operands.items())},
                 "mma": self.mma, "bytes_compared": self.bytes_compared, "byte_mismatches": self.byte_mismatches,
-                "failures": self.failures, "device_errors": self.device_errors}
+                "failures": self.failures, "device_errors": self.device_errors, "ptx_changed": self.ptx_changed,
+                "copy_differs": self.copy_differs}
 
 
 def width_label(dtype: str, kind: str) -> str:
@@ -977,6 +1030,10 @@ def check(data: Path, dumps: Path, log=print) -> Report:
                                    "sentinel (the dump did not cover smem_bytes)")
         try:
             check_tile(rec, images[name], inputs, report)
+            if not ptx_unchanged(rec, data):
+                report.ptx_changed.append(name)
+            if not copy_code_is_the_kernels({**rec, "_data": str(data)}):
+                report.copy_differs.append(name)
         except Exception as e:          # noqa: BLE001 - a crash in the check is a finding, keep going
             report.failures.append(f"{name}: check raised {type(e).__name__}: {e}")
     print_report(report, manifest, status, log)
@@ -1000,6 +1057,11 @@ def print_report(report: Report, manifest: dict, status: dict, log=print) -> Non
         f"{report.byte_mismatches} differ")
     d = sum(x["d_elements"] for x in report.mma)
     log(f"mma: {sum(x['ok'] for x in report.mma)}/{len(report.mma)} tiles, {d} D elements match numpy")
+    log(f"ptx: {report.tiles_checked - len(report.ptx_changed)}/{report.tiles_checked} dump kernels are what "
+        f"today's tilec emits" + (f" (changed: {', '.join(report.ptx_changed[:5])}...)" if report.ptx_changed else ""))
+    log(f"copy code: {report.tiles_checked - len(report.copy_differs)}/{report.tiles_checked} dump kernels copy "
+        f"exactly as the sm_100a kernel of the same tile" +
+        (f" (differ: {', '.join(report.copy_differs[:5])}...)" if report.copy_differs else ""))
     for f in report.failures[:40]:
         log(f"FAIL {f}")
     for e in report.device_errors:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -220,6 +221,31 @@ def test_prepared_ptx_assembles_for_sm_90a(prepared, ptxas, ptx_tiles):
     for rec in manifest["tiles"][:ptx_tiles] + [r for r in manifest["tiles"] if r["n_stages"] > 1][:1]:
         result = assemble((data / rec["ptx"]).read_text(), "sm_90a", ptxas)
         assert result.ok, result.output
+
+
+def test_dump_kernels_copy_exactly_like_the_sm100a_kernels(prepared):
+    # the smem-dump variant only leaves tcgen05 out: its prologue, stage loop header and copy code must be
+    # the real kernel's instruction for instruction, so that the dumps prove the real kernel's copies
+    data, manifest = prepared
+    for rec in manifest["tiles"]:
+        assert sdc.copy_code_is_the_kernels({**rec, "_data": str(data)}), rec["entry"]
+
+
+def test_copy_path_comparison_sees_real_differences(prepared):
+    data, manifest = prepared
+    rec = _pick(manifest, lambda r: r["regions"]["A"]["swizzle"] == "128B" and r["tile"]["cta_group"] == 1)
+    ptx = (data / rec["ptx"]).read_text()
+    path = sdc.copy_path(ptx)
+    assert path and any(x.startswith("// copy A") for x in path) and any("%ctaid.y" in x for x in path)
+    # renumbering registers does not matter ...
+    renumbered = re.sub(r"%r(\d+)\b", lambda m: f"%r{int(m.group(1)) + 100}", ptx)
+    assert renumbered != ptx and sdc.copy_path(renumbered) == path
+    # ... but swapping the tile coordinates (m0 from ctaid.x) or changing the swizzle mask does
+    swapped = ptx.replace("%ctaid.x", "%TMP").replace("%ctaid.y", "%ctaid.x").replace("%TMP", "%ctaid.y")
+    assert sdc.copy_path(swapped) != path
+    # Swizzle<3,4,3> masks bits 4-6: 0x70 = 112 (PTX 9.7.16.3.3)
+    assert ", 112;" in ptx
+    assert sdc.copy_path(ptx.replace(", 112;", ", 48;")) != path
 
 
 # ------------------------------------------------------------------------------------------------
