@@ -118,3 +118,17 @@ def test_cli_harness_accepts_a_real_error_and_real_ptx(tmp_path):
     assert harness.check_cli("target sm_100a;\ntile t {\n  shape M=1;\n}\n", str(tmp_path)).status == "error"
     example = mutate.ROOT / "examples" / "gemm_bf16.tile"
     assert harness.check_cli(example.read_text(), str(tmp_path)).status == "ok"
+
+
+def test_tokenizer_is_lossless_on_the_corpus():
+    """Token mutations rebuild the file from its tokens; joining them must give the file back."""
+    for text in mutate.corpus():
+        assert "".join(mutate.tokens(text)) == text
+
+
+def test_minimize_keeps_the_property_and_shrinks():
+    from fuzz.minimize import minimize
+
+    text = "target sm_100a;\ntile t {\n  engine tcgen05;\n  shape M=128 N=64 K=16;\n  bogus x=1;\n}\n"
+    small = minimize(text, lambda t: "bogus" in t)
+    assert "bogus" in small and len(small) < len(text) // 4, small
