@@ -1106,8 +1106,8 @@ def main(argv=None) -> int:
         prepare(args.data, args.quick, assemble=not args.no_ptxas)
         return 0
     if args.cmd == "device":
-        report = run_device(args.data, args.out, isolate=not args.in_process)
-        return 0 if all(s["status"] == "ok" for s in report["tiles"].values()) else 1
+        status = run_device(args.data, args.out, isolate=not args.in_process)
+        return 0 if all(s["status"] == "ok" for s in status["tiles"].values()) else 1
     if args.cmd == "device-worker":
         return device_worker(args.data, args.tmp, args.start)
     if args.cmd == "emulate":
