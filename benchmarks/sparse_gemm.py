@@ -39,13 +39,20 @@ from compiler.mma_sp.forms import find_form                         # noqa: E402
 from compiler.mma_sp.fragments import metadata_slot                 # noqa: E402
 from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm   # noqa: E402
 
-# schedules tried per shape: (name, CTA M, N, K, warps M, N, stages)
+# schedules tried per shape: name -> SparseGemmConfig fields (p = persistent CTAs)
+def _cfg(cm, cn, ck, wm, wn, st, **kw):
+    return dict(cta_m=cm, cta_n=cn, cta_k=ck, warps_m=wm, warps_n=wn, stages=st, **kw)
+
+
 CONFIGS = {
-    "128x256x64_w2x4_s3": (128, 256, 64, 2, 4, 3),
-    "128x256x64_w2x4_s4": (128, 256, 64, 2, 4, 4),
-    "256x128x64_w4x2_s3": (256, 128, 64, 4, 2, 3),
-    "256x128x64_w4x2_s4": (256, 128, 64, 4, 2, 4),
-    "128x128x64_w2x2_s4": (128, 128, 64, 2, 2, 4),
+    "128x256x64_s3_p": _cfg(128, 256, 64, 2, 4, 3),
+    "128x256x64_s3": _cfg(128, 256, 64, 2, 4, 3, persistent=False),
+    "128x256x64_s4_p": _cfg(128, 256, 64, 2, 4, 4),
+    "256x128x64_s3_p": _cfg(256, 128, 64, 4, 2, 3),
+    "256x128x64_s4_p": _cfg(256, 128, 64, 4, 2, 4),
+    "128x256x128_s2_p": _cfg(128, 256, 128, 2, 4, 2),
+    "256x128x128_s2_p": _cfg(256, 128, 128, 4, 2, 2),
+    "128x128x64_s4_p": _cfg(128, 128, 64, 2, 2, 4, stage_d=False),
 }
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
           (4096, 11008, 4096), (11008, 4096, 4096), (8192, 8192, 28672), (28672, 8192, 8192)]
@@ -59,10 +66,8 @@ def form_for(dtype: str):
 
 
 def build(cp, tmp: str, key: str, dtype: str, out: str, with_c: bool):
-    cm, cn, ck, wm, wn, st = CONFIGS[key]
     name = f"sgemm_{dtype}_{key}{'_c' if with_c else ''}"
-    cfg = SparseGemmConfig(name, form_for(dtype), "sm_90a", cta_m=cm, cta_n=cn, cta_k=ck, warps_m=wm,
-                           warps_n=wn, stages=st, accumulate_c=with_c, d_type=out)
+    cfg = SparseGemmConfig(name, form_for(dtype), "sm_90a", accumulate_c=with_c, d_type=out, **CONFIGS[key])
     kern = emit_sparse_gemm(cfg)
     path = os.path.join(tmp, f"{name}.ptx")
     Path(path).write_text(kern.text)
@@ -129,12 +134,16 @@ def rel_err(torch, out, ref) -> float:
     return float(torch.linalg.vector_norm(o - ref) / torch.linalg.vector_norm(ref))
 
 
+SMS = 132          # set from the device in main()
+
+
 def launcher(np, kern, fn, m, n, k, a_vals, meta, bt, d, c=None):
     args = [np.uint64(a_vals.data_ptr()), np.uint64(meta.data_ptr()), np.uint64(bt.data_ptr())]
     if c is not None:
         args.append(np.uint64(c.data_ptr()))
     args += [np.uint64(d.data_ptr()), np.uint32(m), np.uint32(n), np.uint32(k)]
-    grid, block, smem = kern.grid(m, n, k), kern.block, kern.smem_bytes
+    grid = kern.grid(m, n, k, SMS * kern.abi["max_ctas_per_sm"])
+    block, smem = kern.block, kern.smem_bytes
     return lambda: fn(grid, block, tuple(args), shared_mem=smem)
 
 
@@ -170,6 +179,8 @@ def main() -> int:
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.cuda.get_device_properties(0)
+    global SMS
+    SMS = dev.multi_processor_count
     print(f"device {dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}, cupy {cp.__version__}",
           flush=True)
     tmp = tempfile.mkdtemp()
@@ -239,49 +250,14 @@ def main() -> int:
         row["ours_best_again_ms"] = timed(torch, launcher(np, kern, fn, m, n, k, vals, meta, bt, d), args.iters)
         row["baselines_ms"] = base
         row["best"] = best_key
+        cs = min((base[x] for x in ("cusparselt_view", "cusparselt_contig") if x in base), default=float("nan"))
+        cb = min(base["cublas_view"], base["cublas_contig"])
+        print(f"  {m}x{n}x{k} baselines ({base.get('backend', base.get('cusparselt_error'))}): cuSPARSELt "
+              f"{tf(cs):.0f}, cuBLAS {tf(cb):.0f} TFLOP/s; best ours {best_key} again {tf(row['ours_best_again_ms']):.0f}",
+              flush=True)
         results.append(row)
         del dense, vals, meta, bt, b_cont, d
         torch.cuda.empty_cache()
-
-    extra = []
-    m = n = k = 4096
-    for dtype, tname in ((torch.bfloat16, "bf16"),):
-        key = keys[0]
-        kern, fn, _ = build(cp, tmp, key, tname, tname, False)
-        dense, vals, meta = sparse_operands(torch, m, k, dtype, seed=11)
-        bt = (torch.rand((n, k), device=DEVICE) * 2 - 1).to(dtype)
-        d = torch.full((m, n), float("nan"), device=DEVICE, dtype=dtype)
-        run = launcher(np, kern, fn, m, n, k, vals, meta, bt, d)
-        run()
-        torch.cuda.synchronize()
-        err = rel_err(torch, d, dense.float() @ bt.float().t())
-        ms = timed(torch, run, args.iters)
-        try:
-            from torch.sparse import to_sparse_semi_structured
-            a_sp = to_sparse_semi_structured(dense)
-            b_cont = bt.t().contiguous()
-            cs = timed(torch, lambda: torch.mm(a_sp, b_cont), args.iters)
-        except Exception as e:
-            cs = float("nan")
-            print("bf16 cuSPARSELt:", e)
-        extra.append({"dtype": tname, "config": key, "rel_err": err, "ms": ms, "cusparselt_ms": cs})
-        print(f"  bf16 4096^3 {key}: rel err {err:.2e}, {2 * m * n * k / ms / 1e9:.0f} TFLOP/s "
-              f"(cuSPARSELt {2 * m * n * k / cs / 1e9:.0f})", flush=True)
-    if args.with_c:
-        key = keys[0]
-        kern, fn, _ = build(cp, tmp, key, "f16", "f32", True)
-        dense, vals, meta = sparse_operands(torch, m, k, torch.float16, seed=12)
-        bt = (torch.rand((n, k), device=DEVICE) * 2 - 1).half()
-        c = torch.randn((m, n), device=DEVICE)
-        d = torch.full((m, n), float("nan"), device=DEVICE)
-        run = launcher(np, kern, fn, m, n, k, vals, meta, bt, d, c)
-        run()
-        torch.cuda.synchronize()
-        err = rel_err(torch, d, dense.float() @ bt.float().t() + c)
-        ms = timed(torch, run, args.iters)
-        extra.append({"dtype": "f16->f32 +C", "config": key, "rel_err": err, "ms": ms})
-        print(f"  f16 -> f32 D = A*B + C 4096^3 {key}: rel err {err:.2e}, {2 * m * n * k / ms / 1e9:.0f} TFLOP/s",
-              flush=True)
 
     print(f"\n(total {time.time() - t0:.0f} s)  TFLOP/s = 2MNK/time, dense-equivalent; median of {args.iters}")
     hdr = f"{'M x N x K':>20} {'best schedule':>20} {'ours':>7} {'again':>7} {'cuSPLt':>7} {'cuBLAS':>7} " \
@@ -296,9 +272,83 @@ def main() -> int:
         cb = min(b["cublas_view"], b["cublas_contig"])
         print(f"{f'{m}x{n}x{k}':>20} {r['best']:>20} {f / o['ms']:7.0f} {f / r['ours_best_again_ms']:7.0f} "
               f"{f / cs:7.0f} {f / cb:7.0f} {cs / o['ms']:8.2f} {cb / o['ms']:8.2f} {o['rel_err']:8.1e}")
+    extra = []
+    for what in ("bf16", "s8", "tf32", *(("f16+C",) if args.with_c else ())):
+        try:
+            extra.append(other_form(cp, np, torch, tmp, what, args.iters))
+        except Exception as e:                                          # report, keep going
+            extra.append({"what": what, "error": f"{type(e).__name__}: {e}"[:300]})
+        print("  ", extra[-1], flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"device": dev.name, "results": results, "extra": extra}, indent=1))
     return 0
+
+
+OTHER_SIZE = 4096
+# other forms at OTHER_SIZE^3: (form name, kernel input type, D type, config, with C)
+OTHER = {
+    "bf16": ("m16n8k32", "bf16", "bf16", "128x256x64_s3_p", False),
+    "s8": ("m16n8k64", "s8", "s32", "s8_128x256x128_s3_p", False),
+    "tf32": ("m16n8k16", "tf32", "f32", "tf32_128x256x32_s3_p", False),
+    "f16+C": ("m16n8k32", "f16", "f32", "128x256x64_s3_p", True),
+}
+CONFIGS_OTHER = {"s8_128x256x128_s3_p": _cfg(128, 256, 128, 2, 4, 3),
+                 "tf32_128x256x32_s3_p": _cfg(128, 256, 32, 2, 4, 3)}
+
+
+def other_form(cp, np, torch, tmp: str, what: str, iters: int) -> dict:
+    """One more form at 4096^3, operands from compiler.sparse (numpy) so every type takes the same
+    path: correctness against a float64 torch product, then timing; a dense torch baseline."""
+    from compiler import sparse
+    shape, t, out, key, with_c = OTHER[what]
+    m = n = k = OTHER_SIZE
+    form = find_form(shape, t, t, "s32" if t == "s8" else "f32", "s32" if t == "s8" else "f32")
+    name = f"sgemm_{what.replace('+', '_')}_{key}"
+    cfg = SparseGemmConfig(name, form, "sm_90a", accumulate_c=with_c, d_type=out,
+                           **{**CONFIGS, **CONFIGS_OTHER}[key])
+    kern = emit_sparse_gemm(cfg)
+    path = os.path.join(tmp, f"{name}.ptx")
+    Path(path).write_text(kern.text)
+    fn = cp.RawModule(path=path).get_function(name)
+    fn.max_dynamic_shared_size_bytes = kern.smem_bytes
+    rng = np.random.default_rng(5)
+    a = sparse.random_sparse(rng, m, k, t, shape)
+    b = sparse.random_values(rng, (k, n), t)
+    vals, meta = sparse.compress(a, t, shape)
+    bt = sparse.pack_b(b, t, shape)
+    dev = lambda x: torch.from_numpy(np.ascontiguousarray(x).view(np.uint8)).to(DEVICE)   # noqa: E731
+    d_t = {"s32": torch.int32, "f32": torch.float32, "bf16": torch.bfloat16}[out]
+    d = torch.full((m, n), -7, device=DEVICE, dtype=d_t)
+    ref = torch.from_numpy(a.astype(np.float64)).to(DEVICE) @ torch.from_numpy(b.astype(np.float64)).to(DEVICE)
+    c = None
+    if with_c:
+        c = torch.randn((m, n), device=DEVICE)
+        ref = ref + c.double()
+    run = launcher(np, kern, fn, m, n, k, dev(vals), torch.from_numpy(meta.view(np.int32)).to(DEVICE),
+                   dev(bt), d, c)
+    run()
+    torch.cuda.synchronize()
+    err = float(torch.linalg.vector_norm(d.double() - ref) / torch.linalg.vector_norm(ref))
+    ms = timed(torch, run, iters)
+    res = {"what": what, "form": form.name, "config": key, "rel_err": err, "ms": ms,
+           "tflops_or_tops": 2 * m * n * k / ms / 1e9}
+    # dense baselines: int8 tensor cores (torch._int_mm) / tf32 cuBLAS / bf16 cuSPARSELt
+    if t == "s8":
+        a8, b8 = torch.from_numpy(a).to(DEVICE), torch.from_numpy(np.ascontiguousarray(b)).to(DEVICE)
+        res["dense_int8_ms"] = timed(torch, lambda: torch._int_mm(a8, b8), iters)
+    elif t == "tf32":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        a32, b32 = torch.from_numpy(a).to(DEVICE), torch.from_numpy(b).to(DEVICE)
+        res["dense_tf32_ms"] = timed(torch, lambda: torch.mm(a32, b32), iters)
+        torch.backends.cuda.matmul.allow_tf32 = False
+    elif t == "bf16":
+        from torch.sparse import to_sparse_semi_structured
+        ad = torch.from_numpy(a.astype(np.float32)).to(DEVICE).to(torch.bfloat16)
+        bd = torch.from_numpy(b.astype(np.float32)).to(DEVICE).to(torch.bfloat16)
+        a_sp = to_sparse_semi_structured(ad)
+        res["cusparselt_ms"] = timed(torch, lambda: torch.mm(a_sp, bd), iters)
+        res["cublas_ms"] = timed(torch, lambda: torch.mm(ad, bd), iters)
+    return res
 
 
 if __name__ == "__main__":

@@ -289,6 +289,8 @@ class SimtModel:
                 return w["tid"].astype(np.uint64)
             if x == "%ctaid.x":
                 return np.full(32, w["cta"], np.uint64)
+            if x == "%nctaid.x":
+                return np.full(32, self.grid, np.uint64)
             return w["r"][x]
         if x.startswith("0f"):
             return np.full(32, int(x[2:], 16), np.uint64)
@@ -334,6 +336,7 @@ class SimtModel:
                 act = w["r"][guard[1]].astype(bool) ^ guard[0]
             if op == "bra.uni":
                 assert act.all() or not act.any(), "non-uniform branch"
+                w["branches"] += 1
                 if act.all():
                     w["pc"] = labels[ops[0]]
                 continue
@@ -381,8 +384,10 @@ class SimtModel:
         elif base == "setp":
             cmp = op.split(".")[1]
             a, b = v(ops[1]), v(ops[2])
-            r = {"gt": a > b, "lt": a < b, "ne": a != b, "eq": a == b}[cmp]
+            r = {"gt": a > b, "lt": a < b, "ge": a >= b, "ne": a != b, "eq": a == b}[cmp]
             self.setr(w, ops[0], r, act)
+        elif base == "selp":
+            self.setr(w, ops[0], np.where(v(ops[3]).astype(bool), v(ops[1]), v(ops[2])) & M32, act)
         elif op == "cp.async.cg.shared.global":
             assert ops[2] == "16"
             dst, src = self.addr(w, ops[0]), self.addr(w, ops[1])
@@ -408,8 +413,21 @@ class SimtModel:
             for j, reg in enumerate(regs):   # matrix j: rows from lanes 8j..8j+7; lane 4r+c gets word c of row r
                 self.setr(w, reg, rows[8 * j + lane // 4, lane % 4].astype(np.uint64), act)
             self.stats["ldmatrix"] += 1
-        elif op == "ld.shared.b32":
-            self.setr(w, ops[0], self.sread(self.addr(w, ops[1]), 4).view(np.uint32)[:, 0].astype(np.uint64), act)
+        elif op in ("ld.shared.b32", "ld.shared.v4.b32"):
+            regs = [x.strip() for x in ops[0].strip("{}").split(",")]
+            a = self.addr(w, ops[1])[act]
+            data = self.sread(a, 4 * len(regs)).view(np.uint32)
+            for i, reg in enumerate(regs):
+                full = np.zeros(32, np.uint64)
+                full[act] = data[:, i]
+                self.setr(w, reg, full, act)
+        elif op in ("st.shared.b32", "st.shared.v2.b32"):
+            a = self.addr(w, ops[0])
+            regs = [x.strip() for x in ops[1].strip("{}").split(",")]
+            words = np.stack([v(r).astype(np.uint32) for r in regs], -1).view(np.uint8)
+            assert (a[act] >= 0).all() and (a[act] + words.shape[1] <= self.smem_bytes).all(), "shared store"
+            for at, row in zip(a[act], words[act]):
+                self.smem[at:at + len(row)] = row
         elif op.startswith("ld.global.v2"):
             regs = [x.strip() for x in ops[0].strip("{}").split(",")]
             data = self.gread(self.addr(w, ops[1])[act], 8).view(np.uint32)
@@ -440,7 +458,7 @@ class SimtModel:
 
     def run_cta(self, cta: int):
         self.smem = self.rng.integers(0, 256, self.smem_bytes, dtype=np.uint8)     # garbage
-        warps = [{"pc": 0, "r": {}, "tid": np.arange(32) + 32 * i, "cta": cta, "groups": [], "open": [],
+        warps = [{"pc": 0, "r": {}, "tid": np.arange(32) + 32 * i, "cta": cta, "groups": [], "open": [], "branches": 0,
                   "done": False} for i in range(self.threads // 32)]
         while not all(w["done"] for w in warps):
             order = warps if self.order == "forward" else warps[::-1]
@@ -453,7 +471,7 @@ class SimtModel:
             assert len(states) == 1, "warps disagree at a barrier"
 
 
-def run_model(cfg, m, n, k, land, order, seed=0, transform=None):
+def run_model(cfg, m, n, k, land, order, seed=0, transform=None, ctas=None):
     """Emit `cfg` (its text passed through `transform` if given), run it on random sparse data; return
     (D, reference D, model stats)."""
     rng = np.random.default_rng(seed)
@@ -489,7 +507,8 @@ def run_model(cfg, m, n, k, land, order, seed=0, transform=None):
     params.update({f"{cfg.name}_M": m, f"{cfg.name}_N": n, f"{cfg.name}_K": k})
     text = transform(kern.text) if transform else kern.text
     model = SimtModel(text, form, mem, buffers, params, kern.smem_bytes, cfg.threads, land, order, rng)
-    grid = kern.grid(m, n, k)[0]
+    grid = kern.grid(m, n, k, ctas)[0]
+    model.grid = grid
     for cta in range(grid):
         model.run_cta(cta)
     d = mem[s:s + size].view(out_np).reshape(m, n)
@@ -507,25 +526,36 @@ def run_model(cfg, m, n, k, land, order, seed=0, transform=None):
 
 
 MODEL_CASES = [
-    # (form, config, M, N, K): the benchmark tile with a K that ends mid-unroll (5 blocks, 3 stages)
-    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16"), 128, 256, 320),
-    (F16, dict(BENCH[2]), 256, 128, 128),
-    # a 4x3 CTA grid with raster groups of 3 (a partial group), 1-k-step blocks, odd unroll
-    (F16, dict(ODD[0], raster_group=3), 256, 192, 96),
-    (BF16, dict(ODD[1], accumulate_c=False, d_type="bf16"), 64, 64, 256),
-    (S8, dict(ODD[2]), 64, 64, 384),
-    (TF32, dict(ODD[3], raster_group=2), 48, 16, 128),
+    # (form, config, M, N, K, CTAs): persistent CTAs walking several tiles each; K blocks per tile fewer
+    # than, equal to and more than the ring; staged and direct D; one tile per CTA with an unrolled ring
+    # (K ending mid-unroll), raster groups that do not divide the tile rows
+    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16"), 256, 512, 320, 3),
+    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16", persistent=False), 128, 256, 320, None),
+    (F16, dict(BENCH[2]), 512, 256, 128, 3),
+    (F16, dict(ODD[0], raster_group=3), 256, 192, 96, None),
+    (F16, dict(ODD[2], raster_group=3, stage_d=False), 320, 96, 64, 4),
+    (BF16, dict(ODD[1], accumulate_c=False, d_type="bf16"), 96, 128, 256, 5),
+    (S8, dict(ODD[2]), 128, 64, 384, 3),
+    (TF32, dict(ODD[3], raster_group=2), 48, 16, 128, 2),
 ]
 
 
 @pytest.mark.parametrize("land,order", [("eager", "forward"), ("lazy", "reverse")])
-@pytest.mark.parametrize("form,kw,m,n,k", MODEL_CASES, ids=lambda x: getattr(x, "name", str(x)))
-def test_emitted_ptx_computes_the_gemm(form, kw, m, n, k, land, order):
+@pytest.mark.parametrize("form,kw,m,n,k,ctas", MODEL_CASES, ids=lambda x: getattr(x, "name", str(x)))
+def test_emitted_ptx_computes_the_gemm(form, kw, m, n, k, ctas, land, order):
     cfg = cfg_of(form, **kw)
-    d, ref, stats = run_model(cfg, m, n, k, land, order, seed=m + n + k)
+    d, ref, stats = run_model(cfg, m, n, k, land, order, seed=m + n + k, ctas=ctas)
     assert stats["mma"] > 0 and stats["ldmatrix"] > 0 and stats["cp.async"] > 0
     # exact: inputs have 3 significant bits, sums stay exact in f32 / s32; f16/bf16 D rounds once
     np.testing.assert_array_equal(d, ref)
+
+
+def test_model_cases_cover_both_kernels_and_both_d_paths():
+    cfgs = [cfg_of(f, **kw) for f, kw, *_ in MODEL_CASES]
+    assert {c.is_persistent for c in cfgs} == {True, False}
+    assert {c.d_offset is None for c in cfgs} == {True, False}
+    assert any(c.is_persistent and c.d_offset is not None for c in cfgs)
+    assert any(c.ksteps % 2 for c in cfgs) and any(c.ksteps == 4 for c in cfgs)
 
 
 @pytest.mark.parametrize("land,order", [("lazy", "forward"), ("eager", "reverse")])

@@ -114,6 +114,8 @@ class SparseGemmConfig:
     accumulate_c: bool = True              # D = A*B + C; False: D = A*B and no `c` parameter
     d_type: str | None = None              # None: the form's D type; f16/bf16 for float forms
     raster_group: int = 8                  # CTA rows along M walked together (L2 reuse)
+    stage_d: bool = True                   # write D through shared memory (coalesced 16-byte stores)
+    persistent: bool = True                # one CTA per SM slot walks tiles; needs an even k-step count
 
     @property
     def threads(self) -> int:
@@ -152,8 +154,43 @@ class SparseGemmConfig:
         return sum(r.bytes for r in self.regions.values())
 
     @property
-    def smem_bytes(self) -> int:
+    def ring_bytes(self) -> int:
         return self.stages * self.stage_bytes
+
+    @property
+    def is_persistent(self) -> bool:
+        """Persistent CTAs keep the fragment double buffer in step across K blocks only with an even
+        number of k-steps per block (one loop iteration = one K block)."""
+        return self.persistent and self.ksteps % 2 == 0
+
+    @property
+    def smem_limit(self) -> int:
+        return SMEM_PER_BLOCK.get(TARGETS[self.target].sm, MIN_SMEM_PER_BLOCK) if self.target in TARGETS \
+            else MIN_SMEM_PER_BLOCK
+
+    @property
+    def d_pitch(self) -> int:
+        """Shared row pitch of the staged D tile: padded by 8 elements, so that the 8 rows g of one
+        fragment store (4 or 8 bytes per lane at column 2t) start 4*D-bytes banks apart: 8 rows x 4
+        lanes cover each bank once per 128-byte wavefront."""
+        return (self.cta_n + 8) * TYPES[self.out_type].bits // 8
+
+    @property
+    def d_offset(self) -> int | None:
+        """Where the staged D tile lives in shared memory, or None for direct fragment stores. One-tile
+        CTAs reuse the drained ring; persistent CTAs need their own region (the ring already holds
+        the next tile's first K blocks while D is written)."""
+        tile = self.cta_m * self.d_pitch
+        if not self.stage_d:
+            return None
+        if not self.is_persistent:
+            return 0 if tile <= self.ring_bytes else None
+        return self.ring_bytes if self.ring_bytes + tile <= self.smem_limit else None
+
+    @property
+    def smem_bytes(self) -> int:
+        extra = self.cta_m * self.d_pitch if self.is_persistent and self.d_offset is not None else 0
+        return self.ring_bytes + extra
 
     @property
     def unroll(self) -> int:
@@ -261,9 +298,9 @@ def check_config(cfg: SparseGemmConfig) -> Version:
         # prefer .sp::ordered_metadata (digest §5: plain .sp is slower and draws a ptxas advisory)
         ptx = max(need, ORDERED_METADATA_PTX) if ORDERED_METADATA_PTX <= MAX_PTX else need
     form.check_selector(cfg.selector)
-    limit = SMEM_PER_BLOCK.get(TARGETS[cfg.target].sm, MIN_SMEM_PER_BLOCK)
-    if cfg.smem_bytes > limit:
-        raise SpecError(f"{cfg.stages} stages x {cfg.stage_bytes} B = {cfg.smem_bytes} B of shared memory "
+    limit = cfg.smem_limit
+    if cfg.ring_bytes > limit:
+        raise SpecError(f"{cfg.stages} stages x {cfg.stage_bytes} B = {cfg.ring_bytes} B of shared memory "
                         f"exceed the {limit} B a block may use on {cfg.target}", field="schedule.stages",
                         hint=f"at most {limit // cfg.stage_bytes} stages of this CTA tile fit")
     return ptx
@@ -340,25 +377,37 @@ def physical_offsets(cfg: SparseGemmConfig, acc: Access, threads: int | None = N
     return [reg.offset + reg.physical(acc.logical(tid)) for tid in range(threads or cfg.threads)]
 
 
-def _plan_bases(cfg: SparseGemmConfig, accesses) -> tuple[list[Access], dict, list[list[int]]]:
-    """Share per-thread base registers: an access reuses a base whose physical offsets differ from its
-    own by the same constant for every thread (then the address is base + immediate)."""
+def _plan_bases(cfg: SparseGemmConfig, accesses, xor: bool = False) -> tuple[list[Access], dict]:
+    """Share per-thread base registers. An access reuses a base when, for every thread, its physical
+    offset is (base ^ x) + d with constants x and d: x = 0 (base + immediate), or with `xor` an x that
+    only flips bits 6:4 (the swizzled chunk bits; a k-step further along a swizzled row flips them the
+    same way in every row). Register values are base + shared-window address + region offset, all
+    multiples of 128 apart from bits 6:0, so the XOR commutes with those additions.
+    Returns (bases, {key: (base index, x, d)})."""
+    assert all(r.offset % BANK_LINE == 0 for r in cfg.regions.values())
     bases: list[Access] = []
     phys: list[list[int]] = []
     where: dict = {}
+    masks = range(0, BANK_LINE, CHUNK) if xor else (0,)
     for key, acc in accesses.items():
         p = physical_offsets(cfg, acc)
+        found = None
         for bi, (b, bp) in enumerate(zip(bases, phys)):
-            if b.region == acc.region and b.terms == acc.terms:
-                d = p[0] - bp[0]
-                if all(x - y == d for x, y in zip(p, bp)):
-                    where[key] = (bi, d)
+            if b.region != acc.region or b.terms != acc.terms:
+                continue
+            for x in masks:
+                d = p[0] - (bp[0] ^ x)
+                if all(u - (v ^ x) == d for u, v in zip(p, bp)):
+                    found = (bi, x, d)
                     break
-        else:
-            where[key] = (len(bases), 0)
+            if found:
+                break
+        if found is None:
+            found = (len(bases), 0, 0)
             bases.append(acc)
             phys.append(p)
-    return bases, where, phys
+        where[key] = found
+    return bases, where
 
 
 # --------------------------------------------------------------------------------------------------
@@ -366,48 +415,72 @@ def _plan_bases(cfg: SparseGemmConfig, accesses) -> tuple[list[Access], dict, li
 # --------------------------------------------------------------------------------------------------
 
 class SparseGemmPTX(KernelPTX):
-    """KernelPTX with the 1-D rasterised grid and the dynamic shared memory of this kernel."""
+    """KernelPTX with this kernel's 1-D grid (rasterised tiles, or persistent CTAs) and its dynamic
+    shared memory."""
 
-    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+    def grid(self, m: int, n: int, k: int, ctas: int | None = None) -> tuple[int, int, int]:
+        """Launch grid for M x N x K. Persistent kernels take `ctas`, the number of CTAs that run at
+        once (multiprocessors x abi["max_ctas_per_sm"]); without it every tile gets its own CTA."""
         a = self.abi
         for what, v, d in (("M", m, a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
             if v <= 0 or v % d:
                 raise SpecError(f"{what} = {v} is not a positive multiple of {d}", field=f"shape.{what}")
-        return (m // a["tile_m"]) * (n // a["tile_n"]), 1, 1
+        tiles = (m // a["tile_m"]) * (n // a["tile_n"])
+        if a["persistent"] and ctas:
+            tiles = min(tiles, ctas)
+        return tiles, 1, 1
 
     @property
     def smem_bytes(self) -> int:
         return self.abi["dynamic_smem_bytes"]
 
 
-class _Emitter:
+class _Writer:
+    """Emits one kernel. Register roles (32-bit unless noted):
+    %thr tid.x; %g, %t lane coordinates; %sm the shared window address of the dynamic buffer;
+    %fb*, %cb* per-thread shared bases of fragment loads / copies (+ the current ring slot when
+    persistent); %ga, %gb, %ge (64-bit) copy sources of the next K block; %kr K blocks left (one-tile
+    CTAs); persistent: %ct / %it the computed / copied tile, %ck / %ik their K blocks left, %rs the ring
+    slot being read, %pv "the copied tile exists"; %m0, %n0, %pid, %pm, %pn, %x, %y, %z scratch."""
+
     def __init__(self, cfg: SparseGemmConfig, ptx: Version):
         self.cfg, self.ptx = cfg, ptx
+        self.form = cfg.form
         self.lines: list[str] = []
+        self.nlabels = 0
+        self.acc_type = ".f32" if self.form.c_type == "f32" else ".s32"
+        self.abytes = TYPES[self.form.c_type].bits // 8
+        self.dbytes = TYPES[cfg.out_type].bits // 8
+        self.store_type, self.convert = D_STORES[cfg.out_type]
+        self.smem = f"{cfg.name}_smem"
+        self.copies = copy_accesses(cfg)
+        self.fbases, self.fwhere = _plan_bases(cfg, fragment_accesses(cfg), xor=True)
+        self.cbases, self.cwhere = _plan_bases(cfg, {k: v[0] for k, v in self.copies.items()})
+        self.xors = sorted({(bi, x) for bi, x, _d in self.fwhere.values() if x})
+        self.partial = {name: n for (name, _j), (_a, n) in self.copies.items() if n < cfg.threads}
+        self.params = [("a_values", ".u64"), ("a_metadata", ".u64"), ("b", ".u64"),
+                       *((("c", ".u64"),) if cfg.accumulate_c else ()), ("d", ".u64"),
+                       ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
 
+    # -- text --------------------------------------------------------------------------------------
     def ins(self, s: str) -> None:
         self.lines.append("    " + s)
 
-    def label(self, s: str) -> None:
-        self.lines.append(f"{s}:")
+    def label(self, stem: str) -> str:
+        self.nlabels += 1
+        return f"{stem}_{self.nlabels}"
+
+    def put(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+
+    def param(self, name: str) -> str:
+        return f"{self.cfg.name}_{name}"
 
     def scale(self, dst: str, src: str, num: int, den: int) -> None:
         """dst = src * num / den (powers of two: one shift)."""
         sh = _log2(num) - _log2(den)
-        if sh > 0:
-            self.ins(f"shl.b32 {dst}, {src}, {sh};")
-        elif sh < 0:
-            self.ins(f"shr.u32 {dst}, {src}, {-sh};")
-        else:
-            self.ins(f"mov.u32 {dst}, {src};")
-
-    def mul_const(self, dst: str, src: str, c: int) -> None:
-        if c == 0:
-            self.ins(f"mov.u32 {dst}, 0;")
-        elif _pow2(c):
-            self.ins(f"shl.b32 {dst}, {src}, {_log2(c)};")
-        else:
-            self.ins(f"mul.lo.u32 {dst}, {src}, {c};")
+        self.ins(f"shl.b32 {dst}, {src}, {sh};" if sh > 0 else f"shr.u32 {dst}, {src}, {-sh};" if sh < 0
+                 else f"mov.u32 {dst}, {src};")
 
     def terms(self, dst: str, acc: Access) -> None:
         """dst = logical offset of `acc` for this thread (%thr)."""
@@ -417,162 +490,126 @@ class _Emitter:
                 continue
             self.ins(f"shr.u32 %x, %thr, {s};")
             self.ins(f"and.b32 %x, %x, {m};")
-            self.mul_const("%x", "%x", mul)
+            self.ins(f"shl.b32 %x, %x, {_log2(mul)};" if _pow2(mul) else f"mul.lo.u32 %x, %x, {mul};")
             self.ins(f"add.u32 {dst}, {dst}, %x;")
 
     def swizzle(self, reg: str, region: Region) -> None:
         """reg ^= key << 4 (function `swizzle`): key = bits 9:7 of the offset, or the row's low bits."""
-        if not region.swizzled:
-            return
-        sh = 3 if region.row_bytes <= BANK_LINE else _log2(region.row_bytes) - 4
-        self.ins(f"shr.u32 %x, {reg}, {sh};")
-        self.ins("and.b32 %x, %x, 0x70;")
-        self.ins(f"xor.b32 {reg}, {reg}, %x;")
+        if region.swizzled:
+            self.ins(f"shr.u32 %x, {reg}, {3 if region.row_bytes <= BANK_LINE else _log2(region.row_bytes) - 4};")
+            self.ins("and.b32 %x, %x, 0x70;")
+            self.ins(f"xor.b32 {reg}, {reg}, %x;")
 
+    # -- setup pieces ------------------------------------------------------------------------------
+    def header(self) -> None:
+        cfg, form, out = self.cfg, self.form, self.lines
+        regions = cfg.regions
+        out.append(f"// tilec pipelined sparse GEMM {cfg.name}: D = A*B{' + C' if cfg.accumulate_c else ''}, "
+                   f"A {form.granularity.name} structured-sparse, form {form.name}")
+        out.append(f"// CTA {cfg.cta_m}x{cfg.cta_n}x{cfg.cta_k}, warps {cfg.warps_m}x{cfg.warps_n} (warp tile "
+                   f"{cfg.warp_m}x{cfg.warp_n} = {cfg.tiles_m}x{cfg.tiles_n} mma tiles), {cfg.stages} cp.async "
+                   f"stages of {cfg.stage_bytes} B, D {cfg.out_type} "
+                   f"({'staged in shared memory' if cfg.d_offset is not None else 'direct stores'}), "
+                   f"{'persistent CTAs' if cfg.is_persistent else 'one tile per CTA'}, selector {cfg.selector}, "
+                   f"raster group {cfg.raster_group}")
+        out += [f".version {format_version(self.ptx)}", f".target {cfg.target}", ".address_size 64", ""]
+        out.append(f"// {cfg.stages} stages x [A {regions['A'].bytes} B | B {regions['B'].bytes} B | metadata "
+                   f"{regions['E'].bytes} B]" + (f", D tile at {cfg.d_offset}" if cfg.d_offset is not None else "")
+                   + f"; dynamic (the launcher allows {cfg.smem_bytes} B)")
+        out.append(f".extern .shared .align {BANK_LINE} .b8 {self.smem}[];")
+        out += ["", f".visible .entry {cfg.name}("]
+        out.append(",\n".join(f"    .param {t} {self.param(n)}" for n, t in self.params))
+        out += [")", f".maxntid {cfg.threads}, 1, 1", "{"]
+        tm, tn = cfg.tiles_m, cfg.tiles_n
+        self.ins(".reg .pred %pl, %pe, %pj, %pv, %pc<3>;")
+        self.ins(".reg .u32 %thr, %g, %t, %x, %y, %z, %M, %N, %K, %kr, %pid, %pm, %pn, %m0, %n0, %sm, "
+                 "%ct, %it, %ck, %ik, %rs;")
+        self.ins(f".reg .u32 %fb<{len(self.fbases)}>, %cb<{len(self.cbases)}>, %xb<{max(1, len(self.xors))}>;")
+        self.ins(".reg .u64 %ga, %gb, %ge, %gd, %gc, %gt, %off, %rp;")
+        self.ins(f".reg .b32 %ra<{2 * tm * 4}>, %rb<{2 * tn * 4}>, %re<{2 * tm}>, %h, %v<4>;")
+        self.ins(f".reg {self.acc_type} %acc<{tm * tn * 4}>;")
 
-def emit_sparse_gemm(cfg: SparseGemmConfig) -> SparseGemmPTX:
-    """Emit the PTX module of the pipelined sparse GEMM `cfg` (same config -> same bytes)."""
-    ptx = check_config(cfg)
-    form = cfg.form
-    e = _Emitter(cfg, ptx)
-    ins = e.ins
-    S, T, KS = cfg.stages, cfg.threads, cfg.ksteps
-    TM, TN = cfg.tiles_m, cfg.tiles_n
-    regions = cfg.regions
-    acc_type = ".f32" if form.c_type == "f32" else ".s32"
-    store_type, convert = D_STORES[cfg.out_type]
-    abytes = TYPES[form.c_type].bits // 8
-    dbytes = TYPES[cfg.out_type].bits // 8
-    kname = cfg.name
-    smem = f"{kname}_smem"
-    p = lambda s: f"{kname}_{s}"                              # noqa: E731  (parameter names)
+    def load_ptr(self, reg: str, name: str) -> None:
+        self.ins(f"ld.param.u64 {reg}, [{self.param(name)}];")
+        self.ins(f"cvta.to.global.u64 {reg}, {reg};")
 
-    frag = fragment_accesses(cfg)
-    copies = copy_accesses(cfg)
-    fbases, fwhere, _ = _plan_bases(cfg, frag)
-    cbases, cwhere, _ = _plan_bases(cfg, {k: v[0] for k, v in copies.items()})
-    params = [("a_values", ".u64"), ("a_metadata", ".u64"), ("b", ".u64"),
-              *((("c", ".u64"),) if cfg.accumulate_c else ()), ("d", ".u64"),
-              ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
-    gptr = {"A": "%ga", "B": "%gb", "E": "%ge"}
-    gparam = {"A": "a_values", "B": "b", "E": "a_metadata"}
-    partial = {name: n for (name, _j), (_a, n) in copies.items() if n < T}
+    def tile_count(self, dst: str) -> None:
+        """dst = (M / cta_m) * (N / cta_n) (uses %x)."""
+        cfg = self.cfg
+        self.ins(f"shr.u32 %x, %M, {_log2(cfg.cta_m)};" if _pow2(cfg.cta_m) else f"div.u32 %x, %M, {cfg.cta_m};")
+        self.ins(f"shr.u32 {dst}, %N, {_log2(cfg.cta_n)};" if _pow2(cfg.cta_n) else f"div.u32 {dst}, %N, {cfg.cta_n};")
+        self.ins(f"mul.lo.u32 {dst}, {dst}, %x;")
 
-    out = e.lines
-    out.append(f"// tilec pipelined sparse GEMM {kname}: D = A*B{' + C' if cfg.accumulate_c else ''}, "
-               f"A {form.granularity.name} structured-sparse, form {form.name}")
-    out.append(f"// CTA {cfg.cta_m}x{cfg.cta_n}x{cfg.cta_k}, warps {cfg.warps_m}x{cfg.warps_n} "
-               f"(warp tile {cfg.warp_m}x{cfg.warp_n} = {TM}x{TN} mma tiles), {S} cp.async stages of "
-               f"{cfg.stage_bytes} B, D {cfg.out_type}, selector {cfg.selector}, raster group {cfg.raster_group}")
-    out.append(f".version {format_version(ptx)}")
-    out.append(f".target {cfg.target}")
-    out.append(".address_size 64")
-    out.append("")
-    out.append(f"// {S} stages x [A {regions['A'].bytes} B | B {regions['B'].bytes} B | metadata "
-               f"{regions['E'].bytes} B]; dynamic (the launcher allows {cfg.smem_bytes} B)")
-    out.append(f".extern .shared .align {BANK_LINE} .b8 {smem}[];")
-    out.append("")
-    out.append(f".visible .entry {kname}(")
-    out.append(",\n".join(f"    .param {t} {p(n)}" for n, t in params))
-    out.append(")")
-    out.append(f".maxntid {T}, 1, 1")
-    out.append("{")
-    nacc = TM * TN * 4
-    ins(".reg .pred %pl, %pe, %pj, %pc<3>;")
-    ins(".reg .u32 %thr, %lane, %g, %t, %x, %y, %z, %M, %N, %K, %kr, %pid, %pm, %pn, %m0, %n0, %sm;")
-    ins(f".reg .u32 %fb<{len(fbases)}>, %cb<{len(cbases)}>;")
-    ins(".reg .u64 %ga, %gb, %ge, %gd, %gc, %gt, %off, %rp;")
-    ins(f".reg .b32 %ra<{2 * TM * 4}>, %rb<{2 * TN * 4}>, %re<{2 * TM}>;")
-    ins(f".reg {acc_type} %acc<{nacc}>;")
-    if convert:
-        ins(".reg .b32 %h;")
-
-    # ---- parameters, thread coordinates, rasterisation
-    ins("// parameters; lane coordinates g = lane >> 2, t = lane & 3 (PTX ISA 9.7.14.6.2)")
-    def load_params(regs) -> None:
-        for reg, name in regs:
-            ins(f"ld.param.u64 {reg}, [{p(name)}];")
-            ins(f"cvta.to.global.u64 {reg}, {reg};")
-        for r in ("M", "N", "K"):
-            ins(f"ld.param.u32 %{r}, [{p(r)}];")
-
-    load_params((("%ga", "a_values"), ("%ge", "a_metadata"), ("%gb", "b")))
-    ins("mov.u32 %thr, %tid.x;")
-    ins("and.b32 %lane, %thr, 31;")
-    ins("shr.u32 %g, %lane, 2;")
-    ins("and.b32 %t, %lane, 3;")
-    ins(f"shr.u32 %kr, %K, {_log2(cfg.cta_k)};            // K blocks still to compute")
-
-    def raster() -> None:
-        """%m0, %n0 = first row / column of this CTA's D block (emitted again in the epilogue, so that
-        nothing but the pipeline state stays live through the K loop)."""
-        ins(f"// CTA -> (pm, pn): groups of {cfg.raster_group} CTA rows, walked column by column")
-        ins("mov.u32 %pid, %ctaid.x;")
+    def raster(self, tile: str) -> None:
+        """%m0, %n0 = first row / column of D tile `tile`: groups of raster_group tile rows along M,
+        walked column by column (CTAs running together share A and B panels in L2)."""
+        cfg, ins = self.cfg, self.ins
+        G = cfg.raster_group
+        ins(f"// tile {tile} -> (pm, pn): groups of {G} tile rows, walked column by column")
         ins(f"shr.u32 %x, %N, {_log2(cfg.cta_n)};" if _pow2(cfg.cta_n) else f"div.u32 %x, %N, {cfg.cta_n};")
-        ins(f"mul.lo.u32 %x, %x, {cfg.raster_group};        // CTAs per group")
-        ins("div.u32 %y, %pid, %x;                        // group")
-        ins("rem.u32 %z, %pid, %x;                        // CTA within the group")
-        ins(f"mul.lo.u32 %pm, %y, {cfg.raster_group};       // first CTA row of the group")
+        ins(f"mul.lo.u32 %x, %x, {G};                  // tiles per group")
+        ins(f"div.u32 %y, {tile}, %x;                  // group")
+        ins(f"rem.u32 %z, {tile}, %x;                  // tile within the group")
+        ins(f"mul.lo.u32 %pm, %y, {G};                 // first tile row of the group")
         ins(f"shr.u32 %x, %M, {_log2(cfg.cta_m)};" if _pow2(cfg.cta_m) else f"div.u32 %x, %M, {cfg.cta_m};")
         ins("sub.u32 %x, %x, %pm;")
-        ins(f"min.u32 %x, %x, {cfg.raster_group};           // rows in this group")
+        ins(f"min.u32 %x, %x, {G};                     // tile rows in this group")
         ins("rem.u32 %y, %z, %x;")
         ins("add.u32 %pm, %pm, %y;")
         ins("div.u32 %pn, %z, %x;")
         ins(f"mul.lo.u32 %m0, %pm, {cfg.cta_m};")
         ins(f"mul.lo.u32 %n0, %pn, {cfg.cta_n};")
 
-    raster()
+    def copy_pointers(self) -> None:
+        """%ga/%gb/%ge = sources of this thread's first copy of K block 0 of tile (%m0, %n0): thread tid
+        copies 16-byte chunk tid % cpr of region row tid / cpr (cpr = chunks per row)."""
+        ins = self.ins
+        for (name, reg), gp, par in zip(self.cfg.regions.items(), ("%ga", "%gb", "%ge"),
+                                        ("a_values", "b", "a_metadata")):
+            cpr = reg.chunks_per_row
+            self.load_ptr(gp, par)
+            self.scale("%y", "%K", reg.stride_num, reg.stride_den)        # global row stride in bytes
+            ins(f"shr.u32 %x, %thr, {_log2(cpr)};")
+            if name == "E":                                                # one metadata row per 16 rows
+                ins(f"shr.u32 %z, %m0, {_log2(SHAPE_M)};")
+                ins("add.u32 %x, %x, %z;")
+            else:
+                ins(f"add.u32 %x, %x, {'%m0' if name == 'A' else '%n0'};")
+            ins("mul.wide.u32 %off, %x, %y;")
+            ins(f"add.u64 {gp}, {gp}, %off;")
+            ins(f"and.b32 %x, %thr, {cpr - 1};")
+            ins(f"mul.wide.u32 %off, %x, {CHUNK};")
+            ins(f"add.u64 {gp}, {gp}, %off;")
 
-    # ---- global source pointers of the copies: region row (tid / chunks_per_row) + j*T/chunks_per_row
-    ins("// copy sources: thread tid copies 16-byte chunk tid % cpr of region row tid / cpr (cpr = chunks")
-    ins("//   per row), then every T/cpr rows further; K blocks advance by the region's row bytes")
-    row0 = {"A": "%m0", "B": "%n0", "E": None}
-    for name, reg in regions.items():
-        cpr = reg.chunks_per_row
-        e.scale("%y", "%K", reg.stride_num, reg.stride_den)        # global row stride in bytes
-        ins(f"shr.u32 %x, %thr, {_log2(cpr)};")
-        if name == "E":
-            ins(f"shr.u32 %z, %m0, {_log2(SHAPE_M)};")
-            ins("add.u32 %x, %x, %z;")
-        else:
-            ins(f"add.u32 %x, %x, {row0[name]};")
-        ins("mul.wide.u32 %off, %x, %y;")
-        ins(f"add.u64 {gptr[name]}, {gptr[name]}, %off;")
-        ins(f"and.b32 %x, %thr, {cpr - 1};")
-        ins(f"mul.wide.u32 %off, %x, {CHUNK};")
-        ins(f"add.u64 {gptr[name]}, {gptr[name]}, %off;")
-        if name in partial:
-            ins(f"setp.lt.u32 %pc{'ABE'.index(name)}, %thr, {partial[name]};   // partial last round")
+    def smem_bases(self) -> None:
+        ins, cfg = self.ins, self.cfg
+        ins(f"mov.u32 %sm, {self.smem};")
+        ins("// per-thread swizzled shared offsets in ring slot 0; other slots and tiles are immediates")
+        for kind, bases in (("%fb", self.fbases), ("%cb", self.cbases)):
+            for bi, acc in enumerate(bases):
+                reg = cfg.regions[acc.region]
+                self.terms("%y", acc)
+                self.swizzle("%y", reg)
+                ins(f"add.u32 {kind}{bi}, %y, %sm;")
+                if reg.offset:
+                    ins(f"add.u32 {kind}{bi}, {kind}{bi}, {reg.offset};")
+        for name, n in self.partial.items():
+            ins(f"setp.lt.u32 %pc{'ABE'.index(name)}, %thr, {n};        // partial last copy round")
 
-    # ---- shared-memory base registers
-    ins(f"mov.u32 %sm, {smem};")
-    ins("// per-thread swizzled shared offsets (stage 0); other stages and tiles are immediates")
-    for kind, bases in (("%fb", fbases), ("%cb", cbases)):
-        for bi, acc in enumerate(bases):
-            reg = regions[acc.region]
-            e.terms("%y", acc)
-            e.swizzle("%y", reg)
-            ins(f"add.u32 {kind}{bi}, %y, %sm;")
-            if reg.offset:
-                ins(f"add.u32 {kind}{bi}, {kind}{bi}, {reg.offset};")
-
-    # ---- accumulators
-    pairs = [(i, q, h) for i in range(TM) for h in range(2) for q in range(TN)]
-
-    def acc_regs(i: int, q: int, h: int) -> tuple[str, str]:
-        base = (i * TN + q) * 4 + 2 * h            # c_{2h}, c_{2h+1}: row g + 8h, cols 2t, 2t+1
+    def acc_regs(self, i: int, q: int, h: int) -> tuple[str, str]:
+        base = (i * self.cfg.tiles_n + q) * 4 + 2 * h        # c_{2h}, c_{2h+1}: row g + 8h, cols 2t, 2t+1
         return f"%acc{base}", f"%acc{base + 1}"
 
-    def row_pointer(ptr: str, i: int, h: int, nbytes: int) -> None:
-        """%rp = ptr + ((m0 + wm*WM + 16i + 8h + g) * N + n0 + wn*WN + 2t) * nbytes (digest §6.2)."""
+    def row_pointer(self, ptr: str, i: int, h: int, nbytes: int) -> None:
+        """%rp = ptr + ((m0 + wm*WM + 16i + 8h + g) * N + n0 + wn*WN + 2t) * nbytes (digest section 6.2)."""
+        cfg, ins = self.cfg, self.ins
         ins(f"shr.u32 %x, %thr, {5 + _log2(cfg.warps_n)};")
         ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")
         ins("add.u32 %x, %x, %g;")
         if 16 * i + 8 * h:
             ins(f"add.u32 %x, %x, {16 * i + 8 * h};")
         ins("mul.wide.u32 %rp, %x, %N;")
-        ins(f"shr.u32 %x, %thr, 5;")
+        ins("shr.u32 %x, %thr, 5;")
         ins(f"and.b32 %x, %x, {cfg.warps_n - 1};")
         ins(f"mad.lo.u32 %x, %x, {cfg.warp_n}, %n0;")
         ins("shl.b32 %y, %t, 1;")
@@ -582,114 +619,317 @@ def emit_sparse_gemm(cfg: SparseGemmConfig) -> SparseGemmPTX:
         ins(f"mul.lo.u64 %rp, %rp, {nbytes};")
         ins(f"add.u64 %rp, %rp, {ptr};")
 
-    if cfg.accumulate_c:
-        ins(f"ld.param.u64 %gc, [{p('c')}];")
-        ins("cvta.to.global.u64 %gc, %gc;")
-        ins("// C fragments -> accumulators: c_i at row g + 8*(i>>1), col 2t + (i&1) (digest §6.2)")
-        for i in range(TM):
-            for h in range(2):
-                row_pointer("%gc", i, h, abytes)
-                for q in range(TN):
-                    lo, hi = acc_regs(i, q, h)
-                    ins(f"ld.global.v2{acc_type} {{{lo}, {hi}}}, [%rp+{8 * q * abytes}];")
-    else:
-        zero = "0f00000000" if acc_type == ".f32" else "0"
-        for r in range(nacc):
-            ins(f"mov{acc_type} %acc{r}, {zero};")
+    def init_acc(self) -> None:
+        """Accumulators of tile (%m0, %n0): C fragments (c_i at row g + 8*(i>>1), col 2t + (i&1),
+        digest section 6.2) or zeros."""
+        cfg, ins = self.cfg, self.ins
+        if cfg.accumulate_c:
+            self.load_ptr("%gc", "c")
+            for i in range(cfg.tiles_m):
+                for h in range(2):
+                    self.row_pointer("%gc", i, h, self.abytes)
+                    for q in range(cfg.tiles_n):
+                        lo, hi = self.acc_regs(i, q, h)
+                        ins(f"ld.global.v2{self.acc_type} {{{lo}, {hi}}}, [%rp+{8 * q * self.abytes}];")
+        else:
+            zero = "0f00000000" if self.acc_type == ".f32" else "0"
+            for r in range(cfg.tiles_m * cfg.tiles_n * 4):
+                ins(f"mov{self.acc_type} %acc{r}, {zero};")
 
-    # ---- the pipeline
-    def issue_copies(slot: int, pred: str) -> None:
-        for name, reg in regions.items():
-            rounds = [j for (n, j) in copies if n == name]
-            ins(f"mov.u64 %gt, {gptr[name]};")
+    # -- the pipeline ------------------------------------------------------------------------------
+    def issue_copies(self, slot: int, pred: str) -> None:
+        """cp.async one K block into ring slot `slot` (an immediate over the %cb bases), commit."""
+        cfg, ins = self.cfg, self.ins
+        for (name, reg), gp in zip(cfg.regions.items(), ("%ga", "%gb", "%ge")):
+            rounds = [j for (n, j) in self.copies if n == name]
+            ins(f"mov.u64 %gt, {gp};")
             for j in rounds:
-                bi, d = cwhere[name, j]
+                bi, _x, d = self.cwhere[name, j]
                 guard = pred
-                if copies[name, j][1] < T:
+                if self.copies[name, j][1] < cfg.threads:
                     ins(f"and.pred %pj, {pred}, %pc{'ABE'.index(name)};")
                     guard = "%pj"
                 ins(f"@{guard} cp.async.cg.shared.global [%cb{bi}+{slot * cfg.stage_bytes + d}], [%gt], {CHUNK};")
                 if j != rounds[-1]:      # T/cpr rows further: K * (T/cpr) * num/den bytes
-                    ins(f"mad.wide.u32 %gt, %K, {T // reg.chunks_per_row * reg.stride_num // reg.stride_den}, %gt;")
-            ins(f"add.u64 {gptr[name]}, {gptr[name]}, {reg.row_bytes};")
+                    ins(f"mad.wide.u32 %gt, %K, {cfg.threads // reg.chunks_per_row * reg.stride_num // reg.stride_den}, %gt;")
+            ins(f"add.u64 {gp}, {gp}, {reg.row_bytes};")
         ins("cp.async.commit_group;")
 
-    def load_fragments(slot: int, s: int, buf: int) -> None:
+    def load_fragments(self, slot: int, s: int, buf: int) -> None:
+        """ldmatrix A and B, ld.shared metadata of k-step s of ring slot `slot` into buffer `buf`."""
+        cfg, ins, fw = self.cfg, self.ins, self.fwhere
         off = slot * cfg.stage_bytes
-        for i in range(TM):
-            bi, d = fwhere["A", i, s]
-            regs = ", ".join(f"%ra{(buf * TM + i) * 4 + j}" for j in range(4))
-            ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, [%fb{bi}+{off + d}];")
-        for i in range(TM):
-            bi, d = fwhere["E", i, s]
-            ins(f"ld.shared.b32 %re{buf * TM + i}, [%fb{bi}+{off + d}];")
-        for q in range(TN):
-            bi, d = fwhere["B", q, s]
-            regs = ", ".join(f"%rb{(buf * TN + q) * 4 + j}" for j in range(4))
-            ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, [%fb{bi}+{off + d}];")
+        for bi, x in sorted({fw[key][:2] for key in fw if key[2] == s and fw[key][1]}):
+            ins(f"xor.b32 %xb{self.xors.index((bi, x))}, %fb{bi}, {x};")   # bits 6:4 of a later k-step
 
-    opcode = form.instruction(ptx)
+        def addr(key) -> str:
+            bi, x, d = fw[key]
+            return f"[%xb{self.xors.index((bi, x))}+{off + d}]" if x else f"[%fb{bi}+{off + d}]"
 
-    def mmas(buf: int) -> None:
-        for i in range(TM):
-            qs = range(TN) if i % 2 == 0 else range(TN - 1, -1, -1)     # serpentine: reuse B registers
-            for q in qs:
-                c = "{" + ", ".join(f"%acc{(i * TN + q) * 4 + r}" for r in range(4)) + "}"
-                a = "{" + ", ".join(f"%ra{(buf * TM + i) * 4 + j}" for j in range(4)) + "}"
-                b = "{" + ", ".join(f"%rb{(buf * TN + q) * 4 + j}" for j in range(4)) + "}"
-                ins(f"{opcode} {c}, {a}, {b}, {c}, %re{buf * TM + i}, {cfg.selector};")
+        tm, tn = cfg.tiles_m, cfg.tiles_n
+        for i in range(tm):
+            regs = ", ".join(f"%ra{(buf * tm + i) * 4 + j}" for j in range(4))
+            ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, {addr(('A', i, s))};")
+        for i in range(tm):
+            ins(f"ld.shared.b32 %re{buf * tm + i}, {addr(('E', i, s))};")
+        for q in range(tn):
+            regs = ", ".join(f"%rb{(buf * tn + q) * 4 + j}" for j in range(4))
+            ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, {addr(('B', q, s))};")
 
-    ins(f"// prologue: K blocks 0..{S - 2} into slots 0..{S - 2} (one commit group each, empty past K)")
-    for s in range(S - 1):
-        ins(f"setp.gt.u32 %pl, %kr, {s};")
-        issue_copies(s, "%pl")
-    ins(f"cp.async.wait_group {S - 2};")
-    ins("bar.sync 0;")
-    load_fragments(0, 0, 0)
-    e.label("LOOP")
-    U = cfg.unroll
-    for u in range(U):
-        slot = u % S
-        ins(f"// ---- K block kb (ring slot {slot}); refill slot {(u + S - 1) % S} with block kb + {S - 1}")
+    def mmas(self, buf: int) -> None:
+        cfg = self.cfg
+        tm, tn = cfg.tiles_m, cfg.tiles_n
+        opcode = self.form.instruction(self.ptx)
+        for i in range(tm):
+            for q in (range(tn) if i % 2 == 0 else range(tn - 1, -1, -1)):   # serpentine: B stays hot
+                c = "{" + ", ".join(f"%acc{(i * tn + q) * 4 + r}" for r in range(4)) + "}"
+                a = "{" + ", ".join(f"%ra{(buf * tm + i) * 4 + j}" for j in range(4)) + "}"
+                b = "{" + ", ".join(f"%rb{(buf * tn + q) * 4 + j}" for j in range(4)) + "}"
+                self.ins(f"{opcode} {c}, {a}, {b}, {c}, %re{buf * tm + i}, {cfg.selector};")
+
+    def ring_step(self, regs: list[str], pred_wrap: str) -> None:
+        """Persistent CTAs: move base registers one ring slot on (back to slot 0 where `pred_wrap`)."""
+        cfg, ins = self.cfg, self.ins
+        ins(f"selp.b32 %x, {-(cfg.stages - 1) * cfg.stage_bytes}, {cfg.stage_bytes}, {pred_wrap};")
+        for r in regs:
+            ins(f"add.u32 {r}, {r}, %x;")
+
+    # -- D ------------------------------------------------------------------------------------------
+    def store_d(self) -> None:
+        """Accumulators -> D for tile (%m0, %n0) (%gd loaded)."""
+        cfg, ins = self.cfg, self.ins
+        if cfg.d_offset is not None:
+            self.store_d_staged()
+            return
+        ins(f"// accumulators -> D ({cfg.out_type}, row-major M x N), fragment by fragment")
+        for i in range(cfg.tiles_m):
+            for h in range(2):
+                self.row_pointer("%gd", i, h, self.dbytes)
+                for q in range(cfg.tiles_n):
+                    lo, hi = self.acc_regs(i, q, h)
+                    at = f"[%rp+{8 * q * self.dbytes}]"
+                    if self.convert:
+                        ins(f"{self.convert} %h, {hi}, {lo};")
+                        ins(f"st.global.{self.store_type} {at}, %h;")
+                    else:
+                        ins(f"st.global.{self.store_type} {at}, {{{lo}, {hi}}};")
+
+    def store_d_staged(self) -> None:
+        """D through a padded cta_m x cta_n shared tile: fragments in, then 16-byte chunks out,
+        consecutive threads taking consecutive chunks of a row (coalesced global stores)."""
+        cfg, ins = self.cfg, self.ins
+        T, dbytes, pitch = cfg.threads, self.dbytes, cfg.d_pitch
+        ins(f"// accumulators -> shared D tile (pitch {pitch} B) -> D ({cfg.out_type}, row-major M x N)")
+        if not cfg.is_persistent:
+            ins("cp.async.wait_group 0;")
+        ins("bar.sync 0;                                  // the D tile (ring) is free")
+        self.terms("%y", d_stage_access(cfg))
+        ins(f"add.u32 %y, %y, %sm;")
+        if cfg.d_offset:
+            ins(f"add.u32 %y, %y, {cfg.d_offset};")
+        for i in range(cfg.tiles_m):
+            for h in range(2):
+                for q in range(cfg.tiles_n):
+                    lo, hi = self.acc_regs(i, q, h)
+                    at = f"[%y+{(16 * i + 8 * h) * pitch + 8 * q * dbytes}]"
+                    if self.convert:
+                        ins(f"{self.convert} %h, {hi}, {lo};")
+                        ins(f"st.shared.b32 {at}, %h;")
+                    else:
+                        ins(f"st.shared.v2.b32 {at}, {{{lo}, {hi}}};")
+        ins("bar.sync 0;")
+        cpr = cfg.cta_n * dbytes // CHUNK                      # 16-byte chunks per D row
+        chunks = cfg.cta_m * cpr
+        ins(f"shl.b32 %z, %N, {_log2(dbytes)};                 // D row stride in bytes")
+        for r in range(-(-chunks // T)):
+            ins(f"add.u32 %x, %thr, {r * T};")
+            guard = ""
+            if (r + 1) * T > chunks:
+                ins(f"setp.lt.u32 %pj, %x, {chunks};")
+                guard = "@%pj "
+            ins(f"div.u32 %pm, %x, {cpr};                        // tile row")
+            ins(f"rem.u32 %pn, %x, {cpr};                        // chunk in the row")
+            ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")
+            ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+            at = f"[%x+{cfg.d_offset}]" if cfg.d_offset else "[%x]"
+            ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, {at};")
+            ins("add.u32 %pm, %pm, %m0;")
+            ins("mul.wide.u32 %rp, %pm, %z;")
+            ins(f"mad.lo.u32 %pn, %pn, {CHUNK // dbytes}, %n0;")
+            ins(f"mul.wide.u32 %off, %pn, {dbytes};")
+            ins("add.u64 %rp, %rp, %off;")
+            ins("add.u64 %rp, %rp, %gd;")
+            ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
+
+    # -- kernels -------------------------------------------------------------------------------------
+    def prologue(self) -> None:
+        ins = self.ins
+        for r in ("M", "N", "K"):
+            ins(f"ld.param.u32 %{r}, [{self.param(r)}];")
+        ins("mov.u32 %thr, %tid.x;")
+        ins("and.b32 %x, %thr, 31;")
+        ins("shr.u32 %g, %x, 2;                           // g = lane >> 2, t = lane & 3 (9.7.14.6.2)")
+        ins("and.b32 %t, %x, 3;")
+        self.smem_bases()
+
+    def one_tile(self) -> None:
+        """One tile per CTA: the ring slots are immediates (the K loop is unrolled over the ring)."""
+        cfg, ins = self.cfg, self.ins
+        S, KS = cfg.stages, cfg.ksteps
+        self.prologue()
+        ins(f"shr.u32 %kr, %K, {_log2(cfg.cta_k)};            // K blocks still to compute")
+        ins("mov.u32 %pid, %ctaid.x;")
+        self.raster("%pid")
+        self.copy_pointers()
+        ins(f"// prologue: K blocks 0..{S - 2} into slots 0..{S - 2} (one commit group each, empty past K)")
+        for s in range(S - 1):
+            ins(f"setp.gt.u32 %pl, %kr, {s};")
+            self.issue_copies(s, "%pl")
+        self.init_acc()
+        ins(f"cp.async.wait_group {S - 2};")
+        ins("bar.sync 0;")
+        self.load_fragments(0, 0, 0)
+        loop, done = self.label("LOOP"), self.label("EPILOGUE")
+        self.put(loop)
+        U = cfg.unroll
+        for u in range(U):
+            slot = u % S
+            ins(f"// ---- K block kb (ring slot {slot}); refill slot {(u + S - 1) % S} with block kb + {S - 1}")
+            for s in range(KS):
+                buf = (u * KS + s) % 2
+                if s == 0:
+                    ins(f"setp.gt.u32 %pl, %kr, {S - 1};       // block kb + {S - 1} exists")
+                    self.issue_copies((u + S - 1) % S, "%pl")
+                if s == KS - 1:
+                    # block kb+1 landed (commits so far: S-1 + kb+1; kb+2 needed -> S-2 may pend), and
+                    # every warp is done with the slot refilled next (its fragments were read above)
+                    ins(f"cp.async.wait_group {S - 2};")
+                    ins("bar.sync 0;")
+                    self.load_fragments((u + 1) % S, 0, 1 - buf)
+                else:
+                    self.load_fragments(slot, s + 1, 1 - buf)
+                self.mmas(buf)
+            ins("sub.u32 %kr, %kr, 1;")
+            ins("setp.ne.u32 %pe, %kr, 0;")
+            ins(f"@%pe bra.uni {loop};" if u == U - 1 else f"@!%pe bra.uni {done};")
+        self.put(done)
+        self.raster("%pid")
+        self.load_ptr("%gd", "d")
+        self.store_d()
+        ins("ret;")
+
+    def persistent(self) -> None:
+        """Persistent CTAs: CTA c computes tiles c, c + nctaid, ... as one stream of K blocks. The copy
+        side runs stages-1 blocks ahead and crosses into the next tile on its own, so the next tile's
+        first blocks load while this tile's D is written. Ring slots live in the base registers."""
+        cfg, ins = self.cfg, self.ins
+        S, KS = cfg.stages, cfg.ksteps
+        fregs = [f"%fb{i}" for i in range(len(self.fbases))]
+        cregs = [f"%cb{i}" for i in range(len(self.cbases))]
+        self.prologue()
+        done, loop = self.label("DONE"), self.label("LOOP")
+        ins("mov.u32 %ct, %ctaid.x;                       // tile being computed")
+        self.tile_count("%pm")
+        ins("setp.ge.u32 %pe, %ct, %pm;")
+        ins(f"@%pe bra.uni {done};")
+        ins("mov.u32 %it, %ct;                            // tile being copied")
+        ins("mov.u32 %pid, %ct;")
+        self.raster("%pid")
+        self.copy_pointers()
+        ins(f"shr.u32 %ik, %K, {_log2(cfg.cta_k)};            // K blocks of the copied tile left")
+        ins("mov.u32 %ck, %ik;                            // K blocks of the computed tile left")
+        ins("setp.eq.u32 %pv, %ik, %ik;                   // the copied tile exists")
+        ins("mov.u32 %rs, 0;                              // ring slot being read")
+        ins(f"// prologue: the first {S - 1} K blocks of the stream into slots 0..{S - 2}")
+        for _ in range(S - 1):
+            self.issue_block(advance="plain")
+        if cfg.accumulate_c:               # the copy side may have moved %m0/%n0 to a later tile
+            self.raster("%ct")
+        self.init_acc()
+        ins(f"cp.async.wait_group {S - 2};")
+        ins("bar.sync 0;")
+        self.load_fragments(0, 0, 0)
+        self.put(loop)
         for s in range(KS):
-            step = u * KS + s
-            buf = step % 2
+            buf = s % 2
             if s == 0:
-                ins(f"setp.gt.u32 %pl, %kr, {S - 1};       // block kb + {S - 1} exists")
-                issue_copies((u + S - 1) % S, "%pl")
+                self.issue_block(advance="ring")
             if s == KS - 1:
-                # block kb+1 landed (commits so far: S-1 + kb+1; kb+2 needed -> S-2 may pend), and every
-                # warp is done with the slot refilled next (its last fragments were read above)
+                # next block landed (S-2 newer groups may pend) and everyone is done with the slot
+                # refilled next; then the read bases move to the next slot
                 ins(f"cp.async.wait_group {S - 2};")
                 ins("bar.sync 0;")
-                load_fragments((u + 1) % S, 0, 1 - buf)
+                ins(f"setp.eq.u32 %pe, %rs, {S - 1};")
+                self.ring_step(fregs, "%pe")
+                ins("add.u32 %rs, %rs, 1;")
+                ins("selp.u32 %rs, 0, %rs, %pe;")
+                self.load_fragments(0, 0, 1 - buf)
             else:
-                load_fragments(slot, s + 1, 1 - buf)
-            mmas(buf)
-        ins("sub.u32 %kr, %kr, 1;")
-        ins("setp.ne.u32 %pe, %kr, 0;")
-        if u == U - 1:
-            ins("@%pe bra.uni LOOP;")
-        else:
-            ins("@!%pe bra.uni EPILOGUE;")
-    e.label("EPILOGUE")
-    load_params((("%gd", "d"),))
-    raster()
-    ins(f"// accumulators -> D ({cfg.out_type}, row-major M x N)")
-    for i in range(TM):
-        for h in range(2):
-            row_pointer("%gd", i, h, dbytes)
-            for q in range(TN):
-                lo, hi = acc_regs(i, q, h)
-                if convert:
-                    ins(f"{convert} %h, {hi}, {lo};")
-                    ins(f"st.global.{store_type} [%rp+{8 * q * dbytes}], %h;")
-                else:
-                    ins(f"st.global.{store_type} [%rp+{8 * q * dbytes}], {{{lo}, {hi}}};")
-    ins("ret;")
-    out.append("}")
-    text = "\n".join(out) + "\n"
-    return SparseGemmPTX(kname, text, ptx, cfg.target, _abi(cfg, ptx, params))
+                self.load_fragments(0, s + 1, 1 - buf)
+            self.mmas(buf)
+        ins("sub.u32 %ck, %ck, 1;")
+        ins("setp.ne.u32 %pe, %ck, 0;")
+        ins(f"@%pe bra.uni {loop};")
+        ins("// tile finished: D out, next tile (its first K blocks are already in the ring)")
+        self.raster("%ct")
+        self.load_ptr("%gd", "d")
+        self.store_d()
+        ins("mov.u32 %x, %nctaid.x;")
+        ins("add.u32 %ct, %ct, %x;")
+        self.tile_count("%pm")
+        ins("setp.ge.u32 %pe, %ct, %pm;")
+        ins(f"@%pe bra.uni {done};")
+        ins(f"shr.u32 %ck, %K, {_log2(cfg.cta_k)};")
+        self.raster("%ct")
+        self.init_acc()
+        ins(f"bra.uni {loop};")
+        self.put(done)
+        ins("ret;")
+        del cregs
+
+    def issue_block(self, advance: str) -> None:
+        """Persistent CTAs: copy the next K block of the stream (if its tile exists) into the write slot
+        (%cb bases), then step the write slot and the stream position."""
+        cfg, ins = self.cfg, self.ins
+        self.issue_copies(0, "%pv")
+        cregs = [f"%cb{i}" for i in range(len(self.cbases))]
+        if advance == "plain":             # prologue: slots 0..S-2, no wrap
+            for r in cregs:
+                ins(f"add.u32 {r}, {r}, {cfg.stage_bytes};")
+        else:                              # write slot = read slot - 1: it wraps when the read slot is 0
+            ins("setp.eq.u32 %pe, %rs, 0;")
+            self.ring_step(cregs, "%pe")
+        nxt = self.label("SAME_TILE")
+        ins("sub.u32 %ik, %ik, 1;")
+        ins("setp.ne.u32 %pe, %ik, 0;")
+        ins(f"@%pe bra.uni {nxt};")
+        ins("mov.u32 %x, %nctaid.x;                       // the copy side moves to its next tile")
+        ins("add.u32 %it, %it, %x;")
+        self.tile_count("%pm")
+        ins("setp.lt.u32 %pv, %it, %pm;")
+        ins(f"shr.u32 %ik, %K, {_log2(cfg.cta_k)};")
+        self.raster("%it")
+        self.copy_pointers()
+        self.put(nxt)
+
+
+def d_stage_access(cfg: SparseGemmConfig) -> Access:
+    """Per-thread offset in the staged D tile of fragment (0, 0, h=0): row wm*WM + g, column
+    wn*WN + 2t (fragment (i, h, q) adds (16i + 8h) rows and 8q columns; digest section 6.2)."""
+    (wm_s, wm_m, _), (wn_s, wn_m, _) = _warp_terms(cfg)
+    pitch, dbytes = cfg.d_pitch, TYPES[cfg.out_type].bits // 8
+    return Access("D", ((wm_s, wm_m, cfg.warp_m * pitch), (2, 7, pitch), (wn_s, wn_m, cfg.warp_n * dbytes),
+                        (0, 3, 2 * dbytes)), 0)
+
+
+def emit_sparse_gemm(cfg: SparseGemmConfig) -> SparseGemmPTX:
+    """Emit the PTX module of the pipelined sparse GEMM `cfg` (same config -> same bytes)."""
+    ptx = check_config(cfg)
+    w = _Writer(cfg, ptx)
+    w.header()
+    (w.persistent if cfg.is_persistent else w.one_tile)()
+    w.lines.append("}")
+    return SparseGemmPTX(cfg.name, "\n".join(w.lines) + "\n", ptx, cfg.target, _abi(cfg, ptx, w.params))
 
 
 def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
@@ -702,10 +942,14 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
                        "layout": "per 16-row tile and k-step, the 32 lane words (sparse.compress metadata)"},
         "b": {"element": form.b_type, "shape": ["N", "K"], "bytes": f"N*K*{bits}/8",
               "layout": "B transposed: row n holds column n of B (sparse.pack_b)"},
-        "d": {"element": cfg.out_type, "shape": ["M", "N"], "layout": "row-major (written)"},
+        "d": {"element": cfg.out_type, "shape": ["M", "N"], "layout": "row-major (written); 16-byte aligned"},
     }
     if cfg.accumulate_c:
         buffers["c"] = {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"}
+    # CTAs that fit one SM at once: 64K registers at up to 256 per thread (ptxas may use all 255 that
+    # .maxntid allows), and the shared memory of an SM (1 KB of it reserved per CTA on sm_80+)
+    regs_fit = 65536 // (cfg.threads * 256)
+    smem_fit = (cfg.smem_limit + 1024) // (cfg.smem_bytes + 1024)
     return {
         "kernel": cfg.name,
         "kernel_kind": "sparse_gemm",
@@ -719,8 +963,11 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
         "selector": cfg.selector,
         "tile_m": cfg.cta_m, "tile_n": cfg.cta_n, "tile_k": cfg.cta_k,
         "warps": [cfg.warps_m, cfg.warps_n], "stages": cfg.stages, "raster_group": cfg.raster_group,
+        "persistent": cfg.is_persistent,
+        "max_ctas_per_sm": max(1, min(regs_fit, smem_fit)),
         "block": [cfg.threads, 1, 1],
-        "grid": [f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})", 1, 1],
+        "grid": ["min(tiles, multiprocessors * max_ctas_per_sm)" if cfg.is_persistent else "tiles", 1, 1],
+        "tiles": f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})",
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [f"M % {cfg.cta_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
     }
