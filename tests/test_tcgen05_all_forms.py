@@ -1,0 +1,297 @@
+"""Every tcgen05.mma form tilec claims, written as a DSL tile, compiled into a complete kernel and
+assembled by ptxas for every target the form claims.
+
+The forms are `tcgen05_forms.all_forms()` (9.7.16.10.9.1-4: kinds, cta_group, .sp, .ws, A in TMEM,
+.block_scale vector sizes, collector usage, .ashift, disable-output-lane, scale-input-d, zero-column
+mask) minus the two the DSL cannot write, each rejected with a lit test in tests/lit/tcgen05_forms:
+K = 96 (k96.tile: the DSL's K is Table 39's instruction K) and `.block_scale` without a vector size
+(mx_no_block_scale.tile: a block-scaled tile must name its vector size, Table 54). The targets of a form
+are `form.requirements().targets` (Table 60/61 rows); every other Blackwell target must be rejected with
+a diagnostic on the `target` statement.
+
+Each tile varies M over the legal values of its Table 39 row (so every data-path layout of 9.7.16.10.5
+appears: A, B, C, D, E, F, G) and the metadata source over static / runtime. The fast tests compile every
+(form x target) and assemble a sample; `-m slow` assembles all of them (about 6500 kernels).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from compiler.diagnostics import CompileError
+from compiler.driver import compile_source
+from compiler.ptx.tcgen05_tmem import data_path
+from compiler.ptxas import find_ptxas
+from compiler.tcgen05_forms import TCGEN05_TARGETS, Tcgen05Mma, all_forms, infer_ptx_version
+from compiler.tcgen05_kinds import mma_k, shape_rule
+from compiler.targets import TARGETS, format_version
+
+ALL_FORMS = all_forms()
+EXPRESSIBLE = [f for f in ALL_FORMS if not f.k96 and f.block_scale != "implicit"]
+BLACKWELL = sorted(TCGEN05_TARGETS, key=list(TARGETS).index)
+
+# Operand types per kind (Table 39 / Tables 42-44): mixed A/B types where the kind allows them.
+TYPES = {"f16": ("bf16", "bf16", "f32"), "tf32": ("tf32", "tf32", "f32"), "f8f6f4": ("e4m3", "e2m1", "f32"),
+         "i8": ("s8", "u8", "s32"), "mxf8f6f4": ("e5m2", "e3m2", "f32"), "mxf4": ("e2m1", "e2m1", "f32"),
+         "mxf4nvf4": ("e2m1", "e2m1", "f32")}
+RATIO = {"f16": "2:4", "tf32": "1:2", "f8f6f4": "2:4", "i8": "2:4", "mxf8f6f4": "2:4", "mxf4": "4:8",
+         "mxf4nvf4": "4:8"}                                          # 9.7.16.10.8 granularities
+VEC = {"block16": "16", "block32": "32", "scale_vec::1X": "1X", "scale_vec::2X": "2X", "scale_vec::4X": "4X"}
+# Table 55: UE4M3 scales only with 16-element vectors; every other vector size here takes UE8M0.
+SCALE_TYPE = {"block16": "ue4m3", "scale_vec::4X": "ue4m3"}
+
+
+def legal_ms(form: Tcgen05Mma) -> tuple[int, ...]:
+    ms = shape_rule(form.kind, form.cta_group, form.sparse, form.ws).ms
+    return tuple(m for m in ms if not form.ashift or m in (128, 256))     # 9.7.16.10.9.1 .ashift M rule
+
+
+def tile_text(form: Tcgen05Mma, target: str, name: str = "t", variant: int = 0) -> str:
+    """The DSL tile whose kernel uses `form`; `variant` rotates M and the metadata source."""
+    a, b, d = TYPES[form.kind]
+    ms = legal_ms(form)
+    m = ms[variant % len(ms)]
+    k = mma_k(form.kind, form.sparse)
+    engine = f"engine tcgen05 kind={form.kind} cta_group={form.cta_group}"
+    engine += " ws" * form.ws + " ashift" * form.ashift
+    if form.collector:
+        engine += f" collector={form.collector}"
+    lines = [f"target {target};", f"tile {name} {{", f"  {engine};", f"  shape M={m} N=64 K={k};",
+             f"  loop K={2 * k};", f"  A: {a} {'tmem' if form.a_in_tmem else 'smem'};", f"  B: {b} smem;",
+             f"  D: {d} tmem;"]
+    if form.sparse:
+        lines.append(f"  sparsity {RATIO[form.kind]} " + ("pattern=rotate;" if variant % 2 else "metadata=runtime;"))
+    if form.block_scale:
+        st = SCALE_TYPE.get(form.block_scale, "ue8m0")
+        lines += [f"  SFA: {st} tmem;", f"  SFB: {st} tmem;", f"  block_scale vec={VEC[form.block_scale]};"]
+    if form.disable_output_lane:
+        lines.append("  disable_output_lane [" + ", ".join(["0x80000001"] * (4 * form.cta_group)) + "];")
+    if form.scale_input_d:
+        lines.append("  scale_input_d 3;")
+    if form.zero_column_mask:
+        lines.append("  zero_columns cols=[0..3];")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def compile_form(form: Tcgen05Mma, target: str, name: str = "t", variant: int = 0):
+    return compile_source(tile_text(form, target, name, variant), f"{name}.tile")
+
+
+def _variant(i: int) -> int:
+    return i
+
+
+# --------------------------------------------------------------------------------------------------
+# The set of forms
+
+def test_inexpressible_forms_are_k96_and_implicit_vector_size():
+    """Only K = 96 and the omitted vector size are left out (each has a lit test in tcgen05_forms/)."""
+    left_out = [f for f in ALL_FORMS if f not in EXPRESSIBLE]
+    assert left_out and all(f.k96 or f.block_scale == "implicit" for f in left_out)
+    assert len(EXPRESSIBLE) == len(ALL_FORMS) - len(left_out) >= 1400
+    lit = Path(__file__).parent / "lit" / "tcgen05_forms"
+    assert (lit / "k96.tile").exists() and (lit / "mx_no_block_scale.tile").exists()
+
+
+def test_tiles_cover_every_data_path_layout():
+    """9.7.16.10.5: layouts A-G all occur among the compiled tiles."""
+    seen = set()
+    for i, f in enumerate(EXPRESSIBLE):
+        m = legal_ms(f)[i % len(legal_ms(f))]
+        seen.add(data_path(m, f.cta_group, f.sparse, f.ws).layout)
+    assert seen == set("ABCDEFG")
+
+
+# --------------------------------------------------------------------------------------------------
+# Every (form x claimed target) compiles into a kernel that uses the form
+
+_MMA_LINE = re.compile(r"^\s*(tcgen05\.mma\S*) ", re.M)
+
+
+def _check_kernel(result, form: Tcgen05Mma, target: str) -> list[str]:
+    problems = []
+    ptx = result.ptx
+    want_version = format_version(infer_ptx_version([form], target))
+    if f".target {target}\n" not in ptx or f".version {want_version}\n" not in ptx:
+        problems.append(f"header is not .version {want_version} / .target {target}")
+    opcodes = set(_MMA_LINE.findall(ptx))
+    if form.opcode() not in opcodes:
+        problems.append(f"{form.opcode()} not among the kernel's MMAs {sorted(opcodes)}")
+    # Every tcgen05 instruction of a kernel uses the form's cta_group (PTX 9.0 notes, digest §2.2).
+    groups = set(re.findall(r"\.cta_group::(\d)", ptx))
+    if groups != {str(form.cta_group)}:
+        problems.append(f"cta_group qualifiers {groups}")
+    return problems
+
+
+def test_every_form_compiles_into_a_kernel():
+    """Every expressible form becomes a complete kernel (on one of its targets, rotating)."""
+    problems = []
+    for i, form in enumerate(EXPRESSIBLE):
+        targets = sorted(form.requirements().targets, key=list(TARGETS).index)
+        target = targets[i % len(targets)]
+        try:
+            result = compile_form(form, target, variant=_variant(i))
+        except CompileError as e:
+            problems.append(f"{form.opcode()} on {target}: {str(e).splitlines()[0]}")
+            continue
+        problems += [f"{form.opcode()} on {target}: {p}" for p in _check_kernel(result, form, target)]
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:20])
+
+
+def test_every_claimed_target_verifies_at_the_inferred_version():
+    """verify accepts every (form x claimed target) at infer_ptx_version (the full kernels of all pairs
+    are built and assembled by the slow test)."""
+    problems, count = [], 0
+    for i, form in enumerate(EXPRESSIBLE):
+        for target in sorted(form.requirements().targets):
+            try:
+                result = compile_source(tile_text(form, target, "t", _variant(i)), passes=["verify"])
+            except CompileError as e:
+                problems.append(f"{form.opcode()} on {target}: {str(e).splitlines()[0]}")
+                continue
+            count += 1
+            want = format_version(infer_ptx_version([form], target))
+            if result.module.attrs["ptx_version"] != want:
+                problems.append(f"{form.opcode()} on {target}: .version {result.module.attrs['ptx_version']}")
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:20])
+    assert count >= 6000
+
+
+def test_unclaimed_targets_are_rejected_at_the_target():
+    """Table 60/61: a form on a Blackwell target outside its requirements fails, blaming `target`."""
+    problems, count = [], 0
+    for i, form in enumerate(EXPRESSIBLE):
+        for target in BLACKWELL:
+            if target in form.requirements().targets:
+                continue
+            count += 1
+            try:
+                compile_form(form, target, variant=_variant(i))
+            except CompileError as e:
+                diag = e.diagnostics[0]
+                if "not available on" not in diag.message or diag.loc is None or diag.loc.line != 1:
+                    problems.append(f"{form.opcode()} on {target}: {diag.message} at {diag.loc}")
+            else:
+                problems.append(f"{form.opcode()} on {target}: compiled")
+    assert not problems, "\n".join(problems[:20])
+    assert count > 0
+
+
+# --------------------------------------------------------------------------------------------------
+# ptxas
+
+@pytest.fixture(scope="module")
+def ptxas() -> str:
+    path = find_ptxas()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("ptxas not found and CI is set")
+        pytest.skip("ptxas not found")
+    return path
+
+
+def _assemble_groups(ptxas: str, cases) -> list[str]:
+    """cases: (form, target, variant). One module per (target, version) with one .entry per case."""
+    groups = defaultdict(list)
+    for n, (form, target, variant) in enumerate(cases):
+        result = compile_form(form, target, f"k{n}", variant)
+        body = result.ptx.partition(".address_size 64\n")[2]
+        groups[(target, result.module.attrs["ptx_version"])].append((form, body))
+
+    def run(item):
+        (target, version), entries = item
+        text = f".version {version}\n.target {target}\n.address_size 64\n" + "".join(b for _, b in entries)
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "k.ptx"
+            src.write_text(text)
+            proc = subprocess.run([ptxas, "-O0", f"-arch={target}", "-o", os.devnull, str(src)],
+                                  capture_output=True, text=True, timeout=1800)
+        if proc.returncode:
+            return [f"{target} {version} ({len(entries)} kernels): {proc.stderr[:1500]}"]
+        return []
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return [p for ps in pool.map(run, groups.items()) for p in ps]
+
+
+def _sample() -> list:
+    """A fast sample: for each (kind, cta_group, ws, sparse, A space, vector size) the form with the most
+    options and the plainest one, plus every collector op, each on a rotating claimed target."""
+    by_sig = defaultdict(list)
+    for i, f in enumerate(EXPRESSIBLE):
+        by_sig[(f.kind, f.cta_group, f.ws, f.sparse, f.a_in_tmem, f.block_scale)].append((i, f))
+    picked = {}
+    for group in by_sig.values():
+        def options(item):
+            f = item[1]
+            return (f.ashift, f.disable_output_lane, f.scale_input_d, f.zero_column_mask, f.collector is not None)
+        for item in (min(group, key=lambda it: sum(options(it))), max(group, key=lambda it: sum(options(it)))):
+            picked[item[0]] = item[1]
+        for op in ("use", "lastuse"):
+            with_op = [it for it in group if it[1].collector and it[1].collector.endswith(op)]
+            if with_op:
+                picked[with_op[0][0]] = with_op[0][1]
+    cases = []
+    for n, (i, f) in enumerate(sorted(picked.items())):
+        targets = sorted(f.requirements().targets, key=list(TARGETS).index)
+        cases.append((f, targets[n % len(targets)], _variant(i)))
+    return cases
+
+
+def test_sample_of_forms_assembles(ptxas):
+    cases = _sample()
+    assert len(cases) >= 150
+    assert {t for _, t, _ in cases} == set(BLACKWELL)
+    problems = _assemble_groups(ptxas, cases)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_every_form_assembles_on_every_claimed_target(ptxas):
+    cases = [(f, t, _variant(i)) for i, f in enumerate(EXPRESSIBLE) for t in sorted(f.requirements().targets)]
+    for f, t, v in cases:
+        problems = _check_kernel(compile_form(f, t, "t", v), f, t)
+        assert not problems, (f.opcode(), t, problems)
+    problems = _assemble_groups(ptxas, cases)
+    assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------------------------------
+# The smem-dump variant (sm_90a, tcgen05 instructions left out)
+
+def test_smem_dump_variant_assembles_for_sm90a(ptxas):
+    """One tile per (kind, cta_group, ws, sparse, A space): `.target sm_90a`, `.version 8.0` (the first
+    PTX with sm_90a), no tcgen05 instruction, the shared buffer written to S after each stage."""
+    seen, texts = set(), []
+    for i, f in enumerate(EXPRESSIBLE):
+        sig = (f.kind, f.cta_group, f.ws, f.sparse, f.a_in_tmem)
+        if sig in seen:
+            continue
+        seen.add(sig)
+        target = sorted(f.requirements().targets)[0]
+        result = compile_source(tile_text(f, target, f"d{i}", i), options={"variant": "smem-dump"})
+        ptx = result.ptx
+        assert ".target sm_90a\n" in ptx and ".version 8.0\n" in ptx
+        assert "tcgen05" not in ptx.replace(f"d{i}", "")
+        abi = result.to_json()["tiles"][f"d{i}"]["kernel"]
+        assert [p["name"] for p in abi["params"]][-3:] == ["S", "m_total", "n_total"]
+        dump = abi["smem_dump"]
+        assert dump["n_stages"] * abi["k_block"] == abi["k"]
+        assert set(dump["regions"]) == ({"B"} if f.a_in_tmem else {"A", "B"})
+        texts.append(ptx.partition(".address_size 64\n")[2])
+    text = ".version 8.0\n.target sm_90a\n.address_size 64\n" + "".join(texts)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "d.ptx"
+        src.write_text(text)
+        proc = subprocess.run([ptxas, "-O0", "-arch=sm_90a", "-o", os.devnull, str(src)],
+                              capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[:2000]
+    assert len(texts) >= 40
