@@ -4,8 +4,8 @@
 
 Inputs come from tests/fuzz (generate.source: tiles from the grammar and the legality tables;
 mutate.mutated_corpus_file: token/byte mutations of examples/ and tests/lit/). Each input runs through
-compiler.driver.compile_source (every tenth with --arch/--ptx-version/--variant overrides as the
-CLI passes them); every `--cli-every`-th input also runs through compiler.cli.main on a
+compiler.driver.compile_source (a tenth of them with --arch/--ptx-version/--variant overrides as
+the CLI passes them); every `--cli-every`-th input also runs through compiler.cli.main on a
 file (every fourth of those with damaged UTF-8). The only acceptable outcomes are PTX, or located
 diagnostics inside the file (tests/fuzz/harness.py). Each distinct crash is minimized (same crash
 signature) and saved under tests/regressions/crashers/ as a regression input; the exit status is 1
@@ -35,7 +35,7 @@ from fuzz.crashers import save_crasher  # noqa: E402
 from fuzz.minimize import minimize  # noqa: E402
 
 CHUNK = 500
-OVERRIDE_EVERY = 10      # every 10th in-process input also gets --arch / --ptx-version / --variant overrides
+OVERRIDE_SHARE = 0.1     # a tenth of the in-process inputs run with --arch / --ptx-version / --variant overrides
 ORIGINS = ("generated",) * 5 + ("mutated",) * 4 + ("generated+mutated",)
 
 _WORKDIR: str | None = None
@@ -89,7 +89,7 @@ def run_chunk(job: tuple[int, int, int, int, float]) -> dict:
 
     for index in range(start, start + count):
         origin, text = make_input(c, index)
-        if index % OVERRIDE_EVERY == OVERRIDE_EVERY - 1:
+        if c.chance(OVERRIDE_SHARE):
             overrides = compile_overrides(c)
             record(index, origin, "api+options", text, harness.check_source(text, timeout=timeout, **overrides),
                    overrides)
