@@ -1,0 +1,973 @@
+"""Run a tilec tcgen05 kernel on the CPU: an interpreter for the PTX subset the kernel emitter writes, with
+Tensor Memory, mbarriers and `tcgen05.mma` itself delegated to the reference model (compiler/sim).
+
+For tests (no Blackwell GPU here): the global->shared copies, the descriptors, the TMEM staging of A,
+metadata and scale factors, the MMA issue loop and the epilogue are all executed as emitted; only the
+MMA's arithmetic comes from `compiler.sim.tcgen05.mma`, which reads shared memory through the
+descriptors and the sparse metadata through its own (digest-derived) rules. The emulator's own readers
+of Tensor Memory (D through the data-path layouts, scale factors) are written from the PTX / CUTLASS
+text independently of compiler/ptx/tcgen05_tmem.py.
+
+Checks the hardware would make or that PTX demands: a warp touches only its TMEM lane quarter
+(9.7.16.8.3), tcgen05.st/ld addresses stay inside the allocation, `::use` / `::lastuse` collector reads
+follow a `::fill` with the same operand (9.7.16.10.9.1), every tcgen05 op of a kernel uses one
+cta_group, scale factors are repeated in all four lane partitions (9.7.16.10.7).
+
+Execution: every thread of a cluster (1 or 2 CTAs) runs until it blocks (bar.sync, barrier.cluster,
+an unfinished mbarrier phase) or returns; blocked threads resume when the barrier completes. An MMA is
+performed when it is issued and `tcgen05.commit` arrives at once (the mbarrier still orders the
+threads). Not modelled: `.ashift` (EmulationError), data-path layouts the reference model lacks for A in
+TMEM / metadata (it raises SpecError).
+
+numpy is imported here: this module is for tests and host tools, never on the compile path.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+THREADS = 128
+TMEM_LANES, TMEM_COLS = 128, 512
+
+
+class EmulationError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing
+
+_LABEL = re.compile(r"^(\$?[\w$]+):$")
+_SHARED = re.compile(r"\.shared \.align (\d+) \.(b8|b32|b64) (\w+)(?:\[(\d+)\])?;")
+_GLOBAL = re.compile(r"\.global \.align \d+ \.b32 (\w+)\[(\d+)\] = \{([^}]*)\};")
+_PARAM = re.compile(r"\.param \.(u32|u64) (\w+)")
+
+
+@dataclass
+class Instr:
+    pred: str | None
+    negate: bool
+    op: str
+    args: list[str]
+    text: str
+
+
+def _split_args(s: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list[tuple[str, str]]
+    shared: list[tuple[str, int, int]]            # (symbol, align, bytes)
+    globals_: dict[str, list[int]]
+    code: list[Instr]
+    labels: dict[str, int]
+    cluster: int
+
+
+def parse_kernel(ptx: str, entry: str | None = None) -> Kernel:
+    """The first (or named) .entry of a module."""
+    globals_ = {m.group(1): [int(v, 0) for v in m.group(3).split(",")] for m in _GLOBAL.finditer(ptx)}
+    starts = [m.start() for m in re.finditer(r"\.visible \.entry (\w+)\(", ptx)]
+    for i, start in enumerate(starts):
+        name = re.match(r"\.visible \.entry (\w+)\(", ptx[start:]).group(1)
+        if entry is None or name == entry:
+            end = starts[i + 1] if i + 1 < len(starts) else len(ptx)
+            return _parse_entry(ptx[start:end], name, globals_)
+    raise EmulationError(f"no .entry {entry}")
+
+
+def _parse_entry(text: str, name: str, globals_) -> Kernel:
+    head, _, body = text.partition("{")
+    params = [(m.group(2).removeprefix(f"{name}_param_"), m.group(1)) for m in _PARAM.finditer(head)]
+    cluster = 2 if ".reqnctapercluster 2" in head else 1
+    shared, code, labels = [], [], {}
+    for raw in body.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("//") or line == "}" or line.startswith(".reg"):
+            continue
+        m = _SHARED.match(line)
+        if m:
+            elem = {"b8": 1, "b32": 4, "b64": 8}[m.group(2)]
+            shared.append((m.group(3), int(m.group(1)), elem * int(m.group(4) or 1)))
+            continue
+        m = _LABEL.match(line)
+        if m:
+            labels[m.group(1)] = len(code)
+            continue
+        line = line.rstrip(";")
+        pred, negate = None, False
+        if line.startswith("@"):
+            p, _, line = line.partition(" ")
+            negate = p.startswith("@!")
+            pred = p.lstrip("@!")
+        op, _, rest = line.partition(" ")
+        code.append(Instr(pred, negate, op, _split_args(rest), raw.strip()))
+    return Kernel(name, params, shared, globals_, code, labels, cluster)
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory
+
+class GlobalMemory:
+    """Named buffers at distinct 2^32-aligned bases (addresses are plain integers)."""
+
+    def __init__(self):
+        self.buffers: dict[str, tuple[int, np.ndarray]] = {}
+
+    def add(self, name: str, data: np.ndarray) -> int:
+        base = (len(self.buffers) + 1) << 32
+        self.buffers[name] = (base, np.ascontiguousarray(data).view(np.uint8).reshape(-1).copy())
+        return base
+
+    def _find(self, addr: int, size: int) -> tuple[np.ndarray, int]:
+        for name, (base, buf) in self.buffers.items():
+            if base <= addr and addr + size <= base + len(buf):
+                return buf, addr - base
+        raise EmulationError(f"global access of {size} B at {addr:#x} outside every buffer")
+
+    def read(self, addr: int, size: int) -> int:
+        buf, off = self._find(addr, size)
+        return int.from_bytes(buf[off:off + size].tobytes(), "little")
+
+    def write(self, addr: int, size: int, value: int) -> None:
+        buf, off = self._find(addr, size)
+        buf[off:off + size] = np.frombuffer(int(value).to_bytes(size, "little"), dtype=np.uint8)
+
+    def array(self, name: str) -> np.ndarray:
+        return self.buffers[name][1]
+
+
+@dataclass
+class Cta:
+    rank: int
+    ctaid: tuple[int, int]
+    smem: np.ndarray
+    symbols: dict[str, int]
+    tmem: np.ndarray = field(default_factory=lambda: np.zeros((TMEM_LANES, TMEM_COLS), dtype=np.uint64))
+    allocated: int = 0
+    mbar: dict[int, list[int]] = field(default_factory=dict)     # addr -> [expected, arrived, phase]
+    bar_waiting: int = 0
+    bar_generation: int = 0
+
+    def sread(self, addr: int, size: int) -> int:
+        return int.from_bytes(self.smem[addr:addr + size].tobytes(), "little")
+
+    def swrite(self, addr: int, size: int, value: int) -> None:
+        self.smem[addr:addr + size] = np.frombuffer(int(value).to_bytes(size, "little"), dtype=np.uint8)
+
+
+@dataclass
+class Thread:
+    cta: Cta
+    tid: int
+    regs: dict[str, int] = field(default_factory=dict)
+    pc: int = 0
+    done: bool = False
+    blocked: tuple | None = None
+
+
+_WIDTH = {"u8": 8, "b8": 8, "b16": 16, "u16": 16, "u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64}
+
+
+def _mask(v: int, bits: int) -> int:
+    return v & ((1 << bits) - 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# The machine
+
+class Machine:
+    def __init__(self, kernel: Kernel, args: dict[str, np.ndarray | int], grid: tuple[int, int],
+                 sim_options: dict | None = None):
+        self.k = kernel
+        self.gmem = GlobalMemory()
+        self.param_values: dict[str, int] = {}
+        for pname, ptype in kernel.params:
+            value = args[pname]
+            if ptype == "u64":
+                self.param_values[pname] = self.gmem.add(pname, np.asarray(value))
+            else:
+                self.param_values[pname] = int(value)
+        self.global_syms = {n: self.gmem.add(n, np.asarray(v, dtype=np.uint32)) for n, v in kernel.globals_.items()}
+        self.grid = grid
+        self.sim_options = sim_options or {}
+        self.cta_groups: set[int] = set()
+        self.collector: dict[str, tuple | None] = {}
+        self.mma_count = 0
+
+    def run(self) -> None:
+        gx, gy = self.grid
+        if gx % self.k.cluster:
+            raise EmulationError("grid x must be a multiple of the cluster size")
+        for y in range(gy):
+            for x0 in range(0, gx, self.k.cluster):
+                self.run_cluster([(x0 + r, y) for r in range(self.k.cluster)])
+
+    # ---- one cluster ---------------------------------------------------------------------------
+    def run_cluster(self, ids) -> None:
+        ctas = []
+        for rank, cid in enumerate(ids):
+            symbols, at = {}, 0
+            for sym, align, size in self.k.shared:
+                at = -(-at // align) * align
+                symbols[sym] = at
+                at += size
+            ctas.append(Cta(rank, cid, np.zeros(at + 16, dtype=np.uint8), symbols))
+        self.ctas = ctas
+        threads = [Thread(c, t) for c in ctas for t in range(THREADS)]
+        self.threads = threads
+        self.cluster_arrived = 0
+        self.cluster_generation = 0
+        steps = 0
+        while True:
+            progressed = False
+            for th in threads:
+                if th.done or (th.blocked and not self._unblocked(th)):
+                    continue
+                th.blocked = None
+                steps += self._run_thread(th)
+                progressed = True
+            if all(t.done for t in threads):
+                break
+            if not progressed:
+                where = {t.blocked for t in threads if not t.done}
+                raise EmulationError(f"deadlock: threads blocked on {where}")
+        for c in ctas:
+            if c.allocated:
+                raise EmulationError(f"CTA {c.ctaid} exited with {c.allocated} TMEM columns allocated")
+
+    def _unblocked(self, th: Thread) -> bool:
+        kind = th.blocked[0]
+        if kind == "bar":
+            return th.cta.bar_generation != th.blocked[1]
+        if kind == "cluster":
+            return self.cluster_generation != th.blocked[1]
+        if kind == "mbar":
+            _, addr, parity = th.blocked
+            return self._mbar_done(th.cta, addr, parity)
+        raise AssertionError(kind)
+
+    def _run_thread(self, th: Thread) -> int:
+        n = 0
+        code = self.k.code
+        while not th.done and th.blocked is None:
+            ins = code[th.pc]
+            th.pc += 1
+            n += 1
+            if ins.pred is not None:
+                p = th.regs.get(ins.pred, 0)
+                if bool(p) == ins.negate:
+                    continue
+            self.execute(th, ins)
+            if n > 5_000_000:
+                raise EmulationError("runaway thread")
+        return n
+
+    # ---- operands ------------------------------------------------------------------------------
+    def val(self, th: Thread, a: str) -> int:
+        if a.startswith("%"):
+            special = {"%tid.x": th.tid, "%ctaid.x": th.cta.ctaid[0], "%ctaid.y": th.cta.ctaid[1],
+                       "%nctaid.x": self.grid[0], "%cluster_ctarank": th.cta.rank}
+            if a in special:
+                return special[a]
+            if a not in th.regs:
+                raise EmulationError(f"read of unset register {a}")
+            return th.regs[a]
+        if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", a):
+            return int(a, 0)
+        if a in th.cta.symbols:
+            return th.cta.symbols[a]
+        if a in self.global_syms:
+            return self.global_syms[a]
+        raise EmulationError(f"unknown operand {a}")
+
+    def addr(self, th: Thread, a: str) -> int:
+        inner = a.strip()[1:-1]
+        base, plus, off = inner.partition("+")
+        base = base.strip()
+        if base.startswith(f"{self.k.name}_param_"):
+            return self.param_values[base.removeprefix(f"{self.k.name}_param_")]
+        return self.val(th, base) + (int(off, 0) if plus else 0)
+
+    def vec(self, a: str) -> list[str]:
+        return [x.strip() for x in a.strip()[1:-1].split(",")]
+
+    # ---- execution -----------------------------------------------------------------------------
+    def execute(self, th: Thread, ins: Instr) -> None:
+        op, a = ins.op, ins.args
+        parts = op.split(".")
+        head = parts[0]
+        r = th.regs
+        if head in ("mov", "cvta", "cvt"):
+            bits = _WIDTH.get(parts[-1], 32) if head != "cvt" else _WIDTH[parts[1]]
+            r[a[0]] = _mask(self.val(th, a[1]), bits)
+        elif head in ("add", "sub", "and", "or", "xor", "shl", "shr", "min", "div", "rem"):
+            bits = _WIDTH[parts[-1]]
+            x, y = self.val(th, a[1]), self.val(th, a[2])
+            if head == "add":
+                v = x + y
+            elif head == "sub":
+                v = x - y
+            elif head == "and":
+                v = x & y
+            elif head == "or":
+                v = x | y
+            elif head == "xor":
+                v = x ^ y
+            elif head == "shl":
+                v = x << y if y < bits else 0
+            elif head == "shr":
+                v = x >> y if y < bits else 0
+            elif head == "min":
+                v = min(x, y)
+            elif head == "div":
+                v = x // y
+            else:
+                v = x % y
+            r[a[0]] = _mask(v, bits)
+        elif head == "mul":
+            x, y = self.val(th, a[1]), self.val(th, a[2])
+            r[a[0]] = _mask(x * y, 64 if parts[1] == "wide" else 32)
+        elif head == "mad":
+            r[a[0]] = _mask(self.val(th, a[1]) * self.val(th, a[2]) + self.val(th, a[3]), 32)
+        elif head == "bfe":
+            x, pos, ln = (self.val(th, v) for v in a[1:4])
+            r[a[0]] = (x >> pos) & ((1 << ln) - 1)
+        elif head == "bfi":
+            x, y, pos, ln = (self.val(th, v) for v in a[1:5])
+            m = ((1 << ln) - 1) << pos
+            r[a[0]] = (y & ~m & 0xFFFFFFFF) | ((x << pos) & m)
+        elif head == "setp":
+            x, y = self.val(th, a[1]), self.val(th, a[2])
+            cmp = {"eq": x == y, "ne": x != y, "lt": x < y, "ge": x >= y, "gt": x > y, "le": x <= y}[parts[1]]
+            if parts[2] == "and":
+                cmp = cmp and bool(r.get(a[3], 0))
+            r[a[0]] = int(cmp)
+        elif head == "bra":
+            th.pc = self.k.labels[a[0]]
+        elif head == "ld":
+            self._load(th, parts, a)
+        elif head == "st":
+            self._store(th, parts, a)
+        elif head == "bar":
+            self._bar(th)
+        elif head == "barrier":
+            self._cluster_barrier(th, parts)
+        elif head == "fence":
+            pass
+        elif head == "mbarrier":
+            self._mbarrier(th, parts, a)
+        elif head == "tcgen05":
+            self._tcgen05(th, parts, a, ins)
+        elif head == "ret":
+            th.done = True
+        else:
+            raise EmulationError(f"unsupported instruction: {ins.text}")
+
+    def _load(self, th, parts, a):
+        space = parts[1]
+        if space == "param":
+            th.regs[a[0]] = self.addr(th, a[1])
+            return
+        vec = parts[2] if parts[2].startswith("v") else None
+        typ = parts[-1]
+        size = _WIDTH[typ] // 8
+        dests = self.vec(a[0]) if vec else [a[0]]
+        base = self.addr(th, a[1])
+        for i, d in enumerate(dests):
+            at = base + i * size
+            v = self.gmem.read(at, size) if space == "global" else th.cta.sread(at, size)
+            th.regs[d] = v
+
+    def _store(self, th, parts, a):
+        space = parts[1]
+        vec = parts[2] if parts[2].startswith("v") else None
+        size = _WIDTH[parts[-1]] // 8
+        srcs = self.vec(a[1]) if vec else [a[1]]
+        base = self.addr(th, a[0])
+        for i, s in enumerate(srcs):
+            v = _mask(self.val(th, s), 8 * size)
+            if space == "global":
+                self.gmem.write(base + i * size, size, v)
+            else:
+                th.cta.swrite(base + i * size, size, v)
+
+    def _bar(self, th):
+        c = th.cta
+        c.bar_waiting += 1
+        gen = c.bar_generation
+        if c.bar_waiting == sum(1 for t in self.threads if t.cta is c and not t.done):
+            c.bar_waiting = 0
+            c.bar_generation += 1
+        else:
+            th.blocked = ("bar", gen)
+
+    def _cluster_barrier(self, th, parts):
+        if parts[2] == "arrive":
+            self.cluster_arrived += 1
+            th.regs["__cluster_gen"] = self.cluster_generation
+            if self.cluster_arrived == sum(1 for t in self.threads if not t.done):
+                self.cluster_arrived = 0
+                self.cluster_generation += 1
+        else:                               # wait: for the generation this thread arrived in
+            gen = th.regs.pop("__cluster_gen")
+            if self.cluster_generation == gen:
+                th.blocked = ("cluster", gen)
+
+    def _mbarrier(self, th, parts, a):
+        if parts[1] == "init":
+            th.cta.mbar[self.addr(th, a[0])] = [self.val(th, a[1]), 0, 0]
+        elif parts[1] == "try_wait":
+            addr, parity = self.addr(th, a[1]), self.val(th, a[2])
+            done = self._mbar_done(th.cta, addr, parity)
+            th.regs[a[0]] = int(done)
+            if not done:
+                th.blocked = ("mbar", addr, parity)
+                th.pc -= 1                  # retry the try_wait when the phase completes
+        else:
+            raise EmulationError(f"unsupported mbarrier op {'.'.join(parts)}")
+
+    @staticmethod
+    def _mbar_done(cta: Cta, addr: int, parity: int) -> bool:
+        _, _, phase = cta.mbar[addr]
+        # phase k completes when `phase` becomes k + 1; try_wait.parity p succeeds once the current phase's
+        # parity differs from p (9.7.13.15.16)
+        return (phase & 1) != parity
+
+    def _arrive(self, cta: Cta, addr: int) -> None:
+        state = cta.mbar.get(addr)
+        if state is None:
+            raise EmulationError(f"arrive on an uninitialized mbarrier at {addr:#x}")
+        state[1] += 1
+        if state[1] == state[0]:
+            state[1] = 0
+            state[2] += 1
+
+    # ---- tcgen05 -------------------------------------------------------------------------------
+    def _tcgen05(self, th, parts, a, ins):
+        what = parts[1]
+        if what.startswith("fence") or what.startswith("wait") or what == "relinquish_alloc_permit":
+            if "cta_group::" in ins.op:
+                self._cta_group(ins.op)
+            return
+        if what == "alloc":
+            self._cta_group(ins.op)
+            ncols = self.val(th, a[1])
+            th.cta.allocated = ncols
+            th.cta.swrite(self.addr(th, a[0]), 4, 0)       # TMEM address: lane 0, column 0
+        elif what == "dealloc":
+            self._cta_group(ins.op)
+            th.cta.allocated = 0
+        elif what in ("st", "ld"):
+            self._tmem_move(th, parts, a, store=what == "st")
+        elif what == "mma":
+            self._cta_group(ins.op)
+            self._mma(th, ins)
+        elif what == "commit":
+            self._cta_group(ins.op)
+            addr = self.addr(th, a[0])
+            if "multicast" in ins.op:
+                mask = self.val(th, a[1])
+                for c in self.ctas:
+                    if mask >> c.rank & 1:
+                        self._arrive(c, addr)
+            else:
+                self._arrive(th.cta, addr)
+        else:
+            raise EmulationError(f"unsupported tcgen05 instruction: {ins.text}")
+
+    def _cta_group(self, op: str) -> None:
+        m = re.search(r"cta_group::(\d)", op)
+        if m:
+            self.cta_groups.add(int(m.group(1)))
+            if len(self.cta_groups) > 1:
+                raise EmulationError("tcgen05 instructions with different cta_group in one kernel")
+
+    def _tmem_move(self, th, parts, a, store: bool):
+        shape = next(p for p in parts if re.fullmatch(r"\d+x\d+b\w*", p))
+        if shape != "32x32b":
+            raise EmulationError(f"tcgen05 shape {shape} not modelled")
+        addr = self.addr(th, a[0] if store else a[1])
+        regs = self.vec(a[1] if store else a[0])
+        lane0, col0 = addr >> 16, addr & 0xFFFF
+        warp = th.tid // 32
+        if lane0 != 32 * (warp % 4):
+            raise EmulationError(f"warp {warp} addresses TMEM lanes from {lane0} (9.7.16.8.3: only "
+                                 f"{32 * (warp % 4)}..{32 * (warp % 4) + 31})")
+        lane = lane0 + th.tid % 32
+        if col0 + len(regs) > th.cta.allocated:
+            raise EmulationError(f"TMEM columns {col0}..{col0 + len(regs) - 1} outside the "
+                                 f"{th.cta.allocated} allocated")
+        for j, reg in enumerate(regs):
+            if store:
+                th.cta.tmem[lane, col0 + j] = self.val(th, reg) & 0xFFFFFFFF
+            else:
+                th.regs[reg] = int(th.cta.tmem[lane, col0 + j])
+
+    # ---- the MMA -------------------------------------------------------------------------------
+    def _mma(self, th, ins) -> None:
+        from ..sim.tcgen05 import decode_instr_desc, mma
+
+        op = ins.op
+        q = op.split(".")
+        kind = re.search(r"kind::(\w+)", op).group(1)
+        cta_group = int(re.search(r"cta_group::(\d)", op).group(1))
+        ws, sparse = "ws" in q, "sp" in q
+        if "ashift" in q:
+            raise EmulationError(".ashift is not modelled")
+        vec_q = re.search(r"block_scale(?:\.(block16|block32|scale_vec::\dX))?", op)
+        args = list(ins.args)
+        d_addr = self.addr(th, args.pop(0))
+        a_arg = args.pop(0)
+        b_desc = self.val(th, args.pop(0))
+        meta_addr = self.addr(th, args.pop(0)) if sparse else None
+        idesc = self.val(th, args.pop(0))
+        f = decode_instr_desc(idesc, kind)
+        sfa_addr = sfb_addr = None
+        if vec_q:
+            sfa_addr, sfb_addr = self.addr(th, args.pop(0)), self.addr(th, args.pop(0))
+        disable = None
+        if args and args[0].startswith("{"):
+            disable = [self.val(th, x) for x in self.vec(args.pop(0))]
+        enable = bool(th.regs[args.pop(0)])
+        scale_input_d = int(args.pop(0), 0) if args and not args[0].startswith("%") else 0
+        zcm = self.val(th, args.pop(0)) if args else None
+        ctas = self.ctas if cta_group == 2 else [th.cta]
+        # collector bookkeeping (9.7.16.10.9.1 .collector_usage)
+        coll = re.search(r"collector::(\w+)::(\w+)", op)
+        if coll:
+            buffer, use = coll.groups()
+            if buffer == "a":       # the A operand: its descriptor, or its TMEM address
+                key = ("tmem", self.addr(th, a_arg)) if a_arg.startswith("[") else ("desc", self.val(th, a_arg))
+            else:                   # .ws buffers hold B
+                key = ("desc", b_desc)
+            if use == "fill":
+                self.collector[buffer] = key
+            elif use in ("use", "lastuse"):
+                if self.collector.get(buffer) != key:
+                    raise EmulationError(f"collector::{buffer}::{use} without a ::fill of the same operand")
+                if use == "lastuse":
+                    self.collector[buffer] = None
+        dl = DataPathLayout(f.m, cta_group, sparse, ws)
+        d_col = d_addr & 0xFFFF
+        if d_addr >> 16:
+            raise EmulationError("d-tmem lane field must be 0 (lane alignment 0)")
+        prev = np.concatenate([dl.read(c.tmem, d_col, f.n, f.d_type) for c in ctas], axis=0)
+        scale_a = scale_b = None
+        if vec_q:
+            scale_vec = {"block16": "block16", "block32": "block32", "scale_vec::1X": "1X", "scale_vec::2X": "2X",
+                         "scale_vec::4X": "4X", None: None}[vec_q.group(1)]
+            scale_a, scale_b = self._scales(ctas, f, kind, scale_vec, sfa_addr, sfb_addr, idesc, dl)
+        result = self._mma_math(ctas, f, kind, dl, a_arg, th, b_desc, meta_addr, prev, enable, scale_input_d,
+                                zcm, scale_a, scale_b, disable, ws)
+        rows = f.m // cta_group
+        for i, c in enumerate(ctas):
+            dl.write(c.tmem, d_col, result[i * rows:(i + 1) * rows], f.d_type)
+        self.mma_count += 1
+
+    def _mma_math(self, ctas, f, kind, dl, a_arg, th, b_desc, meta_addr, prev, enable, scale_input_d, zcm,
+                  scale_a, scale_b, disable, ws) -> np.ndarray:
+        """D of one MMA with the reference model's readers: shared memory through the descriptors
+        (sim.smem.read_operand_bits), sparse metadata by the M = 128 rule (sim.decode_sparse_metadata, on
+        a logical-lane image gathered here through the data-path layout), numerics (sim.numerics)."""
+        from ..sim.numerics import decode, round_to, smem_element_slots, tmem_element_slots
+        from ..sim.smem import read_operand_bits
+        from ..sim.tcgen05 import KINDS, decode_sparse_metadata, expand_sparse, zero_column_mask_bits
+        from ..types import TYPES
+
+        spec = KINDS[kind]
+        rows = dl.rows
+        n_cta = f.n // len(ctas)
+        k_a = f.k // 2 if f.sparse else f.k
+        shift, zero_cols = 0, np.zeros(f.n, dtype=bool)
+        if zcm is not None:
+            zero_cols, shift = zero_column_mask_bits(zcm, f.m, f.n)
+        a_parts, b_parts = [], []
+        for c in ctas:
+            if a_arg.startswith("["):
+                col = self.addr(th, a_arg) & 0xFFFF
+                image = dl.logical_image(c.tmem[:, col:], "A")
+                container, per_word, lsb = tmem_element_slots(f.a_type, kind)
+                kk = np.arange(k_a)
+                words = image[:rows][:, kk // per_word]
+                a_codes = (words >> ((kk % per_word) * container + lsb).astype(np.uint64)) & \
+                    np.uint64((1 << TYPES[f.a_type].bits) - 1)
+            else:
+                a_codes = read_operand_bits(c.smem, self.val(th, a_arg), f.a_type, f.a_major, rows, k_a, kind=kind)
+            a_vals = decode(a_codes, f.a_type)
+            if f.sparse:
+                col = meta_addr & 0xFFFF
+                image = dl.logical_image(c.tmem[:, col:], "metadata")
+                codes = np.asarray(decode_sparse_metadata(image, kind, 128, selector=f.selector))[:rows]
+                a_vals = expand_sparse(a_vals, codes, spec.granularity)
+            a_parts.append(a_vals)
+            granule = smem_element_slots(f.b_type, kind)[1] if f.b_major == "MN" else 8
+            b_rows = -(-(n_cta + shift) // granule) * granule
+            b_codes = read_operand_bits(c.smem, b_desc, f.b_type, f.b_major, b_rows, f.k, kind=kind)
+            b_parts.append(decode(b_codes, f.b_type)[shift:shift + n_cta])
+        a_full = np.concatenate(a_parts, axis=0).astype(np.float64 if kind != "i8" else np.int64)
+        b_full = np.concatenate(b_parts, axis=0).astype(np.float64 if kind != "i8" else np.int64)
+        b_full = np.where(zero_cols[:, None], 0, b_full)
+        if scale_a is not None:
+            sa, sb = decode(scale_a, f.scale_type), decode(scale_b, f.scale_type)
+            a_full = a_full * np.repeat(sa, f.k // sa.shape[1], axis=1)
+            b_full = b_full * np.repeat(sb.T, f.k // sb.shape[0], axis=1)
+        if kind != "i8":
+            if f.negate_a:
+                a_full = -a_full
+            if f.negate_b:
+                b_full = -b_full
+        product = a_full @ b_full.T
+        if enable:
+            if kind == "i8":
+                total = product + prev.astype(np.int64)
+            else:
+                total = product + prev.astype(np.float64) * 2.0 ** -scale_input_d
+        else:
+            total = product
+        result = round_to(total, f.d_type, saturate=f.saturate)
+        if disable is not None:
+            # bit i of word j = TMEM lane 32j + i of each CTA (9.7.16.10.9.1); a row keeps its old value
+            # when the (first) lane holding it is disabled
+            keep = []
+            for ci in range(len(ctas)):
+                words = disable[4 * ci:4 * ci + 4]
+                for i in range(rows):
+                    lane = dl.row_lane(i)
+                    keep.append(bool(words[lane // 32] >> (lane % 32) & 1))
+            result = np.where(np.asarray(keep)[:, None], prev, result)
+        return result
+
+    def _scales(self, ctas, f, kind, scale_vec, sfa_addr, sfb_addr, idesc, dl):
+        """Scale-factor matrices (M x S, S x N raw codes) from TMEM: row r = r0 + 32*r1 of A in lane r0 of
+        every 32-lane partition, column r1, bytes SF_ID.. SF_ID+S-1 (9.7.16.10.7.2; CUTLASS tmem_sf_frg);
+        SFB of the 2x2 data path: N halves in lane halves."""
+        nsf = {"1X": 1, "2X": 2, "4X": 4, "block16": 4, "block32": 1 if kind == "mxf8f6f4" else 2,
+               None: 1 if kind == "mxf8f6f4" else 2}[scale_vec]
+        a_id, b_id = (idesc >> 29) & 3, (idesc >> 4) & 3
+        if a_id + nsf > 4 or b_id + nsf > 4:
+            raise EmulationError(f"scale factor ID {a_id}/{b_id} with {nsf} factors leaves the 32-bit word")
+
+        def byte(tmem, lane, col, b):
+            return (int(tmem[lane, col]) >> (8 * b)) & 0xFF
+
+        sa = []
+        for c in ctas:
+            col = sfa_addr & 0xFFFF
+            for r in range(dl.rows):
+                vals = []
+                for s in range(nsf):
+                    copies = {byte(c.tmem, r % 32 + 32 * p, col + r // 32, a_id + s) for p in range(4)}
+                    if len(copies) != 1:
+                        raise EmulationError(f"SFA row {r} differs between lane partitions (9.7.16.10.7)")
+                    vals.append(copies.pop())
+                sa.append(vals)
+        tm = ctas[0].tmem
+        col = sfb_addr & 0xFFFF
+        sb = []
+        for n in range(f.n):
+            vals = []
+            for s in range(nsf):
+                if dl.organization == "folded":
+                    half = f.n // 2
+                    h, rest = divmod(n, half)
+                    lanes = [rest % 32 + 64 * h + 32 * p for p in range(2)]
+                    column = col + rest // 32
+                else:
+                    lanes = [n % 32 + 32 * p for p in range(4)]
+                    column = col + n // 32
+                copies = {byte(c.tmem, lane, column, b_id + s) for c in ctas for lane in lanes}
+                if len(copies) != 1:
+                    raise EmulationError(f"SFB column {n} differs between lane partitions / CTAs")
+                vals.append(copies.pop())
+            sb.append(vals)
+        return np.asarray(sa, dtype=np.uint8), np.asarray(sb, dtype=np.uint8).T
+
+
+class DataPathLayout:
+    """D in TMEM (PTX 9.7.16.10.5): M=128 ::1 and M=256 ::2 (layouts D, A): row i in lane i. M=64 non-ws
+    and M=128 ::2 sparse (F, C): lane 32*(i>>4) + (i&15). .ws M=64/32 and M=128 ::2 dense (E, G, B):
+    the rows repeat in 128/rows lane groups, group g holding columns [g*N/groups, (g+1)*N/groups)."""
+
+    def __init__(self, m: int, cta_group: int, sparse: bool, ws: bool):
+        self.rows = m // cta_group
+        if self.rows == 128:
+            self.organization = "full"
+        elif ws or (cta_group == 2 and not sparse):
+            self.organization = "folded"
+        else:
+            self.organization = "half"
+
+    def cells(self, n: int):
+        """(row, col, lane, column offset) of every element of D."""
+        out = []
+        groups = 128 // self.rows if self.organization == "folded" else 1
+        per = n // groups
+        for i in range(self.rows):
+            for j in range(n):
+                if self.organization == "full":
+                    out.append((i, j, i, j))
+                elif self.organization == "half":
+                    out.append((i, j, 32 * (i >> 4) + (i & 15), j))
+                else:
+                    out.append((i, j, i + self.rows * (j // per), j % per))
+        return out
+
+    _NP = {"f32": np.float32, "f16": np.float16, "s32": np.int32}
+
+    def row_lane(self, i: int) -> int:
+        """The (first) TMEM lane of row i."""
+        return 32 * (i >> 4) + (i & 15) if self.organization == "half" else i
+
+    def logical_image(self, tmem_cols: np.ndarray, what: str) -> np.ndarray:
+        """A / metadata cells by logical lane (the M = 128 rule's lane): half data path lane
+        32*(λ>>4) + (λ&15); folded layouts repeat the rows in every lane group, which must agree."""
+        out = np.zeros_like(tmem_cols)
+        for lam in range(self.rows):
+            if self.organization == "folded":
+                copies = [tmem_cols[lam + self.rows * g] for g in range(128 // self.rows)]
+                for other in copies[1:]:
+                    if not np.array_equal(other, copies[0]):
+                        raise EmulationError(f"{what} of logical lane {lam} differs between lane groups "
+                                             f"(layout with {self.rows} rows repeats them)")
+                out[lam] = copies[0]
+            else:
+                out[lam] = tmem_cols[self.row_lane(lam)]
+        return out
+
+    def read(self, tmem, col0: int, n: int, d_type: str) -> np.ndarray:
+        raw = np.zeros((self.rows, n), dtype=np.uint32)
+        for i, j, lane, c in self.cells(n):
+            raw[i, j] = tmem[lane, col0 + c]
+        if d_type == "f16":
+            return (raw & 0xFFFF).astype(np.uint16).view(np.float16)
+        return raw.view(self._NP[d_type])
+
+    def write(self, tmem, col0: int, values: np.ndarray, d_type: str) -> None:
+        values = np.asarray(values).astype(self._NP[d_type])
+        if d_type == "f16":
+            raw = values.view(np.uint16).astype(np.uint64)          # low 16 bits (9.7.16.10.4.1)
+        else:
+            raw = values.view(np.uint32).astype(np.uint64)
+        for i, j, lane, c in self.cells(values.shape[1]):
+            tmem[lane, col0 + c] = raw[i, j]
+
+
+def run_kernel(ptx: str, args: dict, grid: tuple[int, int], entry: str | None = None) -> Machine:
+    """Parse and run one kernel; returns the machine (`machine.gmem.array(name)` reads a buffer back)."""
+    machine = Machine(parse_kernel(ptx, entry), args, grid)
+    machine.run()
+    return machine
+
+
+# --------------------------------------------------------------------------------------------------
+# Host data in the kernel ABI (compiler/ptx/tcgen05_kernel.py module docstring) and the reference D
+
+@dataclass
+class HostProblem:
+    """Logical operands of one tile problem and the kernel arguments that encode them."""
+    args: dict
+    grid: tuple[int, int]
+    a: np.ndarray                 # M_total x K dense values (zeros where sparsity drops them)
+    b: np.ndarray                 # N_total x K
+    sfa: np.ndarray | None        # M_total x (K / vec) decoded scale factors
+    sfb: np.ndarray | None
+    d_type: str
+    entry: str
+    zero_columns: np.ndarray | None = None    # per N tile: True = B column read as zero (.ws mask)
+    negate: tuple[bool, bool] = (False, False)
+    mma_k: int = 0                            # dense K of one MMA
+    scale_input_d: int = 0                    # D = A*B + D * 2^-s after the first MMA
+    disabled_rows: np.ndarray | None = None   # per M tile: True = row never written (stays 0 in TMEM)
+
+
+def _pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Rows of `bits`-wide codes packed little-endian (element t at bit t*bits of its row)."""
+    rows, n = codes.shape
+    if (n * bits) % 8:
+        raise EmulationError("a packed row must fill whole bytes")
+    out = np.zeros((rows, n * bits // 8), dtype=np.uint8)
+    for r in range(rows):
+        acc = 0
+        for t, c in enumerate(codes[r]):
+            acc |= int(c) << (t * bits)
+        out[r] = np.frombuffer(acc.to_bytes(n * bits // 8, "little"), dtype=np.uint8)
+    return out
+
+
+def _store_codes(codes: np.ndarray, type_name: str, container_bits: int) -> np.ndarray:
+    """Element codes as the bytes of a row-major array with `container_bits` per element (sub-byte fp4/fp6
+    in a byte: e2m1 in bits 5:2, e3m2/e2m3 in bits 5:0, PTX 9.7.14.5.14 / the reference model)."""
+    from ..types import TYPES
+
+    bits = TYPES[type_name].bits
+    if container_bits == bits:
+        if bits < 8:
+            return _pack_codes(codes, bits)
+        dtype = {8: np.uint8, 16: np.uint16, 32: np.uint32}[bits]
+        return codes.astype(dtype).view(np.uint8).reshape(codes.shape[0], -1)
+    shift = 2 if bits == 4 else 0
+    return (codes.astype(np.uint8) << shift).astype(np.uint8)
+
+
+def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles: int = 1,
+                 seed: int = 0) -> HostProblem:
+    """Random operands with exactly representable small values (every partial sum exact in f32) for the
+    kernel of `result` (a CompileResult), encoded in its ABI."""
+    from ..sim.numerics import decode, encode
+    from ..sim.tcgen05 import compress_sparse, expand_sparse
+    from ..tcgen05_kinds import mma_k
+    from ..types import TYPES
+    from .tcgen05_kernel import _tmem_container_bits
+    from .tcgen05_tmem import METADATA_CHUNK, SCALE_FACTORS_PER_MMA, pack_metadata_words
+
+    tile = result.tiles[tile_name] if tile_name else next(iter(result.tiles.values()))
+    spec = tile.payload
+    kind = tile.attrs["kind"]
+    rng = np.random.default_rng(seed)
+    m_total, n_total, k = spec.m * m_tiles, spec.n * n_tiles, spec.total_k
+    a_op, b_op, d_op = (spec.operands[x] for x in "ABD")
+
+    def values(type_name, shape):
+        if TYPES[type_name].is_int:
+            return rng.integers(-3 if TYPES[type_name].signed else 0, 4, size=shape).astype(np.float64)
+        return rng.integers(-3, 4, size=shape) * 0.5
+
+    a = values(a_op.dtype, (m_total, k))
+    b = values(b_op.dtype, (n_total, k))
+    args = {}
+    sparse = spec.sparsity is not None
+    if sparse:
+        from ..mma_sp.forms import GRANULARITIES
+        from ..tcgen05_kinds import kind_info
+
+        gran = kind_info(kind).sparsity
+        meta = tile.facts["tcgen05_metadata"]
+        chunk = METADATA_CHUNK[kind]
+        if meta.source == "static":
+            codes = np.array([[(meta.word(r, c // 8) >> 4 * (c % 8)) & 0xF for c in range(k // chunk)]
+                              for r in range(m_total)], dtype=np.uint64)
+        else:
+            # a random legal pattern: compress a random dense matrix with zeros placed per granularity
+            g = GRANULARITIES[gran]
+            mask = np.zeros((m_total, k), dtype=bool)
+            for r in range(m_total):
+                for c in range(k // g.chunk):
+                    groups = rng.choice(g.chunk // g.group, size=g.keep, replace=False)
+                    for gr in groups:
+                        mask[r, c * g.chunk + gr * g.group:c * g.chunk + (gr + 1) * g.group] = True
+            a = np.where(mask, a, 0.0)
+            codes = None
+        if codes is not None:
+            kept = a.reshape(m_total, -1)[:, :k // 2]
+            dense = expand_sparse(kept, codes, gran)
+            a = dense
+        else:
+            kept, codes = compress_sparse(a, gran)
+            a = expand_sparse(kept, codes, gran)
+        if meta.source == "runtime":
+            words = np.array([pack_metadata_words([int(x) for x in row]) for row in codes], dtype=np.uint32)
+            args["META"] = words
+        a_stored = kept
+    else:
+        a_stored = a
+    a_codes = encode(a_stored, a_op.dtype)
+    a = decode(encode(a, a_op.dtype), a_op.dtype).astype(np.float64) if not TYPES[a_op.dtype].is_int else a
+    b_codes = encode(b, b_op.dtype)
+    if a_op.space == "tmem":
+        args["A"] = _store_codes(a_codes, a_op.dtype, _tmem_container_bits(a_op.dtype, kind))
+    elif (a_op.major or "K") == "K":
+        args["A"] = _store_codes(a_codes, a_op.dtype, TYPES[a_op.dtype].bits)
+    else:
+        args["A"] = _store_codes(a_codes.T.copy(), a_op.dtype, TYPES[a_op.dtype].bits)
+    if (b_op.major or "K") == "K":
+        args["B"] = _store_codes(b_codes, b_op.dtype, TYPES[b_op.dtype].bits)
+    else:
+        args["B"] = _store_codes(b_codes.T.copy(), b_op.dtype, TYPES[b_op.dtype].bits)
+    sfa = sfb = None
+    if tile.facts["form"].block_scale is not None:
+        nsf = SCALE_FACTORS_PER_MMA[(kind, tile.facts["form"].block_scale)]
+        per_row = k // mma_k(kind, sparse) * nsf
+        st = tile.facts["scale_type"]
+        choices = encode(np.array([0.5, 1.0, 2.0]), st)
+        sfa_codes = rng.choice(choices, size=(m_total, per_row))
+        sfb_codes = rng.choice(choices, size=(n_total, per_row))
+        args["SFA"], args["SFB"] = sfa_codes.astype(np.uint8), sfb_codes.astype(np.uint8)
+        sfa, sfb = decode(sfa_codes, st), decode(sfb_codes, st)
+    d_bytes = TYPES[d_op.dtype].bits // 8
+    args["D"] = np.full(m_total * n_total * d_bytes, 0x5A, dtype=np.uint8)
+    args["m_total"], args["n_total"] = m_total, n_total
+    grid = (n_tiles * spec.cta_group, m_tiles)
+    zero_columns = None
+    zcm_op = tile.op("tilec.zero_column_mask")
+    if zcm_op is not None:
+        from ..sim.tcgen05 import zero_column_mask_bits
+
+        zero_columns, shift = zero_column_mask_bits(int(zcm_op.attrs["value"]), spec.m, spec.n)
+        if shift:
+            raise EmulationError("the reference D does not model a zero-column mask's column shift")
+    disabled = None
+    if spec.disable_output_lane is not None:
+        dl = DataPathLayout(spec.m, spec.cta_group, sparse, spec.ws)
+        words = spec.disable_output_lane
+        disabled = np.array([bool(words[4 * cta + dl.row_lane(i) // 32] >> (dl.row_lane(i) % 32) & 1)
+                             for cta in range(spec.cta_group) for i in range(dl.rows)])
+    return HostProblem(args, grid, a, b, sfa, sfb, d_op.dtype, tile.sym, zero_columns,
+                       (spec.negate_a, spec.negate_b), mma_k(kind, sparse), spec.scale_input_d or 0, disabled)
+
+
+def reference_d(problem: HostProblem) -> np.ndarray:
+    """D = (A * scale_A) (B * scale_B)^T from the logical operands (no layouts involved)."""
+    a, b = problem.a.astype(np.float64), problem.b.astype(np.float64)
+    negate_a, negate_b = problem.negate
+    if problem.zero_columns is not None:
+        tiles = b.shape[0] // len(problem.zero_columns)
+        b = np.where(np.tile(problem.zero_columns, tiles)[:, None], 0.0, b)
+    if problem.sfa is not None:
+        k = a.shape[1]
+        a = a * np.repeat(problem.sfa, k // problem.sfa.shape[1], axis=1)
+        b = b * np.repeat(problem.sfb, k // problem.sfb.shape[1], axis=1)
+    if negate_a:
+        a = -a
+    if negate_b:
+        b = -b
+    np_type = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[problem.d_type]
+    if problem.scale_input_d:
+        # each MMA after the first scales the accumulator by 2^-s (9.7.16.10.9.1); rounded per MMA
+        d = np.zeros((a.shape[0], b.shape[0]))
+        for k0 in range(0, a.shape[1], problem.mma_k):
+            part = a[:, k0:k0 + problem.mma_k] @ b[:, k0:k0 + problem.mma_k].T
+            d = (part if k0 == 0 else part + d * 2.0 ** -problem.scale_input_d).astype(np_type).astype(np.float64)
+    else:
+        d = a @ b.T
+    d = d.astype(np_type)
+    if problem.disabled_rows is not None:
+        tiles = d.shape[0] // len(problem.disabled_rows)
+        d = np.where(np.tile(problem.disabled_rows, tiles)[:, None], np.zeros((), dtype=np_type), d)
+    return d
+
+
+def run_problem(ptx: str, problem: HostProblem) -> np.ndarray:
+    """Run the kernel on the problem's arguments; D as an M_total x N_total array."""
+    machine = run_kernel(ptx, problem.args, problem.grid, problem.entry)
+    raw = machine.gmem.array("D")
+    np_type = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[problem.d_type]
+    return raw.view(np_type).reshape(problem.args["m_total"], problem.args["n_total"])
