@@ -11,10 +11,25 @@ import sys
 
 
 def _read_input(path: str) -> tuple[str, str]:
+    """The input as text; bytes that are not UTF-8 are a located diagnostic, not a crash."""
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    with open(path, encoding="utf-8") as f:
-        return f.read(), path
+        stream = getattr(sys.stdin, "buffer", None)      # a text-only stdin (tests) has no bytes view
+        if stream is None:
+            return sys.stdin.read(), "<stdin>"
+        data, name = stream.read(), "<stdin>"
+    else:
+        with open(path, "rb") as f:
+            data, name = f.read(), path
+    try:
+        return data.decode("utf-8"), name
+    except UnicodeDecodeError as e:
+        from .diagnostics import CompileError, Diagnostic, Loc
+
+        before = data[:e.start]
+        line = before.count(b"\n") + 1
+        col = len(before) - (before.rfind(b"\n") + 1) + 1
+        raise CompileError([Diagnostic(f"input is not valid UTF-8 (byte 0x{data[e.start]:02x})",
+                                       Loc(name, line, col))]) from None
 
 
 def write_output(path: str | None, text: str, input_path: str | None = None) -> None:

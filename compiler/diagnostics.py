@@ -39,9 +39,11 @@ class Diagnostic:
         where = f"{self.loc}: " if self.loc else "tilec: "
         out = [f"{where}{self.severity}: {self.message}"]
         if self.loc and source is not None:
-            lines = source.splitlines()
+            # Lines end at '\n' only, as the parser counts them (splitlines would also break at
+            # '\r', '\x0b', '\u2028', ... and put the caret under the wrong line).
+            lines = source.split("\n")
             if 1 <= self.loc.line <= len(lines):
-                text = lines[self.loc.line - 1].expandtabs(1)
+                text = lines[self.loc.line - 1].rstrip("\r").expandtabs(1)
                 width = 1
                 if self.loc.end_col and self.loc.end_col > self.loc.col:
                     width = self.loc.end_col - self.loc.col

@@ -20,6 +20,7 @@ _TCGEN05_OPERANDS = {"A": ("smem", "tmem"), "B": ("smem",), "D": ("tmem",)}
 _TCGEN05_SCALES = {"SFA": ("tmem",), "SFB": ("tmem",)}
 _MMA_SP_OPERANDS = {"A": ("global", "reg"), "B": ("global", "reg"), "C": ("global", "reg"),
                     "D": ("global", "reg")}
+_FIELD_ALIASES = {"satfinite": "saturate", "kind": "engine.kind", "name": "tile"}
 _SPARSITY_OF_KIND = {"f16": "2:4", "tf32": "1:2", "f8f6f4": "2:4", "i8": "2:4", "mxf8f6f4": "2:4",
                      "mxf4": "4:8", "mxf4nvf4": "4:8"}
 
@@ -66,7 +67,9 @@ class Verify(Pass):
                     ctx.fail("dense warp-level 'mma' is not supported; tilec emits sparse 'mma.sp'",
                              tile.payload.loc("engine.name"), "write 'engine mma.sp;' and a 'sparsity' statement")
             except SpecError as e:
-                ctx.spec_error(e, tile.payload)
+                # Tables name some fields by their PTX words; the spec records the DSL's.
+                field = _FIELD_ALIASES.get(e.field or "", e.field)
+                ctx.spec_error(SpecError(e.message, field, e.hint), tile.payload)
             needed = max(needed, v)
         if needed > MAX_PTX:
             ctx.fail(f"this file needs PTX ISA {format_version(needed)}, newer than the supported "

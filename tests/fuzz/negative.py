@@ -523,9 +523,7 @@ def mma_sp_cases():
                            "D.dtype", other_d, "9.7.14.6.3: .dtype == .ctype")
         if not row.satfinite:
             yield NegativeCase(f"mma.sp-option/{rid}/saturate", "mma.sp satfinite", replace(base, saturate=True),
-                               "saturate", None, "9.7.14.6.3: .satfinite only for integer forms",
-                               wrong_location="find_form raises SpecError(field='satfinite'), a key the front end "
-                                              "never records ('saturate' is): the diagnostic falls back to the tile name")
+                               "saturate", None, "9.7.14.6.3: .satfinite only for integer forms")
         for ratio in ("2:4", "1:2", "4:8"):
             if ratio != row.granularity:
                 yield NegativeCase(f"mma.sp-ratio/{rid}/{ratio}", "mma.sp sparsity ratio", replace(base, sparsity=ratio),
@@ -538,9 +536,7 @@ def mma_sp_cases():
                 break
     base = sp_tile(expressible_sp_forms()[0])
     yield NegativeCase("mma.sp-kind/unknown", "mma.sp kind", replace(base, kind="f16"), "engine.kind", "f16",
-                       "9.7.14.6.3 .kind values (mma_sp.forms.KINDS)",
-                       wrong_location="find_form raises SpecError(field='kind'); the front end records 'engine.kind': "
-                                      "the diagnostic falls back to the tile name")
+                       "9.7.14.6.3 .kind values (mma_sp.forms.KINDS)")
     for op in "ABCD":
         yield NegativeCase(f"mma.sp-space/{op}-smem", "mma.sp operand space", base.with_operand(op, space="smem"),
                            f"{op}.space", "smem", "mma.sp operands are registers (global or reg in the DSL)")
