@@ -187,6 +187,16 @@ class Thread:
 _WIDTH = {"u8": 8, "b8": 8, "b16": 16, "u16": 16, "u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64}
 
 
+_IMMEDIATE = re.compile(r"-?(0x[0-9a-fA-F]+|\d+)")
+_IMMEDIATES: dict[str, int | None] = {}
+
+
+def _immediate(a: str) -> int | None:
+    if a not in _IMMEDIATES:
+        _IMMEDIATES[a] = int(a, 0) if _IMMEDIATE.fullmatch(a) else None
+    return _IMMEDIATES[a]
+
+
 def _mask(v: int, bits: int) -> int:
     return v & ((1 << bits) - 1)
 
@@ -283,16 +293,20 @@ class Machine:
 
     # ---- operands ------------------------------------------------------------------------------
     def val(self, th: Thread, a: str) -> int:
-        if a.startswith("%"):
-            special = {"%tid.x": th.tid, "%ctaid.x": th.cta.ctaid[0], "%ctaid.y": th.cta.ctaid[1],
-                       "%nctaid.x": self.grid[0], "%cluster_ctarank": th.cta.rank}
+        regs = th.regs
+        if a in regs:
+            return regs[a]
+        if a[0] == "%":
+            if a == "%tid.x":
+                return th.tid
+            special = {"%ctaid.x": th.cta.ctaid[0], "%ctaid.y": th.cta.ctaid[1], "%nctaid.x": self.grid[0],
+                       "%cluster_ctarank": th.cta.rank}
             if a in special:
                 return special[a]
-            if a not in th.regs:
-                raise EmulationError(f"read of unset register {a}")
-            return th.regs[a]
-        if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", a):
-            return int(a, 0)
+            raise EmulationError(f"read of unset register {a}")
+        imm = _immediate(a)
+        if imm is not None:
+            return imm
         if a in th.cta.symbols:
             return th.cta.symbols[a]
         if a in self.global_syms:
