@@ -222,6 +222,8 @@ class Machine:
         self.cta_groups: set[int] = set()
         self.collector: dict[str, tuple | None] = {}
         self.mma_count = 0
+        # (ctaid, shared memory) of every CTA the MMAs of a stage read, at the stage's commit
+        self.smem_snapshots: list[tuple[tuple[int, int], np.ndarray]] = []
 
     def run(self) -> None:
         gx, gy = self.grid
@@ -497,6 +499,8 @@ class Machine:
             self._mma(th, ins)
         elif what == "commit":
             self._cta_group(ins.op)
+            for c in (self.ctas if "cta_group::2" in ins.op else [th.cta]):
+                self.smem_snapshots.append((c.ctaid, c.smem.copy()))
             addr = self.addr(th, a[0])
             if "multicast" in ins.op:
                 mask = self.val(th, a[1])
