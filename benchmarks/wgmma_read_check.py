@@ -80,6 +80,8 @@ COPY_BYTES = 16 * THREADS     # bytes the whole block copies per iteration (one 
 M = 64                        # wgmma's only M (PTX 9.7.15.5 "Matrix Shape": .m64nNk*)
 SMEM_ALIGN = 1024             # the kernel rounds its shared window up to the 128B-swizzle repeat
 D_SENTINEL = 0xFFFFFFFF       # D is pre-filled with this (a NaN / -1): every element must be written
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8    # CUDA driver API enum CUfunction_attribute
+WORKER_TIMEOUT_S = 90       # a worker that runs longer is stuck on a hung kernel
 WORKER_CUDA_ERROR = 3         # exit status of a device worker whose CUDA context is unusable
 PTX_VERSION = "8.0"           # wgmma and fence.proxy.async: PTX ISA 8.0, sm_90a (9.7.15.5.2 target notes)
 
@@ -613,7 +615,11 @@ def run_case(cp, data: Path, rec: dict, image: np.ndarray) -> tuple[np.ndarray, 
     """Launch one kernel: (D as raw uint32 [64, N], status)."""
     fn, loaded = _load_kernel(cp, data, rec)
     if rec["smem_bytes"] > 48 * 1024:        # dynamic shared memory above 48 KB needs the opt-in
-        fn.max_dynamic_shared_size_bytes = rec["smem_bytes"]
+        try:
+            fn.max_dynamic_shared_size_bytes = rec["smem_bytes"]
+        except AttributeError:               # older cupy: the driver call itself
+            cp.cuda.driver.funcSetAttribute(fn.ptr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            rec["smem_bytes"])
     d = cp.full(M * rec["n"], D_SENTINEL, dtype=cp.uint32)
     info = cp.zeros(2, dtype=cp.uint32)
     start = time.perf_counter()
@@ -671,17 +677,21 @@ def run_device(data: Path, out: Path, isolate: bool = True, cp=None, log=print) 
         start = 0
         while start < count:
             if isolate:
-                rc = subprocess.run([sys.executable, __file__, "device-worker", "--data", str(data),
-                                     "--tmp", str(tmp), "--start", str(start)]).returncode
+                try:
+                    rc = subprocess.run([sys.executable, __file__, "device-worker", "--data", str(data),
+                                         "--tmp", str(tmp), "--start", str(start)],
+                                        timeout=WORKER_TIMEOUT_S).returncode
+                except subprocess.TimeoutExpired:
+                    rc = -1                   # a hung kernel: recorded below as the case it was on
             else:
                 rc = device_worker(data, tmp, start, cp=cp)
             lines = [json.loads(x) for x in (tmp / "status.jsonl").read_text().splitlines() if x.strip()]
             done = max((x["index"] for x in lines), default=-1) + 1
-            if rc not in (0, WORKER_CUDA_ERROR) and done <= start:
-                with open(tmp / "status.jsonl", "a") as f:     # died without a word: record, move on
-                    f.write(json.dumps({"index": start, "entry": manifest["cases"][start]["entry"],
+            if rc not in (0, WORKER_CUDA_ERROR) and done < count:
+                with open(tmp / "status.jsonl", "a") as f:     # died or hung without a word: record, move on
+                    f.write(json.dumps({"index": done, "entry": manifest["cases"][done]["entry"],
                                         "status": "error", "error": f"worker exited with {rc}"}) + "\n")
-                done = start + 1
+                done += 1
             start = max(done, start + 1) if rc else done
         lines = [json.loads(s) for s in (tmp / "status.jsonl").read_text().splitlines() if s.strip()]
         statuses = {x["entry"]: x for x in lines}
@@ -783,6 +793,19 @@ def _mutations():
     }
 
 
+def _permutation_note(got: np.ndarray, want: np.ndarray) -> str:
+    """D holds the right values in the wrong places: whole rows (A rows read from other places), whole
+    columns (B rows), or neither (the fragment store)."""
+    def is_permuted(x, y):          # every line of x equals some line of y, each used once
+        keys = {tuple(np.round(line, 6)) for line in y}
+        return len(keys) == len(y) and all(tuple(np.round(line, 6)) in keys for line in x)
+    if is_permuted(got.T, want.T):
+        return "D's columns are permuted: B's rows (N) were read from each other's places"
+    if is_permuted(got, want):
+        return "D's rows are permuted: A's rows (M) were read from each other's places"
+    return "D holds the expected values in other places: the fragment store, not the read"
+
+
 def explain_mismatch(case: ReadCase, raw: np.ndarray, rec: dict, image: np.ndarray) -> list[str]:
     """Readings of the image under mutated descriptors (A, B or both) that reproduce the device's D, and
     whether D is merely a permutation of the expected values (a fragment-store problem)."""
@@ -796,7 +819,7 @@ def explain_mismatch(case: ReadCase, raw: np.ndarray, rec: dict, image: np.ndarr
     want, _ = reference(case)
     notes = []
     if np.allclose(np.sort(got.ravel()), np.sort(want.ravel()), rtol=1e-5, atol=1e-6):
-        notes.append("D holds the expected values in other places: the fragment store, not the read")
+        notes.append(_permutation_note(got, want))
 
     def product(a_descs, b_descs):
         total = 0
@@ -835,10 +858,11 @@ class Tally:
 
 @dataclass
 class Report:
-    cases: int = 0
+    cases: int = 0                # pass/fail cases (every group but "probe")
     ok: int = 0
     device_errors: list = field(default_factory=list)
     failures: list = field(default_factory=list)
+    probes: dict = field(default_factory=dict)     # probe name -> {"matches": bool, "explain": [...]}
     model_elements: int = 0
     cells: dict = field(default_factory=dict)      # (form, A major/swizzle, B major/swizzle, group) -> Tally
     by_case: dict = field(default_factory=dict)
@@ -857,18 +881,31 @@ def check(data: Path, results: Path, log=print, explain: bool = True) -> Report:
     fields = {f.name for f in ReadCase.__dataclass_fields__.values()}
     for rec in manifest["cases"]:
         case = ReadCase(**{k: rec[k] for k in fields})
-        report.cases += 1
+        probe = case.group == "probe"
+        report.cases += not probe
         st = status["cases"].get(case.entry, {"status": "missing"})
         if st["status"] != "ok" or case.entry not in ds.files:
-            report.device_errors.append(f"{case.name}: {st.get('error', st['status'])}")
+            error = f"{case.name}: {st.get('error', st['status'])}"
+            if probe:
+                report.probes[case.name] = {"matches": False, "explain": [error]}
+            else:
+                report.device_errors.append(error)
             continue
         image = images[case.entry]
-        report.model_elements += model_readback(case, image, rec)
         raw = ds[case.entry]
         result = compare(case, raw)
         result["unwritten"] = st.get("unwritten", 0)
         result["ok"] = result["ok"] and result["unwritten"] == 0
         report.by_case[case.name] = result
+        if probe:             # an observation of the hardware, not a verdict on tilec's descriptors
+            notes = [] if result["ok"] or not explain else explain_mismatch(case, raw, rec, image)
+            report.probes[case.name] = {"matches": result["ok"], "explain": notes}
+            continue
+        try:
+            report.model_elements += model_readback(case, image, rec)
+        except AssertionError as e:       # tilec's layout and the model disagree about the image
+            report.failures.append(f"{case.name}: {e}")
+            result["ok"] = False
         key = (case.form, f"{case.a_major}:{case.a_swizzle}", f"{case.b_major}:{case.b_swizzle}", case.group)
         t = report.tally(key)
         t.kernels += 1
@@ -901,11 +938,16 @@ def print_report(report: Report, manifest: dict, status: dict, log=print) -> Non
             f"{t.operand_elements:>12}{t.failed:>5}{t.max_ulps:>10.3g}")
     for line in report.device_errors + report.failures:
         log("  " + line)
+    if report.probes:
+        log("probes (tilec's base offset cleared on a misaligned tile; image swizzled on absolute addresses):")
+        for name, p in report.probes.items():
+            log(f"  {name}: {'D matches numpy' if p['matches'] else 'D differs'}"
+                + (f" ({'; '.join(p['explain'])})" if p["explain"] else ""))
 
 
 def report_json(report: Report) -> dict:
     return {"cases": report.cases, "ok": report.ok, "device_errors": report.device_errors,
-            "failures": report.failures, "model_elements": report.model_elements,
+            "failures": report.failures, "probes": report.probes, "model_elements": report.model_elements,
             "cells": [{"form": k[0], "a": k[1], "b": k[2], "group": k[3], **asdict(t)} for k, t in report.cells.items()],
             "by_case": report.by_case}
 
