@@ -269,7 +269,8 @@ class _Kernel:
             return
         cols = self.plan.allocated
         kb.comment(f"warp 0 allocates {cols} TMEM columns (D {self.plan.d_columns}"
-                   + "".join(f", {n} {c}" for n, c in (("metadata", self.plan.meta_columns),
+                   + "".join(f", {n} {c}" for n, c in (("scratch D", self.plan.d_columns if self.priming else 0),
+                                                       ("metadata", self.plan.meta_columns),
                                                        ("SFA", self.plan.sfa_columns),
                                                        ("SFB", self.plan.sfb_columns), ("A", self.plan.a_columns))
                              if c) + f"; data-path layout {self.dp.layout})")
