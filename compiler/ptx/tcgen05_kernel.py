@@ -28,7 +28,7 @@ Per CTA: warp 0 allocates TMEM (PTX 9.7.16.7.1; both CTAs of a pair with cta_gro
 initializes an mbarrier. For each K stage all 128 threads copy the smem operands from global memory into
 the canonical layout chosen by layout-selection (16-byte chunks at the copy map's offsets) and stage the
 TMEM operands with `tcgen05.st` (thread t = lane t): A (in TMEM), the sparse metadata and the scale
-factors. Then `fence.proxy.async.shared::cta` (9.7.16.6.5), `tcgen05.wait::st`, the thread-sync fences
+factors. Then `tcgen05.wait::st`, `fence.proxy.async` (9.7.16.6.5), the thread-sync fences
 around a CTA (cluster) barrier (9.7.16.6.4), one thread (of the pair) issues the stage's MMAs
 (enable-input-d false only for the first) and `tcgen05.commit`s to the mbarrier (`.multicast::cluster`
 to both CTAs for cta_group::2); everyone waits on the barrier's phase. Finally each warp reads its 32 TMEM
@@ -369,7 +369,9 @@ class _Kernel:
                 staged = True
             if staged:
                 e("tcgen05.wait::st.sync.aligned;")
-            e("fence.proxy.async.shared::cta;")
+            # generic-proxy smem writes -> the MMA's async-proxy reads (9.7.16.6.5); a CTA pair's MMA reads
+            # the peer's shared memory too, so the pair fences every state space (9.7.12.4 fence.proxy.async)
+            e("fence.proxy.async.shared::cta;" if self.cta_group == 1 else "fence.proxy.async;")
             self.thread_sync()
             self.issue_mmas()
             self.wait_mbarrier()
