@@ -228,3 +228,68 @@ def test_staging_code_shape():
     assert st < ptx.index("tcgen05.wait::st.sync.aligned") < ptx.index("tcgen05.mma.sp")
     # shared16 format: two rows (m, m+8) per cell, halves picked by bit 3 of the logical lane
     assert "bfe.u32" in ptx and "and.b32" in ptx and "or.b32" in ptx
+
+
+# --------------------------------------------------------------------------------------------------
+# The other TMEM layouts of tcgen05_tmem.py against CUTLASS's atoms (same CuTe evaluation)
+
+def test_data_path_table():
+    """PTX 9.7.16.10.5 table: (M, cta_group, sparsity, .ws) -> layout id."""
+    cases = {(32, 1, False, True): "G", (32, 1, True, True): "G", (64, 1, False, True): "E",
+             (64, 1, True, True): "E", (64, 1, False, False): "F", (64, 1, True, False): "F",
+             (128, 1, False, False): "D", (128, 1, True, True): "D", (128, 2, False, False): "B",
+             (128, 2, True, False): "C", (256, 2, False, False): "A", (256, 2, True, False): "A"}
+    for (m, g, sp, ws), letter in cases.items():
+        assert data_path(m, g, sp, ws).layout == letter, (m, g, sp, ws)
+
+
+# D atoms (CUTLASS UMMA::tmem_frg / tmem_frg_ws), virtual offset v -> (lane v % 128, column v // 128)
+D_ATOMS = {
+    "D": lambda n: ((128, 1), (n, 128)),
+    "F": lambda n: (((16, 4), (1, 32)), (n, 128)),
+    "E": lambda n: ((64, 1), ((n // 2, 2), (128, 64))),
+    "B": lambda n: ((64, 1), ((n // 2, 2), (128, 64))),
+    "G": lambda n: ((32, 1), ((n // 4, 4), (128, 32))),
+}
+
+
+@pytest.mark.parametrize("m, g, sp, ws", [(128, 1, False, False), (64, 1, False, False), (64, 1, False, True),
+                                          (32, 1, False, True), (128, 2, False, False)])
+@pytest.mark.parametrize("n", [64, 128, 256])
+def test_d_cells_match_cutlass(m, g, sp, ws, n):
+    dp = data_path(m, g, sp, ws)
+    (ms, mst), (ns, nst) = D_ATOMS[dp.layout](n)
+    for row in range(dp.rows):
+        for col in range(0, n, 7):
+            v = cute_offset(ms, mst, row) + cute_offset(ns, nst, col)
+            assert dp.d_cell(row, col, n) == (v % 128, v // 128), (row, col)
+            lane, column = v % 128, v // 128
+            assert dp.lane_d_role(lane, n) == (row, col - column)
+
+
+@pytest.mark.parametrize("kind, vec, rows, n, halves", [
+    ("mxf8f6f4", "scale_vec::1X", 128, 64, 1), ("mxf4", "block32", 128, 96, 1),
+    ("mxf4nvf4", "block16", 128, 256, 1), ("mxf8f6f4", "block32", 64, 128, 2)])
+def test_scale_layout_matches_cutlass_tmem_sf_frg(kind, vec, rows, n, halves):
+    """CUTLASS tmem_sf_frg: SFA / SFB (4x1) ((32, MN/32), 4):((1, 512), 32), SFB of the 2x2 data path
+    ((32, MN/64), 2, 2):((1, 512), 64, 32); factor f of an MMA at +128 (the next byte). Byte-column
+    address -> lane v % 128, 32-bit column (v // 128) // 4, byte (v // 128) % 4."""
+    from compiler.ptx.tcgen05_tmem import scale_layouts
+
+    dp = data_path(rows * (2 if halves == 2 else 1), 2 if halves == 2 else 1)
+    sfa, sfb = scale_layouts(kind, vec, dp, n)
+    for lay, extent, two_by_two in ((sfa, dp.rows, False), (sfb, n, halves == 2)):
+        for index in range(extent):
+            if two_by_two:
+                h, rest = divmod(index, extent // 2)
+                r1, r0 = divmod(rest, 32)
+                vs = [r0 + 512 * r1 + 64 * h + 32 * rep for rep in range(2)]
+            else:
+                r1, r0 = divmod(index, 32)
+                vs = [r0 + 512 * r1 + 32 * rep for rep in range(4)]
+            for f in range(lay.nsf):
+                want = sorted((v % 128, (v + 128 * f) // 128 // 4, (v + 128 * f) // 128 % 4) for v in vs)
+                got = sorted((lane, col, f) for lane, col in lay.lanes_of(index, extent))
+                assert got == want, (index, f)
+            for lane, col in lay.lanes_of(index, extent):
+                assert lay.lane_index(lane, col, extent) == index
