@@ -45,14 +45,14 @@ def _cfg(cm, cn, ck, wm, wn, st, **kw):
 
 
 CONFIGS = {
-    "128x256x64_s3_p": _cfg(128, 256, 64, 2, 4, 3),
-    "128x256x64_s3": _cfg(128, 256, 64, 2, 4, 3, persistent=False),
-    "128x256x64_s4_p": _cfg(128, 256, 64, 2, 4, 4),
-    "256x128x64_s3_p": _cfg(256, 128, 64, 4, 2, 3),
-    "256x128x64_s4_p": _cfg(256, 128, 64, 4, 2, 4),
-    "128x256x128_s2_p": _cfg(128, 256, 128, 2, 4, 2),
-    "256x128x128_s2_p": _cfg(256, 128, 128, 4, 2, 2),
-    "128x128x64_s4_p": _cfg(128, 128, 64, 2, 2, 4, stage_d=False),
+    "128x256x64_s3": _cfg(128, 256, 64, 2, 4, 3),
+    "128x256x64_s4": _cfg(128, 256, 64, 2, 4, 4),
+    "128x256x64_s3_directD": _cfg(128, 256, 64, 2, 4, 3, stage_d=False),
+    "128x256x64_s3_r16": _cfg(128, 256, 64, 2, 4, 3, raster_group=16),
+    "256x128x64_s3": _cfg(256, 128, 64, 4, 2, 3),
+    "128x256x128_s2": _cfg(128, 256, 128, 2, 4, 2),
+    "128x256x64_s3_p": _cfg(128, 256, 64, 2, 4, 3, persistent=True),
+    "256x128x128_s2_p": _cfg(256, 128, 128, 4, 2, 2, persistent=True),
 }
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
           (4096, 11008, 4096), (11008, 4096, 4096), (8192, 8192, 28672), (28672, 8192, 8192)]
@@ -113,6 +113,19 @@ def check_packer(torch, np) -> None:
         assert np.array_equal(meta.cpu().numpy().view(np.uint32), ref_meta), f"{name} metadata"
 
 
+def gpu_state() -> str:
+    """SM clock, power and temperature now (NVML), to read next to the timings."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return (f"SM {pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)} MHz, "
+                f"{pynvml.nvmlDeviceGetPowerUsage(h) / 1000:.0f} W, "
+                f"{pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)} C")
+    except Exception as e:                                                  # report, keep going
+        return f"no NVML: {type(e).__name__}"
+
+
 def timed(torch, fn, iters: int, warmup: int = 5) -> float:
     """Median milliseconds of `iters` launches, each between its own pair of CUDA events."""
     for _ in range(warmup):
@@ -167,6 +180,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final comparison")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--with-c", action="store_true", help="also the f32 D = A*B + C kernel at 4096^3")
     ap.add_argument("--ncu", metavar="CONFIG", help="only launch CONFIG three times at 4096^3 (profiling)")
@@ -231,6 +245,7 @@ def main() -> int:
         # baselines: cuSPARSELt (semi-structured A) and cuBLAS, B as the same transposed view or contiguous
         b_view, b_cont = bt.t(), bt.t().contiguous()
         base = {}
+        a_sp = None
         try:
             from torch.sparse import to_sparse_semi_structured
             a_sp = to_sparse_semi_structured(dense)
@@ -239,39 +254,54 @@ def main() -> int:
                 base[f"cusparselt_{tag}"] = timed(torch, lambda b=b: torch.mm(a_sp, b), args.iters)
             chk = torch.mm(a_sp, b_cont).float()
             base["cusparselt_rel_err"] = rel_err(torch, chk, dense.float() @ b_cont.float())
-            del a_sp, chk
+            del chk
         except Exception as e:                                             # report, keep going
             base["cusparselt_error"] = f"{type(e).__name__}: {e}"[:200]
         for tag, b in (("view", b_view), ("contig", b_cont)):
             base[f"cublas_{tag}"] = timed(torch, lambda b=b: torch.mm(dense, b), args.iters)
-        best_key = min(row["ours"], key=lambda x: row["ours"][x]["ms"])
-        # time the best schedule again: drift between the two is the noise floor
+        best_key = min(row["ours"], key=lambda x: (row["ours"][x]["ms"] != row["ours"][x]["ms"],   # NaN last
+                                                   row["ours"][x]["ms"]))
+        # final numbers: rounds of (ours, cuSPARSELt, cuBLAS) back to back, so that clock and power drift
+        # hits the three alike; each round is the median of its launches, the result the median round
         kern, fn, _ = kernels[best_key]
-        row["ours_best_again_ms"] = timed(torch, launcher(np, kern, fn, m, n, k, vals, meta, bt, d), args.iters)
+        contenders = {"ours": launcher(np, kern, fn, m, n, k, vals, meta, bt, d)}
+        cs_tag = min((x for x in ("cusparselt_view", "cusparselt_contig") if x in base), key=base.get, default=None)
+        if cs_tag:
+            b = b_view if cs_tag.endswith("view") else b_cont
+            contenders["cusparselt"] = lambda b=b: torch.mm(a_sp, b)
+        b = b_view if base["cublas_view"] <= base["cublas_contig"] else b_cont
+        contenders["cublas"] = lambda b=b: torch.mm(dense, b)
+        rounds = {name: [] for name in contenders}
+        for _ in range(args.rounds):
+            for name, fn_ in contenders.items():
+                rounds[name].append(timed(torch, fn_, max(5, args.iters // 3), warmup=2))
+        row["interleaved_ms"] = {name: sorted(v) for name, v in rounds.items()}
+        row["final_ms"] = {name: statistics.median(v) for name, v in rounds.items()}
+        row["clocks"] = gpu_state()
         row["baselines_ms"] = base
         row["best"] = best_key
-        cs = min((base[x] for x in ("cusparselt_view", "cusparselt_contig") if x in base), default=float("nan"))
-        cb = min(base["cublas_view"], base["cublas_contig"])
-        print(f"  {m}x{n}x{k} baselines ({base.get('backend', base.get('cusparselt_error'))}): cuSPARSELt "
-              f"{tf(cs):.0f}, cuBLAS {tf(cb):.0f} TFLOP/s; best ours {best_key} again {tf(row['ours_best_again_ms']):.0f}",
-              flush=True)
+        fin = row["final_ms"]
+        print(f"  {m}x{n}x{k} final ({args.rounds} interleaved rounds, {base.get('backend', base.get('cusparselt_error'))}): "
+              f"ours {best_key} {tf(fin['ours']):.0f}, cuSPARSELt {tf(fin.get('cusparselt', float('nan'))):.0f}, "
+              f"cuBLAS {tf(fin['cublas']):.0f} TFLOP/s; {row['clocks']}", flush=True)
         results.append(row)
-        del dense, vals, meta, bt, b_cont, d
+        del dense, vals, meta, bt, b_cont, d, contenders
+        a_sp = None
         torch.cuda.empty_cache()
 
     print(f"\n(total {time.time() - t0:.0f} s)  TFLOP/s = 2MNK/time, dense-equivalent; median of {args.iters}")
-    hdr = f"{'M x N x K':>20} {'best schedule':>20} {'ours':>7} {'again':>7} {'cuSPLt':>7} {'cuBLAS':>7} " \
-          f"{'/cuSPLt':>8} {'/cuBLAS':>8} {'rel err':>8}"
+    hdr = f"{'M x N x K':>20} {'best schedule':>22} {'ours':>6} {'cuSPLt':>7} {'cuBLAS':>7} {'/cuSPLt':>8} " \
+          f"{'/cuBLAS':>8} {'spread':>7} {'rel err':>8}"
     print(hdr)
     for r in results:
         m, n, k = r["M"], r["N"], r["K"]
         f = 2.0 * m * n * k / 1e9
-        o = r["ours"][r["best"]]
-        b = r["baselines_ms"]
-        cs = min((b[x] for x in ("cusparselt_view", "cusparselt_contig") if x in b), default=float("nan"))
-        cb = min(b["cublas_view"], b["cublas_contig"])
-        print(f"{f'{m}x{n}x{k}':>20} {r['best']:>20} {f / o['ms']:7.0f} {f / r['ours_best_again_ms']:7.0f} "
-              f"{f / cs:7.0f} {f / cb:7.0f} {cs / o['ms']:8.2f} {cb / o['ms']:8.2f} {o['rel_err']:8.1e}")
+        fin = r["final_ms"]
+        cs, cb, o = fin.get("cusparselt", float("nan")), fin["cublas"], fin["ours"]
+        iv = r["interleaved_ms"]["ours"]
+        spread = (iv[-1] - iv[0]) / o                 # slowest - fastest round, relative
+        print(f"{f'{m}x{n}x{k}':>20} {r['best']:>22} {f / o:6.0f} {f / cs:7.0f} {f / cb:7.0f} {cs / o:8.2f} "
+              f"{cb / o:8.2f} {spread:7.1%} {r['ours'][r['best']]['rel_err']:8.1e}")
     extra = []
     for what in ("bf16", "s8", "tf32", *(("f16+C",) if args.with_c else ())):
         try:
@@ -287,13 +317,13 @@ def main() -> int:
 OTHER_SIZE = 4096
 # other forms at OTHER_SIZE^3: (form name, kernel input type, D type, config, with C)
 OTHER = {
-    "bf16": ("m16n8k32", "bf16", "bf16", "128x256x64_s3_p", False),
-    "s8": ("m16n8k64", "s8", "s32", "s8_128x256x128_s3_p", False),
-    "tf32": ("m16n8k16", "tf32", "f32", "tf32_128x256x32_s3_p", False),
-    "f16+C": ("m16n8k32", "f16", "f32", "128x256x64_s3_p", True),
+    "bf16": ("m16n8k32", "bf16", "bf16", "128x256x64_s3", False),
+    "s8": ("m16n8k64", "s8", "s32", "s8_128x256x128_s3", False),
+    "tf32": ("m16n8k16", "tf32", "f32", "tf32_128x256x32_s3", False),
+    "f16+C": ("m16n8k32", "f16", "f32", "128x256x64_s3", True),
 }
-CONFIGS_OTHER = {"s8_128x256x128_s3_p": _cfg(128, 256, 128, 2, 4, 3),
-                 "tf32_128x256x32_s3_p": _cfg(128, 256, 32, 2, 4, 3)}
+CONFIGS_OTHER = {"s8_128x256x128_s3": _cfg(128, 256, 128, 2, 4, 3),
+                 "tf32_128x256x32_s3": _cfg(128, 256, 32, 2, 4, 3)}
 
 
 def other_form(cp, np, torch, tmp: str, what: str, iters: int) -> dict:
