@@ -87,7 +87,7 @@ def parse_kernel(ptx: str, entry: str | None = None) -> Kernel:
     globals_ = {m.group(1): [int(v, 0) for v in m.group(3).split(",")] for m in _GLOBAL.finditer(ptx)}
     starts = [m.start() for m in re.finditer(r"\.visible \.entry (\w+)\(", ptx)]
     for i, start in enumerate(starts):
-        name = re.match(r"\.visible \.entry (\w+)\(", ptx[start:]).group(1)
+        name = ptx[start:].split("(", 1)[0].split()[-1]
         if entry is None or name == entry:
             end = starts[i + 1] if i + 1 < len(starts) else len(ptx)
             return _parse_entry(ptx[start:end], name, globals_)
@@ -98,7 +98,9 @@ def _parse_entry(text: str, name: str, globals_) -> Kernel:
     head, _, body = text.partition("{")
     params = [(m.group(2).removeprefix(f"{name}_param_"), m.group(1)) for m in _PARAM.finditer(head)]
     cluster = 2 if ".reqnctapercluster 2" in head else 1
-    shared, code, labels = [], [], {}
+    shared: list[tuple[str, int, int]] = []
+    code: list[Instr] = []
+    labels: dict[str, int] = {}
     for raw in body.splitlines():
         line = raw.strip()
         if not line or line.startswith("//") or line == "}" or line.startswith(".reg"):
@@ -197,6 +199,13 @@ def _immediate(a: str) -> int | None:
     return _IMMEDIATES[a]
 
 
+def _qualifier(op: str, name: str) -> str:
+    m = re.search(rf"{name}::(\w+)", op)
+    if m is None:
+        raise EmulationError(f"{op} has no .{name}")
+    return m.group(1)
+
+
 def _mask(v: int, bits: int) -> int:
     return v & ((1 << bits) - 1)
 
@@ -267,15 +276,15 @@ class Machine:
                 raise EmulationError(f"CTA {c.ctaid} exited with {c.allocated} TMEM columns allocated")
 
     def _unblocked(self, th: Thread) -> bool:
-        kind = th.blocked[0]
-        if kind == "bar":
-            return th.cta.bar_generation != th.blocked[1]
-        if kind == "cluster":
-            return self.cluster_generation != th.blocked[1]
-        if kind == "mbar":
-            _, addr, parity = th.blocked
-            return self._mbar_done(th.cta, addr, parity)
-        raise AssertionError(kind)
+        blocked = th.blocked
+        assert blocked is not None
+        if blocked[0] == "bar":
+            return th.cta.bar_generation != blocked[1]
+        if blocked[0] == "cluster":
+            return self.cluster_generation != blocked[1]
+        if blocked[0] == "mbar":
+            return self._mbar_done(th.cta, blocked[1], blocked[2])
+        raise AssertionError(blocked)
 
     def _run_thread(self, th: Thread) -> int:
         n = 0
@@ -542,12 +551,12 @@ class Machine:
 
     # ---- the MMA -------------------------------------------------------------------------------
     def _mma(self, th, ins) -> None:
-        from ..sim.tcgen05 import decode_instr_desc, mma
+        from ..sim.tcgen05 import decode_instr_desc
 
         op = ins.op
         q = op.split(".")
-        kind = re.search(r"kind::(\w+)", op).group(1)
-        cta_group = int(re.search(r"cta_group::(\d)", op).group(1))
+        kind = _qualifier(op, "kind")
+        cta_group = int(_qualifier(op, "cta_group"))
         ws, sparse = "ws" in q, "sp" in q
         if "ashift" in q:
             raise EmulationError(".ashift is not modelled")
@@ -959,7 +968,7 @@ def reference_d(problem: HostProblem) -> np.ndarray:
     if problem.zero_columns is not None:
         tiles = b.shape[0] // len(problem.zero_columns)
         b = np.where(np.tile(problem.zero_columns, tiles)[:, None], 0.0, b)
-    if problem.sfa is not None:
+    if problem.sfa is not None and problem.sfb is not None:
         k = a.shape[1]
         a = a * np.repeat(problem.sfa, k // problem.sfa.shape[1], axis=1)
         b = b * np.repeat(problem.sfb, k // problem.sfb.shape[1], axis=1)

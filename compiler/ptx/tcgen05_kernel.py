@@ -162,6 +162,13 @@ class _Kernel:
         self.kb = KernelBuilder(spec.name)
         self.e = self.kb.emit
 
+    def op(self, name: str, sym: str | None = None) -> Op:
+        """A descriptor op the earlier passes put on the tile (they always do for a tcgen05 tile)."""
+        found = self.tile.op(name, sym)
+        if found is None:
+            raise SpecError(f"{name}{' @' + sym if sym else ''} is missing: run descriptor-materialization first")
+        return found
+
     # ---- driver ----------------------------------------------------------------------------------
     def emit(self) -> tuple[str, dict]:
         self.declare()
@@ -305,7 +312,7 @@ class _Kernel:
         """Registers for the idesc values and the optional trailing operands (9.7.16.10.9.1 order:
         {disable-output-lane} masks, scale-input-d immediate, .ws zero-column mask descriptor)."""
         kb, e, spec = self.kb, self.e, self.spec
-        idesc_op = self.tile.op("tilec.instr_desc")
+        idesc_op = self.op("tilec.instr_desc")
         self.idesc_regs: dict[int, str] = {}
         values = list(idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],)))
         for v in values:
@@ -602,10 +609,10 @@ class _Kernel:
         e(f"@!{self.p_issue} bra {skip};")
         p_acc = kb.reg("p")
         e(f"setp.ne.u32 {p_acc}, {self.kreg}, 0;")
-        idesc_op = self.tile.op("tilec.instr_desc")
+        idesc_op = self.op("tilec.instr_desc")
         step_values = idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * self.steps)
-        da = self.tile.op("tilec.smem_desc", "A")
-        db = self.tile.op("tilec.smem_desc", "B").attrs["values"]
+        da = self.tile.op("tilec.smem_desc", "A")       # None when A is in TMEM
+        db = self.op("tilec.smem_desc", "B").attrs["values"]
         fmt = metadata_format(self.kind) if self.sparse else None
         sfa, sfb = self.tile.facts.get("scale_layouts", (None, None))
         for s in range(self.steps):
@@ -613,6 +620,7 @@ class _Kernel:
                 a = kb.reg("r")
                 e(f"add.u32 {a}, {self.taddr}, {self.plan.a + 8 * s};")
             else:
+                assert da is not None
                 a = kb.reg("rd")
                 e(f"add.u64 {a}, {self.sb4w}, {int(da.attrs['values'][s]):#018x};")
             b = kb.reg("rd")
@@ -634,7 +642,7 @@ class _Kernel:
             idesc = self.idesc_regs[int(step_values[s])]
             if self.priming:
                 # fill the collector: same operands, product into the scratch region (see collector_priming)
-                buffer = self.form.collector.split("::")[0]
+                buffer = str(self.form.collector).split("::")[0]
                 prime = replace(self.form, collector=f"{buffer}::fill", ashift=False, disable_output_lane=False,
                                 scale_input_d=False)
                 extra = {k: v for k, v in self.extra.items() if k == "zcm"}
