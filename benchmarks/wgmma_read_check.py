@@ -28,10 +28,11 @@ Flow (same shape as smem_dump_check.py):
 
   prepare  (host; tilec + ml_dtypes + ptxas) for each case of the sweep: random A (64 x K) and B (N x K)
            codes, placed into one shared-memory image at tilec's `canonical_layout(...).offset`
-           (A at image offset a_base, B at b_base; a misaligned base swizzles the absolute address, as
-           TMA would), tilec's per-K-step descriptors `smem_descriptors(..., base_address=...)`
-           converted to wgmma, a hand-written sm_90a kernel with those descriptors as constants,
-           assembled by ptxas; everything into one folder (`.wgmma/`).
+           (A at image offset a_base, B at b_base; a misaligned tile's swizzle pattern starts at its
+           base, as compiler/layout.py defines it; probes move the pattern start), tilec's per-K-step
+           descriptors `smem_descriptors(..., base_address=...)` converted to wgmma, a hand-written
+           sm_90a kernel with those descriptors as constants, assembled by ptxas; everything into one
+           folder (`.wgmma/`).
   device   (GPU; numpy + cupy only) launches each kernel (one CTA, one warpgroup) and saves D.
   check    (host) D against numpy (integers exactly, floats within a per-type bound), plus the
            independent model (compiler.sim) reading each image back through the tcgen05 descriptors.
@@ -148,6 +149,14 @@ def wgmma_descriptor(tcgen05_desc: int) -> int:
     return value | WGMMA_FIELD["swizzle"].insert(WGMMA_SWIZZLE_CODES[desc.swizzle])
 
 
+def tcgen05_descriptor(wgmma_desc: int) -> int:
+    """Inverse of wgmma_descriptor: the tcgen05 descriptor (Table 40) reading the same layout."""
+    from compiler.descriptors.smem import SmemDesc
+
+    f = decode_wgmma_descriptor(wgmma_desc)
+    return SmemDesc(f["start_address"], f["lbo"], f["sbo"], f["swizzle"], f["base_offset"]).encode()
+
+
 def decode_wgmma_descriptor(value: int) -> dict:
     """Fields of a wgmma descriptor, byte quantities multiplied back by 16; rejects set unused bits."""
     from compiler.diagnostics import SpecError
@@ -209,6 +218,11 @@ K_LINE_BYTES = 256                 # K extent per tile: two 128-byte swizzle row
 # Float results must lie within REL_TOL * (steps + 1) * sum|a||b| of the exact product. 16/32-bit inputs:
 # 2^-20 (a few fp32 ulps per step). fp8: 2^-12, allowing the coarser fp8 accumulation Hopper is known
 # for; a misread element moves D by ~2^-8 of sum|a||b| (one of 256 products), far above either bound.
+# Measured on the H100 (docs/verification.md, "H100 wgmma read-side check"): wgmma XORs each 16-byte
+# chunk's address bits 4.. with ((address >> 7) - base_offset) mod 2^B, B = 3/2/1 for 128B/64B/32B, on the
+# absolute shared address: the base offset names the 128-byte row (mod 8) where the pattern starts.
+SILICON_PHASE_RULE = "phase = ((address >> 7) - base_offset) mod 2^B"
+_SWIZZLE_ROWS = {"32B": 2, "64B": 4, "128B": 8}     # 2^B rows of 128 bytes before the XOR pattern repeats
 REL_TOL = {"f16": 2.0 ** -20, "bf16": 2.0 ** -20, "tf32": 2.0 ** -20, "e4m3": 2.0 ** -12, "e5m2": 2.0 ** -12}
 
 
@@ -230,7 +244,29 @@ class ReadCase:
     b_swizzle: str
     a_misalign: int = 0           # region base = aligned + 128 * misalign bytes (base offset != 0)
     b_misalign: int = 0
-    zero_base_offset: bool = False   # probe: clear the base-offset field tilec computed
+    # Probes of the hardware's swizzle phase (group "probe"); None = tilec's definition:
+    pattern_row: int | None = None       # 128-byte row (mod 8) where the image's swizzle pattern starts
+    #                                      (None: at each tile's base, as compiler.layout defines it;
+    #                                      0: on the 1024-byte boundaries = absolute, as TMA writes)
+    base_offset_field: int | None = None  # descriptor bits 49-51 (None: tilec's (base >> 7) & 7)
+
+    def pattern_rows(self, a_base: int, b_base: int) -> tuple[int, int]:
+        """The row where each operand's swizzle pattern starts."""
+        if self.pattern_row is not None:
+            return self.pattern_row, self.pattern_row
+        return (a_base >> 7) & 7, (b_base >> 7) & 7
+
+    def matches_silicon_rule(self, a_base: int, b_base: int, a_descs: list[int], b_descs: list[int]) -> bool:
+        """Whether D should equal numpy under the rule measured on the H100 (SILICON_PHASE_RULE): each
+        operand's base-offset field equals its pattern row modulo the swizzle repeat in rows."""
+        ok = True
+        for swizzle, row, descs in ((self.a_swizzle, self.pattern_rows(a_base, b_base)[0], a_descs),
+                                    (self.b_swizzle, self.pattern_rows(a_base, b_base)[1], b_descs)):
+            if swizzle == "none":
+                continue
+            repeat = _SWIZZLE_ROWS[swizzle]
+            ok &= all((WGMMA_FIELD["base_offset"].extract(d) - row) % repeat == 0 for d in descs)
+        return ok
 
     @property
     def wform(self) -> WgmmaForm:
@@ -267,8 +303,10 @@ def _case(group: str, form: str, n: int, a: tuple[str, str], b: tuple[str, str],
         parts.append(f"abase{128 * kw['a_misalign']}")
     if kw.get("b_misalign"):
         parts.append(f"bbase{128 * kw['b_misalign']}")
-    if kw.get("zero_base_offset"):
-        parts.append("bo0")
+    if kw.get("pattern_row") is not None:
+        parts.append(f"pattern{kw['pattern_row']}")
+    if kw.get("base_offset_field") is not None:
+        parts.append(f"bo{kw['base_offset_field']}")
     return ReadCase("_".join(parts), group, form, n, _k_for(f), a[0], a[1], b[0], b[1], **kw)
 
 
@@ -300,16 +338,26 @@ def sweep(quick: bool = False) -> list[ReadCase]:
     if not quick:
         for sw in SWIZZLES:
             cases.append(_case("sweep", "e4m3xe5m2", 64, ("K", sw), ("K", sw)))
-    # Regions that do not start on their swizzle repeat: tilec sets base offset = (base >> 7) & 7
-    # (PTX 9.7.16.4.1 / 9.7.15.5.1.2.2) and the image is swizzled on absolute addresses.
-    misaligned = [("128B", 3, 5), ("64B", 1, 3), ("32B", 1, 1)]
+    # Regions that do not start on their swizzle repeat. tilec defines such a tile's swizzle pattern to
+    # start at the tile base (compiler/layout.py: offset() is relative to the base) and sets the base
+    # offset to (base >> 7) & 7 (PTX 9.7.16.4.1 / 9.7.15.5.1.2.2). A and B get different rows, so a
+    # wrong phase cannot permute K the same way in both (which D could not see).
+    misaligned = [("128B", 3, 5), ("64B", 1, 2), ("32B", 1, 0)]
     for label in ("f16", "e4m3"):
         for am, bm in (_major_pairs(FORMS[label])[::3]):          # K/K and MN/MN (f16), K/K (e4m3)
             for sw, ja, jb in (misaligned[:1] if quick else misaligned):
-                cases.append(_case("base_offset", label, 64, (am, sw), (bm, sw), a_misalign=ja, b_misalign=jb))
-                # probe (reported, not a pass/fail of tilec): the same with the field cleared
-                cases.append(_case("probe", label, 64, (am, sw), (bm, sw), a_misalign=ja, b_misalign=jb,
-                                   zero_base_offset=True))
+                tile = dict(a_misalign=ja, b_misalign=jb)
+                cases.append(_case("base_offset", label, 64, (am, sw), (bm, sw), **tile))
+                # Probes of the phase rule (reported against SILICON_PHASE_RULE, not a verdict on tilec):
+                # the image swizzled on absolute addresses (TMA) read with base offset 0 and with tilec's
+                # field; a pattern starting at a row unrelated to the base, read with that row and with
+                # the row before (a phase error of 1 permutes chunks differently per row, so D sees it; an
+                # error of 4 in 128B would XOR every row alike, a K order shared by A and B: invisible).
+                probes = [dict(pattern_row=0, base_offset_field=0), dict(pattern_row=0)]
+                if sw != "32B":
+                    probes += [dict(pattern_row=6, base_offset_field=6), dict(pattern_row=6, base_offset_field=5)]
+                for probe in (probes[:2] if quick else probes):
+                    cases.append(_case("probe", label, 64, (am, sw), (bm, sw), **tile, **probe))
     return cases
 
 
@@ -366,8 +414,10 @@ def case_descriptors(case: ReadCase, a_base: int, b_base: int) -> dict[str, list
                                                 ("b", form.b_type, case.b_major, case.b_swizzle, case.n, b_base)):
         tc = smem_descriptors(dtype, major, swizzle, mn, case.k, form.k, base_address=base)
         wg = [wgmma_descriptor(d) for d in tc]
-        if case.zero_base_offset:
-            wg = [d & ~(((1 << BASE_OFFSET.width) - 1) << WGMMA_FIELD["base_offset"].lo) for d in wg]
+        if case.base_offset_field is not None:        # probe: override bits 49-51
+            field = WGMMA_FIELD["base_offset"]
+            wg = [(d & ~(((1 << BASE_OFFSET.width) - 1) << field.lo)) | field.insert(case.base_offset_field)
+                  for d in wg]
         out[f"{op}_tcgen05"], out[f"{op}_wgmma"] = tc, wg
     return out
 
@@ -394,24 +444,32 @@ def element_offsets(layout) -> np.ndarray:
     return offsets
 
 
-def place(image: np.ndarray, layout, base: int, codes: np.ndarray) -> None:
-    """Store element codes at tilec's `layout.offset` from `base` (full-byte types), as TMA would.
+def place(image: np.ndarray, layout, base: int, codes: np.ndarray, pattern_row: int | None = None) -> None:
+    """Store element codes at tilec's `layout.offset` from `base` (full-byte types).
 
-    For a base that is not on the swizzle repeat, the aligned-base offset is un-swizzled (the XOR is an
-    involution), moved to the base and swizzled on the absolute address (PTX 9.7.16.4.1 base-offset rule).
+    With `pattern_row` None the swizzle pattern starts at the tile base: byte base + layout.offset(r, k),
+    compiler/layout.py's definition. Otherwise the pattern starts at 128-byte rows = pattern_row (mod 8):
+    each 16-byte chunk at unswizzled address A = base + u is XORed with ((A >> 7) - pattern_row) mod
+    2^B in bits 4.. (Swizzle<B,4,3> of PTX 9.7.16.3.3 with the phase counted from the pattern start);
+    pattern_row 0 is swizzling on absolute addresses, what TMA writes.
     """
-    from compiler.layout import swizzle_bytes
+    from compiler.layout import SWIZZLES, swizzle_bytes
 
     nbytes = layout.elem_bits // 8
     offsets = element_offsets(layout)
     if offsets.shape != codes.shape:
         raise ValueError(f"codes {codes.shape} do not fit the {layout.mn} x {layout.k} layout")
-    if base % layout.alignment and layout.swizzle != "none":
-        chunk, within = offsets & ~15, offsets & 15
-        flat = [swizzle_bytes(base + swizzle_bytes(int(x), layout.swizzle), layout.swizzle) for x in chunk.ravel()]
-        addresses = np.array(flat, dtype=np.int64).reshape(chunk.shape) + within
-    else:
+    if pattern_row is None or layout.swizzle == "none":
         addresses = base + offsets
+    else:
+        if base % 128:
+            raise ValueError("a swizzled tile base must be 128-byte aligned")
+        mode = SWIZZLES[layout.swizzle]
+        chunk, within = offsets & ~15, offsets & 15
+        unswizzled = np.vectorize(lambda x: swizzle_bytes(int(x), layout.swizzle))(chunk)   # an involution
+        absolute = base + unswizzled
+        phase = ((absolute >> 7) - pattern_row) & ((1 << mode.xor_bits) - 1)
+        addresses = (absolute ^ (phase << mode.xor_base)) + within
     for byte in range(nbytes):
         image[addresses + byte] = ((codes >> np.uint64(8 * byte)) & np.uint64(0xFF)).astype(np.uint8)
 
@@ -422,8 +480,8 @@ def build_image(case: ReadCase) -> tuple[np.ndarray, dict]:
     a_base, b_base, size = region_bases(case, a_layout, b_layout)
     a_codes, b_codes = make_operands(case)
     image = np.zeros(size, dtype=np.uint8)
-    place(image, a_layout, a_base, a_codes)
-    place(image, b_layout, b_base, b_codes)
+    place(image, a_layout, a_base, a_codes, case.pattern_row)
+    place(image, b_layout, b_base, b_codes, case.pattern_row)
     descs = case_descriptors(case, a_base, b_base)
     return image, {"a_base": a_base, "b_base": b_base, "image_bytes": size, **descs,
                    "a_lbo": a_layout.lbo, "a_sbo": a_layout.sbo, "b_lbo": b_layout.lbo, "b_sbo": b_layout.sbo}
@@ -759,9 +817,12 @@ def compare(case: ReadCase, raw: np.ndarray) -> dict:
             "bound_ratio": float((err / bound).max())}
 
 
-def model_readback(case: ReadCase, image: np.ndarray, rec: dict) -> int:
-    """Elements that compiler.sim reads back through tilec's tcgen05 descriptors (must equal the codes:
-    the independent check of the image preparation). Returns the number compared; raises on a mismatch."""
+def model_readback(case: ReadCase, image: np.ndarray, rec: dict, silicon_rule: bool = True) -> int:
+    """Elements that compiler.sim reads back through tilec's tcgen05 descriptors, which must equal the
+    placed codes (the independent check of the image preparation). With `silicon_rule` the swizzle
+    phase is SILICON_PHASE_RULE's (silicon_as_model), else compiler.sim's own. Returns the number of
+    elements compared; AssertionError on a mismatch."""
+    from compiler.descriptors.smem import SmemDesc
     from compiler.sim.smem import read_operand_bits
 
     a_codes, b_codes = make_operands(case)
@@ -770,12 +831,16 @@ def model_readback(case: ReadCase, image: np.ndarray, rec: dict) -> int:
     compared = 0
     for op, codes, dtype, major, rows in (("a", a_codes, form.a_type, case.a_major, M),
                                           ("b", b_codes, form.b_type, case.b_major, case.n)):
-        for s, desc in enumerate(rec[f"{op}_tcgen05"]):
-            got = read_operand_bits(image, int(desc, 16), dtype, major, rows, form.k, kind=kind)
+        for s, text in enumerate(rec[f"{op}_tcgen05"]):
+            desc = int(text, 16)
+            if silicon_rule:
+                desc = silicon_as_model(SmemDesc.decode(desc)).encode()
+            got = read_operand_bits(image, desc, dtype, major, rows, form.k, kind=kind)
             want = codes[:, s * form.k:(s + 1) * form.k]
             if not np.array_equal(got, want):
-                raise AssertionError(f"{case.name}: the model reads {op.upper()} K step {s} differently "
-                                     f"from the placed codes ({int((got != want).sum())} elements)")
+                raise AssertionError(f"{case.name}: compiler.sim ({'silicon rule' if silicon_rule else 'own rule'}) "
+                                     f"reads {op.upper()} K step {s} differently from the placed codes "
+                                     f"({int((got != want).sum())} of {got.size} elements)")
             compared += got.size
     return compared
 
@@ -788,14 +853,27 @@ def _mutations():
     return {
         "lbo<->sbo": lambda d: dc_replace(d, lbo=d.sbo, sbo=d.lbo),
         "base_offset=0": lambda d: dc_replace(d, base_offset=0),
+        # compiler.sim counts the phase as (rows from the start address) + base offset; the silicon rule
+        # (address row - base offset) is that with base offset (start row - field) mod 8.
+        "silicon phase rule": silicon_as_model,
         "swizzle=none": lambda d: dc_replace(d, swizzle="none"),
         "lbo=16": lambda d: dc_replace(d, lbo=16),
     }
 
 
+def silicon_as_model(desc):
+    """The tcgen05 SmemDesc whose compiler.sim reading equals SILICON_PHASE_RULE's reading of `desc`.
+
+    Valid for compiler.sim's phase formula ((address row - start row) + base offset, compiler/sim/smem.py
+    `_swizzle`; tests/test_wgmma_read_host.py pins it): with field' = (start row - field) mod 8 that
+    formula gives address row - field."""
+    from dataclasses import replace as dc_replace
+    return dc_replace(desc, base_offset=((desc.start_address >> 7) - desc.base_offset) & 7)
+
+
 def _permutation_note(got: np.ndarray, want: np.ndarray) -> str:
-    """D holds the right values in the wrong places: whole rows (A rows read from other places), whole
-    columns (B rows), or neither (the fragment store)."""
+    """D holds the right values in the wrong places: whole rows (A rows read from each other's places),
+    whole columns (B rows), both, or neither (the fragment store)."""
     def is_permuted(x, y):          # every line of x equals some line of y, each used once
         keys = {tuple(np.round(line, 6)) for line in y}
         return len(keys) == len(y) and all(tuple(np.round(line, 6)) in keys for line in x)
@@ -803,6 +881,9 @@ def _permutation_note(got: np.ndarray, want: np.ndarray) -> str:
         return "D's columns are permuted: B's rows (N) were read from each other's places"
     if is_permuted(got, want):
         return "D's rows are permuted: A's rows (M) were read from each other's places"
+    if is_permuted(np.sort(got, axis=1), np.sort(want, axis=1)) and \
+            is_permuted(np.sort(got, axis=0).T, np.sort(want, axis=0).T):
+        return "D's rows and columns are permuted: A's and B's MN rows were read from other places"
     return "D holds the expected values in other places: the fragment store, not the read"
 
 
@@ -818,8 +899,6 @@ def explain_mismatch(case: ReadCase, raw: np.ndarray, rec: dict, image: np.ndarr
     got = decode_d(raw, form.d_type)
     want, _ = reference(case)
     notes = []
-    if np.allclose(np.sort(got.ravel()), np.sort(want.ravel()), rtol=1e-5, atol=1e-6):
-        notes.append(_permutation_note(got, want))
 
     def product(a_descs, b_descs):
         total = 0
@@ -831,7 +910,8 @@ def explain_mismatch(case: ReadCase, raw: np.ndarray, rec: dict, image: np.ndarr
             total = total + a @ b.T
         return total
 
-    tc = {op: [int(x, 16) for x in rec[f"{op}_tcgen05"]] for op in ("a", "b")}
+    # the descriptors the kernel ran (probes override the base offset), in compiler.sim's form
+    tc = {op: [tcgen05_descriptor(int(x, 16)) for x in rec[f"{op}_wgmma"]] for op in ("a", "b")}
     for name, mutate in _mutations().items():
         for which in ("a", "b", "ab"):
             try:
@@ -842,6 +922,8 @@ def explain_mismatch(case: ReadCase, raw: np.ndarray, rec: dict, image: np.ndarr
                 continue
             if np.allclose(got, alt, rtol=1e-4, atol=1e-3 * (np.abs(alt).max() + 1)):
                 notes.append(f"D equals the model's product with {name} applied to {which.upper()}")
+    if not notes and np.allclose(np.sort(got.ravel()), np.sort(want.ravel()), rtol=1e-5, atol=1e-6):
+        notes.append(_permutation_note(got, want))
     return notes or ["no tried descriptor mutation reproduces D"]
 
 
@@ -862,7 +944,8 @@ class Report:
     ok: int = 0
     device_errors: list = field(default_factory=list)
     failures: list = field(default_factory=list)
-    probes: dict = field(default_factory=dict)     # probe name -> {"matches": bool, "explain": [...]}
+    probes: dict = field(default_factory=dict)     # name -> {"matches", "predicted" (silicon rule), "explain"}
+    model_disagreements: list = field(default_factory=list)   # images compiler.sim reads differently
     model_elements: int = 0
     cells: dict = field(default_factory=dict)      # (form, A major/swizzle, B major/swizzle, group) -> Tally
     by_case: dict = field(default_factory=dict)
@@ -887,7 +970,7 @@ def check(data: Path, results: Path, log=print, explain: bool = True) -> Report:
         if st["status"] != "ok" or case.entry not in ds.files:
             error = f"{case.name}: {st.get('error', st['status'])}"
             if probe:
-                report.probes[case.name] = {"matches": False, "explain": [error]}
+                report.probes[case.name] = {"matches": False, "predicted": None, "explain": [error]}
             else:
                 report.device_errors.append(error)
             continue
@@ -898,14 +981,22 @@ def check(data: Path, results: Path, log=print, explain: bool = True) -> Report:
         result["ok"] = result["ok"] and result["unwritten"] == 0
         report.by_case[case.name] = result
         if probe:             # an observation of the hardware, not a verdict on tilec's descriptors
+            predicted = case.matches_silicon_rule(rec["a_base"], rec["b_base"],
+                                                  [int(x, 16) for x in rec["a_wgmma"]],
+                                                  [int(x, 16) for x in rec["b_wgmma"]])
             notes = [] if result["ok"] or not explain else explain_mismatch(case, raw, rec, image)
-            report.probes[case.name] = {"matches": result["ok"], "explain": notes}
+            report.probes[case.name] = {"matches": result["ok"], "predicted": predicted, "explain": notes}
             continue
         try:
             report.model_elements += model_readback(case, image, rec)
-        except AssertionError as e:       # tilec's layout and the model disagree about the image
-            report.failures.append(f"{case.name}: {e}")
+        except AssertionError as e:       # the image is not what tilec's layout + descriptors describe
+            report.failures.append(str(e))
             result["ok"] = False
+        if case.a_misalign or case.b_misalign:
+            try:                          # compiler.sim's own phase rule (docs: absolute addresses)
+                model_readback(case, image, rec, silicon_rule=False)
+            except AssertionError as e:
+                report.model_disagreements.append(str(e))
         key = (case.form, f"{case.a_major}:{case.a_swizzle}", f"{case.b_major}:{case.b_swizzle}", case.group)
         t = report.tally(key)
         t.kernels += 1
@@ -938,16 +1029,24 @@ def print_report(report: Report, manifest: dict, status: dict, log=print) -> Non
             f"{t.operand_elements:>12}{t.failed:>5}{t.max_ulps:>10.3g}")
     for line in report.device_errors + report.failures:
         log("  " + line)
+    if report.model_disagreements:
+        log(f"compiler.sim reads {len(report.model_disagreements)} misaligned images differently from tilec's layout:")
+        for line in report.model_disagreements:
+            log("  " + line)
     if report.probes:
-        log("probes (tilec's base offset cleared on a misaligned tile; image swizzled on absolute addresses):")
+        agree = sum(p["matches"] == p["predicted"] for p in report.probes.values())
+        log(f"probes (image pattern row / base-offset field overridden): {agree}/{len(report.probes)} as "
+            f"{SILICON_PHASE_RULE} predicts")
         for name, p in report.probes.items():
             log(f"  {name}: {'D matches numpy' if p['matches'] else 'D differs'}"
+                f"{'' if p['matches'] == p['predicted'] else ' (NOT as predicted)'}"
                 + (f" ({'; '.join(p['explain'])})" if p["explain"] else ""))
 
 
 def report_json(report: Report) -> dict:
     return {"cases": report.cases, "ok": report.ok, "device_errors": report.device_errors,
             "failures": report.failures, "probes": report.probes, "model_elements": report.model_elements,
+            "model_disagreements": report.model_disagreements,
             "cells": [{"form": k[0], "a": k[1], "b": k[2], "group": k[3], **asdict(t)} for k, t in report.cells.items()],
             "by_case": report.by_case}
 

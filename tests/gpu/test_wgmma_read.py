@@ -1,7 +1,7 @@
 """The read side of tilec's shared-memory descriptors on a Hopper tensor core (benchmarks/wgmma_read_check.py).
 
 For each case of the quick sweep (every wgmma form x legal A/B major x swizzle none/32B/64B/128B, mixed
-swizzles, odd N, misaligned tile bases), a shared-memory image is built with tilec's
+swizzles, odd N, misaligned tile bases, base-offset probes), a shared-memory image is built with tilec's
 `canonical_layout(...).offset`, tilec's per-K-step tcgen05 descriptors are converted to wgmma descriptors
 (PTX 9.7.15.5.1.2.2 vs 9.7.16.4.1 Table 40), and a hand-written sm_90a kernel runs the wgmma chain over
 all K steps. D must equal numpy: integers exactly, floats within the per-type bound of REL_TOL.
@@ -71,3 +71,14 @@ def test_every_form_major_and_swizzle_was_exercised(flow):
         for am, bm in mod._major_pairs(mod.FORMS[label]):
             for sw in mod.SWIZZLES:
                 assert (label, f"{am}:{sw}", f"{bm}:{sw}") in cells, (label, am, bm, sw)
+
+
+def test_misaligned_tiles_and_phase_probes(flow):
+    # tilec's misaligned tiles (pattern at the tile base, base offset (base >> 7) & 7) are in the pass/fail
+    # set above; the probes (pattern row / base-offset field overridden) must come out as the rule
+    # measured on the H100 predicts: phase = ((address >> 7) - base offset) mod 2^B.
+    mod, _, _, report = flow
+    assert any(name.startswith("base_offset") for name in report.by_case)
+    assert report.probes
+    off = {name: p for name, p in report.probes.items() if p["matches"] != p["predicted"]}
+    assert not off, off
