@@ -3,14 +3,14 @@ ptxas, configuration errors and DSL wiring.
 
 1. Address model (no GPU): the swizzle is a bijection on 16-byte chunks; every cp.async store phase and
    every ldmatrix phase touches 8 distinct 16-byte bank groups (no shared-memory bank conflicts:
-   32 banks x 4 B, PTX ISA 9.7.14.5.15 ldmatrix reads 8 rows of 16 B per matrix); the copies of one
+   32 banks x 4 B, PTX ISA ldmatrix reads 8 rows of 16 B per matrix); the copies of one
    stage write every byte of the stage exactly once; every fragment load reads the logical bytes the
    mma.sp fragment tables name (digest §6.1/§6.2).
 2. Execution model: `SimtModel` below runs the emitted PTX text itself (the instruction subset the
    emitter uses) warp by warp, with numpy registers of 32 lanes. It implements, from the PTX ISA text:
-   ldmatrix (9.7.14.5.15: lane 4r+c receives elements 2c, 2c+1 of row r of matrix j in register j),
+   ldmatrix (PTX ISA ldmatrix: lane 4r+c receives elements 2c, 2c+1 of row r of matrix j in register j),
    mma.sp (digest §6.1 A closed forms, §6.2 B and C/D, §6.3 metadata suppliers; independent of
-   compiler/mma_sp/fragments.py), cp.async with commit/wait groups (9.7.9.25) and bar.sync. Warps run
+   compiler/mma_sp/fragments.py), cp.async with commit/wait groups (PTX ISA cp.async) and bar.sync. Warps run
    one at a time between barriers, in forward and in reverse order, and cp.async copies land either at
    issue ("eager") or only at the wait_group that retires them ("lazy"): a missing wait or barrier, or a
    stage refilled while another warp still reads it, produces wrong numbers in one of the four runs.
