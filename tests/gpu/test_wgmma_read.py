@@ -59,7 +59,7 @@ def test_d_matches_numpy_for_every_case(flow):
     _, manifest, _, report = flow
     assert report.device_errors == []
     assert report.failures == [], "\n".join(report.failures[:10])
-    assert report.ok == report.cases == len(manifest["cases"])
+    assert report.ok == report.cases == sum(c["group"] != "probe" for c in manifest["cases"])
     # the images were also read back by the independent model through the tcgen05 descriptors
     assert report.model_elements > 0
 
