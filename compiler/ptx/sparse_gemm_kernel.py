@@ -754,7 +754,7 @@ class _Writer:
             ins("cp.async.wait_group 0;")
         ins("bar.sync 0;                                  // the D tile (ring) is free")
         self.terms("%y", d_stage_access(cfg))
-        ins(f"add.u32 %y, %y, %sm;")
+        ins("add.u32 %y, %y, %sm;")
         if cfg.d_offset:
             ins(f"add.u32 %y, %y, {cfg.d_offset};")
         for i in range(cfg.tiles_m):
@@ -855,7 +855,6 @@ class _Writer:
         cfg, ins = self.cfg, self.ins
         S, KS = cfg.stages, cfg.ksteps
         fregs = [f"%fb{i}" for i in range(len(self.fbases))]
-        cregs = [f"%cb{i}" for i in range(len(self.cbases))]
         self.prologue()
         done, loop = self.label("DONE"), self.label("LOOP")
         ins("mov.u32 %ct, %ctaid.x;                       // tile being computed")
@@ -917,7 +916,6 @@ class _Writer:
         ins(f"bra.uni {loop};")
         self.put(done)
         ins("ret;")
-        del cregs
 
     def issue_block(self, advance: str) -> None:
         """Persistent CTAs: copy the next K block of the stream (if its tile exists) into the write slot

@@ -63,7 +63,6 @@ def test_sparse_gemm_on_gpu(cupy_device, a_t, b_t, cd, shape, sched, out, mnk):
     b = sparse.random_values(rng, (k, n), b_t)
     values, meta = sparse.compress(a, a_t, shape)
     bt = sparse.pack_b(b, b_t, shape)
-    acc_np = np.float32 if cd == "f32" else np.int32
     c = (sparse.random_values(rng, (m, n), "f16").astype(np.float32) if cd == "f32"
          else rng.integers(-1000, 1000, (m, n)).astype(np.int32))
     out_np = _np_out(out or cd)
