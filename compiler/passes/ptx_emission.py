@@ -46,7 +46,10 @@ class PtxEmission(Pass):
                 ctx.fail(f"the {SMEM_DUMP} variant exists for tcgen05 tiles only; tile '{tile.sym}' is "
                          f"{tile.attrs['engine']}", tile.payload.loc("engine"))
             else:
-                text, abi = _mma_sp_entry(tile, module)
+                try:
+                    text, abi = _mma_sp_entry(tile, module)
+                except SpecError as e:        # located on the schedule field the emitter names
+                    ctx.spec_error(e, tile.payload, "schedule")
             parts.append(text)
             module.body.append(Op("ptx.kernel", tile.sym, {"entry": tile.sym, "lines": text.count("\n")},
                                   loc=tile.loc, payload={"abi": abi}))
@@ -58,7 +61,6 @@ def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
     (compiler/ptx/sparse_gemm_kernel.py) when the tile has a `schedule` with 2 or more stages, runtime
     metadata and a form that kernel serves (PIPELINED_A_TYPES at the k-wide shape); otherwise the
     one-instruction-tile kernel of compiler/ptx/mma_sp_kernel.py (its warp grid from the schedule)."""
-    from ..diagnostics import CompileError, Diagnostic, SpecError
     from ..ptx.mma_sp_kernel import MmaSpKernelConfig, emit_mma_sp_kernel
     from ..ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm, pipelined_form
     from ..targets import parse_version
@@ -68,22 +70,19 @@ def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
     sc = spec.schedule
     ptx = parse_version(module.attrs["ptx_version"])
     static = tile.facts.get("static_metadata")
-    try:
-        if sc is not None and sc.stages >= 2 and static is None and pipelined_form(form):
-            k = emit_sparse_gemm(SparseGemmConfig(
-                name=spec.name, form=form, target=module.attrs["target"], ptx_version=ptx,
-                cta_m=sc.cta_m, cta_n=sc.cta_n, cta_k=sc.cta_k, warps_m=sc.warps_m, warps_n=sc.warps_n,
-                stages=sc.stages, selector=spec.sparsity.selector))
-        else:
-            grid = {}
-            if sc is not None:        # warps and per-warp instruction tiles of the CTA tile
-                grid = dict(warps_m=sc.warps_m, warps_n=sc.warps_n, tiles_m=sc.cta_m // (spec.m * sc.warps_m),
-                            tiles_n=sc.cta_n // (spec.n * sc.warps_n))
-            k = emit_mma_sp_kernel(MmaSpKernelConfig(name=spec.name, form=form, target=module.attrs["target"],
-                                                     ptx_version=ptx, selector=spec.sparsity.selector,
-                                                     static_metadata=static, **grid))
-    except SpecError as e:            # located on the schedule field the emitter names
-        raise CompileError([Diagnostic(e.message, spec.loc(e.field), e.hint)]) from None
+    if sc is not None and sc.stages >= 2 and static is None and pipelined_form(form):
+        k = emit_sparse_gemm(SparseGemmConfig(
+            name=spec.name, form=form, target=module.attrs["target"], ptx_version=ptx,
+            cta_m=sc.cta_m, cta_n=sc.cta_n, cta_k=sc.cta_k, warps_m=sc.warps_m, warps_n=sc.warps_n,
+            stages=sc.stages, selector=spec.sparsity.selector))
+    else:
+        grid = {}
+        if sc is not None:        # warps and per-warp instruction tiles of the CTA tile
+            grid = dict(warps_m=sc.warps_m, warps_n=sc.warps_n, tiles_m=sc.cta_m // (spec.m * sc.warps_m),
+                        tiles_n=sc.cta_n // (spec.n * sc.warps_n))
+        k = emit_mma_sp_kernel(MmaSpKernelConfig(name=spec.name, form=form, target=module.attrs["target"],
+                                                 ptx_version=ptx, selector=spec.sparsity.selector,
+                                                 static_metadata=static, **grid))
     body = [ln for ln in k.text.splitlines()
             if not ln.startswith((".version", ".target", ".address_size"))]
     while body and (not body[0].strip() or body[0].startswith("//")):
