@@ -47,6 +47,7 @@ class ScheduleSpec:
     warps_m: int = 1
     warps_n: int = 1
     stages: int = 2
+    mma: str = "sync"               # sync: warp-level mma.sp; wgmma: warpgroup wgmma.mma_async.sp (sm_90a)
 
 
 @dataclass

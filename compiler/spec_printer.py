@@ -268,9 +268,12 @@ def _schedule(t: TileSpec) -> list[str]:
     def dims(*names: str) -> str:
         return "x".join(str(_uint(getattr(s, n), f"schedule.{n}", n, positive=True)) for n in names)
 
+    if s.mma not in ("sync", "wgmma"):
+        raise SpecError(f"schedule mma must be 'sync' or 'wgmma', not {s.mma!r}", "schedule.mma")
     return [_statement("schedule", f"cta={dims('cta_m', 'cta_n', 'cta_k')}",
                        f"warps={dims('warps_m', 'warps_n')}",
-                       f"stages={_uint(s.stages, 'schedule.stages', 'stages')}")]
+                       f"stages={_uint(s.stages, 'schedule.stages', 'stages')}",
+                       None if s.mma == "sync" else f"mma={s.mma}")]
 
 
 @dataclass(frozen=True)

@@ -381,8 +381,8 @@ class Builder:
         f["zero_columns"] = z
 
     def schedule(self, st, f, locs):
-        """schedule cta=128x128x64 warps=2x2 stages=3;"""
-        _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None})
+        """schedule cta=128x128x64 warps=2x2 stages=3 [mma=sync|wgmma];"""
+        _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None, "mma": None})
         if "cta" not in kv:
             self.error("'schedule' needs cta=MxNxK", st.end_loc, "e.g. 'schedule cta=128x128x64 warps=2x2 stages=3;'")
 
@@ -403,7 +403,11 @@ class Builder:
         if "stages" in kv:
             stages = self.int_value(kv["stages"].value, "stages")
             locs["schedule.stages"] = kv["stages"].value.loc
-        f["schedule"] = ScheduleSpec(cm, cn, ck, wm, wn, stages)
+        mma = "sync"
+        if "mma" in kv:
+            mma = self.word(kv["mma"].value, "schedule mma", ("sync", "wgmma"))
+            locs["schedule.mma"] = kv["mma"].value.loc
+        f["schedule"] = ScheduleSpec(cm, cn, ck, wm, wn, stages, mma)
 
 
 _KEYWORDS = {
