@@ -495,6 +495,6 @@ def test_full_sweep_prepares_and_assembles(ptxas, tmp_path):
     assert not manifest["ptxas_failures"]
     assert len(manifest["cases"]) == len(W.sweep())
     images = np.load(tmp_path / W.IMAGES)
-    for rec in manifest["cases"][::7]:
+    for rec in [r for r in manifest["cases"] if r["group"] != "probe"][::7]:   # probes move the pattern
         case = W.ReadCase(**{k: rec[k] for k in W.ReadCase.__dataclass_fields__})
         W.model_readback(case, images[case.entry], rec)
