@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import json
 import os
 import subprocess
@@ -700,8 +701,7 @@ def _cuda_fatal(exc: Exception) -> bool:
 def device_worker(data: Path, tmp: Path, start: int, cp=None) -> int:
     """Run cases start.. here; each D goes to tmp/<entry>.npy and a line into tmp/status.jsonl.
     Returns WORKER_CUDA_ERROR after a fatal CUDA error (the parent restarts past that case)."""
-    if cp is None:
-        import cupy as cp
+    cp = cp if cp is not None else importlib.import_module("cupy")
     manifest = json.loads((data / MANIFEST).read_text())
     images = np.load(data / IMAGES)
     with open(tmp / "status.jsonl", "a") as log:
@@ -758,8 +758,7 @@ def run_device(data: Path, out: Path, isolate: bool = True, cp=None, log=print) 
         np.savez_compressed(out / RESULTS, **arrays)
     device = {}
     try:
-        if cp is None:
-            import cupy as cp
+        cp = cp if cp is not None else importlib.import_module("cupy")
         props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
         name = props["name"]
         device = {"name": name.decode() if isinstance(name, bytes) else str(name),

@@ -24,7 +24,7 @@ import pytest
 
 from compiler.descriptors.smem import SmemDesc
 from compiler.diagnostics import SpecError
-from compiler.layout import canonical_layout, smem_descriptors
+from compiler.layout import smem_descriptors
 from compiler.sim import numerics
 from compiler.sim.smem import read_operand_bits
 from compiler.types import TYPES
