@@ -852,22 +852,17 @@ def _mutations():
     return {
         "lbo<->sbo": lambda d: dc_replace(d, lbo=d.sbo, sbo=d.lbo),
         "base_offset=0": lambda d: dc_replace(d, base_offset=0),
-        # compiler.sim counts the phase as (rows from the start address) + base offset; the silicon rule
-        # (address row - base offset) is that with base offset (start row - field) mod 8.
-        "silicon phase rule": silicon_as_model,
         "swizzle=none": lambda d: dc_replace(d, swizzle="none"),
         "lbo=16": lambda d: dc_replace(d, lbo=16),
     }
 
 
 def silicon_as_model(desc):
-    """The tcgen05 SmemDesc whose compiler.sim reading equals SILICON_PHASE_RULE's reading of `desc`.
-
-    Valid for compiler.sim's phase formula ((address row - start row) + base offset, compiler/sim/smem.py
-    `_swizzle`; tests/test_wgmma_read_host.py pins it): with field' = (start row - field) mod 8 that
-    formula gives address row - field."""
-    from dataclasses import replace as dc_replace
-    return dc_replace(desc, base_offset=((desc.start_address >> 7) - desc.base_offset) & 7)
+    """The tcgen05 SmemDesc whose compiler.sim reading equals SILICON_PHASE_RULE's reading of `desc`:
+    `desc` itself, since compiler.sim adopted the rule this check measured (compiler/sim/smem.py
+    `_swizzle`; tests/test_wgmma_read_host.py pins it). Before, the model counted the phase from the
+    start row plus the field, and this function translated the field."""
+    return desc
 
 
 def _permutation_note(got: np.ndarray, want: np.ndarray) -> str:

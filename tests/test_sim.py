@@ -155,18 +155,19 @@ def test_smem_desc_rejects_undefined_bits(desc, words):
         decode_smem_desc(desc)
 
 
-def test_base_offset_rule_equals_absolute_swizzle():
-    """9.7.16.4.1 base-offset rule: a 128B pattern starting at 1024*k + 128*j with base offset j reads
-    what swizzling the *absolute* address (bits [4,7) ^= [7,10)) put there."""
+def test_base_offset_names_the_row_where_the_pattern_starts():
+    """9.7.16.4.1 base offset, read as the H100 reads it (docs/verification.md, wgmma read-side check):
+    the swizzle acts on absolute address bits with phase (row - base offset). A 128B pattern starting at
+    1024*k + 128*j with base offset j is the canonical layout swizzled relative to its own start; with
+    base offset 0 it is the layout swizzled on absolute addresses (bits [4,7) ^= [7,10)), as TMA writes."""
     start, j = 2048 + 3 * 128, 3
-    desc = smem_desc_by_hand(start, 1, 64, 2, base_offset=j)          # SBO 1024 B
-    chunks = chunk_addresses(desc, "K", 16, 8)                        # 16 rows x 8 chunks of 16 B
-    linear = start + 128 * (np.arange(16)[:, None] % 8) + 1024 * (np.arange(16)[:, None] // 8) \
-        + 16 * np.arange(8)[None, :]
-    np.testing.assert_array_equal(chunks, swizzle_bytes(linear, 3))
-    # Without the base offset the pattern is counted from the start row instead: rows shift by 3.
-    shifted = chunk_addresses(smem_desc_by_hand(start, 1, 64, 2), "K", 16, 8)
-    assert not np.array_equal(shifted, chunks)
+    rows = np.arange(16)[:, None]
+    offset = 128 * (rows % 8) + 1024 * (rows // 8) + 16 * np.arange(8)[None, :]    # SBO 1024 B
+    chunks = chunk_addresses(smem_desc_by_hand(start, 1, 64, 2, base_offset=j), "K", 16, 8)
+    np.testing.assert_array_equal(chunks, start + swizzle_bytes(offset, 3))
+    absolute = chunk_addresses(smem_desc_by_hand(start, 1, 64, 2), "K", 16, 8)
+    np.testing.assert_array_equal(absolute, swizzle_bytes(start + offset, 3))
+    assert not np.array_equal(absolute, chunks)
 
 
 def test_k_step_inside_128b_row_keeps_base_offset_zero():

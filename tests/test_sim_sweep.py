@@ -78,22 +78,13 @@ class Case:
 
 
 def _place(image: np.ndarray, layout, base: int, codes: np.ndarray) -> None:
-    """Store element codes where tilec's layout says, as TMA would: swizzling the absolute address.
-
-    `layout.bit_offset` is relative to a base aligned to the swizzle repeat; for a deliberately
-    misaligned base the unswizzled offset is recovered (the swizzle is an involution) and the
-    swizzle re-applied to the absolute address.
-    """
+    """Store element codes where tilec's layout says: its swizzle pattern starts at the tile's base
+    (compiler/layout.py), which the descriptor's base offset states for a misaligned base
+    (PTX 9.7.16.4.1; the H100 wgmma check confirmed that reading of the field)."""
     rows, k = codes.shape
     bits = numerics.TYPES[layout.dtype].bits
     offsets = np.array([[layout.bit_offset(r, c) for c in range(k)] for r in range(rows)], dtype=np.int64)
-    if base % layout.alignment and layout.swizzle != "none":
-        chunk = (offsets // 128) * 16
-        unswizzled = np.vectorize(lambda x: swizzle_bytes(int(x), layout.swizzle))(chunk)
-        absolute = np.vectorize(lambda x: swizzle_bytes(int(x), layout.swizzle))(base + unswizzled)
-        addresses = absolute * 8 + offsets % 128
-    else:
-        addresses = base * 8 + offsets
+    addresses = base * 8 + offsets
     for bit in range(bits):
         position = addresses + bit
         value = ((codes >> np.uint64(bit)) & np.uint64(1)).astype(np.uint8)

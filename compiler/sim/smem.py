@@ -22,17 +22,18 @@ with R = 8 K-rows per swizzle atom (4 for the 128B-swizzle-with-32B-atoms mode, 
 Swizzle (PTX 9.7.16.3.3 "Swizzle<B,4,3>"): XOR applied to the *byte address*: bits [4, 4+B) ^= bits
 [7, 7+B) (mode 1, 128B swizzle with 32-byte atoms: CUTLASS `Swizzle<2,5,2>`, bits [5,7) ^= [7,9)).
 
-Which address bits the swizzle sees (the model's definition; PTX does not spell it out):
+Which address bits the swizzle sees (PTX does not spell it out; measured on an H100 through wgmma,
+whose descriptor has the same fields and text, docs/verification.md "H100 wgmma read-side check"):
     linear  = start_address + offset                       (unswizzled byte address)
-    phase   = ((linear >> 7) - (start_address >> 7) + base_offset) mod 2**B
+    phase   = ((linear >> 7) - base_offset) mod 2**B
     address = linear XOR (phase << M)                        (M = 4, or 5 for 32-byte atoms)
-i.e. the 128-byte row phase is counted from the start address's row, shifted by the descriptor's
-3-bit base offset. With the PTX base-offset rule (9.7.16.4.1: 0 when the pattern starts on its
-1024/512/256-byte boundary, else `(start_address >> 7) & 7`) this is exactly "swizzle on absolute
-address bits", which is what TMA writes (it swizzles absolute shared addresses). It also agrees with
-CUTLASS's practice of advancing the start address by 32/64/96 bytes inside a 128-byte row with base
-offset 0 (the advance never crosses bit 7). The two readings differ only for a misaligned start with
-a base offset that does not follow the rule; only silicon can say which one the hardware implements.
+i.e. the swizzle acts on absolute address bits, and the descriptor's 3-bit base offset names the
+128-byte row where the pattern starts: with the PTX base-offset rule (9.7.16.4.1: 0 when the pattern
+starts on its 1024/512/256-byte boundary, else `(start_address >> 7) & 7`) the pattern starts at the
+tile's base. An image swizzled on absolute addresses from a misaligned base (as TMA writes it) needs
+base offset 0. Advancing the start address by 32/64/96 bytes inside a 128-byte row (CUTLASS's K-step
+practice) does not change the phase. An earlier version of this model counted rows from the start
+address; 9 misaligned tiles and 30 probes on the H100 showed the hardware does not.
 """
 from __future__ import annotations
 
@@ -159,8 +160,7 @@ def _swizzle(linear: np.ndarray, f: SmemDescFields) -> np.ndarray:
     mode = f.swizzle
     if not mode.swizzled:
         return linear
-    rows_from_start = (linear >> 7) - (f.start_address >> 7)
-    phase = (rows_from_start + f.base_offset) & ((1 << mode.xor_bits) - 1)
+    phase = ((linear >> 7) - f.base_offset) & ((1 << mode.xor_bits) - 1)
     return linear ^ (phase << mode.xor_shift)
 
 
