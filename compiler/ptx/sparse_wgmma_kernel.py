@@ -1,0 +1,968 @@
+"""A warp-specialised structured-sparse GEMM on Hopper's `wgmma.mma_async.sp` (sm_90a): D = A*B (+ C).
+
+The DSL selects it with `schedule cta=MxNxK warps=Wx1 stages=S mma=wgmma;` (compiler/spec.py
+ScheduleSpec.mma). Same problem and global layouts as the warp-level kernel of
+compiler/ptx/sparse_gemm_kernel.py; a different machine underneath:
+
+* One CTA computes one `cta_m x cta_n` tile of D (a 1-D grid rasterised in groups of `raster_group`
+  tile rows, as the warp-level kernel does). It has 1 + `consumers` warpgroups of 128 threads
+  (PTX 9.7.15.1: a warpgroup is four contiguous warps whose first warp index is a multiple of 4).
+* Warpgroup 0 is the producer: one thread walks the K blocks of `cta_k` and, per block, waits until
+  the ring slot is free (`mbarrier.try_wait.parity` on the slot's *empty* barrier), announces the
+  slot's bytes (`mbarrier.arrive.expect_tx` on its *full* barrier) and issues one
+  `cp.async.bulk.tensor.2d` per operand box (TMA; PTX 9.7.9.25.5.1), which completes the bytes on the
+  full barrier (`.mbarrier::complete_tx::bytes`). The copy engine writes the 128/64/32-byte swizzle
+  itself (CU_TENSOR_MAP_SWIZZLE_*): no per-thread address arithmetic, no registers.
+* Warpgroups 1.. are consumers. Consumer c owns rows [c*wg_m, (c+1)*wg_m) of the tile (wg_m =
+  cta_m / consumers = 64 or 128, i.e. 1 or 2 instructions along M). Per K block it waits for the full
+  barrier, loads its metadata words (`ld.shared.b32`, one per 16 rows, k-step and lane), and issues
+  `wgmma.mma_async.sp.sync.aligned.m64n{cta_n}k{k}` per k-step and 64-row block, A and B both read
+  from shared memory through matrix descriptors (9.7.15.5.1.2.2), accumulators in registers. After
+  `wgmma.commit_group` it waits with `wgmma.wait_group 1` (the block before is then done) and lane 0
+  of each warp arrives on that block's empty barrier (count = consumer warps), so the producer may
+  refill it while the tensor cores work on the current block.
+* Epilogue: `wgmma.wait_group 0`, the consumers meet (`bar.sync 1`), each thread writes its
+  accumulator fragment (Figure 149 layout: d_i at row 16*warp + lane/4 + 8*((i>>1)&1), column
+  8*(i>>2) + 2*(lane%4) + (i&1); 9.7.15.5.1.1.1) into a padded D tile in the drained ring, and each
+  warpgroup copies its rows out in coalesced 16-byte stores (direct fragment stores when the tile does
+  not fit the ring).
+
+Sparse operands (9.7.15.6). For the 2:4 forms (f16/bf16 .m64nNk32; e4m3/e5m2/s8/u8 .m64nNk64) and 1:2
+tf32 (.m64nNk16), the compressed A of one instruction is 64 rows x 32 bytes in shared memory (a
+K-major canonical layout exactly like a dense operand with half the K), and B is N rows x 64 bytes
+(K-major: B^T rows). Metadata (9.7.15.6.2): "each warp in the warpgroup provides sparsity information
+for 16 rows of matrix A" (warp %warpid % 4 = w: rows 16w..16w+15), and the per-lane register of a warp
+is laid out exactly as for warp-level mma.sp of the same K: PTX draws the wgmma metadata figures with
+the mma.sp images (Figure 176 = `sparse-mma-metadata-16832-f16bf16`, Figure 178 = `...-16816-tf32`,
+Figures 180/181 = `...-16864-u8s8-*`), and the selector has the same meaning (sp-sel 0: threads T0,T1
+of each quad, 1: T2,T3; 8-bit: 0 only; 9.7.15.6.1). So compiler/sparse.py's metadata buffer
+([M/16][K/k][32] lane words, every lane filled) is read as is: warp w of consumer c, 64-row block j,
+k-step s takes word `lane` of 16-row tile (c*wg_m + 64*j)/16 + w. No host re-packing.
+
+Global layouts (those of compiler/sparse.py, read through three TMA tensor maps):
+  a_values   compressed A, row-major M x K/2 elements (`sparse.compress(...)[0]`)
+  a_metadata uint32 [M/16][K/k][32] (`sparse.compress(...)[1]`), viewed as (M/16) rows of K*32/k words
+  b          B^T, N x K, K contiguous (`sparse.pack_b`)
+  c          (only with `accumulate_c`) row-major M x N of the accumulator type
+  d          row-major M x N of `d_type` (16-byte aligned)
+The kernel takes one pointer `tensor_maps` to three consecutive 128-byte CUtensorMap objects (A
+values, B, metadata; 64-byte aligned) in global memory, built on the host with cuTensorMapEncodeTiled
+from `tensor_map_specs(cfg)` (`encode_tensor_maps` does it through the CUDA driver with ctypes). A map
+in global memory is allowed ("tensorMap ... in .param, .const or .global space", cp.async.bulk.tensor);
+the producer issues `fence.proxy.tensormap::generic.acquire.gpu` on each before first use.
+
+Shared memory per ring slot (each region 1024-byte aligned, so the copy engine's address-based swizzle
+equals the canonical layout and every descriptor's base offset is 0; 9.7.15.5.1.2.2):
+  A: cta_m rows x 32*ksteps B, K-major, swizzle of that width (32B/64B/128B);
+  B: cta_n rows x 64*ksteps B, K-major, 64B or 128B swizzle (ksteps = 4: two 128-byte K atoms);
+  E: cta_m/16 runs of 128*ksteps B (the metadata words of one 16-row tile for the block's k-steps).
+After the ring: 2 x stages mbarriers (full, then empty). The dynamic buffer is requested 1024 bytes
+larger and its base rounded up to 1024 at run time.
+
+What is checked where: the index math (TMA boxes, descriptors, metadata offsets, fragment stores)
+against numpy by a model that reads the operands back through the very numbers the emitter uses
+(tests/test_sparse_wgmma_kernel.py); ptxas for every form; on an H100 by tests/gpu/test_sparse_wgmma_gpu.py
+and benchmarks/sparse_wgmma.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..diagnostics import SpecError
+from ..mma_sp.forms import SHAPE_M, Form
+from ..targets import MAX_PTX, Version, format_version
+from ..types import TYPES
+from .mma_sp_kernel import KernelPTX
+from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK
+
+# --------------------------------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WgmmaSpForm:
+    """One `wgmma.mma_async.sp` type family (PTX 9.7.15.6.3 syntax blocks)."""
+    k: int                       # dense K of one instruction (.m64nNk{k})
+    tail: str                    # immediates after scale-d: "scale_trans" | "scale" | "" (integer)
+    selectors: tuple[int, ...]   # legal sp-sel (9.7.15.6.3 table "Valid values of sp-sel")
+    n_values: tuple[int, ...]    # legal N (the .shape lists)
+    acc_type: str                # 32-bit accumulator type this kernel uses
+    min_ptx: Version
+
+
+_N_FLOAT = tuple(range(8, 257, 8))                       # .m64n8..n256 step 8 (f16/bf16/tf32/fp8 shapes)
+_N_INT = (8, 16, 24) + tuple(range(32, 257, 16))         # integer shapes: 8, 16, 24, then 32..256 step 16
+# PTX 9.7.15.6.3: "Introduced in PTX ISA version 8.2"; ".u8.s8 and .s8.u8 ... introduced in 8.4"; sm_90a.
+# Immediates: .f16/.bf16 take imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b; .tf32 and fp8 take
+# imm-scale-a, imm-scale-b; integer forms none.
+WGMMA_SP_FORMS: dict[str, WgmmaSpForm] = {
+    "f16": WgmmaSpForm(32, "scale_trans", (0, 1), _N_FLOAT, "f32", (8, 2)),
+    "bf16": WgmmaSpForm(32, "scale_trans", (0, 1), _N_FLOAT, "f32", (8, 2)),
+    "tf32": WgmmaSpForm(16, "scale", (0, 1), _N_FLOAT, "f32", (8, 2)),
+    "e4m3": WgmmaSpForm(64, "scale", (0,), _N_FLOAT, "f32", (8, 2)),
+    "e5m2": WgmmaSpForm(64, "scale", (0,), _N_FLOAT, "f32", (8, 2)),
+    "s8": WgmmaSpForm(64, "", (0,), _N_INT, "s32", (8, 2)),
+    "u8": WgmmaSpForm(64, "", (0,), _N_INT, "s32", (8, 2)),
+}
+MIXED_INT_PTX: Version = (8, 4)          # .s8.u8 / .u8.s8 (9.7.15.6.3 PTX ISA notes)
+# fence.proxy.tensormap::generic (unidirectional proxy fence): PTX ISA 8.3 (ptxas 13.0: "Feature
+# 'fence.proxy with unidirection proxy fence' requires PTX ISA .version 8.3 or later").
+TENSORMAP_FENCE_PTX: Version = (8, 3)
+WGMMA_TARGET = "sm_90a"                  # 9.7.15.6.3 Target ISA notes: "Requires sm_90a"
+
+# Matrix descriptor (PTX 9.7.15.5.1.2.2 "Matrix Descriptor Format"): (field, lowest bit, width).
+# Byte quantities are stored as matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4. No other bit is used
+# (unlike tcgen05's Table 40 there is no fixed bit 46).
+DESCRIPTOR_FIELDS = (
+    ("start_address", 0, 14),            # bits 13-0
+    ("leading_byte_offset", 16, 14),     # bits 29-16
+    ("stride_byte_offset", 32, 14),      # bits 45-32
+    ("base_offset", 49, 3),              # bits 51-49 (0: every region sits on its swizzle repeat)
+    ("swizzle", 62, 2),                  # bits 63-62
+)
+# bits 63-62 (9.7.15.5.1.2.2): 0 no swizzle, 1 128-byte, 2 64-byte, 3 32-byte swizzle.
+DESCRIPTOR_SWIZZLE = {"none": 0, "128B": 1, "64B": 2, "32B": 3}
+
+# K-major swizzle for a row of this many bytes (the widest atom the row fills; 9.7.15.5.1.2 Table 38
+# atoms are 8 rows x 32/64/128 B). Longer rows are cut into 128-byte K atoms.
+SWIZZLE_FOR_ROW = {32: "32B", 64: "64B", 128: "128B"}
+MAX_ATOM_BYTES = 128
+
+# CUDA driver API enums of cuTensorMapEncodeTiled (cuda.h: CUtensorMapDataType, CUtensorMapSwizzle,
+# CUtensorMapL2promotion). The copy engine moves bytes; only the element width matters here.
+TMA_DATA_TYPE = {8: 0, 16: 1, 32: 2}          # CU_TENSOR_MAP_DATA_TYPE_UINT8 / UINT16 / UINT32
+TMA_SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+TMA_L2_PROMOTION_256B = 3
+TMA_MAP_BYTES = 128                           # sizeof(CUtensorMap); 64-byte alignment required
+TMA_MAX_BOX = 256                             # boxDim[i] <= 256
+
+A_STEP_ROW_BYTES = 32          # compressed A of one k-step: 64 rows x 32 B (module docstring)
+B_STEP_ROW_BYTES = 64          # B of one k-step: N rows x 64 B
+META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): sparse.compress layout
+WG_THREADS = 128               # a warpgroup (9.7.15.1)
+WGMMA_M = 64                   # every wgmma shape is .m64 (9.7.15.5 Matrix Shape)
+SMEM_ALIGN = 1024              # the 128-byte swizzle repeat: regions on it need base offset 0
+MBARRIER_BYTES = 8             # an mbarrier object is a .b64 in shared memory
+CHUNK = 16                     # bytes of one vector store of the D copy-out
+MAX_ACCUMULATORS = 128         # per thread (m64n256 f32: 64*256/128); more does not fit 168 registers
+REGS_PER_SM = 65536
+
+
+def _log2(x: int) -> int:
+    if x <= 0 or x & (x - 1):
+        raise ValueError(x)
+    return x.bit_length() - 1
+
+
+def _align(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def wgmma_descriptor(start: int, lbo: int, sbo: int, swizzle: str, base_offset: int = 0) -> int:
+    """The 64-bit matrix descriptor (9.7.15.5.1.2.2) of a shared-memory operand: byte quantities in
+    16-byte units, only address bits 4..17 survive (matrix-descriptor-encode)."""
+    raw = {"start_address": (start & 0x3FFFF) >> 4, "leading_byte_offset": (lbo & 0x3FFFF) >> 4,
+           "stride_byte_offset": (sbo & 0x3FFFF) >> 4, "base_offset": base_offset,
+           "swizzle": DESCRIPTOR_SWIZZLE[swizzle]}
+    value = 0
+    for name, lo, width in DESCRIPTOR_FIELDS:
+        if not 0 <= raw[name] < 1 << width:
+            raise SpecError(f"descriptor field {name} = {raw[name]} does not fit {width} bits")
+        value |= raw[name] << lo
+    return value
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration and geometry (pure integers: used by the emitter and by the tests' numpy model)
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Region:
+    """One operand's part of a ring slot: `rows` K-major rows of `row_bytes`, at `offset` in the slot,
+    in the canonical layout of `layout` (compiler/layout.py; its K atoms hold `atom_bytes` of a row)."""
+    name: str
+    rows: int
+    row_bytes: int
+    offset: int
+    swizzle: str
+
+    @property
+    def bytes(self) -> int:
+        return self.rows * self.row_bytes
+
+    @property
+    def atom_bytes(self) -> int:
+        return min(self.row_bytes, MAX_ATOM_BYTES) if self.swizzle != "none" else self.row_bytes
+
+
+@dataclass(frozen=True)
+class TmaBox:
+    """One `cp.async.bulk.tensor.2d` per K block: `tensor` (0 = A values, 1 = B, 2 = metadata), box of
+    `inner` elements x `outer` rows written at slot offset `offset`; the box's coordinates for K block
+    kb of tile (m0, n0) are (kb * x_per_block + x0, y_of_tile)."""
+    tensor: int
+    offset: int
+    inner: int
+    outer: int
+    x_per_block: int
+    x0: int
+    y_source: str           # "m0" | "n0" | "m0/16"
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """Arguments of cuTensorMapEncodeTiled for one operand, as functions of the problem size."""
+    operand: str            # ABI buffer name
+    elem_bits: int
+    swizzle: str
+    box: tuple[int, int]    # (inner elements, outer rows)
+
+
+@dataclass(frozen=True)
+class SparseWgmmaConfig:
+    name: str
+    form: Form
+    target: str = WGMMA_TARGET
+    cta_m: int = 128
+    cta_n: int = 256
+    cta_k: int = 64
+    consumers: int = 2                   # consumer warpgroups (1 or 2)
+    stages: int = 4
+    selector: int = 0
+    ptx_version: Version | None = None   # None: the lowest version every instruction needs
+    accumulate_c: bool = True            # D = A*B + C; False: D = A*B and no `c` parameter
+    d_type: str | None = None            # None: the accumulator type; f16 / bf16 for float forms
+    raster_group: int = 8                # CTA rows along M walked together (L2 reuse)
+    stage_d: bool = True                 # D through shared memory (coalesced stores) when it fits
+
+    # -- derived ------------------------------------------------------------------------------------
+    @property
+    def wg_form(self) -> WgmmaSpForm:
+        return WGMMA_SP_FORMS[self.form.a_type]
+
+    @property
+    def threads(self) -> int:
+        return WG_THREADS * (1 + self.consumers)
+
+    @property
+    def wg_m(self) -> int:
+        return self.cta_m // self.consumers
+
+    @property
+    def m_blocks(self) -> int:
+        """wgmma instructions along M per consumer and k-step."""
+        return self.wg_m // WGMMA_M
+
+    @property
+    def ksteps(self) -> int:
+        return self.cta_k // self.form.k
+
+    @property
+    def acc_per_block(self) -> int:
+        """Accumulator registers of one m64nN instruction per thread (64 * N / 128)."""
+        return self.cta_n // 2
+
+    @property
+    def accumulators(self) -> int:
+        return self.m_blocks * self.acc_per_block
+
+    @property
+    def storage_bits(self) -> int:
+        return self.form.layout.storage_bits
+
+    @property
+    def out_type(self) -> str:
+        return self.d_type or self.wg_form.acc_type
+
+    @property
+    def acc_type(self) -> str:
+        return self.wg_form.acc_type
+
+    @cached_property
+    def regions(self) -> dict[str, Region]:
+        ks = self.ksteps
+        a_row, b_row = A_STEP_ROW_BYTES * ks, B_STEP_ROW_BYTES * ks
+        a = Region("A", self.cta_m, a_row, 0, SWIZZLE_FOR_ROW[min(a_row, MAX_ATOM_BYTES)])
+        b_off = _align(a.bytes, SMEM_ALIGN)
+        b = Region("B", self.cta_n, b_row, b_off, SWIZZLE_FOR_ROW[min(b_row, MAX_ATOM_BYTES)])
+        e_off = _align(b_off + b.bytes, SMEM_ALIGN)
+        e = Region("E", self.cta_m // SHAPE_M, META_STEP_BYTES * ks, e_off, "none")
+        return {"A": a, "B": b, "E": e}
+
+    @property
+    def stage_bytes(self) -> int:
+        e = self.regions["E"]
+        return _align(e.offset + e.bytes, SMEM_ALIGN)
+
+    @property
+    def stage_tx_bytes(self) -> int:
+        """Bytes the copy engine delivers per K block (the full barrier's transaction count)."""
+        return sum(r.bytes for r in self.regions.values())
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+    @property
+    def barrier_offset(self) -> int:
+        return self.ring_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory to request: alignment slack + ring + 2 x stages mbarriers."""
+        return SMEM_ALIGN + self.ring_bytes + 2 * self.stages * MBARRIER_BYTES
+
+    @property
+    def smem_limit(self) -> int:
+        return SMEM_PER_BLOCK[90]
+
+    @property
+    def d_pitch(self) -> int:
+        """Row pitch of the staged D tile: 16 bytes of padding, so the 8 rows g of a fragment store
+        (lanes 4g+t at column 2t) start 4 banks apart and a warp's 32 words hit 32 banks."""
+        return self.cta_n * TYPES[self.out_type].bits // 8 + 16
+
+    @property
+    def staged_d(self) -> bool:
+        return self.stage_d and self.cta_m * self.d_pitch <= self.ring_bytes
+
+    @property
+    def max_regs(self) -> int:
+        """Registers per thread that let one CTA fit the SM's register file (allocation unit 8)."""
+        return min(255, REGS_PER_SM // self.threads // 8 * 8)
+
+
+def layouts(cfg: SparseWgmmaConfig):
+    """compiler/layout.py canonical layouts of the A and B regions (K-major, the region's swizzle)."""
+    from ..layout import canonical_layout
+    dtype = _storage_dtype(cfg)
+    ra, rb = cfg.regions["A"], cfg.regions["B"]
+    bits = cfg.storage_bits
+    return (canonical_layout(dtype, "K", ra.swizzle, ra.rows, ra.row_bytes * 8 // bits),
+            canonical_layout(dtype, "K", rb.swizzle, rb.rows, rb.row_bytes * 8 // bits))
+
+
+def _storage_dtype(cfg: SparseWgmmaConfig) -> str:
+    """A TYPES name with the storage width (canonical_layout only needs the width)."""
+    return {16: "f16", 32: "tf32", 8: "s8"}[cfg.storage_bits]
+
+
+def tma_boxes(cfg: SparseWgmmaConfig) -> list[TmaBox]:
+    """The copies of one K block (module docstring: one box per operand, B in 128-byte K atoms)."""
+    eb = cfg.storage_bits // 8
+    ra, rb, re = (cfg.regions[x] for x in "ABE")
+    boxes = [TmaBox(0, ra.offset, ra.row_bytes // eb, ra.rows, ra.row_bytes // eb, 0, "m0")]
+    atoms = rb.row_bytes // rb.atom_bytes
+    for j in range(atoms):           # K atom j of B: the next 128 bytes of every row, cta_n rows further
+        boxes.append(TmaBox(1, rb.offset + j * rb.rows * rb.atom_bytes, rb.atom_bytes // eb, rb.rows,
+                            cfg.cta_k, j * rb.atom_bytes // eb, "n0"))
+    boxes.append(TmaBox(2, re.offset, re.row_bytes // 4, re.rows, cfg.ksteps * 32, 0, "m0/16"))
+    return boxes
+
+
+def tensor_map_specs(cfg: SparseWgmmaConfig) -> list[TensorMapSpec]:
+    """The three tensor maps, in the order the kernel reads them from `tensor_maps`."""
+    boxes = tma_boxes(cfg)
+    b_box = next(b for b in boxes if b.tensor == 1)
+    return [TensorMapSpec("a_values", cfg.storage_bits, cfg.regions["A"].swizzle, (boxes[0].inner, boxes[0].outer)),
+            TensorMapSpec("b", cfg.storage_bits, cfg.regions["B"].swizzle, (b_box.inner, b_box.outer)),
+            TensorMapSpec("a_metadata", 32, "none", (boxes[-1].inner, boxes[-1].outer))]
+
+
+def descriptor_base(cfg: SparseWgmmaConfig, operand: str) -> int:
+    """Descriptor of the operand region of slot 0 at shared address 0: LBO, SBO and swizzle fixed,
+    the start address added at run time (slot base + region offset + row block + k-step)."""
+    lay = layouts(cfg)["AB".index(operand)]
+    return wgmma_descriptor(0, lay.lbo, lay.sbo, cfg.regions[operand].swizzle)
+
+
+def descriptor_offset(cfg: SparseWgmmaConfig, operand: str, row0: int, kstep: int) -> int:
+    """Byte offset (within a slot) of the start address of `operand`'s k-step `kstep` from row `row0`
+    (a multiple of 8): the region offset + the canonical layout's offset of (row0, k-step start)."""
+    lay = layouts(cfg)["AB".index(operand)]
+    step_elems = (A_STEP_ROW_BYTES if operand == "A" else B_STEP_ROW_BYTES) * 8 // cfg.storage_bits
+    if row0 % 8:
+        raise ValueError(row0)
+    return cfg.regions[operand].offset + lay.offset(row0, 0) + lay.k_step_start(kstep * step_elems)
+
+
+def metadata_offset(cfg: SparseWgmmaConfig, consumer: int, m_block: int, warp: int, kstep: int, lane: int) -> int:
+    """Slot offset of the metadata word of (consumer, 64-row block, warp, k-step, lane): word `lane` of
+    16-row tile (consumer*wg_m + 64*m_block)/16 + warp (9.7.15.6.2: warp w supplies rows 16w..16w+15)."""
+    re = cfg.regions["E"]
+    tile = (consumer * cfg.wg_m + WGMMA_M * m_block) // SHAPE_M + warp
+    return re.offset + tile * re.row_bytes + kstep * META_STEP_BYTES + 4 * lane
+
+
+def fragment_coord(i: int, warp: int, lane: int) -> tuple[int, int]:
+    """(row, column) within a 64 x N block of accumulator register i of thread (warp, lane): PTX
+    9.7.15.5.1.1.1 Figure 149 (f32/s32 D of .m64nNk*)."""
+    return 16 * warp + lane // 4 + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lane % 4) + (i & 1)
+
+
+def check_config(cfg: SparseWgmmaConfig) -> Version:
+    """Validate `cfg`; return the PTX version to emit. SpecError names the schedule field."""
+    form = cfg.form
+    if not cfg.name.isidentifier():
+        raise SpecError(f"kernel name {cfg.name!r} is not a PTX identifier", field="name")
+    wf = WGMMA_SP_FORMS.get(form.a_type)
+    if wf is None or form.kind is not None or form.block_scale is not None:
+        raise SpecError(f"wgmma.mma_async.sp has no form for {form.name} (it takes f16, bf16, tf32, e4m3, "
+                        f"e5m2, s8 and u8 A; PTX 9.7.15.6.3)", field="schedule.mma", hint="use mma=sync")
+    if form.k != wf.k:
+        raise SpecError(f"wgmma.mma_async.sp with {form.a_type} is .m64nNk{wf.k}; the tile's mma.sp shape "
+                        f"{form.shape} has K={form.k}", field="schedule.mma",
+                        hint=f"write 'shape M=16 N=8 K={wf.k};' (one wgmma k-step = that mma.sp shape)")
+    if TYPES[form.c_type].bits != 32 or form.c_type != wf.acc_type:
+        raise SpecError(f"the wgmma kernel accumulates in {wf.acc_type}; C/D {form.c_type} is not supported",
+                        field="C.dtype", hint=f"use {wf.acc_type} C and D")
+    if cfg.target != WGMMA_TARGET:
+        raise SpecError(f"wgmma.mma_async.sp requires {WGMMA_TARGET}, not {cfg.target} (PTX 9.7.15.6.3 target "
+                        f"notes)", field="schedule.mma", hint="write 'target sm_90a;' or use mma=sync")
+    for what, v in (("stages", cfg.stages), ("consumers", cfg.consumers), ("raster_group", cfg.raster_group),
+                    ("cta_m", cfg.cta_m), ("cta_n", cfg.cta_n), ("cta_k", cfg.cta_k)):
+        if not _is_int(v) or v < 1:
+            raise SpecError(f"schedule {what} must be a positive integer, not {v!r}", field="schedule")
+    if cfg.consumers not in (1, 2):
+        raise SpecError(f"the wgmma kernel has 1 or 2 consumer warpgroups (warps=4x1 or 8x1), not "
+                        f"{cfg.consumers}", field="schedule.warps", hint="write warps=8x1")
+    if cfg.wg_m not in (WGMMA_M, 2 * WGMMA_M) or cfg.cta_m != cfg.wg_m * cfg.consumers:
+        raise SpecError(f"cta M = {cfg.cta_m}: each of the {cfg.consumers} consumer warpgroups takes 64 or 128 "
+                        f"rows (1 or 2 .m64 instructions)", field="schedule.cta",
+                        hint=f"use cta M = {64 * cfg.consumers} or {128 * cfg.consumers}")
+    if cfg.cta_n not in wf.n_values:
+        raise SpecError(f"cta N = {cfg.cta_n} is not an N of wgmma.mma_async.sp .m64nNk{wf.k} with "
+                        f"{form.a_type} (PTX 9.7.15.6.3 .shape)", field="schedule.cta",
+                        hint="N = 8..256 in steps of 8" if wf.n_values == _N_FLOAT else "N = 8, 16, 24, 32..256 step 16")
+    if cfg.cta_k % form.k or cfg.ksteps not in (1, 2, 4):
+        raise SpecError(f"cta K = {cfg.cta_k} must be {form.k}, {2 * form.k} or {4 * form.k} (1, 2 or 4 wgmma "
+                        f"k-steps: a compressed A row of 32, 64 or 128 bytes, one swizzle atom)",
+                        field="schedule.cta", hint=f"cta K = {2 * form.k}")
+    if cfg.accumulators > MAX_ACCUMULATORS:
+        raise SpecError(f"{cfg.wg_m} x {cfg.cta_n} per consumer warpgroup needs {cfg.accumulators} accumulator "
+                        f"registers per thread; at most {MAX_ACCUMULATORS} fit", field="schedule.cta",
+                        hint="use cta N <= 128 with 128 rows per warpgroup")
+    if cfg.cta_m > TMA_MAX_BOX or cfg.cta_n > TMA_MAX_BOX:
+        raise SpecError(f"a TMA box has at most {TMA_MAX_BOX} rows (cuTensorMapEncodeTiled boxDim)",
+                        field="schedule.cta")
+    if not 2 <= cfg.stages <= 8:
+        raise SpecError(f"the TMA ring needs 2..8 stages, not {cfg.stages}", field="schedule.stages")
+    if cfg.smem_bytes > cfg.smem_limit:
+        fit = (cfg.smem_limit - SMEM_ALIGN) // (cfg.stage_bytes + 2 * MBARRIER_BYTES)
+        raise SpecError(f"{cfg.stages} stages x {cfg.stage_bytes} B (+ alignment and barriers) = {cfg.smem_bytes} B "
+                        f"exceed the {cfg.smem_limit} B a block may use on sm_90", field="schedule.stages",
+                        hint=f"at most {fit} stages of this CTA tile fit")
+    out = cfg.out_type
+    if out not in D_STORES or (out in ("f16", "bf16") and cfg.acc_type != "f32") or \
+            (out in ("f32", "s32") and out != cfg.acc_type):
+        raise SpecError(f"D type {out} cannot be stored from {cfg.acc_type} accumulators", field="D.dtype")
+    if cfg.selector not in wf.selectors:
+        raise SpecError(f"sparsity selector {cfg.selector} is not valid for wgmma.mma_async.sp with "
+                        f"{form.a_type} (valid: {', '.join(map(str, wf.selectors))}; PTX 9.7.15.6.1)",
+                        field="sparsity.selector")
+    need = max(wf.min_ptx, TENSORMAP_FENCE_PTX)
+    if form.a_type != form.b_type:
+        need = max(need, MIXED_INT_PTX)
+    ptx = cfg.ptx_version or need
+    if ptx < need or ptx > MAX_PTX:
+        raise SpecError(f"the wgmma kernel needs PTX ISA {format_version(need)}..{format_version(MAX_PTX)}, "
+                        f"not {format_version(ptx)}", field="ptx")
+    return ptx
+
+
+# --------------------------------------------------------------------------------------------------
+# PTX emission
+# --------------------------------------------------------------------------------------------------
+
+class SparseWgmmaPTX(KernelPTX):
+    """KernelPTX with a 1-D rasterised grid, 384 (or 256) threads and its dynamic shared memory."""
+
+    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        a = self.abi
+        for what, v, d in (("M", m, a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
+            if v <= 0 or v % d:
+                raise SpecError(f"{what} = {v} is not a positive multiple of {d}", field=f"shape.{what}")
+        return (m // a["tile_m"]) * (n // a["tile_n"]), 1, 1
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.abi["dynamic_smem_bytes"]
+
+
+class _Writer:
+    """Emits one kernel. Registers: %thr, %lane, %warp (within the warpgroup), %wg (warpgroup), %sb the
+    1024-aligned shared base; producer: %tm* tensor-map addresses, %kb, %nkb, %st (slot), %ph (phase),
+    %pst (slot address), %bar; consumer: %acc*, %meta*, %da0/%db0 slot-0 descriptors, %sd (slot delta in
+    16-byte units), %eb metadata base, %m0/%n0 tile origin; %x, %y, %z scratch."""
+
+    def __init__(self, cfg: SparseWgmmaConfig, ptx: Version):
+        self.cfg, self.ptx = cfg, ptx
+        self.form = cfg.form
+        self.wf = cfg.wg_form
+        self.lines: list[str] = []
+        self.nlabels = 0
+        self.acc = ".f32" if cfg.acc_type == "f32" else ".s32"
+        self.abytes = TYPES[cfg.acc_type].bits // 8
+        self.dbytes = TYPES[cfg.out_type].bits // 8
+        self.store_type, self.convert = D_STORES[cfg.out_type]
+        self.smem = f"{cfg.name}_smem"
+        self.params = [("tensor_maps", ".u64"), *((("c", ".u64"),) if cfg.accumulate_c else ()),
+                       ("d", ".u64"), ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
+
+    # -- text ---------------------------------------------------------------------------------------
+    def ins(self, s: str) -> None:
+        self.lines.append("    " + s)
+
+    def label(self, stem: str) -> str:
+        self.nlabels += 1
+        return f"{stem}_{self.nlabels}"
+
+    def put(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+
+    def param(self, name: str) -> str:
+        return f"{self.cfg.name}_{name}"
+
+    def load_ptr(self, reg: str, name: str) -> None:
+        self.ins(f"ld.param.u64 {reg}, [{self.param(name)}];")
+        self.ins(f"cvta.to.global.u64 {reg}, {reg};")
+
+    def opcode(self) -> str:
+        f = self.form
+        return (f"wgmma.mma_async.sp.sync.aligned.m{WGMMA_M}n{self.cfg.cta_n}k{self.wf.k}"
+                f".{self.cfg.acc_type}.{f.a_type}.{f.b_type}")
+
+    def tail(self) -> str:
+        # imm-scale-a = imm-scale-b = 1 (no negation); imm-trans-a = imm-trans-b = 0: A row-major and
+        # B column-major, i.e. both K-major, as the regions are (9.7.15.6.3 description)
+        return {"scale_trans": ", 1, 1, 0, 0", "scale": ", 1, 1", "": ""}[self.wf.tail]
+
+    # -- header -------------------------------------------------------------------------------------
+    def header(self) -> None:
+        cfg, out = self.cfg, self.lines
+        r = cfg.regions
+        out.append(f"// tilec sparse wgmma GEMM {cfg.name}: D = A*B{' + C' if cfg.accumulate_c else ''}, A "
+                   f"{self.form.granularity.name} structured-sparse {self.form.a_type}, {self.opcode()}")
+        out.append(f"// CTA {cfg.cta_m}x{cfg.cta_n}x{cfg.cta_k}: 1 TMA producer + {cfg.consumers} consumer "
+                   f"warpgroups of {cfg.wg_m} rows, {cfg.stages} stages of {cfg.stage_bytes} B [A {r['A'].bytes} B "
+                   f"{r['A'].swizzle} | B {r['B'].bytes} B {r['B'].swizzle} | metadata {r['E'].bytes} B], D "
+                   f"{cfg.out_type} ({'staged' if cfg.staged_d else 'direct'}), raster group {cfg.raster_group}")
+        out += [f".version {format_version(self.ptx)}", f".target {cfg.target}", ".address_size 64", ""]
+        out.append(f".extern .shared .align {SMEM_ALIGN} .b8 {self.smem}[];")
+        out += ["", f".visible .entry {cfg.name}("]
+        out.append(",\n".join(f"    .param {t} {self.param(n)}" for n, t in self.params))
+        out += [")", f".maxntid {cfg.threads}, 1, 1", f".maxnreg {cfg.max_regs}", "{"]
+        mb, ks = cfg.m_blocks, cfg.ksteps
+        self.ins(".reg .pred %p<8>;")
+        self.ins(".reg .u32 %thr, %lane, %warp, %wg, %sb, %x, %y, %z, %M, %N, %K, %kb, %nkb, %st, %ph, %pst, "
+                 "%bar, %pm, %pn, %m0, %n0, %eb, %c0, %c1, %q;")
+        self.ins(".reg .u64 %tm<3>, %da0, %db0, %sd, %da, %db, %gd, %gc, %rp, %off;")
+        self.ins(f".reg .b32 %meta<{2 * mb * ks}>, %h, %v<4>;")
+        self.ins(f".reg {self.acc} %acc<{cfg.accumulators}>;")
+
+    # -- shared pieces ------------------------------------------------------------------------------
+    def raster(self) -> None:
+        """%m0, %n0 = origin of tile %ctaid.x: groups of raster_group tile rows, walked column by column
+        (CTAs running together share A and B panels in L2)."""
+        cfg, ins = self.cfg, self.ins
+        G = cfg.raster_group
+        ins("mov.u32 %q, %ctaid.x;")
+        ins(f"div.u32 %x, %N, {cfg.cta_n};")
+        ins(f"mul.lo.u32 %x, %x, {G};                 // tiles per group")
+        ins("div.u32 %y, %q, %x;                      // group")
+        ins("rem.u32 %z, %q, %x;                      // tile within the group")
+        ins(f"mul.lo.u32 %pm, %y, {G};")
+        ins(f"div.u32 %x, %M, {cfg.cta_m};")
+        ins("sub.u32 %x, %x, %pm;")
+        ins(f"min.u32 %x, %x, {G};                    // tile rows in this group")
+        ins("rem.u32 %y, %z, %x;")
+        ins("add.u32 %pm, %pm, %y;")
+        ins("div.u32 %pn, %z, %x;")
+        ins(f"mul.lo.u32 %m0, %pm, {cfg.cta_m};")
+        ins(f"mul.lo.u32 %n0, %pn, {cfg.cta_n};")
+
+    def slot_regs(self) -> None:
+        """%pst = shared address of ring slot %st; %bar = its full barrier (empty = + stages * 8)."""
+        cfg, ins = self.cfg, self.ins
+        ins(f"mad.lo.u32 %pst, %st, {cfg.stage_bytes}, %sb;")
+        ins(f"shl.b32 %x, %st, {_log2(MBARRIER_BYTES)};")
+        ins(f"add.u32 %bar, %sb, {cfg.barrier_offset};")
+        ins("add.u32 %bar, %bar, %x;")
+
+    def advance_slot(self) -> None:
+        """Next ring slot; the phase parity flips when the ring wraps (mbarrier phases, 9.7.13.15)."""
+        ins = self.ins
+        ins("add.u32 %st, %st, 1;")
+        ins(f"setp.eq.u32 %p1, %st, {self.cfg.stages};")
+        ins("@%p1 mov.u32 %st, 0;")
+        ins("@%p1 xor.b32 %ph, %ph, 1;")
+
+    def wait(self, bar: str, parity: str) -> None:
+        """Spin on `mbarrier.try_wait.parity` until the phase of parity `parity` of `bar` completed."""
+        again = self.label("WAIT")
+        self.put(again)
+        self.ins(f"mbarrier.try_wait.parity.shared::cta.b64 %p2, [{bar}], {parity};")
+        self.ins(f"@!%p2 bra.uni {again};")
+
+    # -- kernel -------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg, ins = self.cfg, self.ins
+        for r in ("M", "N", "K"):
+            ins(f"ld.param.u32 %{r}, [{self.param(r)}];")
+        ins("mov.u32 %thr, %tid.x;")
+        ins("and.b32 %lane, %thr, 31;")
+        ins("shr.u32 %warp, %thr, 5;")
+        ins("and.b32 %warp, %warp, 3;                  // warp within its warpgroup (9.7.15.6.2 %warpid % 4)")
+        ins(f"shr.u32 %wg, %thr, {_log2(WG_THREADS)};")
+        ins(f"mov.u32 %sb, {self.smem};")
+        ins(f"add.u32 %sb, %sb, {SMEM_ALIGN - 1};           // regions on the 1024-byte swizzle repeat")
+        ins(f"and.b32 %sb, %sb, {-SMEM_ALIGN};")
+        ins(f"shr.u32 %nkb, %K, {_log2(cfg.cta_k)};          // K blocks")
+        ins("setp.eq.u32 %p0, %thr, 0;                  // thread 0 initialises the barriers")
+        ins(f"// full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: one arrival per "
+            f"consumer warp ({4 * cfg.consumers})")
+        for s in range(cfg.stages):
+            ins(f"add.u32 %x, %sb, {cfg.barrier_offset + s * MBARRIER_BYTES};")
+            ins("@%p0 mbarrier.init.shared::cta.b64 [%x], 1;")
+            ins(f"add.u32 %x, %sb, {cfg.barrier_offset + (cfg.stages + s) * MBARRIER_BYTES};")
+            ins(f"@%p0 mbarrier.init.shared::cta.b64 [%x], {4 * cfg.consumers};")
+        ins("fence.mbarrier_init.release.cluster;          // the inits are visible to the copy engine")
+        ins("fence.proxy.async.shared::cta;")
+        ins("bar.sync 0;")
+        ins("setp.ne.u32 %p0, %wg, 0;")
+        consumer = self.label("CONSUMER")
+        ins(f"@%p0 bra.uni {consumer};")
+        self.producer()
+        self.put(consumer)
+        self.consumer()
+
+    def producer(self) -> None:
+        """Thread 0: K block kb into slot kb % stages once the slot's empty phase completed."""
+        cfg, ins = self.cfg, self.ins
+        ins("// ---- producer (warpgroup 0, thread 0); its other threads are done")
+        ins("setp.ne.u32 %p0, %thr, 0;")
+        ins("@%p0 ret;")
+        ins(f"ld.param.u64 %tm0, [{self.param('tensor_maps')}];     // generic address of 3 CUtensorMaps")
+        for i in range(1, 3):
+            ins(f"add.u64 %tm{i}, %tm0, {i * TMA_MAP_BYTES};")
+        for i in range(3):
+            ins(f"fence.proxy.tensormap::generic.acquire.gpu [%tm{i}], {TMA_MAP_BYTES};")
+            ins(f"prefetch.tensormap [%tm{i}];")
+        self.raster()
+        ins("shr.u32 %c1, %m0, 4;                         // metadata row of the tile (16 rows each)")
+        ins("mov.u32 %kb, 0;")
+        ins("mov.u32 %st, 0;")
+        ins("mov.u32 %ph, 0;")
+        loop = self.label("PRODUCE")
+        self.put(loop)
+        self.slot_regs()
+        ins(f"add.u32 %y, %bar, {cfg.stages * MBARRIER_BYTES};    // empty[st]")
+        ins("xor.b32 %x, %ph, 1;                          // a fresh barrier counts its phase -1 as done")
+        self.wait("%y", "%x")
+        ins(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bar], {cfg.stage_tx_bytes};")
+        ys = {"m0": "%m0", "n0": "%n0", "m0/16": "%c1"}
+        for box in tma_boxes(cfg):
+            ins(f"mul.lo.u32 %c0, %kb, {box.x_per_block};")
+            if box.x0:
+                ins(f"add.u32 %c0, %c0, {box.x0};")
+            ins(f"add.u32 %x, %pst, {box.offset};")
+            ins(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%x], "
+                f"[%tm{box.tensor}, {{%c0, {ys[box.y_source]}}}], [%bar];")
+        self.advance_slot()
+        ins("add.u32 %kb, %kb, 1;")
+        ins("setp.lt.u32 %p1, %kb, %nkb;")
+        ins(f"@%p1 bra.uni {loop};")
+        ins("ret;")
+
+    def consumer(self) -> None:
+        cfg, ins = self.cfg, self.ins
+        ins("// ---- consumers: warpgroup wg >= 1 owns rows (wg-1)*wg_m .. of the tile")
+        ins("sub.u32 %wg, %wg, 1;")
+        self.raster()
+        self.init_acc()
+        # slot-0 descriptors: %sb >> 4 in the start-address field, the consumer's first A row block added
+        ins("shr.u32 %x, %sb, 4;")
+        ins("cvt.u64.u32 %sd, %x;")
+        ins(f"mov.b64 %da0, {descriptor_base(cfg, 'A')};")
+        ins(f"mov.b64 %db0, {descriptor_base(cfg, 'B')};")
+        ins("add.u64 %da0, %da0, %sd;")
+        ins("add.u64 %db0, %db0, %sd;")
+        lay_a = layouts(cfg)[0]
+        wg_rows_bytes = lay_a.offset(cfg.wg_m, 0) if cfg.consumers > 1 else 0
+        if wg_rows_bytes:
+            ins(f"mul.wide.u32 %off, %wg, {wg_rows_bytes >> 4};    // consumer's rows: canonical offset / 16")
+            ins("add.u64 %da0, %da0, %off;")
+        # metadata: word lane of tile (wg*wg_m)/16 + warp, slot 0
+        e_off0 = metadata_offset(cfg, 0, 0, 0, 0, 0)
+        tile_bytes = cfg.regions["E"].row_bytes
+        ins(f"mul.lo.u32 %x, %wg, {cfg.wg_m // SHAPE_M};")
+        ins("add.u32 %x, %x, %warp;")
+        ins(f"mad.lo.u32 %eb, %x, {tile_bytes}, %sb;")
+        ins("shl.b32 %x, %lane, 2;")
+        ins("add.u32 %eb, %eb, %x;")
+        if e_off0:
+            ins(f"add.u32 %eb, %eb, {e_off0};")
+        ins("setp.eq.u32 %p3, %lane, 0;                  // lane 0 signals its warp's release")
+        ins("setp.eq.u32 %p4, %thr, %thr;                 // scale-d = true: D = A*B + D")
+        ins("mov.u32 %kb, 0;")
+        ins("mov.u32 %st, 0;")
+        ins("mov.u32 %ph, 0;")
+        ins("mov.u32 %pn, 0;                              // slot of the previous K block")
+        loop, done = self.label("CONSUME"), self.label("MAINLOOP_DONE")
+        self.put(loop)
+        for buf in range(2):       # two copies: the metadata registers of a block in flight stay untouched
+            self.k_block(buf)
+            ins("add.u32 %kb, %kb, 1;")
+            ins("setp.lt.u32 %p1, %kb, %nkb;")
+            ins(f"@%p1 bra.uni {loop};" if buf == 1 else f"@!%p1 bra.uni {done};")
+        self.put(done)
+        ins("wgmma.wait_group.sync.aligned 0;")
+        self.epilogue()
+        ins("ret;")
+
+    def k_block(self, buf: int) -> None:
+        """One K block: wait for its slot, metadata -> registers, the wgmma chain, release the block
+        before (its wgmma group completed: wait_group 1 leaves only this block's group pending)."""
+        cfg, ins = self.cfg, self.ins
+        mb, ks = cfg.m_blocks, cfg.ksteps
+        ins(f"// K block kb (metadata buffer {buf})")
+        self.slot_regs()
+        self.wait("%bar", "%ph")
+        ins(f"mul.lo.u32 %x, %st, {cfg.stage_bytes};           // slot offset")
+        ins("add.u32 %y, %eb, %x;")
+        for j in range(mb):
+            for s in range(ks):
+                d = metadata_offset(cfg, 0, j, 0, s, 0) - metadata_offset(cfg, 0, 0, 0, 0, 0)
+                ins(f"ld.shared.b32 %meta{(buf * mb + j) * ks + s}, [%y+{d}];")
+        ins(f"shr.u32 %x, %x, 4;")
+        ins("cvt.u64.u32 %sd, %x;")
+        ins("wgmma.fence.sync.aligned;                   // accumulators and metadata registers before wgmma")
+        opcode = self.opcode()
+        for s in range(ks):
+            b_off = descriptor_offset(cfg, "B", 0, s) >> 4
+            ins(f"add.u64 %db, %db0, %sd;")
+            if b_off:
+                ins(f"add.u64 %db, %db, {b_off};")
+            for j in range(mb):
+                a_off = (descriptor_offset(cfg, "A", WGMMA_M * j, s)) >> 4
+                ins("add.u64 %da, %da0, %sd;")
+                if a_off:
+                    ins(f"add.u64 %da, %da, {a_off};")
+                base = j * cfg.acc_per_block
+                accs = "{" + ", ".join(f"%acc{base + i}" for i in range(cfg.acc_per_block)) + "}"
+                ins(f"{opcode} {accs}, %da, %db, %meta{(buf * mb + j) * ks + s}, {cfg.selector}, %p4{self.tail()};")
+        ins("wgmma.commit_group.sync.aligned;")
+        ins("wgmma.wait_group.sync.aligned 1;             // the previous block's group is complete")
+        ins("setp.ne.u32 %p5, %kb, 0;")
+        ins("and.pred %p5, %p5, %p3;")
+        ins(f"shl.b32 %x, %pn, {_log2(MBARRIER_BYTES)};")
+        ins(f"add.u32 %x, %x, %sb;")
+        ins(f"@%p5 mbarrier.arrive.shared::cta.b64 _, [%x+{cfg.barrier_offset + cfg.stages * MBARRIER_BYTES}];")
+        ins("mov.u32 %pn, %st;")
+        self.advance_slot()
+
+    # -- accumulators and D ---------------------------------------------------------------------------
+    def thread_row(self) -> None:
+        """%x = row of the thread's fragment in the tile (block 0, i = 0): wg*wg_m + 16*warp + lane/4;
+        %y = its column 2*(lane%4)."""
+        cfg, ins = self.cfg, self.ins
+        ins(f"mul.lo.u32 %x, %wg, {cfg.wg_m};")
+        ins("shl.b32 %y, %warp, 4;")
+        ins("add.u32 %x, %x, %y;")
+        ins("shr.u32 %y, %lane, 2;")
+        ins("add.u32 %x, %x, %y;")
+        ins("and.b32 %y, %lane, 3;")
+        ins("shl.b32 %y, %y, 1;")
+
+    def pairs(self):
+        """(m block j, register i, row offset, column offset) of every accumulator pair (i even)."""
+        cfg = self.cfg
+        for j in range(cfg.m_blocks):
+            for i in range(0, cfg.acc_per_block, 2):
+                r, c = fragment_coord(i, 0, 0)
+                yield j, j * cfg.acc_per_block + i, WGMMA_M * j + r, c
+
+    def global_fragment_ptr(self, ptr: str, nbytes: int) -> None:
+        """%rp = ptr + ((m0 + row) * N + n0 + col) * nbytes for the thread's (row, col) of pair 0."""
+        ins = self.ins
+        self.thread_row()
+        ins("add.u32 %x, %x, %m0;")
+        ins("add.u32 %y, %y, %n0;")
+        ins("mul.wide.u32 %rp, %x, %N;")
+        ins("cvt.u64.u32 %off, %y;")
+        ins("add.u64 %rp, %rp, %off;")
+        ins(f"mul.lo.u64 %rp, %rp, {nbytes};")
+        ins(f"add.u64 %rp, %rp, {ptr};")
+        ins(f"mul.wide.u32 %off, %N, {nbytes};           // D/C row stride")
+
+    def init_acc(self) -> None:
+        cfg, ins = self.cfg, self.ins
+        if not cfg.accumulate_c:
+            zero = "0f00000000" if self.acc == ".f32" else "0"
+            for r in range(cfg.accumulators):
+                ins(f"mov{self.acc} %acc{r}, {zero};")
+            return
+        ins("// C fragments into the accumulators (Figure 149 layout)")
+        self.load_ptr("%gc", "c")
+        self.global_fragment_ptr("%gc", self.abytes)
+        for _j, i, r, c in self.pairs():
+            ins(f"mad.wide.u32 %gd, %N, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
+            ins(f"ld.global.v2{self.acc} {{%acc{i}, %acc{i + 1}}}, [%gd+{c * self.abytes}];")
+
+    def store_pair(self, space: str, at: str, i: int) -> None:
+        lo, hi = f"%acc{i}", f"%acc{i + 1}"
+        if self.convert:
+            # cvt.rn.{f16x2,bf16x2}.f32 d, a, b puts a in the upper half: (hi, lo) keeps column order
+            self.ins(f"{self.convert} %h, {hi}, {lo};")
+            self.ins(f"st.{space}.{self.store_type} {at}, %h;")
+        else:
+            self.ins(f"st.{space}.{self.store_type} {at}, {{{lo}, {hi}}};")
+
+    def epilogue(self) -> None:
+        cfg, ins = self.cfg, self.ins
+        if not cfg.staged_d:
+            ins("// accumulators -> D, fragment by fragment")
+            self.load_ptr("%gd", "d")
+            self.global_fragment_ptr("%gd", self.dbytes)
+            for _j, i, r, c in self.pairs():
+                ins(f"mad.wide.u32 %gc, %N, {r * self.dbytes}, %rp;" if r else "mov.u64 %gc, %rp;")
+                self.store_pair("global", f"[%gc+{c * self.dbytes}]", i)
+            return
+        pitch, db = cfg.d_pitch, self.dbytes
+        ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
+        ins("fence.proxy.async.shared::cta;              // the ring was last touched by the async proxy")
+        ins(f"bar.sync 1, {WG_THREADS * cfg.consumers};               // every consumer is done with the ring")
+        self.thread_row()
+        ins(f"mad.lo.u32 %x, %x, {pitch}, %sb;")
+        ins(f"mad.lo.u32 %x, %y, {db}, %x;")
+        for _j, i, r, c in self.pairs():
+            self.store_pair("shared", f"[%x+{r * pitch + c * db}]", i)
+        ins("add.u32 %z, %wg, 2;")
+        ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's rows are staged")
+        cpr = cfg.cta_n * db // CHUNK
+        total = cfg.wg_m * cpr
+        self.load_ptr("%gd", "d")
+        ins(f"mul.wide.u32 %off, %N, {db};")
+        ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
+        for rnd in range(-(-total // WG_THREADS)):
+            ins(f"add.u32 %z, %q, {rnd * WG_THREADS};")
+            guard = ""
+            if (rnd + 1) * WG_THREADS > total:
+                ins(f"setp.lt.u32 %p6, %z, {total};")
+                guard = "@%p6 "
+            ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
+            ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
+            ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
+            ins(f"mad.lo.u32 %x, %pm, {pitch}, %sb;")
+            ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+            ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, [%x];")
+            ins("add.u32 %pm, %pm, %m0;")
+            ins("cvt.u64.u32 %rp, %pm;")
+            ins("mul.lo.u64 %rp, %rp, %off;")
+            ins(f"mad.lo.u32 %pn, %pn, {CHUNK // db}, %n0;")
+            ins(f"mul.wide.u32 %gc, %pn, {db};")
+            ins("add.u64 %rp, %rp, %gc;")
+            ins("add.u64 %rp, %rp, %gd;")
+            ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
+
+
+def emit_sparse_wgmma(cfg: SparseWgmmaConfig) -> SparseWgmmaPTX:
+    """Emit the PTX module of the sparse wgmma GEMM `cfg` (same config -> same bytes)."""
+    ptx = check_config(cfg)
+    w = _Writer(cfg, ptx)
+    w.header()
+    w.setup()
+    w.lines.append("}")
+    return SparseWgmmaPTX(cfg.name, "\n".join(w.lines) + "\n", ptx, cfg.target, _abi(cfg, ptx, w.params))
+
+
+def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
+    form = cfg.form
+    bits = cfg.storage_bits
+    maps = [{"operand": t.operand, "elem_bits": t.elem_bits, "data_type": TMA_DATA_TYPE[t.elem_bits],
+             "swizzle": t.swizzle, "box": list(t.box)} for t in tensor_map_specs(cfg)]
+    buffers = {
+        "a_values": {"element": form.a_type, "shape": ["M", "K/2"], "bytes": f"M*K*{bits}/16",
+                     "layout": "row-major compressed A (sparse.compress values)"},
+        "a_metadata": {"element": "u32", "shape": ["M/16", f"K/{form.k}", 32],
+                       "layout": "per 16-row tile and k-step, the 32 lane words (sparse.compress metadata)"},
+        "b": {"element": form.b_type, "shape": ["N", "K"], "bytes": f"N*K*{bits}/8",
+              "layout": "B transposed: row n holds column n of B (sparse.pack_b)"},
+        "d": {"element": cfg.out_type, "shape": ["M", "N"], "layout": "row-major (written); 16-byte aligned"},
+        "tensor_maps": {"element": "CUtensorMap", "shape": [3], "bytes": 3 * TMA_MAP_BYTES,
+                        "layout": "tensor maps of a_values, b, a_metadata (64-byte aligned, global memory); "
+                                  "sparse_wgmma_kernel.encode_tensor_maps builds them"},
+    }
+    if cfg.accumulate_c:
+        buffers["c"] = {"element": cfg.acc_type, "shape": ["M", "N"], "layout": "row-major"}
+    return {
+        "kernel": cfg.name,
+        "kernel_kind": "sparse_wgmma",
+        "form": form.name,
+        "instruction": f"wgmma.mma_async.sp.sync.aligned.m{WGMMA_M}n{cfg.cta_n}k{cfg.wg_form.k}"
+                       f".{cfg.acc_type}.{form.a_type}.{form.b_type}",
+        "target": cfg.target,
+        "ptx_version": format_version(ptx),
+        "params": [{"name": n, "ptx_param": f"{cfg.name}_{n}", "type": t.lstrip(".")} for n, t in params],
+        "buffers": buffers,
+        "tensor_maps": maps,
+        "metadata": "runtime",
+        "selector": cfg.selector,
+        "tile_m": cfg.cta_m, "tile_n": cfg.cta_n, "tile_k": cfg.cta_k, "form_k": form.k,
+        "consumers": cfg.consumers, "stages": cfg.stages, "raster_group": cfg.raster_group,
+        "max_ctas_per_sm": 1,
+        "block": [cfg.threads, 1, 1],
+        "grid": ["tiles", 1, 1],
+        "tiles": f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})",
+        "dynamic_smem_bytes": cfg.smem_bytes,
+        "requires": [f"M % {cfg.cta_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Host side: tensor maps (CUDA driver, ctypes; imported lazily, nothing at module import)
+# --------------------------------------------------------------------------------------------------
+
+def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
+    """Per tensor map: the cuTensorMapEncodeTiled arguments (rank 2) for an M x N x K problem, except
+    the global address. dims/strides/box in CUDA's order (innermost first; strides in bytes, rank-1)."""
+    form_k = abi["form_k"]
+    out = []
+    for t in abi["tensor_maps"]:
+        eb = t["elem_bits"]
+        inner, rows = {"a_values": (k // 2, m), "b": (k, n), "a_metadata": (k // form_k * 32, m // SHAPE_M)}[t["operand"]]
+        out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows),
+                    "strides": (inner * eb // 8,), "box": tuple(t["box"]), "element_strides": (1, 1),
+                    "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
+    return out
+
+
+def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, int]) -> bytes:
+    """The 3 x 128 bytes the kernel's `tensor_maps` points to, encoded by the CUDA driver
+    (cuTensorMapEncodeTiled through ctypes); `addresses` maps a_values / b / a_metadata to device
+    pointers. Copy the result to 64-byte-aligned global memory before the launch."""
+    import ctypes
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    fn = lib.cuTensorMapEncodeTiled
+    fn.restype = ctypes.c_int
+    out = b""
+    for a in tensor_map_args(abi, m, n, k):
+        tmap = (ctypes.c_uint8 * TMA_MAP_BYTES)()
+        dims = (ctypes.c_uint64 * 2)(*a["dims"])
+        strides = (ctypes.c_uint64 * 1)(*a["strides"])
+        box = (ctypes.c_uint32 * 2)(*a["box"])
+        estr = (ctypes.c_uint32 * 2)(*a["element_strides"])
+        rc = fn(ctypes.byref(tmap), ctypes.c_int(a["data_type"]), ctypes.c_uint32(2),
+                ctypes.c_void_p(addresses[a["operand"]]), dims, strides, box, estr,
+                ctypes.c_int(0), ctypes.c_int(a["swizzle"]), ctypes.c_int(a["l2_promotion"]), ctypes.c_int(0))
+        if rc != 0:
+            raise RuntimeError(f"cuTensorMapEncodeTiled({a['operand']}) failed with CUresult {rc}: {a}")
+        out += bytes(tmap)
+    return out
