@@ -203,6 +203,8 @@ def _block_scale(t: TileSpec) -> list[str]:
 
     if t.block_scale is None:
         return []
+    if t.block_scale == "implicit":
+        return [_statement("block_scale")]
     # BLOCK_SCALE_VECS maps DSL words to stored values; its first word per value is the short one (16, 2X).
     words: dict[str, str] = {}
     for word, stored in BLOCK_SCALE_VECS.items():

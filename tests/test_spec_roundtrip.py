@@ -125,7 +125,6 @@ def _tile(**kw):
     (_tile(sparsity=SparsitySpec("2:4", "runtime", pattern="first_two")), "sparsity.pattern"),
     (_tile(sparsity=SparsitySpec("2:4", "static", rows=(((0, 1, 2),),))), "sparsity.rows"),
     (_tile(sparsity=SparsitySpec("2:4", "static", rows=())), "sparsity.rows"),
-    (_tile(block_scale="implicit"), "block_scale.vec"),
     (_tile(zero_columns=ZeroColumnsSpec(value=1, columns=((0,),))), "zero_columns"),
     (_tile(zero_columns=ZeroColumnsSpec(columns=())), "zero_columns.cols"),
     (_tile(disable_output_lane=[1, 2, 3, 4]), "disable_output_lane.value"),

@@ -3,9 +3,9 @@ assembled by ptxas for every target the form claims.
 
 The forms are `tcgen05_forms.all_forms()` (9.7.16.10.9.1-4: kinds, cta_group, .sp, .ws, A in TMEM,
 .block_scale vector sizes, collector usage, .ashift, disable-output-lane, scale-input-d, zero-column
-mask) minus the two the DSL cannot write, each rejected with a lit test in tests/lit/tcgen05_forms:
-K = 96 (k96.tile: the DSL's K is Table 39's instruction K) and `.block_scale` without a vector size
-(mx_no_block_scale.tile: a block-scaled tile must name its vector size, Table 54). The targets of a form
+mask) minus K = 96, which the DSL cannot write yet (k96.tile in tests/lit/tcgen05_forms: the DSL's K is
+Table 39's instruction K). `.block_scale` without a vector size is the DSL's bare `block_scale;`
+(a tile with no block_scale statement at all is rejected: mx_no_block_scale.tile). The targets of a form
 are `form.requirements().targets` (Table 60/61 rows); every other Blackwell target must be rejected with
 a diagnostic on the `target` statement.
 
@@ -34,7 +34,7 @@ from compiler.tcgen05_kinds import mma_k, shape_rule
 from compiler.targets import TARGETS, format_version
 
 ALL_FORMS = all_forms()
-EXPRESSIBLE = [f for f in ALL_FORMS if not f.k96 and f.block_scale != "implicit"]
+EXPRESSIBLE = [f for f in ALL_FORMS if not f.k96]
 BLACKWELL = sorted(TCGEN05_TARGETS, key=list(TARGETS).index)
 
 # Operand types per kind (Table 39 / Tables 42-44): mixed A/B types where the kind allows them.
@@ -70,7 +70,8 @@ def tile_text(form: Tcgen05Mma, target: str, name: str = "t", variant: int = 0) 
         lines.append(f"  sparsity {RATIO[form.kind]} " + ("pattern=rotate;" if variant % 2 else "metadata=runtime;"))
     if form.block_scale:
         st = SCALE_TYPE.get(form.block_scale, "ue8m0")
-        lines += [f"  SFA: {st} tmem;", f"  SFB: {st} tmem;", f"  block_scale vec={VEC[form.block_scale]};"]
+        vec = "" if form.block_scale == "implicit" else f" vec={VEC[form.block_scale]}"
+        lines += [f"  SFA: {st} tmem;", f"  SFB: {st} tmem;", f"  block_scale{vec};"]
     if form.disable_output_lane:
         lines.append("  disable_output_lane [" + ", ".join(["0x80000001"] * (4 * form.cta_group)) + "];")
     if form.scale_input_d:
@@ -91,10 +92,10 @@ def _variant(i: int) -> int:
 # --------------------------------------------------------------------------------------------------
 # The set of forms
 
-def test_inexpressible_forms_are_k96_and_implicit_vector_size():
-    """Only K = 96 and the omitted vector size are left out (each has a lit test in tcgen05_forms/)."""
+def test_inexpressible_forms_are_k96():
+    """Only K = 96 is left out (it has a lit test in tcgen05_forms/)."""
     left_out = [f for f in ALL_FORMS if f not in EXPRESSIBLE]
-    assert left_out and all(f.k96 or f.block_scale == "implicit" for f in left_out)
+    assert left_out and all(f.k96 for f in left_out)
     assert len(EXPRESSIBLE) == len(ALL_FORMS) - len(left_out) >= 1400
     lit = Path(__file__).parent / "lit" / "tcgen05_forms"
     assert (lit / "k96.tile").exists() and (lit / "mx_no_block_scale.tile").exists()

@@ -318,9 +318,13 @@ class Builder:
         return tuple(out)
 
     def block_scale(self, st, f, locs):
+        """block_scale vec=16|32|1X|2X|4X;  or  block_scale;  (no vector size: the PTX default,
+        .block32, written as a bare `.block_scale`, which needs PTX 8.8)."""
         _, kv = self.split_args(st, {"vec": None})
         if "vec" not in kv:
-            self.error("'block_scale' needs vec=", st.end_loc, "vec=16, 32, 1X, 2X or 4X")
+            f["block_scale"] = "implicit"
+            locs["block_scale.vec"] = st.loc
+            return
         v = kv["vec"].value
         f["block_scale"] = BLOCK_SCALE_VECS[self.word(v, "scale vector size", list(BLOCK_SCALE_VECS))]
         locs["block_scale.vec"] = v.loc
