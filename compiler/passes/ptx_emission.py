@@ -57,7 +57,8 @@ class PtxEmission(Pass):
 
 
 def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
-    """The mma.sp kernel of a tile, without its module header: the pipelined sparse GEMM
+    """The mma.sp kernel of a tile, without its module header: with `schedule ... mma=wgmma` the warpgroup
+    GEMM of compiler/ptx/sparse_wgmma_kernel.py; the pipelined sparse GEMM
     (compiler/ptx/sparse_gemm_kernel.py) when the tile has a `schedule` with 2 or more stages, runtime
     metadata and a form that kernel serves (PIPELINED_A_TYPES at the k-wide shape); otherwise the
     one-instruction-tile kernel of compiler/ptx/mma_sp_kernel.py (its warp grid from the schedule)."""
@@ -70,7 +71,12 @@ def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
     sc = spec.schedule
     ptx = parse_version(module.attrs["ptx_version"])
     static = tile.facts.get("static_metadata")
-    if sc is not None and sc.stages >= 2 and static is None and pipelined_form(form):
+    if sc is not None and sc.mma == "wgmma":          # warpgroup wgmma.mma_async.sp, TMA-fed (sm_90a)
+        from ..ptx.sparse_wgmma_kernel import config_from_schedule, emit_sparse_wgmma
+
+        k = emit_sparse_wgmma(config_from_schedule(spec.name, form, module.attrs["target"], ptx, sc,
+                                                   spec.sparsity.selector, static))
+    elif sc is not None and sc.stages >= 2 and static is None and pipelined_form(form):
         k = emit_sparse_gemm(SparseGemmConfig(
             name=spec.name, form=form, target=module.attrs["target"], ptx_version=ptx,
             cta_m=sc.cta_m, cta_n=sc.cta_n, cta_k=sc.cta_k, warps_m=sc.warps_m, warps_n=sc.warps_n,

@@ -221,6 +221,19 @@ class Verify(Pass):
                                     f"x warps)", field)
             if not 1 <= sc.stages <= 8:
                 raise SpecError(f"schedule stages = {sc.stages}; use 1..8", "schedule.stages")
+            if sc.mma == "wgmma":
+                # warpgroup wgmma.mma_async.sp (compiler/ptx/sparse_wgmma_kernel.py): sm_90a only, and only
+                # the forms one wgmma k-step matches (PTX 9.7.15.6.3 syntax and target notes)
+                from ..ptx.sparse_wgmma_kernel import WGMMA_TARGET, required_ptx, wgmma_form_problem
+
+                if fspec.target != WGMMA_TARGET:
+                    raise SpecError(f"schedule mma=wgmma needs target {WGMMA_TARGET} (wgmma.mma_async.sp, PTX "
+                                    f"9.7.15.6.3), not {fspec.target}", "schedule.mma",
+                                    "write 'target sm_90a;' or mma=sync")
+                problem = wgmma_form_problem(form)
+                if problem:
+                    raise SpecError(problem.message, "schedule.mma", problem.hint)
+                min_ptx = max(min_ptx, required_ptx(form))
         if fspec.ptx_version is None:
             # Prefer `.sp::ordered_metadata` (PTX 8.5): ptxas advises it on every target and plain
             # `.sp` is several times slower on newer parts (digest §5). A pinned `ptx` wins.

@@ -411,17 +411,10 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
     form = cfg.form
     if not cfg.name.isidentifier():
         raise SpecError(f"kernel name {cfg.name!r} is not a PTX identifier", field="name")
-    wf = WGMMA_SP_FORMS.get(form.a_type)
-    if wf is None or form.kind is not None or form.block_scale is not None:
-        raise SpecError(f"wgmma.mma_async.sp has no form for {form.name} (it takes f16, bf16, tf32, e4m3, "
-                        f"e5m2, s8 and u8 A; PTX 9.7.15.6.3)", field="schedule.mma", hint="use mma=sync")
-    if form.k != wf.k:
-        raise SpecError(f"wgmma.mma_async.sp with {form.a_type} is .m64nNk{wf.k}; the tile's mma.sp shape "
-                        f"{form.shape} has K={form.k}", field="schedule.mma",
-                        hint=f"write 'shape M=16 N=8 K={wf.k};' (one wgmma k-step = that mma.sp shape)")
-    if TYPES[form.c_type].bits != 32 or form.c_type != wf.acc_type:
-        raise SpecError(f"the wgmma kernel accumulates in {wf.acc_type}; C/D {form.c_type} is not supported",
-                        field="C.dtype", hint=f"use {wf.acc_type} C and D")
+    problem = wgmma_form_problem(form)
+    if problem:
+        raise problem
+    wf = WGMMA_SP_FORMS[form.a_type]
     if cfg.target != WGMMA_TARGET:
         raise SpecError(f"wgmma.mma_async.sp requires {WGMMA_TARGET}, not {cfg.target} (PTX 9.7.15.6.3 target "
                         f"notes)", field="schedule.mma", hint="write 'target sm_90a;' or use mma=sync")
@@ -466,9 +459,7 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
         raise SpecError(f"sparsity selector {cfg.selector} is not valid for wgmma.mma_async.sp with "
                         f"{form.a_type} (valid: {', '.join(map(str, wf.selectors))}; PTX 9.7.15.6.1)",
                         field="sparsity.selector")
-    need = max(wf.min_ptx, TENSORMAP_FENCE_PTX)
-    if form.a_type != form.b_type:
-        need = max(need, MIXED_INT_PTX)
+    need = required_ptx(form)
     ptx = cfg.ptx_version or need
     if ptx < need or ptx > MAX_PTX:
         raise SpecError(f"the wgmma kernel needs PTX ISA {format_version(need)}..{format_version(MAX_PTX)}, "
@@ -966,3 +957,47 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
             raise RuntimeError(f"cuTensorMapEncodeTiled({a['operand']}) failed with CUresult {rc}: {a}")
         out += bytes(tmap)
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# DSL: `schedule ... mma=wgmma` (compiler/passes/verify.py checks, compiler/passes/ptx_emission.py emits)
+# --------------------------------------------------------------------------------------------------
+
+def wgmma_form_problem(form: Form) -> SpecError | None:
+    """Why `form` (the tile's mma.sp form, one wgmma k-step) has no wgmma.mma_async.sp counterpart
+    this kernel runs, or None (9.7.15.6.3 syntax: f16/bf16 k32, tf32 k16, e4m3/e5m2/s8/u8 k64; 32-bit
+    accumulators here)."""
+    wf = WGMMA_SP_FORMS.get(form.a_type)
+    if wf is None or form.kind is not None or form.block_scale is not None:
+        return SpecError(f"wgmma.mma_async.sp has no form for {form.name} (A f16, bf16, tf32, e4m3, e5m2, s8 "
+                         f"or u8 without .kind; PTX 9.7.15.6.3)", field="schedule.mma", hint="use mma=sync")
+    if form.k != wf.k:
+        return SpecError(f"one wgmma.mma_async.sp k-step with {form.a_type} is .m64nNk{wf.k}; the tile's shape "
+                         f"{form.shape} has K={form.k}", field="schedule.mma",
+                         hint=f"write 'shape M=16 N=8 K={wf.k};' (the mma.sp shape of one wgmma k-step)")
+    if form.c_type != wf.acc_type:
+        return SpecError(f"the wgmma kernel accumulates in {wf.acc_type}; C/D {form.c_type} is not supported",
+                         field="C.dtype", hint=f"use {wf.acc_type} C and D")
+    return None
+
+
+def required_ptx(form: Form) -> Version:
+    """The lowest PTX ISA version the kernel needs for `form` (wgmma.mma_async.sp, the tensor-map fence)."""
+    need = max(WGMMA_SP_FORMS[form.a_type].min_ptx, TENSORMAP_FENCE_PTX)
+    return max(need, MIXED_INT_PTX) if form.a_type != form.b_type else need
+
+
+def config_from_schedule(name: str, form: Form, target: str, ptx_version: Version | None, schedule,
+                         selector: int, static_metadata) -> SparseWgmmaConfig:
+    """The kernel of a tile with `schedule cta=MxNxK warps=Wx1 stages=S mma=wgmma`: W = 4 or 8 consumer
+    warps (1 or 2 consumer warpgroups; a producer warpgroup is added), D = A*B + C in the accumulator type."""
+    if static_metadata is not None:
+        raise SpecError("mma=wgmma reads the metadata from memory (runtime metadata); this tile embeds it",
+                        field="schedule.mma", hint="write 'metadata=runtime' or use mma=sync")
+    if schedule.warps_n != 1 or schedule.warps_m not in (4, 8):
+        raise SpecError(f"warps={schedule.warps_m}x{schedule.warps_n}: mma=wgmma takes 4 or 8 consumer warps "
+                        f"along M (1 or 2 warpgroups; each warp supplies the metadata of 16 rows, PTX 9.7.15.6.2)",
+                        field="schedule.warps", hint="write warps=8x1")
+    return SparseWgmmaConfig(name, form, target, cta_m=schedule.cta_m, cta_n=schedule.cta_n, cta_k=schedule.cta_k,
+                             consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
+                             ptx_version=ptx_version)
