@@ -4,7 +4,8 @@ become IR attributes. The emitter only prints them.
 
 Smem descriptor start addresses are relative to the kernel's shared buffer, which is aligned to
 1024 B; the kernel adds (buffer address >> 4) to the 14-bit start field at run time (no carry can
-leave the field: shared addresses are below 2^18).
+leave the field: shared addresses are below 2^18). K = 96 tiles use the absolute-LBO mode (bit 52,
+9.7.16.3.1.2): their LBO field is an address too, buffer-relative here, relocated the same way.
 """
 from __future__ import annotations
 
@@ -56,16 +57,17 @@ class DescriptorMaterialization(Pass):
         spec = tile.payload
         kind = tile.attrs["kind"]
         sparse = spec.sparsity is not None
+        k96 = tile.facts["form"].k96                # Table 44 bit 31 "K Dimension": 1 = dense K 96
         a, b, d = (spec.operands[x] for x in "ABD")
         lay_a, lay_b = tile.op("tilec.smem_layout", "A"), tile.op("tilec.smem_layout", "B")
         base = dict(a_major=(lay_a.attrs["major"] if lay_a else (a.major or "K")), b_major=lay_b.attrs["major"],
                     negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse, saturate=spec.saturate,
-                    max_shift=spec.max_shift,
+                    max_shift=spec.max_shift, k96=k96,
                     scale_type=tile.facts.get("scale_type",
                                               spec.operands["SFA"].dtype if "SFA" in spec.operands else None))
         idesc = InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n, **base)
         attrs = {"kind": kind, "value": Hex(idesc.encode())}
-        steps = tile.facts["k_block"] // mma_k(kind, sparse)
+        steps = tile.facts["k_block"] // mma_k(kind, sparse, k96)
         per_step = [self.step_fields(tile, s) for s in range(steps)]
         if any(per_step):
             # The fields that change from MMA to MMA of a stage: the f16/tf32 sparsity selector = the
@@ -76,17 +78,23 @@ class DescriptorMaterialization(Pass):
             attrs["value"] = attrs["step_values"][0]
         tile.body.append(Op("tilec.instr_desc", None, attrs, loc=spec.loc("engine")))
         tile.facts["idesc"] = idesc
-        step = mma_k(kind, sparse)
+        step = mma_k(kind, sparse, k96)
         for lay_op in (lay_a, lay_b):
             if lay_op is None:
                 continue
             lay = lay_op.facts["layout"]
             k_step = step // 2 if (lay_op.sym == "A" and sparse) else step
+            # bit 52 (9.7.16.4.1 / 9.7.16.3.1): "absolute" for K = 96 tiles (layout-selection's LBO_MODE); then
+            # the LBO field holds the shared address of each step's second piece, relative to the buffer
+            # like the start address (the kernel adds the buffer address to both fields)
+            lbo_mode = lay_op.attrs.get("lbo_mode", "relative")
             values = smem_descriptors(lay.dtype, lay.major, lay.swizzle, lay.mn, lay.k, k_step,
-                                      base_address=lay_op.attrs["offset"],
+                                      base_address=lay_op.attrs["offset"], lbo_mode=lbo_mode,
                                       container_bits=lay.container_bits)
-            tile.body.append(Op("tilec.smem_desc", lay_op.sym,
-                                {"k_step": k_step, "values": tuple(Hex(v) for v in values)}, loc=lay_op.loc))
+            attrs = {"k_step": k_step, "values": tuple(Hex(v) for v in values)}
+            if lbo_mode != "relative":
+                attrs["lbo_mode"] = lbo_mode
+            tile.body.append(Op("tilec.smem_desc", lay_op.sym, attrs, loc=lay_op.loc))
         if spec.zero_columns is not None:
             from ..descriptors import ZeroColumnMask
             from ..descriptors.zero_column_mask import solve_zero_columns

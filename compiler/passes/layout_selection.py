@@ -10,11 +10,14 @@ For every tcgen05 operand in shared memory this pass fixes
 - the Tensor Memory plan of the kernel (compiler/ptx/tcgen05_tmem.py): D, then per stage the sparse
   metadata, the scale factors and A when A lives in TMEM; `k_block` also shrinks until that fits the
   512 columns (PTX 9.7.16.1).
+K = 96 tiles (sm_103a) store A and B 128B-swizzled with the 48-byte MMA steps packed along K, and their
+descriptors use the absolute-LBO mode (see LBO_MODE); a stage is then a multiple of 768 K (k_quantum).
 Sparse A is stored compressed: M x K/2 (PTX 9.7.16.10.8). With cta_group::2 each CTA of the pair holds
 M/2 rows of A and N/2 rows of B (the MMA reads B from both CTAs' shared memory).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..diagnostics import SpecError
@@ -22,6 +25,27 @@ from ..ir import Op
 from . import Pass, PassContext
 
 STAGE_BUDGET = 96 * 1024     # bytes of A+B per K stage; leaves room on every sm_100 part (228 KB)
+
+# The leading-dimension-offset mode of the smem descriptors, by K = 96 (PTX 9.7.16.3.1): a 48-byte K = 96
+# step "would overflow the 128B shared memory boundary if the data is packed contiguously"; in absolute
+# mode (descriptor bit 52, sm_103a) the start address holds the first piece of a row's step and the LBO
+# field the address of the second, "both ... laid out within the aligned 128-byte address boundary"
+# (9.7.16.3.1.2). tilec packs the steps contiguously along K in 128-byte swizzle rows (compiler/layout.py:
+# a step that reaches the end of a row continues at line 0 of the next K atom, whose address LBO holds),
+# as CUTLASS's SM103 mainloop does (sm103_blockscaled_mma_warpspecialized.hpp: MMA i starts at byte 48*i
+# of three 128-byte K buffers and passes the next buffer as the second descriptor).
+LBO_MODE = {False: "relative", True: "absolute"}
+# 9.7.16.3.1.2.1 "Restrictions on the Leading Dimension Absolute Address Stride": "Only 128B swizzle (with
+# 16B atomicity) is supported", "Only K-Major mode", "The matrix base offset must be 0" (every operand sits
+# on its swizzle repeat here, so base offset 0 holds).
+ABSOLUTE_LBO_SWIZZLE = "128B"
+
+
+def k_quantum(step_k: int, container_bits: int, k96: bool) -> int:
+    """The K extent (elements) a stage of an smem operand must be a multiple of: whole MMA steps, and with
+    K = 96 whole 128-byte swizzle rows as well (48-byte steps packed along K: 8 steps fill 3 rows, 768
+    e2m1 values; CUTLASS's SM103 K tile is the same 384 bytes)."""
+    return math.lcm(step_k, 8 * 128 // container_bits) if k96 else step_k
 
 
 def operand_extents(spec, name: str) -> tuple[int, int]:
@@ -58,8 +82,22 @@ class LayoutSelection(Pass):
         kind = tile.attrs["kind"]
         check_kernel_support(spec)
         sparse = spec.sparsity is not None
-        step_k = mma_k(kind, sparse)
+        k96 = tile.facts["form"].k96
+        step_k = mma_k(kind, sparse, k96)
         smem = [n for n in ("A", "B") if spec.operands[n].space == "smem"]
+        quantum = step_k
+        for name in smem:
+            o = spec.operands[name]
+            bits = container_bits_for(o.dtype, kind)
+            quantum = math.lcm(quantum, k_quantum(step_k, bits, k96))
+            if k96 and o.swizzle not in (None, "auto", ABSOLUTE_LBO_SWIZZLE):
+                raise SpecError(f"operand {name}: K = 96 steps are 48 bytes and need the absolute-LBO descriptor "
+                                f"mode, which takes only the 128B swizzle, not {o.swizzle} (PTX 9.7.16.3.1.2.1)",
+                                f"{name}.swizzle", "write swizzle=128B or leave swizzle out")
+        if spec.total_k % quantum:
+            raise SpecError(f"a K = 96 stage holds whole 128-byte swizzle rows of 48-byte MMA steps: loop K must be "
+                            f"a multiple of {quantum} ({quantum // step_k} MMAs), not {spec.total_k}", "loop.K",
+                            f"write 'loop K={max(quantum, spec.total_k // quantum * quantum)};'")
 
         def plan(k_block: int):
             out, offset = {}, 0
@@ -70,6 +108,8 @@ class LayoutSelection(Pass):
                 major = o.major or "K"
                 swz = o.swizzle or "auto"
                 bits = container_bits_for(o.dtype, tile.attrs["kind"])
+                if swz == "auto" and k96:
+                    swz = ABSOLUTE_LBO_SWIZZLE
                 if swz == "auto":
                     swz = choose_swizzle(o.dtype, major, mn, k, container_bits=bits,
                                          mma_k=step_k // 2 if (name == "A" and sparse) else step_k)
@@ -97,7 +137,7 @@ class LayoutSelection(Pass):
 
         k_block = spec.total_k
         layouts, total, tmem, tmem_error = fits(k_block)
-        while (total > STAGE_BUDGET or tmem is None) and k_block % 2 == 0 and (k_block // 2) % step_k == 0:
+        while (total > STAGE_BUDGET or tmem is None) and k_block % 2 == 0 and (k_block // 2) % quantum == 0:
             k_block //= 2
             layouts, total, tmem, tmem_error = fits(k_block)
         if total > STAGE_BUDGET:
@@ -109,6 +149,8 @@ class LayoutSelection(Pass):
         for name, (lay, offset) in layouts.items():
             a = {"major": lay.major, "swizzle": lay.swizzle, "lbo": lay.lbo, "sbo": lay.sbo,
                  "offset": offset, "size": lay.size_bytes, "k_block": k_block}
+            if k96:
+                a["lbo_mode"] = LBO_MODE[k96]          # relative is the default: only absolute is printed
             op = Op("tilec.smem_layout", name, a, loc=spec.loc(name))
             op.facts["layout"] = lay
             tile.body.append(op)
@@ -119,7 +161,7 @@ class LayoutSelection(Pass):
 def tmem_plan(tile: Op, steps: int):
     """The TMEM columns of one CTA for a stage of `steps` MMAs (compiler/ptx/tcgen05_tmem.py)."""
     from ..ptx.tcgen05_kernel import collector_priming
-    from ..ptx.tcgen05_tmem import A_COLUMNS_PER_MMA, data_path, metadata_format, plan_tmem, scale_layouts
+    from ..ptx.tcgen05_tmem import a_columns_per_mma, data_path, metadata_format, plan_tmem, scale_layouts
 
     spec = tile.payload
     kind = tile.attrs["kind"]
@@ -129,9 +171,9 @@ def tmem_plan(tile: Op, steps: int):
     sfa_cols = sfb_cols = 0
     form = tile.facts["form"]
     if form.block_scale is not None:
-        sfa, sfb = scale_layouts(kind, form.block_scale, dp, spec.n)
+        sfa, sfb = scale_layouts(kind, form.block_scale, dp, spec.n, k96=form.k96)
         tile.facts["scale_layouts"] = (sfa, sfb)
         sfa_cols, sfb_cols = sfa.columns(steps), sfb.columns(steps)
-    a_cols = steps * A_COLUMNS_PER_MMA if spec.operands["A"].space == "tmem" else 0
+    a_cols = steps * a_columns_per_mma(form.k96) if spec.operands["A"].space == "tmem" else 0
     return plan_tmem(dp.d_columns(spec.n), meta_cols, sfa_cols, sfb_cols, a_cols,
                      scratch=collector_priming(spec))

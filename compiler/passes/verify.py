@@ -21,6 +21,8 @@ _TCGEN05_SCALES = {"SFA": ("tmem",), "SFB": ("tmem",)}
 _MMA_SP_OPERANDS = {"A": ("global", "reg"), "B": ("global", "reg"), "C": ("global", "reg"),
                     "D": ("global", "reg")}
 _FIELD_ALIASES = {"satfinite": "saturate", "kind": "engine.kind", "name": "tile"}
+_K96_HINT = ("K = 96 is the dense kind::mxf4 / mxf4nvf4 MMA of a CTA pair: cta_group=2, M=256, block_scale "
+             "vec=16 or 32, target sm_103a (PTX Table 39, Table 60)")
 _SPARSITY_OF_KIND = {"f16": "2:4", "tf32": "1:2", "f8f6f4": "2:4", "i8": "2:4", "mxf8f6f4": "2:4",
                      "mxf4": "4:8", "mxf4nvf4": "4:8"}
 
@@ -128,8 +130,16 @@ class Verify(Pass):
             if a.swizzle not in (None, "auto", "none"):
                 raise SpecError(f"swizzle={a.swizzle} describes a shared-memory layout; A is in tensor memory",
                                 "A.swizzle", "drop swizzle=")
-        check_shape(kind, spec.m, spec.n, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws)
-        want_k = mma_k(kind, sparse)
+        # K = 96 is its own Table 39 row (dense mxf4 / mxf4nvf4, cta_group::2, M = 256; idesc bit 31, Table
+        # 44); no other row has K = 96, so `shape K=96` always asks for it and the row's rules blame the rest.
+        k96 = spec.k == 96
+        try:
+            check_shape(kind, spec.m, spec.n, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws, k96=k96)
+        except SpecError as e:
+            if k96 and e.hint is None:
+                raise SpecError(e.message, e.field, _K96_HINT) from None
+            raise
+        want_k = mma_k(kind, sparse, k96)
         if spec.k != want_k:
             raise SpecError(f"K of one tcgen05.mma kind::{kind} {'sparse' if sparse else 'dense'} instruction "
                             f"is {want_k}, not {spec.k}", "shape.K", f"write K={want_k}")
@@ -167,13 +177,13 @@ class Verify(Pass):
                   a_major=a.major or "K", b_major=b.major or "K",
                   negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse,
                   sparsity_selector=0, saturate=spec.saturate, max_shift=spec.max_shift,
-                  scale_type=scale_type)
+                  scale_type=scale_type, k96=k96)
         form = Tcgen05Mma(kind, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws,
                           a_in_tmem=(a.space == "tmem"), block_scale=spec.block_scale,
                           collector=spec.collector, ashift=spec.ashift,
                           disable_output_lane=spec.disable_output_lane is not None,
                           scale_input_d=spec.scale_input_d is not None,
-                          zero_column_mask=spec.zero_columns is not None)
+                          zero_column_mask=spec.zero_columns is not None, k96=k96)
         if spec.ashift:
             form.check_ashift_m(spec.m)
         try:

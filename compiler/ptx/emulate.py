@@ -686,30 +686,38 @@ class Machine:
     def _scales(self, ctas, f, kind, scale_vec, sfa_addr, sfb_addr, idesc, dl):
         """Scale-factor matrices (M x S, S x N raw codes) from TMEM: row r = r0 + 32*r1 of A in lane r0 of
         every 32-lane partition, column r1, bytes SF_ID.. SF_ID+S-1 (9.7.16.10.7.2; CUTLASS tmem_sf_frg);
-        SFB of the 2x2 data path: N halves in lane halves."""
-        nsf = {"1X": 1, "2X": 2, "4X": 4, "block16": 4, "block32": 1 if kind == "mxf8f6f4" else 2,
-               None: 1 if kind == "mxf8f6f4" else 2}[scale_vec]
+        SFB of the 2x2 data path: N halves in lane halves. K = 96 (idesc bit 31): S = 3 (block32) or 6
+        (block16) factors (9.7.16.10.7.2.4-.5); past byte 3 of its word a row's factors continue in the
+        next 4-byte group, i.e. `slices` columns on (the reading compiler/ptx/tcgen05_tmem.ScaleLayout
+        documents; PTX shows it only in figures)."""
+        if f.k96:
+            nsf = {"block16": 6, "block32": 3, None: 3}[scale_vec]
+        else:
+            nsf = {"1X": 1, "2X": 2, "4X": 4, "block16": 4, "block32": 1 if kind == "mxf8f6f4" else 2,
+                   None: 1 if kind == "mxf8f6f4" else 2}[scale_vec]
         a_id, b_id = (idesc >> 29) & 3, (idesc >> 4) & 3
-        if a_id + nsf > 4 or b_id + nsf > 4:
+        if not f.k96 and (a_id + nsf > 4 or b_id + nsf > 4):
             raise EmulationError(f"scale factor ID {a_id}/{b_id} with {nsf} factors leaves the 32-bit word")
 
-        def byte(tmem, lane, col, b):
-            return (int(tmem[lane, col]) >> (8 * b)) & 0xFF
+        def byte(tmem, lane, col, b, slices):
+            word, b = divmod(b, 4)
+            return (int(tmem[lane, col + word * slices]) >> (8 * b)) & 0xFF
 
         sa = []
+        a_slices = -(-dl.rows // 32)
         for c in ctas:
             col = sfa_addr & 0xFFFF
             for r in range(dl.rows):
                 vals = []
                 for s in range(nsf):
-                    copies = {byte(c.tmem, r % 32 + 32 * p, col + r // 32, a_id + s) for p in range(4)}
+                    copies = {byte(c.tmem, r % 32 + 32 * p, col + r // 32, a_id + s, a_slices) for p in range(4)}
                     if len(copies) != 1:
                         raise EmulationError(f"SFA row {r} differs between lane partitions (9.7.16.10.7)")
                     vals.append(copies.pop())
                 sa.append(vals)
-        tm = ctas[0].tmem
         col = sfb_addr & 0xFFFF
         sb = []
+        b_slices = -(-(f.n // 2 if dl.organization == "folded" else f.n) // 32)
         for n in range(f.n):
             vals = []
             for s in range(nsf):
@@ -721,7 +729,7 @@ class Machine:
                 else:
                     lanes = [n % 32 + 32 * p for p in range(4)]
                     column = col + n // 32
-                copies = {byte(c.tmem, lane, column, b_id + s) for c in ctas for lane in lanes}
+                copies = {byte(c.tmem, lane, column, b_id + s, b_slices) for c in ctas for lane in lanes}
                 if len(copies) != 1:
                     raise EmulationError(f"SFB column {n} differs between lane partitions / CTAs")
                 vals.append(copies.pop())
@@ -864,7 +872,7 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
     from ..tcgen05_kinds import mma_k
     from ..types import TYPES
     from .tcgen05_kernel import _tmem_container_bits
-    from .tcgen05_tmem import METADATA_CHUNK, SCALE_FACTORS_PER_MMA, pack_metadata_words
+    from .tcgen05_tmem import METADATA_CHUNK, pack_metadata_words, scale_factors_per_mma
 
     tile = result.tiles[tile_name] if tile_name else next(iter(result.tiles.values()))
     spec = tile.payload
@@ -931,8 +939,9 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
         args["B"] = _store_codes(b_codes.T.copy(), b_op.dtype, TYPES[b_op.dtype].bits)
     sfa = sfb = None
     if tile.facts["form"].block_scale is not None:
-        nsf = SCALE_FACTORS_PER_MMA[(kind, tile.facts["form"].block_scale)]
-        per_row = k // mma_k(kind, sparse) * nsf
+        form = tile.facts["form"]
+        nsf = scale_factors_per_mma(kind, form.block_scale, form.k96)
+        per_row = k // mma_k(kind, sparse, form.k96) * nsf
         st = tile.facts["scale_type"]
         choices = encode(np.array([0.5, 1.0, 2.0]), st)
         sfa_codes = rng.choice(choices, size=(m_total, per_row))
@@ -958,7 +967,8 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
         disabled = np.array([bool(words[4 * cta + dl.row_lane(i) // 32] >> (dl.row_lane(i) % 32) & 1)
                              for cta in range(spec.cta_group) for i in range(dl.rows)])
     return HostProblem(args, grid, a, b, sfa, sfb, d_op.dtype, tile.sym, zero_columns,
-                       (spec.negate_a, spec.negate_b), mma_k(kind, sparse), spec.scale_input_d or 0, disabled)
+                       (spec.negate_a, spec.negate_b), mma_k(kind, sparse, tile.facts["form"].k96),
+                       spec.scale_input_d or 0, disabled)
 
 
 def reference_d(problem: HostProblem) -> np.ndarray:

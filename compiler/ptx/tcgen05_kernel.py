@@ -129,12 +129,14 @@ def _pow2_runs(n: int) -> list[tuple[int, int]]:
     return out
 
 
-def _tmem_store(kb: KernelBuilder, taddr: str, regs: list[str]) -> None:
-    """Store regs[j] of every thread to column j of its lane (tcgen05.st.32x32b, 9.7.16.8.4)."""
+def _tmem_store(kb: KernelBuilder, taddr: str, regs: list[str], column: int = 0) -> None:
+    """Store regs[j] of every thread to column `column` + j of its lane (tcgen05.st.32x32b, 9.7.16.8.4);
+    `taddr` is a register, the column offsets go into the [reg+imm] address."""
     from ..tcgen05_forms import tcgen05_st
 
     for start, count in _pow2_runs(len(regs)):
-        addr = taddr if start == 0 else f"{taddr}+{start}"
+        at = column + start
+        addr = taddr if at == 0 else f"{taddr}+{at}"
         kb.emit(tcgen05_st(addr, regs[start:start + count], "32x32b", count))
 
 
@@ -160,7 +162,8 @@ class _Kernel:
         self.scaled = self.form.block_scale is not None
         self.priming = collector_priming(spec)
         self.dp = data_path(spec.m, spec.cta_group, self.sparse, spec.ws)
-        self.mma_k = mma_k(self.kind, self.sparse)
+        self.k96 = self.form.k96
+        self.mma_k = mma_k(self.kind, self.sparse, self.k96)
         self.k_block = tile.facts["k_block"]
         self.steps = self.k_block // self.mma_k
         self.n_stages = spec.total_k // self.k_block
@@ -311,6 +314,14 @@ class _Kernel:
         self.sb4w = kb.reg("rd")
         e(f"shr.u32 {sb4}, {self.sbase}, 4;")
         e(f"cvt.u64.u32 {self.sb4w}, {sb4};")
+        # Absolute-LBO descriptors (K = 96, bit 52: 9.7.16.3.1.2) hold a second address in the LBO field
+        # (bits 16-29, also address >> 4): relocate it as well.
+        self.desc_base = {"relative": self.sb4w}
+        if any(op.attrs.get("lbo_mode") == "absolute" for op in self.tile.ops("tilec.smem_desc")):
+            both = kb.reg("rd")
+            e(f"shl.b64 {both}, {self.sb4w}, 16;")
+            e(f"or.b64 {both}, {both}, {self.sb4w};")
+            self.desc_base["absolute"] = both
         self.p_true = kb.reg("p")
         e(f"setp.eq.u32 {self.p_true}, 0, 0;")
         self.operands_setup()
@@ -467,13 +478,17 @@ class _Kernel:
         return lam
 
     def stage_a_tmem(self) -> None:
-        """A rows -> TMEM, 8 columns (256 bits) per MMA K step (tcgen05_tmem A_COLUMNS_PER_MMA)."""
+        """A rows -> TMEM, 8 columns (256 bits) per MMA K step, 12 for K = 96 (tcgen05_tmem.a_columns_per_mma)."""
+        from .tcgen05_tmem import a_columns_per_mma
+
         kb, e, spec = self.kb, self.e, self.spec
         a = spec.operands["A"]
         cbits = _tmem_container_bits(a.dtype, self.kind)
         k_stored = spec.total_k // 2 if self.sparse else spec.total_k
         pitch = k_stored * cbits // 8
-        stage_bytes = self.steps * 32
+        cols = a_columns_per_mma(self.k96)
+        step_bytes = 4 * cols                         # one 32-bit column per 4 bytes of the row
+        stage_bytes = self.steps * step_bytes
         kb.comment(f"A -> TMEM columns {self.plan.a}..{self.plan.a + self.plan.a_columns - 1}: "
                    f"{a.dtype} in {cbits}-bit containers, row pitch {pitch} B")
         row = self.logical_lane()
@@ -485,10 +500,10 @@ class _Kernel:
         e(f"mul.wide.u32 {so}, {self.kreg}, {stage_bytes};")
         e(f"add.u64 {addr}, {addr}, {so};")
         for s in range(self.steps):
-            x = kb.regs("r", 8)
-            e(f"ld.global.v4.b32 {{{', '.join(x[:4])}}}, [{addr}+{32 * s}];")
-            e(f"ld.global.v4.b32 {{{', '.join(x[4:])}}}, [{addr}+{32 * s + 16}];")
-            _tmem_store(kb, f"{self.twarp}+{self.plan.a + 8 * s}", x)
+            x = kb.regs("r", cols)
+            for q in range(0, cols, 4):               # 16-byte loads (rows and steps are 16-byte multiples)
+                e(f"ld.global.v4.b32 {{{', '.join(x[q:q + 4])}}}, [{addr}+{step_bytes * s + 4 * q}];")
+            _tmem_store(kb, self.twarp, x, self.plan.a + cols * s)
 
     def stage_metadata(self) -> None:
         """Sparse metadata -> TMEM (tcgen05_tmem.metadata_cell), the stage's MMAs' columns."""
@@ -553,22 +568,34 @@ class _Kernel:
                 e(f"shr.b32 {u}, {hi_words[w]}, {sh};")
                 e(f"shl.b32 {u}, {u}, 16;")
                 e(f"or.b32 {cells[w]}, {t}, {u};")
-        _tmem_store(kb, f"{self.twarp}+{self.plan.meta}", cells)
+        _tmem_store(kb, self.twarp, cells, self.plan.meta)
 
     def stage_scales(self) -> None:
-        """SFA / SFB -> TMEM (tcgen05_tmem.ScaleLayout): 32-row slices in every lane partition."""
+        """SFA / SFB -> TMEM (tcgen05_tmem.ScaleLayout): 32-row slices in every lane partition. Global memory
+        holds each row's factors compactly in K order (nsf per MMA); in TMEM MMA s starts at stream byte
+        s * stride, the bytes between (K = 96 block32: the fourth of each word) are zero."""
         kb, e, spec = self.kb, self.e, self.spec
         sfa, sfb = self.tile.facts["scale_layouts"]
         total_steps = spec.total_k // self.mma_k
         pitch = total_steps * sfa.nsf                 # bytes per row of SFA / SFB in global memory
-        stage_bytes = self.steps * sfa.nsf
-        groups = -(-stage_bytes // 4)
+        stage_bytes = self.steps * sfa.nsf            # global bytes of one stage of a row
+        groups = -(-sfa.stream_bytes(self.steps) // 4)
+        # global byte (within the row's stage) of each TMEM byte of each group; None = padding
+        sources = []
+        for g in range(groups):
+            row = []
+            for b in range(4 * g, 4 * g + 4):
+                src = sfa.byte_source(b)
+                row.append(None if src is None or src[0] >= self.steps else src[0] * sfa.nsf + src[1])
+            sources.append(row)
+        aligned = pitch % 4 == 0 and stage_bytes % 4 == 0
         r0 = kb.reg("r")
         e(f"and.b32 {r0}, {self.tid}, 31;")
         for name, lay, extent, base_row, col0 in (("SFA", sfa, spec.m // self.cta_group, self.m0, self.plan.sfa),
                                                   ("SFB", sfb, spec.n, self.n0, self.plan.sfb)):
             kb.comment(f"{name} -> TMEM columns {col0}..{col0 + lay.columns(self.steps) - 1} "
-                       f"({lay.nsf} per MMA, {lay.slices} column(s) per 4-byte group)")
+                       f"({lay.nsf} per MMA{f' every {lay.step_bytes} bytes' if lay.step_bytes != lay.nsf else ''}, "
+                       f"{lay.slices} column(s) per 4-byte group)")
             cells: list[list[str]] = [[] for _ in range(groups)]
             for s in range(lay.slices):
                 idx = kb.reg("r")
@@ -589,22 +616,23 @@ class _Kernel:
                 e(f"mad.lo.u32 {off}, {self.kreg}, {stage_bytes}, {off};")
                 e(f"cvt.u64.u32 {offw}, {off};")
                 e(f"add.u64 {addr}, {self.gptr[name]}, {offw};")
-                for g in range(groups):
+                for g, src in enumerate(sources):
                     word = kb.reg("r")
-                    if pitch % 4 == 0 and stage_bytes % 4 == 0:     # word-aligned: one 32-bit load
-                        e(f"ld.global.b32 {word}, [{addr}+{4 * g}];")
+                    first = src[0]
+                    if aligned and first is not None and first % 4 == 0 and src == list(range(first, first + 4)):
+                        e(f"ld.global.b32 {word}, [{addr}+{first}];")     # word-aligned: one 32-bit load
                         cells[g].append(word)
                         continue
-                    nbytes = min(4, stage_bytes - 4 * g)
-                    b = kb.regs("r", nbytes)
-                    for i in range(nbytes):
-                        e(f"ld.global.u8 {b[i]}, [{addr}+{4 * g + i}];")
-                    e(f"mov.b32 {word}, {b[0]};")
-                    for i in range(1, nbytes):
-                        e(f"bfi.b32 {word}, {b[i]}, {word}, {8 * i}, 8;")
+                    e(f"mov.b32 {word}, 0;")
+                    for i, at in enumerate(src):
+                        if at is None:
+                            continue
+                        byte = kb.reg("r")
+                        e(f"ld.global.u8 {byte}, [{addr}+{at}];")
+                        e(f"bfi.b32 {word}, {byte}, {word}, {8 * i}, 8;")
                     cells[g].append(word)
             for g in range(groups):
-                _tmem_store(kb, f"{self.twarp}+{col0 + g * lay.slices}", cells[g])
+                _tmem_store(kb, self.twarp, cells[g], col0 + g * lay.slices)
 
     # ---- MMA issue -------------------------------------------------------------------------------
     def issue_mmas(self) -> None:
@@ -618,20 +646,25 @@ class _Kernel:
         e(f"setp.ne.u32 {p_acc}, {self.kreg}, 0;")
         idesc_op = self.op("tilec.instr_desc")
         step_values = idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * self.steps)
+        from .tcgen05_tmem import a_columns_per_mma
+
         da = self.tile.op("tilec.smem_desc", "A")       # None when A is in TMEM
-        db = self.op("tilec.smem_desc", "B").attrs["values"]
+        db_op = self.op("tilec.smem_desc", "B")
+        db = db_op.attrs["values"]
         fmt = metadata_format(self.kind) if self.sparse else None
         sfa, sfb = self.tile.facts.get("scale_layouts", (None, None))
+        a_cols = a_columns_per_mma(self.k96)
         for s in range(self.steps):
             if self.a_tmem:
                 a = kb.reg("r")
-                e(f"add.u32 {a}, {self.taddr}, {self.plan.a + 8 * s};")
+                e(f"add.u32 {a}, {self.taddr}, {self.plan.a + a_cols * s};")
             else:
                 assert da is not None
                 a = kb.reg("rd")
-                e(f"add.u64 {a}, {self.sb4w}, {int(da.attrs['values'][s]):#018x};")
+                base = self.desc_base[da.attrs.get("lbo_mode", "relative")]
+                e(f"add.u64 {a}, {base}, {int(da.attrs['values'][s]):#018x};")
             b = kb.reg("rd")
-            e(f"add.u64 {b}, {self.sb4w}, {int(db[s]):#018x};")
+            e(f"add.u64 {b}, {self.desc_base[db_op.attrs.get('lbo_mode', 'relative')]}, {int(db[s]):#018x};")
             operands = {}
             if fmt is not None:
                 _, col = fmt.selector_and_column(s)

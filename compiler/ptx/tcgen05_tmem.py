@@ -23,9 +23,11 @@ Sources, per rule:
   CUTLASS `tmem_sf_frg` (row r = r0 + 32*r1 -> lane r0 of every 32-lane partition, column r1, the
   scale factors of one MMA in consecutive bytes; SFB of the 2x2 data path: N halves in lane halves;
   `make_runtime_instr_desc_block_scaled`: "The first 2-bits of TMEM address includes byte address").
+  K = 96 (sm_103a): 3 (block32) / 6 (block16) factors per MMA (9.7.16.10.7.2.4-.5, .3.4-.5), SF IDs
+  0-3 / 0, 2 drawn in Figures 243-258 (images); see `ScaleLayout` for the placement tilec chooses.
 - A in TMEM: lane = the row's D lane (9.7.16.10.5: "A, D and the sparsity metadata" share the lane
   alignment), K packed along columns, 256 bits (8 columns) per MMA (CUTLASS: "Logical shape-K is always
-  256 bits"); fp4/fp6 under f8f6f4/mxf8f6f4 one per byte (PTX 9.7.16.10.4.3; container bits as the
+  256 bits"; K = 96: 384 bits, extrapolated, `a_columns_per_mma`); fp4/fp6 under f8f6f4/mxf8f6f4 one per byte (PTX 9.7.16.10.4.3; container bits as the
   reference model: compiler/sim/numerics.tmem_element_slots). .ws M<128 and cta_group::2 M=128 repeat the
   rows in every lane group like the metadata (CUTLASS TS atoms: "should be duplicated").
 """
@@ -39,6 +41,15 @@ LANES = 128
 COLUMNS = 512
 LANE_GROUP = 32            # lanes one warp reaches (9.7.16.8.3)
 A_COLUMNS_PER_MMA = 8      # 256 bits of one row of A per MMA (CUTLASS "Logical shape-K is always 256 bits")
+# Bits of one row of A per MMA, by K = 96 (Table 44 bit 31): every other shape reads 256 bits (above); a
+# K = 96 MMA reads 96 packed e2m1 values = 384 bits. Extrapolated: no source documents A in TMEM with K = 96
+# (CUTLASS's SM103 atoms read A from shared memory only); K packed along columns as for every other K.
+_A_ROW_BITS = {False: 256, True: 96 * 4}
+
+
+def a_columns_per_mma(k96: bool = False) -> int:
+    """TMEM columns (32 bits each) one row of A in TMEM occupies per MMA."""
+    return _A_ROW_BITS[k96] // 32
 
 
 # --------------------------------------------------------------------------------------------------
@@ -218,25 +229,71 @@ SCALE_FACTORS_PER_MMA = {("mxf8f6f4", "scale_vec::1X"): 1, ("mxf8f6f4", "block32
                          ("mxf4", "scale_vec::2X"): 2, ("mxf4", "block32"): 2, ("mxf4", "implicit"): 2,
                          ("mxf4nvf4", "scale_vec::2X"): 2, ("mxf4nvf4", "block32"): 2,
                          ("mxf4nvf4", "scale_vec::4X"): 4, ("mxf4nvf4", "block16"): 4}
+# K = 96 (sm_103a): 9.7.16.10.7.2.4 / .3.4 "three scale factors per row ... block size as 32" (block32,
+# "semantically equivalent to scale_vec::3X"; mxf4's omitted size is block32) and .2.5 / .3.5 "six scale
+# factors per row ... block size as 16" (block16, "scale_vec::6X"). The .scale_vec::NX spellings are
+# defined only for K = 64 / 128 (tcgen05_forms.Tcgen05Mma._check_k96).
+K96_SCALE_FACTORS_PER_MMA = {("mxf4", "block32"): 3, ("mxf4", "implicit"): 3,
+                             ("mxf4nvf4", "block32"): 3, ("mxf4nvf4", "block16"): 6}
+
+
+def scale_factors_per_mma(kind: str, block_scale: str, k96: bool = False) -> int:
+    """Scale factors per row of A (and per column of B) of one MMA."""
+    table = K96_SCALE_FACTORS_PER_MMA if k96 else SCALE_FACTORS_PER_MMA
+    if (kind, block_scale) not in table:
+        raise SpecError(f"no scale-factor layout for kind::{kind} .{block_scale}{' with K = 96' if k96 else ''} "
+                        f"(PTX 9.7.16.10.7.1 Table 54)", "block_scale.vec")
+    return table[(kind, block_scale)]
+
+
+def scale_id_step(kind: str) -> int:
+    """Granularity (bytes) of the SF IDs the kind's instruction descriptor can hold: Table 43 bits 29-30 /
+    4-5 take 0-3 (any byte of the word), Table 44 takes 0 or 2 (half words)."""
+    from ..descriptors.instr import CODES
+
+    ids = sorted(CODES[kind]["a_scale_id"])
+    return min(b - a for a, b in zip(ids, ids[1:])) if len(ids) > 1 else 4
 
 
 @dataclass(frozen=True)
 class ScaleLayout:
     """Where one operand's scale factors of one stage sit: a *group* is 4 bytes (one 32-bit column
-    per 32-row slice); the NSF factors of MMA `step` are bytes [b, b + NSF) of group b // 4 with
-    b = step * NSF, and `b % 4` is the idesc's SF ID (9.7.16.10.7.2/.3: "byte offset in the Tensor
-    Memory word")."""
+    per 32-row slice). Each row's factors form a byte stream through consecutive groups; MMA `step` owns
+    stream bytes [b, b + nsf) with b = step * stride, and `b % 4` is the idesc's SF ID (9.7.16.10.7.2/.3:
+    "byte offset in the Tensor Memory word").
+
+    `stride` = nsf rounded up to the SF-ID granularity of the descriptor (`scale_id_step`): equal to nsf
+    for every K but 96. K = 96 block32 (3 factors, Table 44 IDs 0 / 2) takes stride 4, so every MMA starts
+    a word at SF ID 0 (Figures 243 / 247: SFB_ID 0) and its factors stay inside it; the fourth byte is
+    padding. K = 96 block16 (6 factors) takes stride 6: SF IDs alternate 0 and 2 (Figures 253-258 draw
+    SFB_ID 0 and 2) and every MMA's factors continue past the end of their word. Where they continue is
+    not in the PTX text (the figures are images): modelled as the same lane and column in the next group
+    (the stream continues), i.e. + `slices` columns. Single reading, not confirmed on silicon."""
     nsf: int                  # scale factors per MMA per row
     slices: int               # 32-row slices = columns per group
     halves: int               # 2: SFB of the 2x2 data path, N halves in lane halves; else 1
+    stride: int = 0           # stream bytes per MMA (0: = nsf)
+
+    @property
+    def step_bytes(self) -> int:
+        return self.stride or self.nsf
 
     def step_position(self, step: int) -> tuple[int, int]:
         """(column offset of the MMA's scale-factor address, SF ID)."""
-        byte = step * self.nsf
+        byte = step * self.step_bytes
         return (byte // 4) * self.slices, byte % 4
 
+    def stream_bytes(self, steps: int) -> int:
+        """Bytes of a row's stream that `steps` MMAs use (through the last MMA's last factor)."""
+        return (steps - 1) * self.step_bytes + self.nsf if steps else 0
+
     def columns(self, steps: int) -> int:
-        return -(-steps * self.nsf // 4) * self.slices
+        return -(-self.stream_bytes(steps) // 4) * self.slices
+
+    def byte_source(self, byte: int) -> tuple[int, int] | None:
+        """(MMA step, factor index) stored at stream byte `byte`, or None for padding."""
+        step, j = divmod(byte, self.step_bytes)
+        return (step, j) if j < self.nsf else None
 
     def lanes_of(self, index: int, extent: int) -> tuple[tuple[int, int], ...]:
         """((lane, column offset in a group), ...) holding row/column `index` of an extent-long operand:
@@ -258,17 +315,21 @@ class ScaleLayout:
         return index if index < extent else None
 
 
-def scale_layouts(kind: str, block_scale: str, dp: DataPath, n: int) -> tuple[ScaleLayout, ScaleLayout]:
+def scale_layouts(kind: str, block_scale: str, dp: DataPath, n: int,
+                  k96: bool = False) -> tuple[ScaleLayout, ScaleLayout]:
     """(SFA, SFB) layouts of one CTA for a block-scaled tile."""
-    nsf = SCALE_FACTORS_PER_MMA[(kind, block_scale)]
-    sfa = ScaleLayout(nsf, -(-dp.rows // LANE_GROUP), 1)
+    nsf = scale_factors_per_mma(kind, block_scale, k96)
+    granule = scale_id_step(kind)
+    stride = -(-nsf // granule) * granule
+    stride = 0 if stride == nsf else stride
+    sfa = ScaleLayout(nsf, -(-dp.rows // LANE_GROUP), 1, stride)
     if dp.organization == "folded":
         if (n // 2) % LANE_GROUP and n // 2 > LANE_GROUP:
             raise SpecError(f"SFB of the 2x2 data path (layout {dp.layout}) needs N/2 a multiple of 32 or "
                             f"at most 32, not N={n}", "shape.N")
-        sfb = ScaleLayout(nsf, -(-(n // 2) // LANE_GROUP), 2)
+        sfb = ScaleLayout(nsf, -(-(n // 2) // LANE_GROUP), 2, stride)
     else:
-        sfb = ScaleLayout(nsf, -(-n // LANE_GROUP), 1)
+        sfb = ScaleLayout(nsf, -(-n // LANE_GROUP), 1, stride)
     return sfa, sfb
 
 
