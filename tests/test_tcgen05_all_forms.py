@@ -3,9 +3,10 @@ assembled by ptxas for every target the form claims.
 
 The forms are `tcgen05_forms.all_forms()` (9.7.16.10.9.1-4: kinds, cta_group, .sp, .ws, A in TMEM,
 .block_scale vector sizes, collector usage, .ashift, disable-output-lane, scale-input-d, zero-column
-mask) minus K = 96, which the DSL cannot write yet (k96.tile in tests/lit/tcgen05_forms: the DSL's K is
-Table 39's instruction K). `.block_scale` without a vector size is the DSL's bare `block_scale;`
-(a tile with no block_scale statement at all is rejected: mx_no_block_scale.tile). The targets of a form
+mask, and the K = 96 shape of mxf4/mxf4nvf4: `shape K=96`, sm_103a only, with a loop K of 768 = one
+stage of 128-byte swizzle rows, tests/test_tcgen05_k96.py). `.block_scale` without a vector size is the
+DSL's bare `block_scale;` (a tile with no block_scale statement at all is rejected: mx_no_block_scale.tile).
+The targets of a form
 are `form.requirements().targets` (Table 60/61 rows); every other Blackwell target must be rejected with
 a diagnostic on the `target` statement.
 
@@ -30,11 +31,12 @@ from compiler.driver import compile_source
 from compiler.ptx.tcgen05_tmem import data_path
 from compiler.ptxas import find_ptxas
 from compiler.tcgen05_forms import TCGEN05_TARGETS, Tcgen05Mma, all_forms, infer_ptx_version
+from compiler.passes.layout_selection import k_quantum
 from compiler.tcgen05_kinds import mma_k, shape_rule
 from compiler.targets import TARGETS, format_version
 
 ALL_FORMS = all_forms()
-EXPRESSIBLE = [f for f in ALL_FORMS if not f.k96]
+EXPRESSIBLE = ALL_FORMS                 # every form has a DSL spelling (K = 96 included)
 BLACKWELL = sorted(TCGEN05_TARGETS, key=list(TARGETS).index)
 
 # Operand types per kind (Table 39 / Tables 42-44): mixed A/B types where the kind allows them.
@@ -49,7 +51,7 @@ SCALE_TYPE = {"block16": "ue4m3", "scale_vec::4X": "ue4m3"}
 
 
 def legal_ms(form: Tcgen05Mma) -> tuple[int, ...]:
-    ms = shape_rule(form.kind, form.cta_group, form.sparse, form.ws).ms
+    ms = shape_rule(form.kind, form.cta_group, form.sparse, form.ws, form.k96).ms
     return tuple(m for m in ms if not form.ashift or m in (128, 256))     # 9.7.16.10.9.1 .ashift M rule
 
 
@@ -58,13 +60,15 @@ def tile_text(form: Tcgen05Mma, target: str, name: str = "t", variant: int = 0) 
     a, b, d = TYPES[form.kind]
     ms = legal_ms(form)
     m = ms[variant % len(ms)]
-    k = mma_k(form.kind, form.sparse)
+    k = mma_k(form.kind, form.sparse, form.k96)
+    # K = 96 stages hold whole 128-byte swizzle rows: 8 MMAs of 48 bytes (layout_selection.k_quantum)
+    loop = k_quantum(k, 4, True) if form.k96 else 2 * k
     engine = f"engine tcgen05 kind={form.kind} cta_group={form.cta_group}"
     engine += " ws" * form.ws + " ashift" * form.ashift
     if form.collector:
         engine += f" collector={form.collector}"
     lines = [f"target {target};", f"tile {name} {{", f"  {engine};", f"  shape M={m} N=64 K={k};",
-             f"  loop K={2 * k};", f"  A: {a} {'tmem' if form.a_in_tmem else 'smem'};", f"  B: {b} smem;",
+             f"  loop K={loop};", f"  A: {a} {'tmem' if form.a_in_tmem else 'smem'};", f"  B: {b} smem;",
              f"  D: {d} tmem;"]
     if form.sparse:
         lines.append(f"  sparsity {RATIO[form.kind]} " + ("pattern=rotate;" if variant % 2 else "metadata=runtime;"))
@@ -92,11 +96,16 @@ def _variant(i: int) -> int:
 # --------------------------------------------------------------------------------------------------
 # The set of forms
 
-def test_inexpressible_forms_are_k96():
-    """Only K = 96 is left out (it has a lit test in tcgen05_forms/)."""
-    left_out = [f for f in ALL_FORMS if f not in EXPRESSIBLE]
-    assert left_out and all(f.k96 for f in left_out)
-    assert len(EXPRESSIBLE) == len(ALL_FORMS) - len(left_out) >= 1400
+def test_every_form_is_expressible_k96_included():
+    """No form is left out: the K = 96 forms (Table 39's K = 96 row x block16/block32/omitted size x A
+    space x collector usage) are among them, written `shape K=96` (lit tests in tcgen05_forms/k96*.tile)."""
+    k96 = [f for f in EXPRESSIBLE if f.k96]
+    assert EXPRESSIBLE == ALL_FORMS and len(EXPRESSIBLE) >= 1400
+    # mxf4: block32 and the omitted size (= block32); mxf4nvf4: block16, block32 (Tcgen05Mma._check_k96),
+    # each with A in smem / TMEM and 5 collector choices (None + a::fill/use/lastuse/discard)
+    assert len(k96) == 4 * 2 * 5
+    assert {(f.kind, f.block_scale) for f in k96} == {("mxf4", "block32"), ("mxf4", "implicit"),
+                                                      ("mxf4nvf4", "block16"), ("mxf4nvf4", "block32")}
     lit = Path(__file__).parent / "lit" / "tcgen05_forms"
     assert (lit / "k96.tile").exists() and (lit / "mx_no_block_scale.tile").exists()
 
@@ -228,7 +237,7 @@ def _sample() -> list:
     options and the plainest one, plus every collector op, each on a rotating claimed target."""
     by_sig = defaultdict(list)
     for i, f in enumerate(EXPRESSIBLE):
-        by_sig[(f.kind, f.cta_group, f.ws, f.sparse, f.a_in_tmem, f.block_scale)].append((i, f))
+        by_sig[(f.kind, f.cta_group, f.ws, f.sparse, f.a_in_tmem, f.block_scale, f.k96)].append((i, f))
     picked = {}
     for group in by_sig.values():
         def options(item):
