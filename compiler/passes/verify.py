@@ -133,6 +133,13 @@ class Verify(Pass):
         # K = 96 is its own Table 39 row (dense mxf4 / mxf4nvf4, cta_group::2, M = 256; idesc bit 31, Table
         # 44); no other row has K = 96, so `shape K=96` always asks for it and the row's rules blame the rest.
         k96 = spec.k == 96
+        if k96 and kind_info(kind).k96:
+            # the K = 96 row's own conditions, blamed on the statement that breaks them
+            for broken, what, field in ((spec.cta_group != 2, "cta_group::2 (a CTA pair, M = 256)",
+                                         "engine.cta_group"),
+                                        (sparse, "a dense A (there is no sparse K = 96 MMA)", "sparsity")):
+                if broken:
+                    raise SpecError(f"K = 96 needs {what} (PTX Table 39)", field, _K96_HINT)
         try:
             check_shape(kind, spec.m, spec.n, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws, k96=k96)
         except SpecError as e:

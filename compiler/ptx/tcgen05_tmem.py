@@ -27,9 +27,10 @@ Sources, per rule:
   0-3 / 0, 2 drawn in Figures 243-258 (images); see `ScaleLayout` for the placement tilec chooses.
 - A in TMEM: lane = the row's D lane (9.7.16.10.5: "A, D and the sparsity metadata" share the lane
   alignment), K packed along columns, 256 bits (8 columns) per MMA (CUTLASS: "Logical shape-K is always
-  256 bits"; K = 96: 384 bits, extrapolated, `a_columns_per_mma`); fp4/fp6 under f8f6f4/mxf8f6f4 one per byte (PTX 9.7.16.10.4.3; container bits as the
-  reference model: compiler/sim/numerics.tmem_element_slots). .ws M<128 and cta_group::2 M=128 repeat the
-  rows in every lane group like the metadata (CUTLASS TS atoms: "should be duplicated").
+  256 bits"; K = 96: 384 bits, extrapolated, `a_columns_per_mma`); fp4/fp6 under f8f6f4/mxf8f6f4 one per
+  byte (PTX 9.7.16.10.4.3; container bits as the reference model: compiler/sim/numerics.tmem_element_slots).
+  .ws M<128 and cta_group::2 M=128 repeat the rows in every lane group like the metadata (CUTLASS TS
+  atoms: "should be duplicated").
 """
 from __future__ import annotations
 
