@@ -57,7 +57,10 @@ def get_parser():
         except Exception:       # a stale or foreign cache file: rebuild below
             parser = None
     if parser is None:
-        parser = lark.Lark(text, parser="lalr", propagate_positions=False, maybe_placeholders=False)
+        # The basic lexer builds one scanner; the contextual one compiles a scanner per parser state on
+        # first use (~10 ms of regex compilation on every cold start). The grammar needs no context.
+        parser = lark.Lark(text, parser="lalr", lexer="basic", propagate_positions=False,
+                           maybe_placeholders=False)
         try:
             import tempfile
 
