@@ -111,8 +111,12 @@ class Stuck(Exception):
 MODES = {"eager": ("eager", False), "lazy": ("lazy", True), "late_mma": ("eager", True)}
 
 
+CLUSTER_BIT = 24          # the model's shared::cluster addresses: (rank + 1) << 24 | CTA-local shared address
+
+
 class WgmmaModel:
-    """Runs the emitted PTX text of one kernel over a grid (module docstring, part 1)."""
+    """Runs the emitted PTX text of one kernel over a grid, a cluster of CTAs at a time (module docstring,
+    part 1). Per CTA: shared memory, mbarriers, warps; warps of every CTA of the cluster interleave."""
 
     def __init__(self, text, cfg, mem, buffers, params, tmaps, mode, order, rng, smem_window=528):
         self.cfg, self.mem, self.buffers, self.params = cfg, mem, buffers, params
@@ -120,7 +124,7 @@ class WgmmaModel:
         self.land, self.late_mma = MODES[mode]
         self.window = smem_window                    # the dynamic buffer's shared address (not aligned)
         self.prog, self.labels = self._parse(text)
-        self.stats = {"tma": 0, "wgmma": 0, "arrive": 0}
+        self.stats = {"tma": 0, "wgmma": 0, "arrive": 0, "multicast": 0}
         self.storage = sparse._np_dtype(cfg.form.a_type), sparse._np_dtype(cfg.form.b_type)
 
     @staticmethod
@@ -149,7 +153,9 @@ class WgmmaModel:
         if x == "%tid.x":
             return w["tid"].astype(np.uint64)
         if x == "%ctaid.x":
-            return np.full(32, self.cta, np.uint64)
+            return np.full(32, w["cta"]["ctaid"], np.uint64)
+        if x == "%cluster_ctarank":
+            return np.full(32, w["cta"]["rank"], np.uint64)
         if x.startswith("%"):
             self.check_free(w, x)
             return w["r"][x]
@@ -182,30 +188,41 @@ class WgmmaModel:
         return any(s <= a and a + n <= s + size for nm, (s, size) in self.buffers.items()
                    if names is None or nm in names)
 
-    def sread(self, a, n):
-        assert self.window <= a and a + n <= self.window + self.cfg.smem_bytes, f"shared read {a:#x}+{n}"
-        return self.smem[a:a + n]
+    def in_window(self, a, n=1):
+        return self.window <= a and a + n <= self.window + self.cfg.smem_bytes
 
-    def swrite(self, a, data):
-        assert self.window <= a and a + len(data) <= self.window + self.cfg.smem_bytes, f"shared write {a:#x}"
-        self.smem[a:a + len(data)] = data
+    def sread(self, cta, a, n):
+        assert self.in_window(a, n), f"shared read {a:#x}+{n}"
+        return cta["smem"][a:a + n]
+
+    def swrite(self, cta, a, data):
+        assert self.in_window(a, len(data)), f"shared write {a:#x}"
+        cta["smem"][a:a + len(data)] = data
+
+    def cluster_target(self, w, a):
+        """(CTA, local address) of a shared::cluster address (a plain shared address is the own CTA's)."""
+        rank, local = divmod(int(a), 1 << CLUSTER_BIT)
+        cta = self.ctas[rank - 1] if rank else w["cta"]
+        assert not all(x["done"] for x in cta["warps"]), "shared::cluster access to a CTA that has exited"
+        return cta, local
 
     # -- mbarriers (9.7.13.15) -----------------------------------------------------------------------------
-    def bar_state(self, a):
-        assert a % 8 == 0 and a in self.mbar, f"mbarrier at {a:#x} not initialised"
-        return self.mbar[a]
+    @staticmethod
+    def bar_state(cta, a):
+        assert a % 8 == 0 and a in cta["mbar"], f"mbarrier at {a:#x} not initialised"
+        return cta["mbar"][a]
 
-    def bar_arrive(self, a, tx=0):
-        b = self.bar_state(a)
+    def bar_arrive(self, cta, a, tx=0):
+        b = self.bar_state(cta, a)
         b["tx"] += tx
         b["pending"] -= 1
         assert b["pending"] >= 0, f"more arrivals than expected on mbarrier {a:#x}"
         self.bar_check(b)
         self.stats["arrive"] += 1
 
-    def bar_complete_tx(self, a, nbytes):
-        b = self.bar_state(a)
-        b["tx"] -= nbytes
+    def bar_complete_tx(self, cta, a, nbytes):
+        b = self.bar_state(cta, a)
+        b["tx"] -= nbytes                        # may go negative first: a peer's bytes before our expect_tx
         self.bar_check(b)
 
     @staticmethod
@@ -215,14 +232,14 @@ class WgmmaModel:
             b["pending"] = b["count"]
 
     # -- TMA ----------------------------------------------------------------------------------------------
-    def tma(self, w, dst, tm, coords, bar):
+    def tma(self, w, dst, tm, coords, bar, mask=None):
         assert tm in w["fenced"], "tensor map used before fence.proxy.tensormap"
         spec = self.tmaps[tm]
         x, y = coords
         inner, rows = spec["box"]
         eb = spec["elem_bytes"]
         assert 0 <= x and x + inner <= spec["dims"][0] and 0 <= y and y + rows <= spec["dims"][1], "TMA box out of bounds"
-        assert dst % 128 == 0, "TMA destination must be 128-byte aligned"
+        assert dst % 128 == 0 and dst < 1 << CLUSTER_BIT, "TMA destination: a 128-byte aligned local address"
         stride = spec["strides"][0]
         row_bytes = inner * eb
         data = []
@@ -234,21 +251,25 @@ class WgmmaModel:
         logical = dst + np.arange(block.size)
         xor_bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[spec["swizzle"]]
         phys = logical ^ (((logical >> 7) & ((1 << xor_bits) - 1)) << 4)
+        # multicast: the same offsets (data and mbarrier) in every CTA of the mask
+        targets = [w["cta"]] if mask is None else [c for c in self.ctas if mask >> c["rank"] & 1]
         self.stats["tma"] += 1
-        copy = (phys, block, bar)
-        if self.land == "eager":
-            self.land_copy(copy)
-        else:
-            self.pending.append(copy)
+        self.stats["multicast"] += mask is not None
+        for cta in targets:
+            copy = (cta, phys, block, bar)
+            if self.land == "eager":
+                self.land_copy(copy)
+            else:
+                self.pending.append(copy)
 
     def land_copy(self, copy):
-        phys, block, bar = copy
-        assert (phys >= self.window).all() and (phys < self.window + self.cfg.smem_bytes).all()
-        self.smem[phys] = block
-        self.bar_complete_tx(bar, block.size)
+        cta, phys, block, bar = copy
+        assert all(self.in_window(int(a)) for a in (phys.min(), phys.max()))
+        cta["smem"][phys] = block
+        self.bar_complete_tx(cta, bar, block.size)
 
     # -- wgmma (9.7.15.6) ---------------------------------------------------------------------------------
-    def read_operand(self, desc, rows, row_bytes, row0):
+    def read_operand(self, cta, desc, rows, row_bytes, row0):
         """Bytes [rows][row_bytes] of a K-major operand from its descriptor, rows row0.. (9.7.15.5.1.2)."""
         start = (desc & 0x3FFF) << 4
         lbo = ((desc >> 16) & 0x3FFF) << 4
@@ -266,15 +287,14 @@ class WgmmaModel:
             bits = {"32B": 1, "64B": 2, "128B": 3}[swz]
             a = start + (r // 8) * sbo + (r % 8) * width + b
             a = a ^ ((((a >> 7) - base_offset) & ((1 << bits) - 1)) << 4)
-        assert (a >= self.window).all() and (a < self.window + self.cfg.smem_bytes).all(), "descriptor read"
-        return self.smem[a]
+        assert self.in_window(int(a.min())) and self.in_window(int(a.max())), "descriptor read"
+        return cta["smem"][a]
 
     def run_wgmma(self, w, op):
         cfg, form = self.cfg, self.cfg.form
         warp = (int(w["tid"][0]) // 32) % 4
-        da, db = op["a"], op["b"]
-        comp = self.read_operand(da, 16, 32, 16 * warp).view(self.storage[0])       # 16 rows x K/2
-        bt = self.read_operand(db, cfg.cta_n, 64, 0).view(self.storage[1])           # N rows x K
+        comp = self.read_operand(w["cta"], op["a"], 16, 32, 16 * warp).view(self.storage[0])   # 16 rows x K/2
+        bt = self.read_operand(w["cta"], op["b"], cfg.cta_n, 64, 0).view(self.storage[1])      # N rows x K
         words = w["r"][op["meta"]].astype(np.uint32)
         sup = metadata_suppliers(form.layout, op["sel"])
         lane = np.arange(32)
@@ -297,7 +317,7 @@ class WgmmaModel:
 
     # -- one warp until it blocks -------------------------------------------------------------------------
     def step_warp(self, w):
-        """Run until ret / bar.sync / a failed try_wait; returns (state, progressed)."""
+        """Run until ret / a barrier / a failed try_wait / a release; returns (state, progressed)."""
         prog, labels = self.prog, self.labels
         progressed = False
         while True:
@@ -318,16 +338,18 @@ class WgmmaModel:
                 if not w["alive"].any():
                     return "ret", True
                 continue
-            if op == "bar.sync":
-                assert act.all() and w["alive"].all(), "bar.sync by part of a warp"
-                bid = int(self.val(w, ops[0])[0])
-                count = int(ops[1]) if len(ops) > 1 else self.cfg.threads
-                w["bar"] = (bid, count)
+            if op in ("bar.sync", "barrier.cluster.arrive.release.aligned"):
+                assert act.all() and w["alive"].all(), f"{op} by part of a warp"
+                if op == "bar.sync":
+                    w["bar"] = (w["cta"]["rank"], int(self.val(w, ops[0])[0]),
+                                int(ops[1]) if len(ops) > 1 else self.cfg.threads)
+                else:                              # arrive + the wait that follows: the whole cluster
+                    w["bar"] = ("cluster", 0, self.cfg.threads * len(self.ctas))
                 return "bar", True
             if op.startswith("mbarrier.try_wait"):
                 a = self.addr(w, ops[1])[act]
                 parity = self.val(w, ops[2])[act]
-                ok = np.array([self.bar_state(int(x))["phase"] % 2 != int(p) for x, p in zip(a, parity)])
+                ok = np.array([self.bar_state(w["cta"], int(x))["phase"] % 2 != int(p) for x, p in zip(a, parity)])
                 full = np.zeros(32, bool)
                 full[act] = ok
                 self.setr(w, ops[0], full, act)
@@ -336,12 +358,13 @@ class WgmmaModel:
                 continue
             self.exec(w, op, ops, act)
             progressed = True
-            if op.startswith("mbarrier.arrive.shared"):
+            if op.startswith("mbarrier.arrive.shared") or op.startswith("mbarrier.arrive.release"):
                 return "yield", True             # whoever waits on a release may run before this warp goes on
 
     def exec(self, w, op, ops, act):
         v = lambda x: self.val(w, x)                      # noqa: E731
         base = op.split(".")[0]
+        cta = w["cta"]
         if base == "ld" and ".param." in op:
             self.setr(w, ops[0], np.full(32, self.params[ops[1].strip("[]")], np.uint64), act)
         elif base in ("mov", "cvta"):
@@ -372,20 +395,28 @@ class WgmmaModel:
         elif base in ("fence", "prefetch"):
             if op.startswith("fence.proxy.tensormap"):
                 w["fenced"].update(int(x) for x in self.addr(w, ops[0])[act])
+        elif op == "barrier.cluster.wait.acquire.aligned":
+            pass                                            # folded into the arrive (step_warp)
+        elif op == "mapa.shared::cluster.u32":
+            assert (v(ops[1]) < 1 << CLUSTER_BIT).all()
+            self.setr(w, ops[0], ((v(ops[2]) + np.uint64(1)) << np.uint64(CLUSTER_BIT)) | v(ops[1]), act)
         elif op == "mbarrier.init.shared::cta.b64":
             for a in self.addr(w, ops[0])[act]:
-                assert int(a) not in self.mbar, "mbarrier initialised twice"
-                self.mbar[int(a)] = {"count": int(ops[1]), "pending": int(ops[1]), "tx": 0, "phase": 0}
+                assert int(a) not in cta["mbar"], "mbarrier initialised twice"
+                cta["mbar"][int(a)] = {"count": int(ops[1]), "pending": int(ops[1]), "tx": 0, "phase": 0}
         elif op.startswith("mbarrier.arrive"):
             tx = int(ops[2]) if "expect_tx" in op else 0
             for a in self.addr(w, ops[1])[act]:
-                self.bar_arrive(int(a), tx)
+                target, local = self.cluster_target(w, a) if ".shared::cluster" in op else (cta, int(a))
+                self.bar_arrive(target, local, tx)
         elif op.startswith("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"):
             m = re.fullmatch(r"\[(%\w+), \{(%\w+), (%\w+)\}\]", ops[1])
             dst, bar = self.addr(w, ops[0]), self.addr(w, ops[2])
             tm, cx, cy = (v(m.group(i)) for i in (1, 2, 3))
+            mask = v(ops[3]) if op.endswith(".multicast::cluster") else None
             for lane in np.flatnonzero(act):
-                self.tma(w, int(dst[lane]), int(tm[lane]), (int(cx[lane]), int(cy[lane])), int(bar[lane]))
+                self.tma(w, int(dst[lane]), int(tm[lane]), (int(cx[lane]), int(cy[lane])), int(bar[lane]),
+                         None if mask is None else int(mask[lane]))
         elif op.startswith("wgmma.mma_async.sp"):
             assert act.all() and w["alive"].all(), "wgmma by part of a warp"
             acc = _regs(ops[0])
@@ -413,7 +444,7 @@ class WgmmaModel:
             a = self.addr(w, ops[1])
             full = [np.zeros(32, np.uint64) for _ in regs]
             for lane in np.flatnonzero(act):
-                words = self.sread(int(a[lane]), 4 * len(regs)).view(np.uint32)
+                words = self.sread(cta, int(a[lane]), 4 * len(regs)).view(np.uint32)
                 for i in range(len(regs)):
                     full[i][lane] = words[i]
             for reg, x in zip(regs, full):
@@ -422,7 +453,7 @@ class WgmmaModel:
             a = self.addr(w, ops[0])
             words = np.stack([v(r).astype(np.uint32) for r in _regs(ops[1])], -1)
             for lane in np.flatnonzero(act):
-                self.swrite(int(a[lane]), words[lane].view(np.uint8))
+                self.swrite(cta, int(a[lane]), words[lane].view(np.uint8))
         elif base == "ld" and ".global." in op:
             regs = _regs(ops[0])
             a = self.addr(w, ops[1])
@@ -450,13 +481,17 @@ class WgmmaModel:
         else:
             raise NotImplementedError(op)
 
-    def run_cta(self, cta: int):
-        self.cta = cta
-        self.smem = self.rng.integers(0, 256, self.window + self.cfg.smem_bytes, dtype=np.uint8)   # garbage
-        self.mbar, self.pending = {}, []
+    def run_cluster(self, first: int, size: int):
+        """CTAs first .. first+size-1 (one cluster), their warps interleaved until every one returned."""
+        self.ctas = [{"ctaid": first + r, "rank": r, "mbar": {},
+                      "smem": self.rng.integers(0, 256, self.window + self.cfg.smem_bytes, dtype=np.uint8)}  # garbage
+                     for r in range(size)]
+        self.pending = []
         warps = [{"pc": 0, "r": {}, "tid": np.arange(32) + 32 * i, "alive": np.ones(32, bool), "groups": [],
-                  "open": [], "fenced": set(), "bar": None, "done": False}
-                 for i in range(self.cfg.threads // 32)]
+                  "open": [], "fenced": set(), "bar": None, "done": False, "cta": cta}
+                 for cta in self.ctas for i in range(self.cfg.threads // 32)]
+        for cta in self.ctas:
+            cta["warps"] = [w for w in warps if w["cta"] is cta]
         steps = 0
         while not all(w["done"] for w in warps):
             steps += 1
@@ -469,10 +504,10 @@ class WgmmaModel:
                 state, moved = self.step_warp(w)
                 progressed |= moved
                 w["done"] = state == "ret"
-            # named barriers: release a group once `count` threads wait on the id
-            for bid in {w["bar"][0] for w in warps if w["bar"] is not None}:
-                waiting = [w for w in warps if w["bar"] is not None and w["bar"][0] == bid]
-                counts = {w["bar"][1] for w in waiting}
+            # barriers: release a group once `count` threads wait on the same (CTA, id) / the cluster's
+            for key in {w["bar"][:2] for w in warps if w["bar"] is not None}:
+                waiting = [w for w in warps if w["bar"] is not None and w["bar"][:2] == key]
+                counts = {w["bar"][2] for w in waiting}
                 assert len(counts) == 1, "bar.sync with different counts"
                 if 32 * len(waiting) == counts.pop():
                     for w in waiting:
@@ -480,7 +515,7 @@ class WgmmaModel:
                     progressed = True
             if not progressed:
                 if not self.pending:
-                    raise Stuck(f"deadlock in CTA {cta}: " + ", ".join(
+                    raise Stuck(f"deadlock in CTAs {first}..: " + ", ".join(
                         f"warp {i} pc {w['pc']} {'bar' if w['bar'] else 'done' if w['done'] else 'spin'}"
                         for i, w in enumerate(warps)))
                 self.land_copy(self.pending.pop(int(self.rng.integers(len(self.pending)))))
@@ -531,8 +566,8 @@ def run_model(cfg, m, n, k, mode="eager", order="forward", seed=0, transform=Non
             "swizzle": {code: name for name, code in TMA_SWIZZLE.items()}[t["swizzle"]]}
     text = transform(kern.text) if transform else kern.text
     model = WgmmaModel(text, cfg, mem, buffers, params, tmaps, mode, order, rng)
-    for cta in range(kern.grid(m, n, k)[0]):
-        model.run_cta(cta)
+    for first in range(0, kern.grid(m, n, k)[0], cfg.cluster_m):
+        model.run_cluster(first, cfg.cluster_m)
     d = mem[s:s + size].view(out_np).reshape(m, n)
     if cfg.acc_type == "s32":
         ref = a.astype(np.int64) @ b.astype(np.int64) + (c.astype(np.int64) if c is not None else 0)
@@ -548,9 +583,9 @@ MODEL_CASES = [
     # than, equal to and more than the ring (wrapping phases, an odd block count ending mid-unroll), staged
     # f16 D and f32 D + C; one consumer; 1 and 4 k-steps per block (32B-swizzled A; B in two 128-byte K
     # atoms); the other forms; direct D stores; raster groups that do not divide the tile rows
-    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16"), 256, 512, 320),
+    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16"), 128, 512, 320),
     (F16, dict(BENCH[2], accumulate_c=False, d_type="f16", raster_group=3), 512, 256, 128),
-    (F16, dict(cta_m=128, cta_n=128, cta_k=64, stages=2), 256, 256, 448),
+    (F16, dict(cta_m=128, cta_n=128, cta_k=64, stages=2), 256, 128, 448),
     (F16, dict(cta_m=64, cta_n=64, cta_k=32, consumers=1, stages=3, raster_group=3), 192, 128, 160),
     (BF16, dict(cta_m=256, cta_n=64, cta_k=128, stages=2, accumulate_c=False, d_type="bf16"), 256, 128, 384),
     (F16, dict(cta_m=128, cta_n=96, cta_k=64, stages=3, stage_d=False, selector=1), 128, 192, 192),
@@ -558,13 +593,18 @@ MODEL_CASES = [
     (S8, dict(cta_m=128, cta_n=64, cta_k=128, stages=3), 256, 64, 384),
     (U8S8, dict(cta_m=128, cta_n=48, cta_k=64, consumers=2, stages=2, stage_d=False), 128, 96, 192),
     (E4M3, dict(cta_m=128, cta_n=128, cta_k=128, stages=2, accumulate_c=False, d_type="f16"), 128, 128, 256),
+    # CTA pairs sharing B (cluster_m = 2): the benchmark tiles; B in two K atoms, each halved; one consumer
+    (F16, dict(BENCH[1], cluster_m=2, accumulate_c=False, d_type="f16"), 256, 256, 448),
+    (F16, dict(BENCH[3], cluster_m=2, raster_group=2, accumulate_c=False, d_type="f16"), 512, 128, 384),
+    (BF16, dict(cta_m=128, cta_n=64, cta_k=128, stages=2, cluster_m=2), 512, 128, 384),
+    (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3, cluster_m=2, raster_group=3), 384, 64, 320),
 ]
 # every case eagerly; "lazy" (copies land late in random order, wgmma groups run when retired) and
-# "late_mma" (copies land at once, wgmma groups run when retired) by default for the benchmark tiles and
-# two odd ones, the rest in the slow sweep
-LAZY_DEFAULT = {0, 1, 3, 5}
+# "late_mma" (copies land at once, wgmma groups run when retired) by default for a benchmark tile, an
+# odd one and a CTA pair, every case in the slow sweep
+LAZY_DEFAULT = {("lazy", 3), ("lazy", 10), ("late_mma", 0), ("late_mma", 13)}
 MODEL_RUNS = [pytest.param(*case, "eager", "forward", id=f"{i}-eager") for i, case in enumerate(MODEL_CASES)] + \
-    [pytest.param(*case, mode, "reverse", id=f"{i}-{mode}", marks=() if i in LAZY_DEFAULT else pytest.mark.slow)
+    [pytest.param(*case, mode, "reverse", id=f"{i}-{mode}", marks=() if (mode, i) in LAZY_DEFAULT else pytest.mark.slow)
      for i, case in enumerate(MODEL_CASES) for mode in ("lazy", "late_mma")]
 
 
@@ -578,6 +618,7 @@ def test_emitted_ptx_computes_the_gemm(form, kw, m, n, k, mode, order):
     blocks = k // cfg.cta_k
     # every copy and instruction happened: 2 + B-atom boxes per block; ksteps x m-blocks x consumers x 4 warps
     assert stats["tma"] == tiles * blocks * len(tma_boxes(cfg))
+    assert stats["multicast"] == (tiles * blocks * (len(tma_boxes(cfg)) - 2) if cfg.cluster_m > 1 else 0)
     assert stats["wgmma"] == tiles * blocks * cfg.ksteps * cfg.m_blocks * cfg.consumers * 4
     assert np.array_equal(d.view(np.uint8), ref.view(np.uint8)), \
         f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
@@ -596,6 +637,13 @@ MUTATIONS = {
     "a_kstep_off": lambda t: t.replace("add.u64 %da, %da, 2;", "add.u64 %da, %da, 4;"),
     "metadata_of_warp_0": lambda t: t.replace("add.u32 %x, %x, %warp;", "add.u32 %x, %x, 0;"),
 }
+# CTA pairs: a consumer releases only its own CTA's slot (the peer's producer may then overwrite it);
+# no cluster barrier before exit (a peer's release reaches an exited CTA); B halves both from rank 0
+CLUSTER_MUTATIONS = {
+    "local_release_only": lambda t: t.replace("mapa.shared::cluster.u32 %y, %x, 1;", "mapa.shared::cluster.u32 %y, %x, %rk;"),
+    "no_exit_sync": lambda t: t[:t.rindex("barrier.cluster.arrive")] + t[t.rindex("barrier.cluster.wait.acquire.aligned;") + 37:],
+    "same_half": lambda t: t.replace("mad.lo.u32 %c2, %rk,", "mad.lo.u32 %c2, 0,"),
+}
 
 
 @pytest.mark.parametrize("name", list(MUTATIONS))
@@ -611,6 +659,25 @@ def test_model_catches_broken_kernels(name):
             caught.append(not np.array_equal(d.view(np.uint8), ref.view(np.uint8)))
         except (AssertionError, Stuck, KeyError):
             caught.append(True)                    # the model refused to run it
+        if caught[-1]:
+            break
+    assert any(caught), f"{name} went unnoticed"
+
+
+@pytest.mark.parametrize("name", list(CLUSTER_MUTATIONS))
+def test_model_catches_broken_cluster_kernels(name):
+    cfg = cfg_of(F16, **dict(BENCH[0], stages=2, cluster_m=2, accumulate_c=False, d_type="f16"))
+    kern_text = emit_sparse_wgmma(cfg).text
+    assert CLUSTER_MUTATIONS[name](kern_text) != kern_text, "mutation did not apply"
+    caught = []
+    for mode in ("lazy", "late_mma"):
+        try:
+            d, ref, _ = run_model(cfg, 256, 256, 384, mode, "reverse", seed=5, transform=CLUSTER_MUTATIONS[name])
+            caught.append(not np.array_equal(d.view(np.uint8), ref.view(np.uint8)))
+        except (AssertionError, Stuck, KeyError):
+            caught.append(True)
+        if caught[-1]:
+            break
     assert any(caught), f"{name} went unnoticed"
 
 
@@ -712,6 +779,8 @@ PTXAS_CASES = [(F16, b) for b in BENCH] + [
     (E5M2, dict(cta_m=256, cta_n=128, cta_k=128, stages=3)),
     (S8, dict(cta_m=128, cta_n=256, cta_k=128, stages=4)),
     (U8S8, dict(cta_m=64, cta_n=128, cta_k=64, consumers=1, stages=4)),
+    (F16, dict(BENCH[1], cluster_m=2, d_type="f16")),                                 # CTA pairs sharing B
+    (F16, dict(BENCH[3], cluster_m=2, d_type="f16")),
 ]
 
 
@@ -726,6 +795,7 @@ def test_ptxas_assembles_without_spills(ptxas, tmp_path, form, kw):
     assert regs <= cfg.max_regs                     # one CTA of cfg.threads fits the register file
     assert f"wgmma.mma_async.sp.sync.aligned.m64n{cfg.cta_n}k{form.k}" in kern.text
     assert kern.text.count("cp.async.bulk.tensor.2d") == len(tma_boxes(cfg))
+    assert (".reqnctapercluster 2, 1, 1" in kern.text) == (cfg.cluster_m == 2)
 
 
 def test_emission_is_deterministic():
@@ -744,6 +814,8 @@ def test_emission_is_deterministic():
     (dict(cta_m=256, cta_n=128, cta_k=128, stages=4), "schedule.stages", "exceed"),
     (dict(selector=2), "sparsity.selector", "selector 2"),
     (dict(d_type="s32"), "D.dtype", "cannot be stored"),
+    (dict(cluster_m=4), "schedule", "cluster_m = 4"),
+    (dict(cta_n=24, cluster_m=2), "schedule", "cluster_m = 2"),
 ])
 def test_config_errors(kw, field, needle):
     with pytest.raises(SpecError) as e:

@@ -213,6 +213,9 @@ class TmaBox:
     x_per_block: int
     x0: int
     y_source: str           # "m0" | "n0" | "m0/16"
+    multicast: bool = False  # cluster_m = 2: the box is this CTA's half of B, written to both CTAs
+    rank_offset: int = 0    # bytes added to `offset` per cluster rank (the half's place in the region)
+    rank_rows: int = 0      # rows added to the y coordinate per cluster rank
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,7 @@ class SparseWgmmaConfig:
     d_type: str | None = None            # None: the accumulator type; f16 / bf16 for float forms
     raster_group: int = 8                # CTA rows along M walked together (L2 reuse)
     stage_d: bool = True                 # D through shared memory (coalesced stores) when it fits
+    cluster_m: int = 1                   # 2: CTA pairs along M share B (each loads half, multicast to both)
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -359,9 +363,11 @@ def tma_boxes(cfg: SparseWgmmaConfig) -> list[TmaBox]:
     ra, rb, re = (cfg.regions[x] for x in "ABE")
     boxes = [TmaBox(0, ra.offset, ra.row_bytes // eb, ra.rows, ra.row_bytes // eb, 0, "m0")]
     atoms = rb.row_bytes // rb.atom_bytes
+    rows = rb.rows // cfg.cluster_m                 # with a CTA pair: this CTA's half of the B rows
     for j in range(atoms):           # K atom j of B: the next 128 bytes of every row, cta_n rows further
-        boxes.append(TmaBox(1, rb.offset + j * rb.rows * rb.atom_bytes, rb.atom_bytes // eb, rb.rows,
-                            cfg.cta_k, j * rb.atom_bytes // eb, "n0"))
+        boxes.append(TmaBox(1, rb.offset + j * rb.rows * rb.atom_bytes, rb.atom_bytes // eb, rows,
+                            cfg.cta_k, j * rb.atom_bytes // eb, "n0", multicast=cfg.cluster_m > 1,
+                            rank_offset=rows * rb.atom_bytes, rank_rows=rows))
     boxes.append(TmaBox(2, re.offset, re.row_bytes // 4, re.rows, cfg.ksteps * 32, 0, "m0/16"))
     return boxes
 
@@ -446,6 +452,9 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
                         field="schedule.cta")
     if not 2 <= cfg.stages <= 8:
         raise SpecError(f"the TMA ring needs 2..8 stages, not {cfg.stages}", field="schedule.stages")
+    if cfg.cluster_m not in (1, 2) or (cfg.cta_n // cfg.cluster_m) % 8:
+        raise SpecError(f"cluster_m = {cfg.cluster_m}: CTA pairs (2) share B in halves of whole 8-row groups "
+                        f"(cta N / 2 a multiple of 8), or 1", field="schedule")
     if cfg.smem_bytes > cfg.smem_limit:
         fit = (cfg.smem_limit - SMEM_ALIGN) // (cfg.stage_bytes + 2 * MBARRIER_BYTES)
         raise SpecError(f"{cfg.stages} stages x {cfg.stage_bytes} B (+ alignment and barriers) = {cfg.smem_bytes} B "
@@ -476,7 +485,7 @@ class SparseWgmmaPTX(KernelPTX):
 
     def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         a = self.abi
-        for what, v, d in (("M", m, a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
+        for what, v, d in (("M", m, a["tile_m"] * a["cluster"][0]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
             if v <= 0 or v % d:
                 raise SpecError(f"{what} = {v} is not a positive multiple of {d}", field=f"shape.{what}")
         return (m // a["tile_m"]) * (n // a["tile_n"]), 1, 1
@@ -548,11 +557,15 @@ class _Writer:
         out.append(f".extern .shared .align {SMEM_ALIGN} .b8 {self.smem}[];")
         out += ["", f".visible .entry {cfg.name}("]
         out.append(",\n".join(f"    .param {t} {self.param(n)}" for n, t in self.params))
-        out += [")", f".maxntid {cfg.threads}, 1, 1", f".maxnreg {cfg.max_regs}", "{"]
+        out += [")", f".maxntid {cfg.threads}, 1, 1", f".maxnreg {cfg.max_regs}"]
+        if cfg.cluster_m > 1:
+            out.append(f".reqnctapercluster {cfg.cluster_m}, 1, 1")
+        out.append("{")
         mb, ks = cfg.m_blocks, cfg.ksteps
         self.ins(".reg .pred %p<8>;")
+        self.ins(".reg .b16 %mask;")
         self.ins(".reg .u32 %thr, %lane, %warp, %wg, %sb, %x, %y, %z, %M, %N, %K, %kb, %nkb, %st, %ph, %pst, "
-                 "%bar, %pm, %pn, %m0, %n0, %eb, %c0, %c1, %q;")
+                 "%bar, %pm, %pn, %m0, %n0, %eb, %c0, %c1, %c2, %q, %rk;")
         self.ins(".reg .u64 %tm<3>, %da0, %db0, %sd, %da, %db, %gd, %gc, %rp, %off;")
         self.ins(f".reg .b32 %meta<{2 * mb * ks}>, %h, %v<4>;")
         self.ins(f".reg {self.acc} %acc<{cfg.accumulators}>;")
@@ -564,18 +577,22 @@ class _Writer:
         cfg, ins = self.cfg, self.ins
         G = cfg.raster_group
         ins("mov.u32 %q, %ctaid.x;")
+        if cfg.cluster_m > 1:        # the pair (cluster) walks the raster; its rank picks the M tile
+            ins(f"div.u32 %q, %q, {cfg.cluster_m};                // cluster: consecutive CTAs (PTX .reqnctapercluster)")
         ins(f"div.u32 %x, %N, {cfg.cta_n};")
         ins(f"mul.lo.u32 %x, %x, {G};                 // tiles per group")
         ins("div.u32 %y, %q, %x;                      // group")
         ins("rem.u32 %z, %q, %x;                      // tile within the group")
         ins(f"mul.lo.u32 %pm, %y, {G};")
-        ins(f"div.u32 %x, %M, {cfg.cta_m};")
+        ins(f"div.u32 %x, %M, {cfg.cta_m * cfg.cluster_m};")
         ins("sub.u32 %x, %x, %pm;")
         ins(f"min.u32 %x, %x, {G};                    // tile rows in this group")
         ins("rem.u32 %y, %z, %x;")
         ins("add.u32 %pm, %pm, %y;")
         ins("div.u32 %pn, %z, %x;")
-        ins(f"mul.lo.u32 %m0, %pm, {cfg.cta_m};")
+        ins(f"mul.lo.u32 %m0, %pm, {cfg.cta_m * cfg.cluster_m};")
+        if cfg.cluster_m > 1:
+            ins(f"mad.lo.u32 %m0, %rk, {cfg.cta_m}, %m0;")
         ins(f"mul.lo.u32 %n0, %pn, {cfg.cta_n};")
 
     def slot_regs(self) -> None:
@@ -594,11 +611,11 @@ class _Writer:
         ins("@%p1 mov.u32 %st, 0;")
         ins("@%p1 xor.b32 %ph, %ph, 1;")
 
-    def wait(self, bar: str, parity: str) -> None:
+    def wait(self, bar: str, parity: str, sem: str = "") -> None:
         """Spin on `mbarrier.try_wait.parity` until the phase of parity `parity` of `bar` completed."""
         again = self.label("WAIT")
         self.put(again)
-        self.ins(f"mbarrier.try_wait.parity.shared::cta.b64 %p2, [{bar}], {parity};")
+        self.ins(f"mbarrier.try_wait.parity{sem}.shared::cta.b64 %p2, [{bar}], {parity};")
         self.ins(f"@!%p2 bra.uni {again};")
 
     # -- kernel -------------------------------------------------------------------------------------
@@ -611,42 +628,66 @@ class _Writer:
         ins("shr.u32 %warp, %thr, 5;")
         ins("and.b32 %warp, %warp, 3;                  // warp within its warpgroup (9.7.15.6.2 %warpid % 4)")
         ins(f"shr.u32 %wg, %thr, {_log2(WG_THREADS)};")
+        if cfg.cluster_m > 1:
+            ins("mov.u32 %rk, %cluster_ctarank;")
         ins(f"mov.u32 %sb, {self.smem};")
         ins(f"add.u32 %sb, %sb, {SMEM_ALIGN - 1};           // regions on the 1024-byte swizzle repeat")
         ins(f"and.b32 %sb, %sb, {-SMEM_ALIGN};")
         ins(f"shr.u32 %nkb, %K, {_log2(cfg.cta_k)};          // K blocks")
         ins("setp.eq.u32 %p0, %thr, 0;                  // thread 0 initialises the barriers")
         ins(f"// full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: one arrival per "
-            f"consumer warp ({4 * cfg.consumers})")
+            f"consumer warp of the cluster ({self.empty_count})")
         for s in range(cfg.stages):
             ins(f"add.u32 %x, %sb, {cfg.barrier_offset + s * MBARRIER_BYTES};")
             ins("@%p0 mbarrier.init.shared::cta.b64 [%x], 1;")
             ins(f"add.u32 %x, %sb, {cfg.barrier_offset + (cfg.stages + s) * MBARRIER_BYTES};")
-            ins(f"@%p0 mbarrier.init.shared::cta.b64 [%x], {4 * cfg.consumers};")
+            ins(f"@%p0 mbarrier.init.shared::cta.b64 [%x], {self.empty_count};")
         ins("fence.mbarrier_init.release.cluster;          // the inits are visible to the copy engine")
         ins("fence.proxy.async.shared::cta;")
-        ins("bar.sync 0;")
+        self.cta_sync()
         ins("setp.ne.u32 %p0, %wg, 0;")
         consumer = self.label("CONSUMER")
+        self.end = self.label("END")
         ins(f"@%p0 bra.uni {consumer};")
         self.producer()
         self.put(consumer)
         self.consumer()
+        self.put(self.end)
+        if cfg.cluster_m > 1:
+            ins("// no CTA leaves while its peer may still arrive on its barriers")
+            self.cta_sync()
+        ins("ret;")
+
+    @property
+    def empty_count(self) -> int:
+        return 4 * self.cfg.consumers * self.cfg.cluster_m
+
+    def cta_sync(self) -> None:
+        """Every thread of the CTA (of both CTAs of a pair: barrier.cluster, 9.7.13.3) meets here."""
+        if self.cfg.cluster_m > 1:
+            self.ins("barrier.cluster.arrive.release.aligned;")
+            self.ins("barrier.cluster.wait.acquire.aligned;")
+        else:
+            self.ins("bar.sync 0;")
 
     def producer(self) -> None:
-        """Thread 0: K block kb into slot kb % stages once the slot's empty phase completed."""
+        """Warp 0 of warpgroup 0 (lane 0 issues): K block kb into slot kb % stages once the slot's empty
+        phase completed (the other producer warps go to the end)."""
         cfg, ins = self.cfg, self.ins
-        ins("// ---- producer (warpgroup 0, thread 0); its other threads are done")
-        ins("setp.ne.u32 %p0, %thr, 0;")
-        ins("@%p0 ret;")
+        ins("// ---- producer: warp 0 of warpgroup 0 walks the K blocks, lane 0 issues")
+        ins("setp.ne.u32 %p0, %warp, 0;")
+        ins(f"@%p0 bra.uni {self.end};")
+        ins("setp.eq.u32 %p6, %lane, 0;")
         ins(f"ld.param.u64 %tm0, [{self.param('tensor_maps')}];     // generic address of 3 CUtensorMaps")
         for i in range(1, 3):
             ins(f"add.u64 %tm{i}, %tm0, {i * TMA_MAP_BYTES};")
         for i in range(3):
-            ins(f"fence.proxy.tensormap::generic.acquire.gpu [%tm{i}], {TMA_MAP_BYTES};")
-            ins(f"prefetch.tensormap [%tm{i}];")
+            ins(f"@%p6 fence.proxy.tensormap::generic.acquire.gpu [%tm{i}], {TMA_MAP_BYTES};")
+            ins(f"@%p6 prefetch.tensormap [%tm{i}];")
         self.raster()
         ins("shr.u32 %c1, %m0, 4;                         // metadata row of the tile (16 rows each)")
+        if cfg.cluster_m > 1:
+            ins(f"mov.b16 %mask, {(1 << cfg.cluster_m) - 1};                      // multicast to both CTAs of the pair")
         ins("mov.u32 %kb, 0;")
         ins("mov.u32 %st, 0;")
         ins("mov.u32 %ph, 0;")
@@ -655,21 +696,28 @@ class _Writer:
         self.slot_regs()
         ins(f"add.u32 %y, %bar, {cfg.stages * MBARRIER_BYTES};    // empty[st]")
         ins("xor.b32 %x, %ph, 1;                          // a fresh barrier counts its phase -1 as done")
-        self.wait("%y", "%x")
-        ins(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bar], {cfg.stage_tx_bytes};")
+        self.wait("%y", "%x", ".acquire.cluster" if cfg.cluster_m > 1 else "")
+        ins(f"@%p6 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bar], {cfg.stage_tx_bytes};")
         ys = {"m0": "%m0", "n0": "%n0", "m0/16": "%c1"}
         for box in tma_boxes(cfg):
             ins(f"mul.lo.u32 %c0, %kb, {box.x_per_block};")
             if box.x0:
                 ins(f"add.u32 %c0, %c0, {box.x0};")
             ins(f"add.u32 %x, %pst, {box.offset};")
-            ins(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%x], "
-                f"[%tm{box.tensor}, {{%c0, {ys[box.y_source]}}}], [%bar];")
+            y = ys[box.y_source]
+            if box.multicast:
+                ins(f"mad.lo.u32 %x, %rk, {box.rank_offset}, %x;        // this CTA's half of B")
+                ins(f"mad.lo.u32 %c2, %rk, {box.rank_rows}, {y};")
+                ins(f"@%p6 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                    f"[%x], [%tm{box.tensor}, {{%c0, %c2}}], [%bar], %mask;")
+            else:
+                ins(f"@%p6 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%x], "
+                    f"[%tm{box.tensor}, {{%c0, {y}}}], [%bar];")
         self.advance_slot()
         ins("add.u32 %kb, %kb, 1;")
         ins("setp.lt.u32 %p1, %kb, %nkb;")
         ins(f"@%p1 bra.uni {loop};")
-        ins("ret;")
+        ins(f"bra.uni {self.end};")
 
     def consumer(self) -> None:
         cfg, ins = self.cfg, self.ins
@@ -715,7 +763,6 @@ class _Writer:
         self.put(done)
         ins("wgmma.wait_group.sync.aligned 0;")
         self.epilogue()
-        ins("ret;")
 
     def k_block(self, buf: int) -> None:
         """One K block: wait for its slot, metadata -> registers, the wgmma chain, release the block
@@ -754,7 +801,14 @@ class _Writer:
         ins("and.pred %p5, %p5, %p3;")
         ins(f"shl.b32 %x, %pn, {_log2(MBARRIER_BYTES)};")
         ins(f"add.u32 %x, %x, %sb;")
-        ins(f"@%p5 mbarrier.arrive.shared::cta.b64 _, [%x+{cfg.barrier_offset + cfg.stages * MBARRIER_BYTES}];")
+        empty = cfg.barrier_offset + cfg.stages * MBARRIER_BYTES
+        if cfg.cluster_m == 1:
+            ins(f"@%p5 mbarrier.arrive.shared::cta.b64 _, [%x+{empty}];")
+        else:                       # the slot is free once the consumers of both CTAs are done with it
+            ins(f"add.u32 %x, %x, {empty};")
+            for r in range(cfg.cluster_m):
+                ins(f"mapa.shared::cluster.u32 %y, %x, {r};")
+                ins("@%p5 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%y];")
         ins("mov.u32 %pn, %st;")
         self.advance_slot()
 
@@ -907,12 +961,13 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "selector": cfg.selector,
         "tile_m": cfg.cta_m, "tile_n": cfg.cta_n, "tile_k": cfg.cta_k, "form_k": form.k,
         "consumers": cfg.consumers, "stages": cfg.stages, "raster_group": cfg.raster_group,
+        "cluster": [cfg.cluster_m, 1, 1],
         "max_ctas_per_sm": 1,
         "block": [cfg.threads, 1, 1],
         "grid": ["tiles", 1, 1],
         "tiles": f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})",
         "dynamic_smem_bytes": cfg.smem_bytes,
-        "requires": [f"M % {cfg.cta_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
+        "requires": [f"M % {cfg.cta_m * cfg.cluster_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
     }
 
 
@@ -941,21 +996,26 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
     import ctypes
 
     lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuInit(0)                                   # idempotent; the process's CUDA runtime did it already
     fn = lib.cuTensorMapEncodeTiled
+    u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     fn.restype = ctypes.c_int
     out = b""
     for a in tensor_map_args(abi, m, n, k):
-        tmap = (ctypes.c_uint8 * TMA_MAP_BYTES)()
+        # the CUtensorMap the driver writes must be 64-byte aligned: over-allocate and align
+        buf = (ctypes.c_uint8 * (TMA_MAP_BYTES + 64))()
+        at = (ctypes.addressof(buf) + 63) // 64 * 64
         dims = (ctypes.c_uint64 * 2)(*a["dims"])
         strides = (ctypes.c_uint64 * 1)(*a["strides"])
         box = (ctypes.c_uint32 * 2)(*a["box"])
         estr = (ctypes.c_uint32 * 2)(*a["element_strides"])
-        rc = fn(ctypes.byref(tmap), ctypes.c_int(a["data_type"]), ctypes.c_uint32(2),
-                ctypes.c_void_p(addresses[a["operand"]]), dims, strides, box, estr,
-                ctypes.c_int(0), ctypes.c_int(a["swizzle"]), ctypes.c_int(a["l2_promotion"]), ctypes.c_int(0))
+        rc = fn(at, a["data_type"], 2, addresses[a["operand"]], dims, strides, box, estr,
+                0, a["swizzle"], a["l2_promotion"], 0)       # interleave NONE, OOB fill NONE
         if rc != 0:
             raise RuntimeError(f"cuTensorMapEncodeTiled({a['operand']}) failed with CUresult {rc}: {a}")
-        out += bytes(tmap)
+        out += ctypes.string_at(at, TMA_MAP_BYTES)
     return out
 
 
