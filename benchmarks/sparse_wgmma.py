@@ -103,6 +103,7 @@ def main() -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--sass", metavar="FILE")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--budget", type=float, default=1e9, help="seconds after which no further shape starts")
     args = ap.parse_args()
 
     import cupy as cp
@@ -129,6 +130,9 @@ def main() -> int:
 
     results = []
     for (m, n, k) in (QUICK if args.quick else SHAPES):
+        if time.time() - t0 > args.budget:
+            print(f"  budget of {args.budget:.0f} s spent: {m}x{n}x{k} and later shapes skipped", flush=True)
+            break
         flop = 2.0 * m * n * k
         tf = lambda ms: flop / (ms * 1e-3) / 1e12                          # noqa: E731
         dense, vals, meta, = SG.sparse_operands(torch, m, k, torch.float16, seed=m + n + k)
