@@ -118,9 +118,14 @@ def main() -> int:
     t0 = time.time()
     SG.check_packer(torch, np)
     print("GPU packer == compiler.sparse.compress (f16, bf16)", flush=True)
-    keys = args.configs.split(",")
-    kernels = {key: build(cp, tmp, key) for key in keys}
-    mma_sp = {key: SG.build(cp, tmp, key, "f16", "f16", False) for key in MMA_SP_CONFIGS}
+    kernels, mma_sp = {}, {}
+    for table, key, make in ([(kernels, key, build) for key in args.configs.split(",")]
+                             + [(mma_sp, key, SG.build) for key in MMA_SP_CONFIGS]):
+        try:                            # a kernel the driver does not load is reported, the rest still run
+            table[key] = make(cp, tmp, key) if make is build else make(cp, tmp, key, "f16", "f16", False)
+        except Exception as e:
+            print(f"  {key}: not built: {type(e).__name__}: {e}"[:300], flush=True)
+    keys = list(kernels)
     if args.sass:
         for path in (kernels[keys[0]][2], mma_sp[MMA_SP_CONFIGS[0]][2]):
             try:
