@@ -126,7 +126,7 @@ def main() -> int:
         except Exception as e:
             print(f"  {key}: not built: {type(e).__name__}: {e}"[:300], flush=True)
     keys = list(kernels)
-    if args.sass:
+    if args.sass and keys and MMA_SP_CONFIGS[0] in mma_sp:
         for path in (kernels[keys[0]][2], mma_sp[MMA_SP_CONFIGS[0]][2]):
             try:
                 SG.dump_sass(path, args.sass if path == kernels[keys[0]][2] else args.sass + ".mma_sp", tmp)
