@@ -95,8 +95,10 @@ class LayoutSelection(Pass):
                                 f"mode, which takes only the 128B swizzle, not {o.swizzle} (PTX 9.7.16.3.1.2.1)",
                                 f"{name}.swizzle", "write swizzle=128B or leave swizzle out")
         if spec.total_k % quantum:
+            # without a loop statement the loop is the one MMA of the shape statement
+            field = "loop.K" if spec.k_total is not None else "shape.K"
             raise SpecError(f"a K = 96 stage holds whole 128-byte swizzle rows of 48-byte MMA steps: loop K must be "
-                            f"a multiple of {quantum} ({quantum // step_k} MMAs), not {spec.total_k}", "loop.K",
+                            f"a multiple of {quantum} ({quantum // step_k} MMAs), not {spec.total_k}", field,
                             f"write 'loop K={max(quantum, spec.total_k // quantum * quantum)};'")
 
         def plan(k_block: int):

@@ -215,8 +215,11 @@ def _mask(v: int, bits: int) -> int:
 
 class Machine:
     def __init__(self, kernel: Kernel, args: dict[str, np.ndarray | int], grid: tuple[int, int],
-                 sim_options: dict | None = None):
+                 sim_options: dict | None = None, shared_base: int = 0):
         self.k = kernel
+        # shared address of the first .shared symbol: 0 by default; a nonzero base (e.g. 1024, past the
+        # reserved shared memory of sm_90+ parts) checks that addresses baked into descriptors are relocated
+        self.shared_base = shared_base
         self.gmem = GlobalMemory()
         self.param_values: dict[str, int] = {}
         for pname, ptype in kernel.params:
@@ -246,7 +249,7 @@ class Machine:
     def run_cluster(self, ids) -> None:
         ctas = []
         for rank, cid in enumerate(ids):
-            symbols, at = {}, 0
+            symbols, at = {}, self.shared_base
             for sym, align, size in self.k.shared:
                 at = -(-at // align) * align
                 symbols[sym] = at
@@ -806,9 +809,10 @@ class DataPathLayout:
             tmem[lane, col0 + c] = raw[i, j]
 
 
-def run_kernel(ptx: str, args: dict, grid: tuple[int, int], entry: str | None = None) -> Machine:
+def run_kernel(ptx: str, args: dict, grid: tuple[int, int], entry: str | None = None,
+               shared_base: int = 0) -> Machine:
     """Parse and run one kernel; returns the machine (`machine.gmem.array(name)` reads a buffer back)."""
-    machine = Machine(parse_kernel(ptx, entry), args, grid)
+    machine = Machine(parse_kernel(ptx, entry), args, grid, shared_base=shared_base)
     machine.run()
     return machine
 
@@ -1002,9 +1006,9 @@ def reference_d(problem: HostProblem) -> np.ndarray:
     return d
 
 
-def run_problem(ptx: str, problem: HostProblem) -> np.ndarray:
+def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0) -> np.ndarray:
     """Run the kernel on the problem's arguments; D as an M_total x N_total array."""
-    machine = run_kernel(ptx, problem.args, problem.grid, problem.entry)
+    machine = run_kernel(ptx, problem.args, problem.grid, problem.entry, shared_base=shared_base)
     raw = machine.gmem.array("D")
     np_type = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[problem.d_type]
     return raw.view(np_type).reshape(problem.args["m_total"], problem.args["n_total"])
