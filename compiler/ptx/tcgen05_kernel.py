@@ -4,7 +4,10 @@ Covered: kinds f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4; cta_group::1 and
 CTAs); A from a shared-memory descriptor or from Tensor Memory (with .ashift); `.sp` (metadata in TMEM);
 `.ws` / `.ws.sp` (M = 128, 64, 32: data-path layouts D, E, G) with the zero-column mask; `.block_scale`
 (SFA / SFB in TMEM); collector usage (`::use` / `::lastuse` after a priming `::fill` MMA, see
-`collector_priming`); disable-output-lane; scale-input-d. The TMEM layouts are in tcgen05_tmem.py.
+`collector_priming`); disable-output-lane; scale-input-d; the K = 96 shape of mxf4 / mxf4nvf4 (sm_103a,
+idesc bit 31): 128B-swizzled stages of 768 K whose descriptors use the absolute-LBO mode (bit 52, PTX
+9.7.16.3.1.2; the kernel relocates both address fields), 3 / 6 scale factors per MMA, A in TMEM 12 columns
+per MMA. The TMEM layouts are in tcgen05_tmem.py.
 
 Kernel ABI (also reported by `tilec compile --emit json`, see `_abi`):
   params : A, B, D (u64) global pointers; SFA, SFB (u64, block-scaled kinds); META (u64, sparse tiles
@@ -20,7 +23,7 @@ Kernel ABI (also reported by `tilec compile --emit json`, see `_abi`):
            META: uint32 [m_total][K / (8*chunk)]: word w of row r holds the 4-bit codes of chunks
            8w..8w+7 (code i in bits 4i+3..4i; chunk = 4 elements for 2:4, 2 for tf32 1:2, 8 for 4:8).
            SFA: uint8 [m_total][K/K_mma * NSF], SFB: uint8 [n_total][K/K_mma * NSF], the NSF scale
-           factors of each MMA's K range in K order (NSF = 1, 2 or 4, Table 54).
+           factors of each MMA's K range in K order (NSF = 1, 2 or 4, Table 54; 3 or 6 with K = 96).
   launch : grid (n_total / N, m_total / M, 1) - for cta_group::2 (2 * n_total / N, m_total / M, 1) with
            clusters of (2, 1, 1) (`.reqnctapercluster`); block (128, 1, 1); static shared memory only.
 
