@@ -53,20 +53,19 @@ SG = _sparse_gemm_bench()
 
 CONFIGS = {
     "128x256x64_s4": dict(cta_m=128, cta_n=256, cta_k=64, stages=4),
+    "128x256x64_s3": dict(cta_m=128, cta_n=256, cta_k=64, stages=3),
     "128x256x64_s5": dict(cta_m=128, cta_n=256, cta_k=64, stages=5),
+    "256x128x64_s4": dict(cta_m=256, cta_n=128, cta_k=64, stages=4),
     "256x128x64_s5": dict(cta_m=256, cta_n=128, cta_k=64, stages=5),
-    "256x128x64_s6": dict(cta_m=256, cta_n=128, cta_k=64, stages=6),
-    "128x256x64_s5_r16": dict(cta_m=128, cta_n=256, cta_k=64, stages=5, raster_group=16),
-    "256x128x64_s6_r4": dict(cta_m=256, cta_n=128, cta_k=64, stages=6, raster_group=4),
+    "128x256x64_s4_r16": dict(cta_m=128, cta_n=256, cta_k=64, stages=4, raster_group=16),
     # CTA pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 2 KB from L2 instead of 42
     "128x256x64_s4_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=4, cluster_m=2),
-    "128x256x64_s5_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=5, cluster_m=2),
-    "256x128x64_s6_c2": dict(cta_m=256, cta_n=128, cta_k=64, stages=6, cluster_m=2),
-    "128x256x64_s5_c2_r4": dict(cta_m=128, cta_n=256, cta_k=64, stages=5, cluster_m=2, raster_group=4),
+    "128x256x64_s3_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=3, cluster_m=2),
+    "256x128x64_s4_c2": dict(cta_m=256, cta_n=128, cta_k=64, stages=4, cluster_m=2),
 }
-MMA_SP_CONFIGS = ("128x256x64_s3", "128x256x64_s4")        # the warp-level kernel's best (sparse_gemm.py)
-SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (4096, 11008, 4096),
-          (11008, 4096, 4096), (8192, 8192, 28672), (28672, 8192, 8192)]
+MMA_SP_CONFIGS = ("128x256x64_s3",)                       # the warp-level kernel's best (sparse_gemm.py)
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 28672), (2048, 2048, 2048), (4096, 11008, 4096),
+          (11008, 4096, 4096), (28672, 8192, 8192)]
 QUICK = SHAPES[:2]
 F16 = find_form("m16n8k32", "f16", "f16", "f32", "f32")
 

@@ -358,7 +358,7 @@ class WgmmaModel:
                 continue
             self.exec(w, op, ops, act)
             progressed = True
-            if op.startswith("mbarrier.arrive.shared") or op.startswith("mbarrier.arrive.release"):
+            if op.startswith("mbarrier.arrive.shared"):
                 return "yield", True             # whoever waits on a release may run before this warp goes on
 
     def exec(self, w, op, ops, act):
