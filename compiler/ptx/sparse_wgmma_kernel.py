@@ -7,9 +7,10 @@ compiler/ptx/sparse_gemm_kernel.py; a different machine underneath:
 * One CTA computes one `cta_m x cta_n` tile of D (a 1-D grid rasterised in groups of `raster_group`
   tile rows, as the warp-level kernel does). It has 1 + `consumers` warpgroups of 128 threads
   (PTX 9.7.15.1: a warpgroup is four contiguous warps whose first warp index is a multiple of 4).
-* Warpgroup 0 is the producer: one thread walks the K blocks of `cta_k` and, per block, waits until
-  the ring slot is free (`mbarrier.try_wait.parity` on the slot's *empty* barrier), announces the
-  slot's bytes (`mbarrier.arrive.expect_tx` on its *full* barrier) and issues one
+* Warpgroup 0 is the producer: its warp 0 walks the K blocks of `cta_k` (the other three have nothing
+  to do) and, per block, waits until the ring slot is free (`mbarrier.try_wait.parity` on the slot's
+  *empty* barrier); lane 0 announces the slot's bytes (`mbarrier.arrive.expect_tx` on its *full*
+  barrier) and issues one
   `cp.async.bulk.tensor.2d` per operand box (TMA; PTX 9.7.9.25.5.1), which completes the bytes on the
   full barrier (`.mbarrier::complete_tx::bytes`). The copy engine writes the 128/64/32-byte swizzle
   itself (CU_TENSOR_MAP_SWIZZLE_*): no per-thread address arithmetic, no registers.
