@@ -22,7 +22,7 @@ _MMA_SP_OPERANDS = {"A": ("global", "reg"), "B": ("global", "reg"), "C": ("globa
                     "D": ("global", "reg")}
 _FIELD_ALIASES = {"satfinite": "saturate", "kind": "engine.kind", "name": "tile"}
 _K96_HINT = ("K = 96 is the dense kind::mxf4 / mxf4nvf4 MMA of a CTA pair: cta_group=2, M=256, block_scale "
-             "vec=16 or 32, target sm_103a (PTX Table 39, Table 60)")
+             "vec=32 (or vec=16 for mxf4nvf4), target sm_103a (PTX Table 39, Table 60)")
 _SPARSITY_OF_KIND = {"f16": "2:4", "tf32": "1:2", "f8f6f4": "2:4", "i8": "2:4", "mxf8f6f4": "2:4",
                      "mxf4": "4:8", "mxf4nvf4": "4:8"}
 
