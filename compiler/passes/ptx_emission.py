@@ -62,7 +62,7 @@ def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
     (compiler/ptx/sparse_gemm_kernel.py) when the tile has a `schedule` with 2 or more stages, runtime
     metadata and a form that kernel serves (PIPELINED_A_TYPES at the k-wide shape); otherwise the
     one-instruction-tile kernel of compiler/ptx/mma_sp_kernel.py (its warp grid from the schedule)."""
-    from ..ptx.mma_sp_kernel import MmaSpKernelConfig, emit_mma_sp_kernel
+    from ..ptx.mma_sp_kernel import KernelPTX, MmaSpKernelConfig, emit_mma_sp_kernel
     from ..ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm, pipelined_form
     from ..targets import parse_version
 
@@ -71,6 +71,7 @@ def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
     sc = spec.schedule
     ptx = parse_version(module.attrs["ptx_version"])
     static = tile.facts.get("static_metadata")
+    k: KernelPTX
     if sc is not None and sc.mma == "wgmma":          # warpgroup wgmma.mma_async.sp, TMA-fed (sm_90a)
         from ..ptx.sparse_wgmma_kernel import config_from_schedule, emit_sparse_wgmma
 
