@@ -48,6 +48,7 @@ class ScheduleSpec:
     warps_n: int = 1
     stages: int = 2
     mma: str = "sync"               # sync: warp-level mma.sp; wgmma: warpgroup wgmma.mma_async.sp (sm_90a)
+    cluster: int = 1                # CTAs per cluster along M sharing B by multicast (mma=wgmma)
 
 
 @dataclass

@@ -275,7 +275,8 @@ def _schedule(t: TileSpec) -> list[str]:
     return [_statement("schedule", f"cta={dims('cta_m', 'cta_n', 'cta_k')}",
                        f"warps={dims('warps_m', 'warps_n')}",
                        f"stages={_uint(s.stages, 'schedule.stages', 'stages')}",
-                       None if s.mma == "sync" else f"mma={s.mma}")]
+                       None if s.mma == "sync" else f"mma={s.mma}",
+                       None if s.cluster == 1 else f"cluster={_uint(s.cluster, 'schedule.cluster', 'cluster')}")]
 
 
 @dataclass(frozen=True)

@@ -385,8 +385,8 @@ class Builder:
         f["zero_columns"] = z
 
     def schedule(self, st, f, locs):
-        """schedule cta=128x128x64 warps=2x2 stages=3 [mma=sync|wgmma];"""
-        _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None, "mma": None})
+        """schedule cta=128x128x64 warps=2x2 stages=3 [mma=sync|wgmma] [cluster=1|2];"""
+        _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None, "mma": None, "cluster": None})
         if "cta" not in kv:
             self.error("'schedule' needs cta=MxNxK", st.end_loc, "e.g. 'schedule cta=128x128x64 warps=2x2 stages=3;'")
 
@@ -411,7 +411,11 @@ class Builder:
         if "mma" in kv:
             mma = self.word(kv["mma"].value, "schedule mma", ("sync", "wgmma"))
             locs["schedule.mma"] = kv["mma"].value.loc
-        f["schedule"] = ScheduleSpec(cm, cn, ck, wm, wn, stages, mma)
+        cluster = 1
+        if "cluster" in kv:
+            cluster = self.int_value(kv["cluster"].value, "cluster")
+            locs["schedule.cluster"] = kv["cluster"].value.loc
+        f["schedule"] = ScheduleSpec(cm, cn, ck, wm, wn, stages, mma, cluster)
 
 
 _KEYWORDS = {

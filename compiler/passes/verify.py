@@ -238,6 +238,10 @@ class Verify(Pass):
                                     f"x warps)", field)
             if not 1 <= sc.stages <= 8:
                 raise SpecError(f"schedule stages = {sc.stages}; use 1..8", "schedule.stages")
+            if sc.cluster != 1 and (sc.mma != "wgmma" or sc.cluster != 2):
+                raise SpecError(f"schedule cluster = {sc.cluster}: CTA pairs (cluster=2) exist for mma=wgmma "
+                                "only (they share B by TMA multicast)", "schedule.cluster",
+                                "drop cluster=, or write mma=wgmma cluster=2")
             if sc.mma == "wgmma":
                 # warpgroup wgmma.mma_async.sp (compiler/ptx/sparse_wgmma_kernel.py): sm_90a only, and only
                 # the forms one wgmma k-step matches (PTX 9.7.15.6.3 syntax and target notes)

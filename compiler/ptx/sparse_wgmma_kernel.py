@@ -60,7 +60,7 @@ equals the canonical layout and every descriptor's base offset is 0; 9.7.15.5.1.
 After the ring: 2 x stages mbarriers (full, then empty). The dynamic buffer is requested 1024 bytes
 larger and its base rounded up to 1024 at run time.
 
-`cluster_m = 2` (not reachable from the DSL yet): CTA pairs along M (`.reqnctapercluster 2, 1, 1`)
+`cluster_m = 2` (DSL: `schedule ... mma=wgmma cluster=2`): CTA pairs along M (`.reqnctapercluster 2, 1, 1`)
 share the B tile: each CTA loads half of the B rows with `.multicast::cluster` into both CTAs (same slot
 offsets, completing bytes on both full barriers), a slot's empty barrier counts the consumer warps of
 both CTAs (each releases on both through `mapa` + `mbarrier.arrive.shared::cluster`), and the CTAs meet
@@ -1079,4 +1079,4 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
                         field="schedule.warps", hint="write warps=8x1")
     return SparseWgmmaConfig(name, form, target, cta_m=schedule.cta_m, cta_n=schedule.cta_n, cta_k=schedule.cta_k,
                              consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
-                             ptx_version=ptx_version)
+                             ptx_version=ptx_version, cluster_m=schedule.cluster)
