@@ -41,10 +41,7 @@ def _terminal(name: str) -> re.Pattern[str]:
     can never disagree with the lexer."""
     from .frontend.parser import get_parser
 
-    for term in get_parser().terminals:
-        if term.name == name:
-            return re.compile(term.pattern.to_regexp())
-    raise KeyError(name)        # pragma: no cover - the grammar defines both terminals used here
+    return re.compile(get_parser().terminal_regex(name))
 
 
 def _token(text: object, field: str, what: str, ratio_ok: bool = True) -> str:
