@@ -40,6 +40,14 @@ def write_output(path: str | None, text: str, input_path: str | None = None) -> 
         return
     if input_path not in (None, "-") and os.path.exists(path) and os.path.samefile(path, input_path):
         raise UsageError(f"refusing to overwrite the input file '{path}'")
+    if os.path.exists(path) and not os.path.isfile(path):
+        # A device, FIFO or /dev/stdout: write through it. Renaming a temporary file over it would
+        # replace the device itself (`-o /dev/null` as root turned /dev/null into a regular file).
+        if os.path.isdir(path):
+            raise UsageError(f"'{path}' is a directory")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
     import tempfile
 
     d = os.path.dirname(os.path.abspath(path))
