@@ -73,11 +73,19 @@ def _parser():
 
     from . import __version__
 
-    p = argparse.ArgumentParser(prog="tilec", description="GEMM tile DSL -> PTX for NVIDIA tensor cores")
+    class Formatter(argparse.HelpFormatter):
+        # argparse builds a formatter for every add_argument and, without a width, imports shutil and
+        # asks the terminal each time: a few ms of start-up on every run. Help text is rare; use $COLUMNS.
+        def __init__(self, prog: str) -> None:
+            cols = os.environ.get("COLUMNS", "")
+            super().__init__(prog, width=(int(cols) if cols.isdigit() else 100) - 2)
+
+    p = argparse.ArgumentParser(prog="tilec", description="GEMM tile DSL -> PTX for NVIDIA tensor cores",
+                                formatter_class=Formatter)
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    c = sub.add_parser("compile", help="compile a tile file to PTX")
+    c = sub.add_parser("compile", help="compile a tile file to PTX", formatter_class=Formatter)
     c.add_argument("file", help="input .tile file, or - for stdin")
     c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
     c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
@@ -90,7 +98,7 @@ def _parser():
     c.add_argument("--print-ir-after-all", action="store_true", help="dump the IR after every pass (stderr)")
     c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
 
-    o = sub.add_parser("opt", help="run a pass pipeline and print the IR")
+    o = sub.add_parser("opt", help="run a pass pipeline and print the IR", formatter_class=Formatter)
     o.add_argument("file")
     o.add_argument("-o", "--output")
     o.add_argument("--passes", help="comma-separated pass names (default: the whole pipeline)")
@@ -99,10 +107,10 @@ def _parser():
     o.add_argument("--print-ir-after-all", action="store_true")
     o.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
 
-    ps = sub.add_parser("passes", help="list the passes and the pass graph")
+    ps = sub.add_parser("passes", help="list the passes and the pass graph", formatter_class=Formatter)
     ps.add_argument("--graph", action="store_true", help="print the dependency edges")
 
-    e = sub.add_parser("explain", help="decode a descriptor field by field")
+    e = sub.add_parser("explain", help="decode a descriptor field by field", formatter_class=Formatter)
     e.add_argument("what", help="idesc | smem-desc | zcm")
     e.add_argument("value", help="the descriptor value (hex or decimal)")
     e.add_argument("--kind", help="MMA kind (idesc): f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4")
