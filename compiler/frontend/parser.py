@@ -19,7 +19,6 @@ import os
 import re
 import sys
 import zlib
-from dataclasses import dataclass, field
 
 from ..diagnostics import CompileError, Diagnostic, Loc
 
@@ -235,48 +234,59 @@ class TileParser:
 
 
 # ---- syntax tree ---------------------------------------------------------------------------------
+# Plain slotted classes rather than dataclasses: a dataclass costs ~0.5 ms to create at import (its
+# methods are generated with exec), paid by every `tilec` process; these are internal to the front end.
 
-@dataclass
-class Value:
-    kind: str                   # "atom" | "ratio" | "string" | "list"
-    text: str                   # token text ("" for lists)
-    loc: Loc
-    items: list["Value"] = field(default_factory=list)
-    depth: int = field(default=0, compare=False, repr=False)   # list nesting depth (0 for tokens)
+class _Node:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
 
 
-@dataclass
-class Arg:
-    key: str | None
-    key_loc: Loc | None
-    value: Value
+class Value(_Node):
+    __slots__ = ("kind", "text", "loc", "items", "depth")
+
+    def __init__(self, kind: str, text: str, loc: Loc, items: list[Value] | None = None, depth: int = 0):
+        self.kind = kind                # "atom" | "ratio" | "string" | "list"
+        self.text = text                # token text ("" for lists)
+        self.loc = loc
+        self.items = items if items is not None else []
+        self.depth = depth              # list nesting depth (0 for tokens)
+
+
+class Arg(_Node):
+    __slots__ = ("key", "key_loc", "value")
+
+    def __init__(self, key: str | None, key_loc: Loc | None, value: Value):
+        self.key, self.key_loc, self.value = key, key_loc, value
 
     @property
     def loc(self) -> Loc:
         return self.key_loc or self.value.loc
 
 
-@dataclass
-class Statement:
-    kind: str                   # "operand" (`A: ...;`) | "keyword" (`shape ...;`)
-    head: str
-    loc: Loc
-    args: list[Arg]
-    end_loc: Loc | None = None  # position of the closing ';'
+class Statement(_Node):
+    __slots__ = ("kind", "head", "loc", "args", "end_loc")
+
+    def __init__(self, kind: str, head: str, loc: Loc, args: list[Arg], end_loc: Loc | None = None):
+        self.kind = kind                # "operand" (`A: ...;`) | "keyword" (`shape ...;`)
+        self.head, self.loc, self.args = head, loc, args
+        self.end_loc = end_loc          # position of the closing ';'
 
 
-@dataclass
-class TileNode:
-    name: str
-    loc: Loc
-    name_loc: Loc
-    statements: list[Statement]
+class TileNode(_Node):
+    __slots__ = ("name", "loc", "name_loc", "statements")
+
+    def __init__(self, name: str, loc: Loc, name_loc: Loc, statements: list[Statement]):
+        self.name, self.loc, self.name_loc, self.statements = name, loc, name_loc, statements
 
 
-@dataclass
-class FileNode:
-    statements: list[Statement]
-    tiles: list[TileNode]
+class FileNode(_Node):
+    __slots__ = ("statements", "tiles")
+
+    def __init__(self, statements: list[Statement], tiles: list[TileNode]):
+        self.statements, self.tiles = statements, tiles
 
 
 def _tok_loc(filename: str, tok) -> Loc:
