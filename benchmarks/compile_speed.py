@@ -1,6 +1,7 @@
 """Compile speed of tilec, measured against baselines in the same run (medians).
 
-  cold CLI compile of one tile  vs  `python -c pass`  and  `python -c "import lark"`
+  cold CLI compile of one tile  vs  `python -c pass`  and  `python -c "import lark"`, and one
+  `filecheck` process (the other cost of a lit RUN line); commands interleaved, medians
   in-process tiles per second (parse + full pipeline + PTX text)
   the whole lit suite (wall time), optional with --lit
 
@@ -20,15 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "gemm_bf16.tile"
 
 
-def wall(cmd: list[str], runs: int) -> list[float]:
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
-        times.append(time.perf_counter() - t)
-    return times
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
@@ -37,25 +29,28 @@ def main() -> int:
     args = ap.parse_args()
     py = sys.executable
     subprocess.run([py, "-m", "compiler", "compile", str(EXAMPLE), "-o", os.devnull], check=True)  # warm cache
-    rows = []
-    base = statistics.median(wall([py, "-c", "pass"], args.runs))
-    lark = statistics.median(wall([py, "-c", "import lark"], args.runs))
-    cold = statistics.median(wall([py, "-m", "compiler", "compile", str(EXAMPLE), "-o", os.devnull], args.runs))
     fc = os.path.join(os.path.dirname(py), "filecheck")
     check = ROOT / "tests" / "lit" / "tcgen05" / "gemm_bf16.tile"
     ptx = subprocess.run([py, "-m", "compiler", "compile", str(EXAMPLE)], check=True, capture_output=True).stdout
-
-    def filecheck_once() -> float:
-        t = time.perf_counter()
-        subprocess.run([fc, str(check)], input=ptx, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.perf_counter() - t
-
-    fcheck = statistics.median(filecheck_once() for _ in range(args.runs)) if os.path.exists(fc) else None
-    rows.append(("python -c pass", base))
-    rows.append(('python -c "import lark"', lark))
-    rows.append(("tilec compile (cold process)", cold))
-    if fcheck is not None:
-        rows.append(("filecheck (one RUN line's check)", fcheck))
+    script = os.path.join(os.path.dirname(py), "tilec")
+    tilec = [script] if os.path.isfile(script) else [py, "-m", "compiler"]
+    commands = {
+        "python -c pass": ([py, "-c", "pass"], None),
+        'python -c "import lark"': ([py, "-c", "import lark"], None),
+        "tilec compile (cold process)": ([*tilec, "compile", str(EXAMPLE), "-o", os.devnull], None),
+    }
+    if os.path.exists(fc):
+        commands["filecheck (one RUN line's check)"] = ([fc, str(check)], ptx)
+    # Interleaved (one of each per round), so that machine noise hits every row alike.
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    for _ in range(args.runs):
+        for name, (cmd, stdin) in commands.items():
+            t = time.perf_counter()
+            subprocess.run(cmd, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+            times[name].append(time.perf_counter() - t)
+    rows = [(name, statistics.median(ts)) for name, ts in times.items()]
+    base = rows[0][1]
+    lark = rows[1][1]
     print(f"{'what':36} {'median ms':>10} {'x python':>9} {'x import lark':>14}")
     for name, t in rows:
         print(f"{name:36} {t * 1e3:10.1f} {t / base:9.2f} {t / lark:14.2f}")

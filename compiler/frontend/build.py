@@ -7,7 +7,6 @@ a shape) is the `verify` pass's job, driven by the PTX tables.
 """
 from __future__ import annotations
 
-import difflib
 
 from ..diagnostics import CompileError, Diagnostic, Loc
 from ..spec import (OPERAND_NAMES, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec,
@@ -34,6 +33,8 @@ class _Fail(Exception):
 
 
 def _did_you_mean(word: str, choices) -> str | None:
+    import difflib   # only on the error path: not a start-up cost
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
     listing = ", ".join(choices) if len(choices) <= 16 else ", ".join(list(choices)[:16]) + ", ..."
     if close:
