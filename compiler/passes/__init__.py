@@ -28,6 +28,15 @@ class PassContext:
     def fail(self, message: str, loc=None, hint: str | None = None):
         raise CompileError([Diagnostic(message, loc, hint)], self.source)
 
+    def each_tile(self, module, engine: str, fn) -> None:
+        """Run `fn(tile)` on every tile of `engine`; a SpecError becomes a diagnostic on that tile."""
+        for tile in module.ops("tilec.tile"):
+            if tile.attrs["engine"] == engine:
+                try:
+                    fn(tile)
+                except SpecError as e:
+                    self.spec_error(e, tile.payload)
+
     def spec_error(self, err: SpecError, tile, default_field: str | None = None):
         """Turn a SpecError from a pure module into a located diagnostic on `tile`'s field."""
         loc = tile.loc(err.field or default_field) if tile is not None else None

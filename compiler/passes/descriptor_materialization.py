@@ -24,13 +24,7 @@ class DescriptorMaterialization(Pass):
     description = "encode the instruction, smem and zero-column-mask descriptors into the IR"
 
     def apply(self, module, ctx: PassContext) -> None:
-        for tile in module.ops("tilec.tile"):
-            if tile.attrs["engine"] != "tcgen05":
-                continue
-            try:
-                self.tile(tile)
-            except SpecError as e:
-                ctx.spec_error(e, tile.payload)
+        ctx.each_tile(module, "tcgen05", self.tile)
 
     @staticmethod
     def step_fields(tile: Op, step: int) -> dict:

@@ -64,13 +64,7 @@ class LayoutSelection(Pass):
     description = "choose major-ness, swizzle and canonical smem layout (LBO/SBO) per smem operand"
 
     def apply(self, module, ctx: PassContext) -> None:
-        for tile in module.ops("tilec.tile"):
-            if tile.attrs["engine"] != "tcgen05":
-                continue
-            try:
-                self.tile(tile)
-            except SpecError as e:
-                ctx.spec_error(e, tile.payload)
+        ctx.each_tile(module, "tcgen05", self.tile)
 
     def tile(self, tile: Op) -> None:
         from ..layout import canonical_layout, choose_swizzle, container_bits_for
