@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..diagnostics import SpecError
 from ..ir import Hex, Op
 from . import Pass, PassContext
 

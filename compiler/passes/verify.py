@@ -54,10 +54,10 @@ class Verify(Pass):
         fspec = module.payload["spec"]
         target = TARGETS[fspec.target]
         needed = target.min_ptx
-        from ..ptx.builder import PTX_IDENTIFIER
+        from ..ptx.builder import is_ptx_identifier
 
         for tile in module.ops("tilec.tile"):
-            if not PTX_IDENTIFIER.fullmatch(tile.sym or ""):
+            if not is_ptx_identifier(tile.sym or ""):
                 ctx.fail(f"tile name '{tile.sym}' is not a PTX identifier (it names the kernel's .entry)",
                          tile.payload.loc("tile"), "use letters, digits and '_', starting with a letter")
             try:

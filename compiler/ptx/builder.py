@@ -11,6 +11,12 @@ from dataclasses import dataclass, field
 # PTX 4.4 identifiers: a letter then letters/digits/_/$, or _/$/% followed by at least one of those.
 # Tile names become `.entry` names, so they must be identifiers.
 PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
+# PTX 4.4 "Predefined Identifiers" that are plain words (ptxas 13.0 rejects an entry named WARP_SZ).
+PTX_PREDEFINED = ("WARP_SZ",)
+
+
+def is_ptx_identifier(name: str) -> bool:
+    return bool(PTX_IDENTIFIER.fullmatch(name)) and name not in PTX_PREDEFINED
 
 # register class prefix -> PTX type used in its declaration
 REG_TYPES = {"p": "pred", "r": "b32", "rd": "b64", "f": "f32", "h": "b16"}

@@ -50,7 +50,6 @@ buffer to S (see `_abi`), for checking the copies and layouts on a Hopper GPU.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from ..diagnostics import SpecError
@@ -69,8 +68,8 @@ SMEM_DUMP_PTX = "8.0"
 # PTX 4.4 "Identifiers": [a-zA-Z]{followsym}* | [_$%]{followsym}+ with followsym = [a-zA-Z0-9_$]. The tile
 # name becomes the .entry name (and prefixes the kernel's .shared symbols). WARP_SZ is a predefined
 # identifier (PTX 4.4, "Predefined Identifiers"; ptxas 13.0 rejects an entry of that name).
-_PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
-_PREDEFINED_IDENTIFIERS = ("WARP_SZ",)
+from .builder import PTX_IDENTIFIER as _PTX_IDENTIFIER  # noqa: E402  (one definition, in builder.py)
+from .builder import PTX_PREDEFINED as _PREDEFINED_IDENTIFIERS  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------------------------------
