@@ -37,7 +37,10 @@ class Diagnostic:
 
     def render(self, source: str | None = None) -> str:
         where = f"{self.loc}: " if self.loc else "tilec: "
-        out = [f"{where}{self.severity}: {self.message}"]
+        # A multi-line message keeps its first line as the headline; the rest (e.g. the zero-column
+        # solver's wanted/nearest masks) follows the source line and caret, so those stay line 2 and 3.
+        headline, _, details = self.message.partition("\n")
+        out = [f"{where}{self.severity}: {headline}"]
         if self.loc and source is not None:
             # Lines end at '\n' only, as the parser counts them (splitlines would also break at
             # '\r', '\x0b', '\u2028', ... and put the caret under the wrong line).
@@ -49,6 +52,8 @@ class Diagnostic:
                     width = self.loc.end_col - self.loc.col
                 out.append("  " + text)
                 out.append("  " + " " * (self.loc.col - 1) + "^" + "~" * (width - 1))
+        if details:
+            out.append(details)
         if self.hint:
             out.append(f"hint: {self.hint}")
         out.extend(f"note: {n}" for n in self.notes)
