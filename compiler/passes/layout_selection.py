@@ -68,13 +68,10 @@ class LayoutSelection(Pass):
 
     def tile(self, tile: Op) -> None:
         from ..layout import canonical_layout, choose_swizzle, container_bits_for
-        from ..ptx.tcgen05_kernel import check_kernel_support
         from ..tcgen05_kinds import check_major, mma_k
 
         spec = tile.payload
-        # A legal tile the kernel emitter cannot build is reported here, located, before any layout work.
         kind = tile.attrs["kind"]
-        check_kernel_support(spec)
         sparse = spec.sparsity is not None
         k96 = tile.facts["form"].k96
         step_k = mma_k(kind, sparse, k96)

@@ -43,6 +43,23 @@ def _check_operands(tile, ctx: PassContext, allowed: dict, optional: dict = {}):
                      f"{name} lives in {' or '.join(spaces)}")
 
 
+def _check_operand_values(spec) -> None:
+    """Instruction operands the tile gives as values (PTX 9.7.16.10.9.1)."""
+    from ..tcgen05_forms import DISABLE_LANE_REGS, SCALE_INPUT_D_RANGE
+
+    if spec.disable_output_lane is not None:
+        # a vector of 4 (cta_group::1) / 8 (::2) .b32 masks, bit i of element 0 = TMEM lane i
+        lanes = spec.disable_output_lane
+        if len(lanes) != DISABLE_LANE_REGS[spec.cta_group] or any(not 0 <= v < 1 << 32 for v in lanes):
+            raise SpecError(f"disable_output_lane takes {DISABLE_LANE_REGS[spec.cta_group]} 32-bit masks with "
+                            f"cta_group::{spec.cta_group}, got {list(map(hex, lanes))}",
+                            "disable_output_lane.value", "bit i of mask j disables TMEM lane 32*j + i")
+    if spec.scale_input_d is not None and spec.scale_input_d not in SCALE_INPUT_D_RANGE:
+        # "The valid range of values for argument scale-input-d is [0, 15]"
+        raise SpecError(f"scale_input_d is an immediate in [0, 15], not {spec.scale_input_d}",
+                        "scale_input_d.value", "D is scaled by 2^-scale_input_d")
+
+
 @dataclass(frozen=True)
 class Verify(Pass):
     name = "verify"
@@ -193,6 +210,7 @@ class Verify(Pass):
                           zero_column_mask=spec.zero_columns is not None, k96=k96)
         if spec.ashift:
             form.check_ashift_m(spec.m)
+        _check_operand_values(spec)
         try:
             check_target(form, fspec.target, fspec.ptx_version)
         except SpecError as e:

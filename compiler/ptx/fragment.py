@@ -438,10 +438,10 @@ FRAGMENT_EMITTERS: dict[str, Callable[[Op, Op, str], Fragment]] = {
 
 def fragment_name(tile_name: str, prefix: str | None = None) -> str:
     """`<prefix><tile>_mma` (prefix default "tilec_"), checked as a PTX identifier (PTX 4.4)."""
-    from .tcgen05_kernel import _PTX_IDENTIFIER
+    from .builder import is_ptx_identifier
 
     name = f"{DEFAULT_PREFIX if prefix is None else prefix}{tile_name}{NAME_SUFFIX}"
-    if not _PTX_IDENTIFIER.fullmatch(name):
+    if not is_ptx_identifier(name):
         raise SpecError(f"fragment name '{name}' is not a PTX identifier", "tile",
                         "use a prefix of letters, digits and '_' (PTX 4.4)")
     return name

@@ -54,7 +54,6 @@ from dataclasses import dataclass, replace
 
 from ..diagnostics import SpecError
 from ..ir import Op
-from ..tcgen05_forms import DISABLE_LANE_REGS, SCALE_INPUT_D_RANGE
 from ..types import TYPES
 from .builder import KernelBuilder
 
@@ -64,12 +63,6 @@ VARIANTS = (None, SMEM_DUMP)
 SMEM_DUMP_TARGET = "sm_90a"
 # PTX 8.0 introduced sm_90a; the dump kernel uses nothing newer (ld/st, bar.sync, fence.proxy.async).
 SMEM_DUMP_PTX = "8.0"
-
-# PTX 4.4 "Identifiers": [a-zA-Z]{followsym}* | [_$%]{followsym}+ with followsym = [a-zA-Z0-9_$]. The tile
-# name becomes the .entry name (and prefixes the kernel's .shared symbols). WARP_SZ is a predefined
-# identifier (PTX 4.4, "Predefined Identifiers"; ptxas 13.0 rejects an entry of that name).
-from .builder import PTX_IDENTIFIER as _PTX_IDENTIFIER  # noqa: E402  (one definition, in builder.py)
-from .builder import PTX_PREDEFINED as _PREDEFINED_IDENTIFIERS  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------------------------------
@@ -88,25 +81,6 @@ def collector_priming(spec) -> bool:
 
 # --------------------------------------------------------------------------------------------------
 # Support check (called by layout-selection so that the user gets a located diagnostic)
-
-def check_kernel_support(spec) -> None:
-    """Raise SpecError (with the field to blame) for a legal tile this emitter cannot turn into a kernel,
-    and for operand values the instruction text needs but nothing upstream bounds."""
-    if not _PTX_IDENTIFIER.fullmatch(spec.name) or spec.name in _PREDEFINED_IDENTIFIERS:
-        raise SpecError(f"tile name '{spec.name}' is not a valid PTX identifier (it names the .entry)", "tile",
-                        "use letters, digits and '_', starting with a letter (PTX 4.4)")
-    if spec.disable_output_lane is not None:
-        # 9.7.16.10.9.1: a vector of 4 (cta_group::1) / 8 (::2) .b32 masks, bit i of element 0 = lane i.
-        lanes = spec.disable_output_lane
-        if len(lanes) != DISABLE_LANE_REGS[spec.cta_group] or any(not 0 <= v < 1 << 32 for v in lanes):
-            raise SpecError(f"disable_output_lane takes {DISABLE_LANE_REGS[spec.cta_group]} 32-bit masks with "
-                            f"cta_group::{spec.cta_group}, got {list(map(hex, lanes))}",
-                            "disable_output_lane.value", "bit i of mask j disables TMEM lane 32*j + i")
-    if spec.scale_input_d is not None and spec.scale_input_d not in SCALE_INPUT_D_RANGE:
-        # 9.7.16.10.9.1: "The valid range of values for argument scale-input-d is [0, 15]".
-        raise SpecError(f"scale_input_d is an immediate in [0, 15], not {spec.scale_input_d}",
-                        "scale_input_d.value", "D is scaled by 2^-scale_input_d")
-
 
 # --------------------------------------------------------------------------------------------------
 # Small helpers
@@ -155,7 +129,6 @@ class _Kernel:
         self.tile = tile
         self.spec = spec = tile.payload
         self.kind = tile.attrs["kind"]
-        check_kernel_support(spec)
         self.dump = variant == SMEM_DUMP
         self.form = tile.facts["form"]
         self.cta_group = spec.cta_group
