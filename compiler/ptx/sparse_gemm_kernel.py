@@ -64,6 +64,7 @@ from ..diagnostics import SpecError
 from ..mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
 from ..targets import MAX_PTX, TARGETS, Version, format_version
 from ..types import TYPES
+from .builder import PtxLines
 from .mma_sp_kernel import KernelPTX
 
 # Bytes of one k-step of one instruction tile for the forms this kernel takes (a_regs = b_regs = 4:
@@ -462,7 +463,7 @@ class SparseGemmPTX(KernelPTX):
         return self.abi["dynamic_smem_bytes"]
 
 
-class _Writer:
+class _Writer(PtxLines):
     """Emits one kernel. Register roles (32-bit unless noted):
     %thr tid.x; %g, %t lane coordinates; %sm the shared window address of the dynamic buffer;
     %fb*, %cb* per-thread shared bases of fragment loads / copies (+ the current ring slot when
@@ -471,10 +472,9 @@ class _Writer:
     slot being read, %pv "the copied tile exists"; %m0, %n0, %pid, %pm, %pn, %x, %y, %z scratch."""
 
     def __init__(self, cfg: SparseGemmConfig, ptx: Version):
+        super().__init__(cfg.name)
         self.cfg, self.ptx = cfg, ptx
         self.form = cfg.form
-        self.lines: list[str] = []
-        self.nlabels = 0
         self.acc_type = ".f32" if self.form.c_type == "f32" else ".s32"
         self.abytes = TYPES[self.form.c_type].bits // 8
         self.dbytes = TYPES[cfg.out_type].bits // 8
@@ -488,20 +488,6 @@ class _Writer:
         self.params = [("a_values", ".u64"), ("a_metadata", ".u64"), ("b", ".u64"),
                        *((("c", ".u64"),) if cfg.accumulate_c else ()), ("d", ".u64"),
                        ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
-
-    # -- text --------------------------------------------------------------------------------------
-    def ins(self, s: str) -> None:
-        self.lines.append("    " + s)
-
-    def label(self, stem: str) -> str:
-        self.nlabels += 1
-        return f"{stem}_{self.nlabels}"
-
-    def put(self, label: str) -> None:
-        self.lines.append(f"{label}:")
-
-    def param(self, name: str) -> str:
-        return f"{self.cfg.name}_{name}"
 
     def scale(self, dst: str, src: str, num: int, den: int) -> None:
         """dst = src * num / den (powers of two: one shift)."""

@@ -89,6 +89,7 @@ from ..diagnostics import SpecError
 from ..mma_sp.forms import SHAPE_M, Form
 from ..targets import MAX_PTX, Version, format_version
 from ..types import TYPES
+from .builder import PtxLines
 from .mma_sp_kernel import KernelPTX
 from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK
 
@@ -511,18 +512,17 @@ class SparseWgmmaPTX(KernelPTX):
         return self.abi["dynamic_smem_bytes"]
 
 
-class _Writer:
+class _Writer(PtxLines):
     """Emits one kernel. Registers: %thr, %lane, %warp (within the warpgroup), %wg (warpgroup), %sb the
     1024-aligned shared base; producer: %tm* tensor-map addresses, %kb, %nkb, %st (slot), %ph (phase),
     %pst (slot address), %bar; consumer: %acc*, %meta*, %da0/%db0 slot-0 descriptors, %sd (slot delta in
     16-byte units), %eb metadata base, %m0/%n0 tile origin; %x, %y, %z scratch."""
 
     def __init__(self, cfg: SparseWgmmaConfig, ptx: Version):
+        super().__init__(cfg.name)
         self.cfg, self.ptx = cfg, ptx
         self.form = cfg.form
         self.wf = cfg.wg_form
-        self.lines: list[str] = []
-        self.nlabels = 0
         self.acc = ".f32" if cfg.acc_type == "f32" else ".s32"
         self.abytes = TYPES[cfg.acc_type].bits // 8
         self.dbytes = TYPES[cfg.out_type].bits // 8
@@ -530,20 +530,6 @@ class _Writer:
         self.smem = f"{cfg.name}_smem"
         self.params = [("tensor_maps", ".u64"), *((("c", ".u64"),) if cfg.accumulate_c else ()),
                        ("d", ".u64"), ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
-
-    # -- text ---------------------------------------------------------------------------------------
-    def ins(self, s: str) -> None:
-        self.lines.append("    " + s)
-
-    def label(self, stem: str) -> str:
-        self.nlabels += 1
-        return f"{stem}_{self.nlabels}"
-
-    def put(self, label: str) -> None:
-        self.lines.append(f"{label}:")
-
-    def param(self, name: str) -> str:
-        return f"{self.cfg.name}_{name}"
 
     def load_ptr(self, reg: str, name: str) -> None:
         self.ins(f"ld.param.u64 {reg}, [{self.param(name)}];")
