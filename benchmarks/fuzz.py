@@ -59,7 +59,7 @@ def make_input(c: generate.Chooser, index: int) -> tuple[str, str]:
 
 def compile_overrides(c: generate.Chooser) -> dict:
     """What the CLI's --arch / --ptx-version / --variant pass to compile_source."""
-    from compiler.targets import TARGETS
+    from compiler.isa.targets import TARGETS
 
     pick = c.randint(0, 3)
     if pick == 0:

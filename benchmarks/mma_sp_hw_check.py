@@ -27,12 +27,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 from compiler import sparse  # noqa: E402
-from compiler.mma_sp.forms import Form, all_forms  # noqa: E402
-from compiler.mma_sp.metadata import (expand_pattern, kept_elements, legal_nibbles,  # noqa: E402
+from compiler.isa.mma_sp.forms import Form, all_forms  # noqa: E402
+from compiler.isa.mma_sp.metadata import (expand_pattern, kept_elements, legal_nibbles,  # noqa: E402
                                       static_metadata)
 from compiler.ptx.mma_sp_kernel import MmaSpKernelConfig, emit_mma_sp_kernel  # noqa: E402
-from compiler.targets import TARGETS  # noqa: E402
-from compiler.types import TYPES  # noqa: E402
+from compiler.isa.targets import TARGETS  # noqa: E402
+from compiler.isa.types import TYPES  # noqa: E402
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 

@@ -146,7 +146,7 @@ class DumpTile:
         return self.n * self.grid[0]
 
     def dsl(self) -> str:
-        from compiler.tcgen05_kinds import mma_k
+        from compiler.isa.tcgen05_kinds import mma_k
 
         lines = [f"engine tcgen05 cta_group={self.cta_group} kind={self.kind};",
                  f"shape M={self.m} N={self.n} K={mma_k(self.kind, self.sparsity is not None)};",
@@ -360,7 +360,7 @@ def compile_tile(tile: DumpTile):
 
 
 def _tile_record(tile: DumpTile, result, op, abi) -> dict:
-    from compiler.tcgen05_kinds import mma_k
+    from compiler.isa.tcgen05_kinds import mma_k
 
     idesc_op = op.op("tilec.instr_desc")
     step_values = idesc_op.attrs.get("step_values")
@@ -460,7 +460,7 @@ def prepare(data: Path, quick: bool = False, assemble: bool = True, log=print,
 
 
 def _type_bits(dtype: str) -> int:
-    from compiler.types import TYPES
+    from compiler.isa.types import TYPES
 
     return TYPES[dtype].bits
 
@@ -853,7 +853,7 @@ def check_tile(rec: dict, images: np.ndarray, inputs, report: Report, layouts: d
     from compiler.sim import numerics
     from compiler.sim.smem import read_operand_bits
     from compiler.sim.tcgen05 import encode_sparse_metadata, expand_sparse, mma
-    from compiler.tcgen05_kinds import mma_k
+    from compiler.isa.tcgen05_kinds import mma_k
 
     t = rec["tile"]
     name = rec["entry"]

@@ -50,8 +50,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from compiler.mma_sp.forms import find_form                         # noqa: E402
-from compiler.mma_sp.fragments import metadata_slot                 # noqa: E402
+from compiler.isa.mma_sp.forms import find_form                         # noqa: E402
+from compiler.isa.mma_sp.fragments import metadata_slot                 # noqa: E402
 from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm   # noqa: E402
 
 # schedules tried per shape: name -> SparseGemmConfig fields (p = persistent CTAs)

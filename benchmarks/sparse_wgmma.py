@@ -49,7 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from compiler.mma_sp.forms import find_form                                          # noqa: E402
+from compiler.isa.mma_sp.forms import find_form                                          # noqa: E402
 from compiler.ptx.sparse_wgmma_kernel import (SparseWgmmaConfig, emit_sparse_wgmma,   # noqa: E402
                                               encode_tensor_maps)
 

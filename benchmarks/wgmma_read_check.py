@@ -288,7 +288,7 @@ class ReadCase:
 
 
 def _k_for(form: WgmmaForm) -> int:
-    from compiler.types import TYPES
+    from compiler.isa.types import TYPES
     return K_LINE_BYTES * 8 // TYPES[form.a_type].bits
 
 

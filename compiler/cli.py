@@ -123,7 +123,7 @@ def _parser():
 def _version(text: str | None):
     if text is None:
         return None
-    from .targets import parse_version
+    from .isa.targets import parse_version
 
     v = parse_version(text)
     if v is None:

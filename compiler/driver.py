@@ -61,7 +61,7 @@ def parse_source(text: str, filename: str = "<string>", arch: str | None = None,
     from dataclasses import replace
 
     from .frontend.build import parse_spec
-    from .targets import TARGETS
+    from .isa.targets import TARGETS
 
     if arch is not None and arch not in TARGETS:
         raise CompileError([Diagnostic(f"unknown target '{arch}' given with --arch",
@@ -115,7 +115,7 @@ def tile_file_spec(spec: TileSpec, target: str,
     deep in a pass. `ptx_version` may be (8, 6) or "8.6"."""
     from .diagnostics import SpecError
     from .spec_printer import print_tile
-    from .targets import TARGETS, parse_version
+    from .isa.targets import TARGETS, parse_version
 
     if target not in TARGETS:
         raise CompileError([Diagnostic(f"unknown target '{target}'", hint="one of: " + ", ".join(TARGETS))])

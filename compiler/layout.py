@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from .descriptors.smem import SmemDesc
 from .diagnostics import SpecError
-from .types import TYPES
+from .isa.types import TYPES
 
 CHUNK_BYTES = 16          # PTX 9.7.16.3: matrices are normalised to 128-bit elements
 MAJORS = ("K", "MN")

@@ -13,7 +13,7 @@ Compressed A values (`compress(...)[0]`), for an M x K dense A (M % 16 == 0, K %
       s4, u4, e2m1 at m16n8k128        packed two per byte, even K index in the low nibble (uint8 array of
                                        M x K/4)
     Row stride = K/2 elements = K * storage_bits / 16 bytes. Each 32-bit word of a row is exactly one
-    A register of mma.sp (compiler/mma_sp/fragments.py).
+    A register of mma.sp (compiler/isa/mma_sp/fragments.py).
 
 Metadata (`compress(...)[1]`): uint32 array [M/16][K/shape_k][32]: for every 16-row tile mt and k-step
     ks the 32 per-lane `e` words of that mma.sp, lane-contiguous (one coalesced 128-byte load per warp).
@@ -35,9 +35,9 @@ from __future__ import annotations
 import numpy as np
 
 from .diagnostics import SpecError
-from .mma_sp.forms import CONTAINER_SHIFT, SHAPE_M, SparseLayout, layout_for
-from .mma_sp.fragments import metadata_slot
-from .types import TYPES
+from .isa.mma_sp.forms import CONTAINER_SHIFT, SHAPE_M, SparseLayout, layout_for
+from .isa.mma_sp.fragments import metadata_slot
+from .isa.types import TYPES
 
 
 _NUMPY_NATIVE = ("float16", "float32", "int8", "uint8", "int32")
@@ -199,7 +199,7 @@ def compress(a, dtype: str, shape: str, selector: int = 0) -> tuple[np.ndarray, 
 
 def decompress(values, metadata, dtype: str, shape: str) -> np.ndarray:
     """Inverse of compress: (values, metadata words) -> dense M x K array of the element dtype."""
-    from .mma_sp.metadata import nibble_problem
+    from .isa.mma_sp.metadata import nibble_problem
     layout = layout_for(dtype, shape)
     gran = layout.granularity
     x = decode_storage(values, dtype, layout)

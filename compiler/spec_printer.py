@@ -136,7 +136,7 @@ def _loop(t: TileSpec) -> list[str]:
 
 def _operand(name: str, o: OperandSpec) -> str:
     from .frontend.build import MAJORS, SPACES, SWIZZLES
-    from .types import TYPES
+    from .isa.types import TYPES
 
     if not isinstance(o, OperandSpec):
         raise SpecError(f"operand {name} must be an OperandSpec, not {type(o).__name__}", name)
@@ -323,7 +323,7 @@ def print_tile(tile: TileSpec) -> str:
 
 def print_file(spec: FileSpec) -> str:
     """The whole file: `target`, `ptx` (when pinned) and every tile, separated by blank lines."""
-    from .targets import TARGETS, format_version
+    from .isa.targets import TARGETS, format_version
 
     if not isinstance(spec, FileSpec):
         raise SpecError(f"expected a FileSpec, not {type(spec).__name__}")

@@ -1,8 +1,8 @@
 """The README's support matrix, generated from the compiler's own tables (one source of truth):
 
-- tcgen05 kinds (compiler/tcgen05_kinds.py: KINDS, SHAPE_RULES — PTX Table 39, Tables 42-44, 49);
-- tcgen05 features x targets with the minimum PTX version (compiler/tcgen05_forms.py: FEATURES);
-- warp-level mma.sp forms (compiler/mma_sp/forms.py: FORM_ROWS).
+- tcgen05 kinds (compiler/isa/tcgen05_kinds.py: KINDS, SHAPE_RULES — PTX Table 39, Tables 42-44, 49);
+- tcgen05 features x targets with the minimum PTX version (compiler/isa/tcgen05_forms.py: FEATURES);
+- warp-level mma.sp forms (compiler/isa/mma_sp/forms.py: FORM_ROWS).
 
 `python -m compiler.support_matrix` prints it; `--write README.md` replaces the text between the
 support-matrix markers; tests/test_support_matrix.py fails when README is stale.
@@ -20,7 +20,7 @@ def _v(v) -> str:
 
 
 def tcgen05_kinds_table() -> str:
-    from .tcgen05_kinds import KINDS, SHAPE_RULES
+    from .isa.tcgen05_kinds import KINDS, SHAPE_RULES
 
     rows = ["| kind | A/B types | D types | K dense / sparse | sparse A | shapes (M; N) | .ws | negate / transpose | scale types (vector) |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -46,8 +46,8 @@ def tcgen05_kinds_table() -> str:
 
 
 def tcgen05_targets_table() -> str:
-    from .tcgen05_forms import FEATURES, TCGEN05_TARGETS, _sorted_targets
-    from .targets import TARGETS
+    from .isa.tcgen05_forms import FEATURES, TCGEN05_TARGETS, _sorted_targets
+    from .isa.targets import TARGETS
 
     targets = _sorted_targets(TCGEN05_TARGETS)
     rows = ["| tcgen05 feature | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
@@ -58,7 +58,7 @@ def tcgen05_targets_table() -> str:
 
 
 def mma_sp_table() -> str:
-    from .mma_sp.forms import FORM_ROWS, layout_for
+    from .isa.mma_sp.forms import FORM_ROWS, layout_for
 
     rows = ["| mma.sp shape | kind | A / B types | C/D types | sparsity | selectors | min PTX | targets |",
             "|---|---|---|---|---|---|---|---|"]

@@ -213,7 +213,7 @@ def test_mma_sp_fragment_static_metadata_constant():
     f = emit_fragment(tile, "sm_80")
     words = f.constants["static_metadata"]
     # "first_two" keeps elements 0,1 of every chunk: nibble 0b0100, so every word is 0x44444444
-    # (compiler/mma_sp/metadata.py docstring; eight nibbles per 32-bit word)
+    # (compiler/isa/mma_sp/metadata.py docstring; eight nibbles per 32-bit word)
     assert {w for row in words for ks in row for w in ks} == {0x44444444}
 
 
@@ -327,9 +327,9 @@ def _print(tile):
 
 
 def test_every_mma_sp_form_has_a_fragment_that_assembles(ptxas):
-    """Every non-block-scaled row of the mma.sp form table (compiler/mma_sp/forms.py, digest §5) as a
+    """Every non-block-scaled row of the mma.sp form table (compiler/isa/mma_sp/forms.py, digest §5) as a
     two-K-step fragment with its largest legal selector (9.7.14.6.1), linked per target into one module."""
-    from compiler.mma_sp.forms import all_forms
+    from compiler.isa.mma_sp.forms import all_forms
 
     by_target: dict[str, list] = {}
     for i, form in enumerate(f for f in all_forms() if f.block_scale is None):

@@ -8,7 +8,7 @@ from hypothesis import assume, given, settings, strategies as st
 from compiler.descriptors import InstrDesc
 from compiler.descriptors.instr import LAYOUTS
 from compiler.diagnostics import SpecError
-from compiler.tcgen05_kinds import KINDS, SHAPE_RULES
+from compiler.isa.tcgen05_kinds import KINDS, SHAPE_RULES
 
 BASE = {
     "tf32": dict(a_type="tf32", b_type="tf32", d_type="f32", m=128, n=64),

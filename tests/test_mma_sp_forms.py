@@ -1,4 +1,4 @@
-"""The warp-level mma.sp form table (compiler/mma_sp/forms.py) against the PTX text.
+"""The warp-level mma.sp form table (compiler/isa/mma_sp/forms.py) against the PTX text.
 
 Sources: seed ../shared/seeds/ptx-mma-sp-sparse-storage.txt (PTX ISA 9.7.14.6.1: granularity, selector
 values), ptx-digest.md §5 (syntax, register counts, min PTX, targets; its ptxas 13.0 matrix).
@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from compiler.diagnostics import SpecError
-from compiler.mma_sp.forms import (
+from compiler.isa.mma_sp.forms import (
     BLOCK_SCALES, FORM_ROWS, GRANULARITIES, ORDERED_METADATA_PTX, all_forms, find_form, layout_for,
 )
-from compiler.targets import MAX_PTX, TARGETS
+from compiler.isa.targets import MAX_PTX, TARGETS
 
 
 def regs(k: int, bits: int) -> int:

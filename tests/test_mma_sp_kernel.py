@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from compiler.diagnostics import SpecError
-from compiler.mma_sp.forms import FORM_ROWS, ORDERED_METADATA_PTX, Form, all_forms, find_form
-from compiler.mma_sp.metadata import pack_metadata, static_metadata
+from compiler.isa.mma_sp.forms import FORM_ROWS, ORDERED_METADATA_PTX, Form, all_forms, find_form
+from compiler.isa.mma_sp.metadata import pack_metadata, static_metadata
 from compiler.ptx.mma_sp_kernel import MmaSpKernelConfig, emit_mma_sp_kernel
-from compiler.targets import MAX_PTX, TARGETS, Version, format_version
+from compiler.isa.targets import MAX_PTX, TARGETS, Version, format_version
 
 FORMS = [f for f in all_forms() if f.min_ptx <= MAX_PTX]       # 4X+ue8m0 needs PTX 9.1 (tested below)
 ROW_REPRESENTATIVES = [next(f for f in FORMS if f.row is row) for row in FORM_ROWS]

@@ -1,4 +1,4 @@
-"""Fragment maps (compiler/mma_sp/fragments.py) and metadata rules (compiler/mma_sp/metadata.py).
+"""Fragment maps (compiler/isa/mma_sp/fragments.py) and metadata rules (compiler/isa/mma_sp/metadata.py).
 
 References: ptx-digest.md §6.1 (A fragments, closed forms per shape), §6.2 (B, C/D), §6.3 (metadata
 register: supplying threads and nibble -> row/chunk table), §7 (dense m16n8k16 B/C layout), §4.1 (the six
@@ -13,11 +13,11 @@ import random
 import pytest
 
 from compiler.diagnostics import SpecError
-from compiler.mma_sp.forms import FORM_ROWS, GRANULARITIES, SparseLayout, layout_for
-from compiler.mma_sp.fragments import (
+from compiler.isa.mma_sp.forms import FORM_ROWS, GRANULARITIES, SparseLayout, layout_for
+from compiler.isa.mma_sp.fragments import (
     a_element, a_register_word, b_element, cd_element, metadata_slot, metadata_suppliers,
 )
-from compiler.mma_sp.metadata import (
+from compiler.isa.mma_sp.metadata import (
     INVALID_NIBBLES, ORDERED_NIBBLES, PATTERNS, TF32_NIBBLES, encode_kept, expand_pattern, kept_elements,
     legal_nibbles, nibble_problem, pack_metadata, static_metadata, tile_words, unpack_metadata,
     validate_nibbles,

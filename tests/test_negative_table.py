@@ -59,10 +59,10 @@ def test_every_base_tile_is_legal():
 def test_table_covers_every_row():
     """Every kind, every Table 39 row (but K = 96), every FEATURES row the DSL can write and every
     mma.sp form row has cases, so a new table row cannot go untested."""
-    from compiler.mma_sp.forms import FORM_ROWS
-    from compiler.tcgen05_forms import FEATURES
-    from compiler.targets import TARGETS
-    from compiler.tcgen05_kinds import KINDS, SHAPE_RULES
+    from compiler.isa.mma_sp.forms import FORM_ROWS
+    from compiler.isa.tcgen05_forms import FEATURES
+    from compiler.isa.targets import TARGETS
+    from compiler.isa.tcgen05_kinds import KINDS, SHAPE_RULES
 
     ids = [c.id for c in CASES]
     for kind in KINDS:

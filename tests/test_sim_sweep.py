@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from compiler import tcgen05_kinds
+from compiler.isa import tcgen05_kinds
 from compiler.descriptors.instr import InstrDesc
 from compiler.descriptors.zero_column_mask import ZeroColumnMask
 from compiler.diagnostics import SpecError

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from compiler import sparse
 from compiler.diagnostics import SpecError
-from compiler.mma_sp.forms import FORM_ROWS, layout_for
-from compiler.mma_sp.fragments import a_element, a_register_word, metadata_slot, metadata_suppliers
-from compiler.mma_sp.metadata import kept_elements, pack_metadata
+from compiler.isa.mma_sp.forms import FORM_ROWS, layout_for
+from compiler.isa.mma_sp.fragments import a_element, a_register_word, metadata_slot, metadata_suppliers
+from compiler.isa.mma_sp.metadata import kept_elements, pack_metadata
 
 # every (A type, shape) with its own layout
 TYPE_SHAPES = sorted({(a, r.shape) for r in FORM_ROWS for a in r.a_types},
@@ -30,7 +30,7 @@ def as_f64(x: np.ndarray) -> np.ndarray:
 
 def any_bits(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
     """Arbitrary encodings of `dtype` (all bit patterns incl. subnormals and -0), NaN/inf replaced by 1."""
-    from compiler.types import TYPES
+    from compiler.isa.types import TYPES
     bits = TYPES[dtype].bits
     if bits >= 16:
         raw = rng.integers(0, 1 << bits, size=shape, dtype=np.uint64).astype(
@@ -99,7 +99,7 @@ def test_metadata_buffer_is_per_tile_pack_metadata(dtype, shape):
 
 
 def _code(lay, kept):
-    from compiler.mma_sp.metadata import encode_kept
+    from compiler.isa.mma_sp.metadata import encode_kept
     return encode_kept(lay, kept)
 
 

@@ -10,7 +10,7 @@ ptxas, configuration errors and DSL wiring.
    emitter uses) warp by warp, with numpy registers of 32 lanes. It implements, from the PTX ISA text:
    ldmatrix (PTX ISA ldmatrix: lane 4r+c receives elements 2c, 2c+1 of row r of matrix j in register j),
    mma.sp (digest §6.1 A closed forms, §6.2 B and C/D, §6.3 metadata suppliers; independent of
-   compiler/mma_sp/fragments.py), cp.async with commit/wait groups (PTX ISA cp.async) and bar.sync. Warps run
+   compiler/isa/mma_sp/fragments.py), cp.async with commit/wait groups (PTX ISA cp.async) and bar.sync. Warps run
    one at a time between barriers, in forward and in reverse order, and cp.async copies land either at
    issue ("eager") or only at the wait_group that retires them ("lazy"): a missing wait or barrier, or a
    stage refilled while another warp still reads it, produces wrong numbers in one of the four runs.
@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from compiler.diagnostics import SpecError
-from compiler.mma_sp.forms import find_form
+from compiler.isa.mma_sp.forms import find_form
 from compiler.ptx.sparse_gemm_kernel import (CHUNK, SparseGemmConfig, copy_accesses, emit_sparse_gemm,
                                              fragment_accesses, physical_offsets, swizzle)
 from compiler.sparse import compress, pack_b, random_sparse

@@ -43,12 +43,12 @@ import pytest
 from compiler import sparse
 from compiler.diagnostics import SpecError
 from compiler.layout import swizzle_bytes
-from compiler.mma_sp.forms import find_form
-from compiler.mma_sp.fragments import metadata_suppliers
-from compiler.ptx.sparse_wgmma_kernel import (DESCRIPTOR_SWIZZLE, TMA_MAP_BYTES, TMA_SWIZZLE, SparseWgmmaConfig,
-                                              descriptor_base, descriptor_offset, emit_sparse_wgmma,
-                                              fragment_coord, layouts, tensor_map_args, tma_boxes,
-                                              wgmma_descriptor)
+from compiler.isa.mma_sp.forms import find_form
+from compiler.isa.mma_sp.fragments import metadata_suppliers
+from compiler.isa.wgmma import DESCRIPTOR_SWIZZLE, wgmma_descriptor
+from compiler.ptx.sparse_wgmma_kernel import (TMA_MAP_BYTES, TMA_SWIZZLE, SparseWgmmaConfig, descriptor_base,
+                                              descriptor_offset, emit_sparse_wgmma, fragment_coord, layouts,
+                                              tensor_map_args, tma_boxes)
 
 REPO = Path(__file__).resolve().parents[1]
 F16 = find_form("m16n8k32", "f16", "f16", "f32", "f32")

@@ -18,8 +18,8 @@ from compiler.frontend.build import (BLOCK_SCALE_VECS, ENGINES, MAJORS, METADATA
                                      SWIZZLES)
 from compiler.spec import (OPERAND_NAMES, FileSpec, OperandSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
 from compiler.spec_printer import HEADER_FIELDS, TILE_STATEMENTS, print_file, print_tile
-from compiler.targets import TARGETS
-from compiler.types import TYPES
+from compiler.isa.targets import TARGETS
+from compiler.isa.types import TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.tile"))

@@ -12,9 +12,9 @@ def test_readme_support_matrix_is_current():
 
 
 def test_matrix_rows_come_from_the_tables():
-    from compiler.mma_sp.forms import FORM_ROWS
-    from compiler.tcgen05_forms import FEATURES
-    from compiler.tcgen05_kinds import KINDS
+    from compiler.isa.mma_sp.forms import FORM_ROWS
+    from compiler.isa.tcgen05_forms import FEATURES
+    from compiler.isa.tcgen05_kinds import KINDS
 
     out = render()
     for k in KINDS:

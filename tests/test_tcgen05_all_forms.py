@@ -28,12 +28,12 @@ import pytest
 
 from compiler.diagnostics import CompileError
 from compiler.driver import compile_source
-from compiler.ptx.tcgen05_tmem import data_path
+from compiler.isa.tmem import data_path
 from compiler.ptxas import find_ptxas
-from compiler.tcgen05_forms import TCGEN05_TARGETS, Tcgen05Mma, all_forms, infer_ptx_version
+from compiler.isa.tcgen05_forms import TCGEN05_TARGETS, Tcgen05Mma, all_forms, infer_ptx_version
 from compiler.passes.layout_selection import k_quantum
-from compiler.tcgen05_kinds import mma_k, shape_rule
-from compiler.targets import TARGETS, format_version
+from compiler.isa.tcgen05_kinds import mma_k, shape_rule
+from compiler.isa.targets import TARGETS, format_version
 
 ALL_FORMS = all_forms()
 EXPRESSIBLE = ALL_FORMS                 # every form has a DSL spelling (K = 96 included)
@@ -392,7 +392,7 @@ def test_kernel_computes_d_on_the_emulator(name):
 
 
 def test_emulated_tiles_cover_the_layouts():
-    from compiler.ptx.tcgen05_tmem import data_path
+    from compiler.isa.tmem import data_path
 
     seen = set()
     for text in EMULATED.values():

@@ -1,7 +1,7 @@
 """tcgen05.mma forms, their PTX version / target table, and the supporting instructions.
 
 The heart of this file assembles, with ptxas (CUDA 13.0), every (form x target) combination the
-table in compiler/tcgen05_forms.py calls legal, at exactly the PTX version `infer_ptx_version`
+table in compiler/isa/tcgen05_forms.py calls legal, at exactly the PTX version `infer_ptx_version`
 picks, and checks that ptxas rejects what the table rejects, except for the documented cases where
 ptxas accepts something PTX forbids (digest §9 items 6 and 10), which are listed here as tests that
 tilec rejects.
@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from compiler.diagnostics import SpecError
-from compiler.targets import TARGETS, format_version
-from compiler.tcgen05_forms import (
+from compiler.isa.targets import TARGETS, format_version
+from compiler.isa.tcgen05_forms import (
     FEATURES, TCGEN05_TARGETS, Tcgen05Mma, all_forms, check_target, infer_ptx_version,
     tcgen05_alloc, tcgen05_commit, tcgen05_cp, tcgen05_dealloc, tcgen05_fence_after_thread_sync,
     tcgen05_fence_before_thread_sync, tcgen05_ld, tcgen05_ldst_regs, tcgen05_relinquish_alloc_permit,

@@ -10,7 +10,7 @@ Facts checked (PTX ISA 9.0/9.1 sections; digest = /work/shared/reference/ptx-dig
 - 9.7.16.10.7.2.4-.5 / .3.4-.5: block32 -> three scale factors per row and MMA, block16 -> six; the SF ID is
   the byte offset in the TMEM word (Figures 243-258 draw SFB_ID 0-3 for block32, 0 and 2 for block16).
 
-How tilec places the data (compiler/passes/layout_selection.py, compiler/ptx/tcgen05_tmem.py): the 48-byte
+How tilec places the data (compiler/passes/layout_selection.py, compiler/isa/tmem.py): the 48-byte
 steps are packed along K in 128B-swizzled K atoms, a step past the end of a 128-byte row continuing at line 0
 of the next atom (as CUTLASS's SM103 mainloop does), so a stage is 768 K (8 MMAs, 3 rows of 128 bytes).
 The kernels are run on the CPU emulator (compiler/ptx/emulate.py), which reads shared memory through the
@@ -30,7 +30,7 @@ import pytest
 
 from compiler.diagnostics import CompileError
 from compiler.driver import compile_source
-from compiler.tcgen05_forms import TCGEN05_TARGETS, all_forms
+from compiler.isa.tcgen05_forms import TCGEN05_TARGETS, all_forms
 
 ROOT = Path(__file__).resolve().parent.parent
 ROW = 128                      # bytes of one 128B-swizzle row (9.7.16.3.3 K-major 128B atom: 8 rows x 128 B)
@@ -128,7 +128,7 @@ def test_each_step_is_two_pieces_inside_aligned_128_byte_rows():
 ])
 def test_k96_scale_factor_layout(kind, vec, nsf, stride, ids):
     from compiler.descriptors.instr import CODES
-    from compiler.ptx.tcgen05_tmem import data_path, scale_layouts
+    from compiler.isa.tmem import data_path, scale_layouts
 
     sfa, sfb = scale_layouts(kind, vec, data_path(256, 2), 128, k96=True)
     for lay, slices in ((sfa, 4), (sfb, 4)):                      # 128 rows of A per CTA; N = 128 columns of B

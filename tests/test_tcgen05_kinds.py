@@ -3,7 +3,7 @@ Table 50 (8-bit transposed B), scale types / vector sizes (digest §2.2)."""
 import pytest
 
 from compiler.diagnostics import SpecError
-from compiler.tcgen05_kinds import (KINDS, check_major, check_options, check_scale, check_shape, infer_kind,
+from compiler.isa.tcgen05_kinds import (KINDS, check_major, check_options, check_scale, check_shape, infer_kind,
                                     mma_k, shape_rule)
 
 

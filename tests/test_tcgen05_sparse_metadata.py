@@ -1,4 +1,4 @@
-"""Sparse tcgen05 metadata: the Tensor Memory image the kernel stages (compiler/ptx/tcgen05_tmem.py), the
+"""Sparse tcgen05 metadata: the Tensor Memory image the kernel stages (compiler/isa/tmem.py), the
 sparse-metadata-packing pass, the per-MMA selector and the emitted staging code.
 
 Independent references:
@@ -17,7 +17,7 @@ import pytest
 
 from compiler.diagnostics import CompileError
 from compiler.driver import compile_source
-from compiler.ptx.tcgen05_tmem import (METADATA_CHUNK, data_path, metadata_format, metadata_image,
+from compiler.isa.tmem import (METADATA_CHUNK, data_path, metadata_format, metadata_image,
                                        pack_metadata_words)
 from compiler.sim.tcgen05 import decode_sparse_metadata, encode_sparse_metadata
 
@@ -203,7 +203,7 @@ def test_8bit_kinds_use_two_columns_and_selector_zero():
     ("sparsity 2:4 pattern=nope;", "unknown sparsity pattern"),
 ])
 def test_invalid_static_metadata_is_located(sparsity, message):
-    """The nibble rules of 9.7.14.6.1 / 9.7.16.10.8 (compiler/mma_sp/metadata.py validators) apply."""
+    """The nibble rules of 9.7.14.6.1 / 9.7.16.10.8 (compiler/isa/mma_sp/metadata.py validators) apply."""
     with pytest.raises(CompileError) as exc:
         compile_tile("kind=f16", "f16", 128, 32, sparsity)
     diag = exc.value.diagnostics[0]
@@ -231,7 +231,7 @@ def test_staging_code_shape():
 
 
 # --------------------------------------------------------------------------------------------------
-# The other TMEM layouts of tcgen05_tmem.py against CUTLASS's atoms (same CuTe evaluation)
+# The other TMEM layouts of compiler/isa/tmem.py against CUTLASS's atoms (same CuTe evaluation)
 
 def test_data_path_table():
     """PTX 9.7.16.10.5 table: (M, cta_group, sparsity, .ws) -> layout id."""
@@ -274,7 +274,7 @@ def test_scale_layout_matches_cutlass_tmem_sf_frg(kind, vec, rows, n, halves):
     """CUTLASS tmem_sf_frg: SFA / SFB (4x1) ((32, MN/32), 4):((1, 512), 32), SFB of the 2x2 data path
     ((32, MN/64), 2, 2):((1, 512), 64, 32); factor f of an MMA at +128 (the next byte). Byte-column
     address -> lane v % 128, 32-bit column (v // 128) // 4, byte (v // 128) % 4."""
-    from compiler.ptx.tcgen05_tmem import scale_layouts
+    from compiler.isa.tmem import scale_layouts
 
     dp = data_path(rows * (2 if halves == 2 else 1), 2 if halves == 2 else 1)
     sfa, sfb = scale_layouts(kind, vec, dp, n)

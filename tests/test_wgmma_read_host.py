@@ -27,7 +27,7 @@ from compiler.diagnostics import SpecError
 from compiler.layout import smem_descriptors
 from compiler.sim import numerics
 from compiler.sim.smem import read_operand_bits
-from compiler.types import TYPES
+from compiler.isa.types import TYPES
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -222,7 +222,7 @@ class InstrDesc:
     k96: bool = False
 
     def __post_init__(self) -> None:
-        from ..tcgen05_kinds import SHAPE_RULES, check_major, check_types, kind_info
+        from ..isa.tcgen05_kinds import SHAPE_RULES, check_major, check_types, kind_info
 
         info = kind_info(self.kind)
         check_types(self.kind, self.a_type, self.b_type, self.d_type)
@@ -234,7 +234,7 @@ class InstrDesc:
         for operand, dtype, major in (("A", self.a_type, self.a_major), ("B", self.b_type, self.b_major)):
             check_major(self.kind, operand, dtype, major)
         # M and N must belong to some Table 39 variant of the kind (cta_group / .ws are not known here;
-        # compiler.tcgen05_kinds.check_shape checks the exact row).
+        # compiler.isa.tcgen05_kinds.check_shape checks the exact row).
         rules = [r for r in SHAPE_RULES if self.kind in r.kinds]
         ms = sorted({m for r in rules for m in r.ms})
         if self.m not in ms:

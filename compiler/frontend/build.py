@@ -11,8 +11,8 @@ from __future__ import annotations
 from ..diagnostics import CompileError, Diagnostic, Loc
 from ..spec import (OPERAND_NAMES, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec,
                     ZeroColumnsSpec)
-from ..targets import TARGETS, parse_version
-from ..types import TYPES
+from ..isa.targets import TARGETS, parse_version
+from ..isa.types import TYPES
 from .parser import Arg, FileNode, Statement, Value, parse
 
 ENGINES = ("tcgen05", "mma.sp", "mma")

@@ -30,7 +30,7 @@ class DescriptorMaterialization(Pass):
         """Instruction-descriptor fields of MMA `step` of a stage that differ from step to step."""
         fields = {}
         if tile.payload.sparsity is not None:
-            from ..ptx.tcgen05_tmem import metadata_format
+            from ..isa.tmem import metadata_format
 
             selector, _ = metadata_format(tile.attrs["kind"]).selector_and_column(step)
             if selector:
@@ -45,7 +45,7 @@ class DescriptorMaterialization(Pass):
     def tile(self, tile: Op) -> None:
         from ..descriptors import InstrDesc
         from ..layout import smem_descriptors
-        from ..tcgen05_kinds import mma_k
+        from ..isa.tcgen05_kinds import mma_k
 
         spec = tile.payload
         kind = tile.attrs["kind"]

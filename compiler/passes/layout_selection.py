@@ -68,7 +68,7 @@ class LayoutSelection(Pass):
 
     def tile(self, tile: Op) -> None:
         from ..layout import canonical_layout, choose_swizzle, container_bits_for
-        from ..tcgen05_kinds import check_major, mma_k
+        from ..isa.tcgen05_kinds import check_major, mma_k
 
         spec = tile.payload
         kind = tile.attrs["kind"]
@@ -154,7 +154,8 @@ class LayoutSelection(Pass):
 def tmem_plan(tile: Op, steps: int):
     """The TMEM columns of one CTA for a stage of `steps` MMAs (compiler/ptx/tcgen05_tmem.py)."""
     from ..ptx.tcgen05_kernel import collector_priming
-    from ..ptx.tcgen05_tmem import a_columns_per_mma, data_path, metadata_format, plan_tmem, scale_layouts
+    from ..isa.tmem import a_columns_per_mma, data_path, metadata_format, scale_layouts
+    from ..ptx.tcgen05_tmem import plan_tmem
 
     spec = tile.payload
     kind = tile.attrs["kind"]

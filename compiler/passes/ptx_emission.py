@@ -64,7 +64,7 @@ def _mma_sp_entry(tile: Op, module) -> tuple[str, dict]:
     one-instruction-tile kernel of compiler/ptx/mma_sp_kernel.py (its warp grid from the schedule)."""
     from ..ptx.mma_sp_kernel import KernelPTX, MmaSpKernelConfig, emit_mma_sp_kernel
     from ..ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm, pipelined_form
-    from ..targets import parse_version
+    from ..isa.targets import parse_version
 
     spec = tile.payload
     form = tile.facts["form"]

@@ -1,12 +1,12 @@
 """`sparse-metadata-packing`: the sparse-A metadata each kernel needs.
 
 - Warp-level mma.sp (PTX 9.7.14.6): a static pattern in the spec becomes the 32-bit metadata words
-  in the per-lane order the instruction expects (compiler/mma_sp/metadata.py); runtime metadata is
+  in the per-lane order the instruction expects (compiler/isa/mma_sp/metadata.py); runtime metadata is
   read by the kernel from global memory in the layout compiler/sparse.py produces.
 - tcgen05 `.sp` (PTX 9.7.16.10.8): the metadata lives in Tensor Memory. The kernel reads natural
   words (row r, word w = the 4-bit codes of chunks 8w..8w+7, code i in bits 4i) either from the META
   parameter (runtime) or from a periodic table this pass packs from the static pattern, and stages them
-  into the TMEM layout of its kind and data path (compiler/ptx/tcgen05_tmem.py: f16/tf32 rows m and
+  into the TMEM layout of its kind and data path (compiler/isa/tmem.py: f16/tf32 rows m and
   m+8 sharing a cell, 8-bit and fp4 kinds one lane per row and two columns per MMA, M=64 half data path,
   .ws lane groups). The selector (f16/tf32) is the metadata column's parity, set per MMA by
   descriptor-materialization; a user selector other than 0 is rejected by verify.
@@ -45,9 +45,9 @@ class SparseMetadataPacking(Pass):
         spec = tile.payload
         sp = spec.sparsity
         if tile.attrs["engine"] == "mma.sp":
-            from ..mma_sp.forms import ORDERED_METADATA_PTX
-            from ..mma_sp.metadata import static_metadata
-            from ..targets import parse_version
+            from ..isa.mma_sp.forms import ORDERED_METADATA_PTX
+            from ..isa.mma_sp.metadata import static_metadata
+            from ..isa.targets import parse_version
 
             form = tile.facts["form"]
             if sp.metadata == "runtime":
@@ -71,18 +71,19 @@ class SparseMetadataPacking(Pass):
 
     def tcgen05(self, tile: Op, spec) -> None:
         """Static patterns -> the smallest periodic table of natural words; runtime -> the META layout."""
-        from ..mma_sp.forms import GRANULARITIES, SparseLayout
+        from ..isa.mma_sp.forms import GRANULARITIES, SparseLayout
         from math import lcm as _lcm
 
-        from ..mma_sp.metadata import PATTERNS, expand_pattern, legal_nibbles, validate_nibbles
-        from ..ptx.tcgen05_tmem import METADATA_CHUNK, Tcgen05Metadata, pack_metadata_words
-        from ..tcgen05_kinds import kind_info, mma_k
+        from ..isa.mma_sp.metadata import PATTERNS, expand_pattern, legal_nibbles, validate_nibbles
+        from ..isa.tmem import METADATA_CHUNK, pack_metadata_words
+        from ..ptx.tcgen05_tmem import Tcgen05Metadata
+        from ..isa.tcgen05_kinds import kind_info, mma_k
 
         sp = spec.sparsity
         kind = tile.attrs["kind"]
         chunk = METADATA_CHUNK[kind]
         words_per_row = spec.total_k // (8 * chunk)
-        # The nibble rules of 9.7.14.6.1 (shared with mma.sp: compiler/mma_sp/metadata.py) keyed by the
+        # The nibble rules of 9.7.14.6.1 (shared with mma.sp: compiler/isa/mma_sp/metadata.py) keyed by the
         # kind's granularity (9.7.16.10.8); only the six increasing pairs are emitted (digest §9.2).
         lay = SparseLayout(k=mma_k(kind, True), storage_bits=8, granularity=GRANULARITIES[kind_info(kind).sparsity],
                            fragment_section="9.7.16.10.8")

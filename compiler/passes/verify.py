@@ -1,9 +1,9 @@
 """`verify`: legality of each tile against the PTX tables, with located diagnostics.
 
 Everything here is a lookup in a table owned elsewhere (one source of truth per fact):
-- tcgen05 kinds, types and shapes: compiler/tcgen05_kinds.py (PTX 9.7.16.2.1 Table 39, Tables 42-44);
-- tcgen05 instruction forms, PTX versions and targets: compiler/tcgen05_forms.py (9.7.16.10.9);
-- warp-level mma.sp forms, selectors, versions and targets: compiler/mma_sp/forms.py (9.7.14.6).
+- tcgen05 kinds, types and shapes: compiler/isa/tcgen05_kinds.py (PTX 9.7.16.2.1 Table 39, Tables 42-44);
+- tcgen05 instruction forms, PTX versions and targets: compiler/isa/tcgen05_forms.py (9.7.16.10.9);
+- warp-level mma.sp forms, selectors, versions and targets: compiler/isa/mma_sp/forms.py (9.7.14.6).
 It also resolves the kind and the `.version` of the module (the highest minimum of every form used,
 never below the target's own minimum) and rejects a user-given version below that.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import CompileError, Diagnostic, SpecError
-from ..targets import MAX_PTX, TARGETS, format_version
+from ..isa.targets import MAX_PTX, TARGETS, format_version
 from . import Pass, PassContext
 
 # Operands each engine needs, and the spaces each may live in.
@@ -45,7 +45,7 @@ def _check_operands(tile, ctx: PassContext, allowed: dict, optional: dict = {}):
 
 def _check_operand_values(spec) -> None:
     """Instruction operands the tile gives as values (PTX 9.7.16.10.9.1)."""
-    from ..tcgen05_forms import DISABLE_LANE_REGS, SCALE_INPUT_D_RANGE
+    from ..isa.tcgen05_forms import DISABLE_LANE_REGS, SCALE_INPUT_D_RANGE
 
     if spec.disable_output_lane is not None:
         # a vector of 4 (cta_group::1) / 8 (::2) .b32 masks, bit i of element 0 = TMEM lane i
@@ -107,8 +107,8 @@ class Verify(Pass):
     # -- tcgen05 -----------------------------------------------------------------------------------
     def tcgen05(self, tile, ctx: PassContext, fspec):
         from ..descriptors import InstrDesc
-        from ..tcgen05_forms import Tcgen05Mma, check_target, infer_ptx_version
-        from ..tcgen05_kinds import (check_major, check_options, check_scale, check_shape, infer_kind,
+        from ..isa.tcgen05_forms import Tcgen05Mma, check_target, infer_ptx_version
+        from ..isa.tcgen05_kinds import (check_major, check_options, check_scale, check_shape, infer_kind,
                                      kind_info, mma_k)
 
         spec = tile.payload
@@ -221,7 +221,7 @@ class Verify(Pass):
 
     # -- mma.sp ------------------------------------------------------------------------------------
     def mma_sp(self, tile, ctx: PassContext, fspec):
-        from ..mma_sp.forms import find_form
+        from ..isa.mma_sp.forms import find_form
 
         spec = tile.payload
         _check_operands(tile, ctx, _MMA_SP_OPERANDS)
@@ -263,7 +263,7 @@ class Verify(Pass):
             if sc.mma == "wgmma":
                 # warpgroup wgmma.mma_async.sp (compiler/ptx/sparse_wgmma_kernel.py): sm_90a only, and only
                 # the forms one wgmma k-step matches (PTX 9.7.15.6.3 syntax and target notes)
-                from ..ptx.sparse_wgmma_kernel import WGMMA_TARGET, required_ptx, wgmma_form_problem
+                from ..isa.wgmma import WGMMA_TARGET, required_ptx, wgmma_form_problem
 
                 if fspec.target != WGMMA_TARGET:
                     raise SpecError(f"schedule mma=wgmma needs target {WGMMA_TARGET} (wgmma.mma_async.sp, PTX "
@@ -276,7 +276,7 @@ class Verify(Pass):
         if fspec.ptx_version is None:
             # Prefer `.sp::ordered_metadata` (PTX 8.5): ptxas advises it on every target and plain
             # `.sp` is several times slower on newer parts (digest §5). A pinned `ptx` wins.
-            from ..mma_sp.forms import ORDERED_METADATA_PTX
+            from ..isa.mma_sp.forms import ORDERED_METADATA_PTX
 
             return max(min_ptx, ORDERED_METADATA_PTX)
         return min_ptx

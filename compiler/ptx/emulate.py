@@ -6,7 +6,7 @@ metadata and scale factors, the MMA issue loop and the epilogue are all executed
 MMA's arithmetic comes from `compiler.sim.tcgen05.mma`, which reads shared memory through the
 descriptors and the sparse metadata through its own (digest-derived) rules. The emulator's own readers
 of Tensor Memory (D through the data-path layouts, scale factors) are written from the PTX / CUTLASS
-text independently of compiler/ptx/tcgen05_tmem.py.
+text independently of compiler/isa/tmem.py.
 
 Checks the hardware would make or that PTX demands: a warp touches only its TMEM lane quarter
 (9.7.16.8.3), tcgen05.st/ld addresses stay inside the allocation, `::use` / `::lastuse` collector reads
@@ -621,7 +621,7 @@ class Machine:
         from ..sim.numerics import decode, round_to, smem_element_slots, tmem_element_slots
         from ..sim.smem import read_operand_bits
         from ..sim.tcgen05 import KINDS, decode_sparse_metadata, expand_sparse, zero_column_mask_bits
-        from ..types import TYPES
+        from ..isa.types import TYPES
 
         spec = KINDS[kind]
         rows = dl.rows
@@ -691,7 +691,7 @@ class Machine:
         every 32-lane partition, column r1, bytes SF_ID.. SF_ID+S-1 (9.7.16.10.7.2; CUTLASS tmem_sf_frg);
         SFB of the 2x2 data path: N halves in lane halves. K = 96 (idesc bit 31): S = 3 (block32) or 6
         (block16) factors (9.7.16.10.7.2.4-.5); past byte 3 of its word a row's factors continue in the
-        next 4-byte group, i.e. `slices` columns on (the reading compiler/ptx/tcgen05_tmem.ScaleLayout
+        next 4-byte group, i.e. `slices` columns on (the reading compiler/isa/tmem.ScaleLayout
         documents; PTX shows it only in figures)."""
         if f.k96:
             nsf = {"block16": 6, "block32": 3, None: 3}[scale_vec]
@@ -855,7 +855,7 @@ def _pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
 def _store_codes(codes: np.ndarray, type_name: str, container_bits: int) -> np.ndarray:
     """Element codes as the bytes of a row-major array with `container_bits` per element (sub-byte fp4/fp6
     in a byte: e2m1 in bits 5:2, e3m2/e2m3 in bits 5:0, PTX 9.7.14.5.14 / the reference model)."""
-    from ..types import TYPES
+    from ..isa.types import TYPES
 
     bits = TYPES[type_name].bits
     if container_bits == bits:
@@ -873,10 +873,10 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
     kernel of `result` (a CompileResult), encoded in its ABI."""
     from ..sim.numerics import decode, encode
     from ..sim.tcgen05 import compress_sparse, expand_sparse
-    from ..tcgen05_kinds import mma_k
-    from ..types import TYPES
+    from ..isa.tcgen05_kinds import mma_k
+    from ..isa.types import TYPES
     from .tcgen05_kernel import _tmem_container_bits
-    from .tcgen05_tmem import METADATA_CHUNK, pack_metadata_words, scale_factors_per_mma
+    from ..isa.tmem import METADATA_CHUNK, pack_metadata_words, scale_factors_per_mma
 
     tile = result.tiles[tile_name] if tile_name else next(iter(result.tiles.values()))
     spec = tile.payload
@@ -895,8 +895,8 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
     args = {}
     sparse = spec.sparsity is not None
     if sparse:
-        from ..mma_sp.forms import GRANULARITIES
-        from ..tcgen05_kinds import kind_info
+        from ..isa.mma_sp.forms import GRANULARITIES
+        from ..isa.tcgen05_kinds import kind_info
 
         gran = kind_info(kind).sparsity
         meta = tile.facts["tcgen05_metadata"]

@@ -28,7 +28,7 @@ mma.sp (`engine mma.sp`), called by all 32 threads of a warp together (`call.uni
     .visible .func (.param .align A .b8 NAME_param_d[4*dr]) NAME(
         .param .T c0 .. c{cr-1},                               // C fragment (PTX 9.7.14.6.2)
         for each K step s: .param .b32 a{s}_0 .., b{s}_0 .., e{s})   // A, B registers, metadata word
-  Register j of A / B / C / D is the fragment register of compiler/mma_sp/fragments.py
+  Register j of A / B / C / D is the fragment register of compiler/isa/mma_sp/fragments.py
   (a_register_word, b_register_word, cd_element); e{s} is the lane's metadata word of K step s (the
   layout of compiler.sparse.compress). The selector is the spec's, an immediate. D comes back as dr
   32-bit values in one `.param` byte array: `ld.param.v4.f32` (or `.v2.b32`) it after the call.
@@ -46,7 +46,7 @@ from typing import Any
 
 from ..diagnostics import SpecError
 from ..ir import Op
-from ..targets import Version, format_version, parse_version
+from ..isa.targets import Version, format_version, parse_version
 from .builder import REG_TYPES, KernelBuilder, module_header
 
 DEFAULT_PREFIX = "tilec_"
@@ -232,7 +232,7 @@ TCGEN05_FRAGMENT_LIMITS: tuple[tuple[Callable[[Any], bool], str, str, str | None
 )
 
 def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
-    from ..tcgen05_forms import tcgen05_commit
+    from ..isa.tcgen05_forms import tcgen05_commit
 
     spec = tile.payload
     for applies, field_name, message, hint in TCGEN05_FRAGMENT_LIMITS:
@@ -251,13 +251,13 @@ def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
     descs = {n: [lay.descriptor(k0, k_step[n], 0).encode() for k0 in range(0, lay.k, k_step[n])]
              for n, lay in layouts.items()}
     steps = len(descs["A"])
-    # Sparse metadata in TMEM, as the kernel emitter addresses it (compiler/ptx/tcgen05_tmem.py; digest §4.2,
+    # Sparse metadata in TMEM, as the kernel emitter addresses it (compiler/isa/tmem.py; digest §4.2,
     # §4.3): f16/tf32 use one column per MMA and two MMAs share a 64-bit granule (the even column is passed,
     # the parity goes to idesc bits 0-1); 8-bit and fp4 kinds use two columns per MMA, selector 0.
     meta_cols = 0
     step_meta = [(0, 0)] * steps                       # (column offset of [sp-meta-tmem], selector) per MMA
     if sparse:
-        from .tcgen05_tmem import metadata_format
+        from ..isa.tmem import metadata_format
 
         fmt = metadata_format(tile.attrs["kind"])
         meta_cols = fmt.words_per_mma

@@ -3,7 +3,7 @@
 Work split: a CTA has `warps_m x warps_n` warps; each warp owns `tiles_m x tiles_n` mma tiles of 16 x 8,
 so a CTA computes a (16*tiles_m*warps_m) x (8*tiles_n*warps_n) block of D. Each warp loads its C
 fragments into the accumulators, walks K in steps of the instruction K (loading A, B and metadata
-registers straight from global memory, one 32-bit word per register: compiler/mma_sp/fragments.py), and
+registers straight from global memory, one 32-bit word per register: compiler/isa/mma_sp/fragments.py), and
 stores D. No shared memory, no pipelining: correctness first.
 
 Global layouts are those of compiler/sparse.py (compressed A row-major M x K/2, metadata
@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..diagnostics import SpecError
-from ..mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
-from ..mma_sp.metadata import unpack_metadata, validate_nibbles
-from ..targets import MAX_PTX, Version, format_version
-from ..types import TYPES
+from ..isa.mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
+from ..isa.mma_sp.metadata import unpack_metadata, validate_nibbles
+from ..isa.targets import MAX_PTX, Version, format_version
+from ..isa.types import TYPES
 
 # Scale-factor byte that encodes 1.0 (9.7.14.5.14 block scaling, scale types):
 #   ue8m0: value 2^(e - 127) -> e = 127 = 0x7F
@@ -44,7 +44,7 @@ class MmaSpKernelConfig:
     tiles_n: int = 1                          # mma tiles per warp along N
     selector: int = 0
     # None: metadata words come from a global buffer. Otherwise a [pm][pk][32] word table
-    # (compiler.mma_sp.metadata.static_metadata): 16-row tile mt, k-step ks use entry [mt % pm][ks % pk].
+    # (compiler.isa.mma_sp.metadata.static_metadata): 16-row tile mt, k-step ks use entry [mt % pm][ks % pk].
     static_metadata: tuple[tuple[tuple[int, ...], ...], ...] | None = None
 
     @property

@@ -61,9 +61,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..diagnostics import SpecError
-from ..mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
-from ..targets import MAX_PTX, TARGETS, Version, format_version
-from ..types import TYPES
+from ..isa.mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
+from ..isa.targets import MAX_PTX, TARGETS, Version, format_version
+from ..isa.types import TYPES
 from .builder import PtxLines
 from .mma_sp_kernel import KernelPTX
 

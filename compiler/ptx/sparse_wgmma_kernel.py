@@ -86,66 +86,18 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..diagnostics import SpecError
-from ..mma_sp.forms import SHAPE_M, Form
-from ..targets import MAX_PTX, Version, format_version
-from ..types import TYPES
+from ..isa.mma_sp.forms import SHAPE_M, Form
+from ..isa.targets import MAX_PTX, Version, format_version
+from ..isa.types import TYPES
+from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
+                         WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
 from .builder import PtxLines
 from .mma_sp_kernel import KernelPTX
 from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK
 
 # --------------------------------------------------------------------------------------------------
-# Tables
+# Tables (the wgmma.mma_async.sp forms and the matrix descriptor are ISA facts: compiler/isa/wgmma.py)
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WgmmaSpForm:
-    """One `wgmma.mma_async.sp` type family (PTX 9.7.15.6.3 syntax blocks)."""
-    k: int                       # dense K of one instruction (.m64nNk{k})
-    tail: str                    # immediates after scale-d: "scale_trans" | "scale" | "" (integer)
-    selectors: tuple[int, ...]   # legal sp-sel (9.7.15.6.3 table "Valid values of sp-sel")
-    n_values: tuple[int, ...]    # legal N (the .shape lists)
-    acc_type: str                # 32-bit accumulator type this kernel uses
-    min_ptx: Version
-
-
-_N_FLOAT = tuple(range(8, 257, 8))                       # .m64n8..n256 step 8 (f16/bf16/tf32/fp8 shapes)
-_N_INT = (8, 16, 24) + tuple(range(32, 257, 16))         # integer shapes: 8, 16, 24, then 32..256 step 16
-# PTX 9.7.15.6.3: "Introduced in PTX ISA version 8.2"; ".u8.s8 and .s8.u8 ... introduced in 8.4"; sm_90a.
-# Immediates: .f16/.bf16 take imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b; .tf32 and fp8 take
-# imm-scale-a, imm-scale-b; integer forms none.
-WGMMA_SP_FORMS: dict[str, WgmmaSpForm] = {
-    "f16": WgmmaSpForm(32, "scale_trans", (0, 1), _N_FLOAT, "f32", (8, 2)),
-    "bf16": WgmmaSpForm(32, "scale_trans", (0, 1), _N_FLOAT, "f32", (8, 2)),
-    "tf32": WgmmaSpForm(16, "scale", (0, 1), _N_FLOAT, "f32", (8, 2)),
-    "e4m3": WgmmaSpForm(64, "scale", (0,), _N_FLOAT, "f32", (8, 2)),
-    "e5m2": WgmmaSpForm(64, "scale", (0,), _N_FLOAT, "f32", (8, 2)),
-    "s8": WgmmaSpForm(64, "", (0,), _N_INT, "s32", (8, 2)),
-    "u8": WgmmaSpForm(64, "", (0,), _N_INT, "s32", (8, 2)),
-}
-MIXED_INT_PTX: Version = (8, 4)          # .s8.u8 / .u8.s8 (9.7.15.6.3 PTX ISA notes)
-# fence.proxy.tensormap::generic (unidirectional proxy fence): PTX ISA 8.3 (ptxas 13.0: "Feature
-# 'fence.proxy with unidirection proxy fence' requires PTX ISA .version 8.3 or later").
-TENSORMAP_FENCE_PTX: Version = (8, 3)
-WGMMA_TARGET = "sm_90a"                  # 9.7.15.6.3 Target ISA notes: "Requires sm_90a"
-
-# Matrix descriptor (PTX 9.7.15.5.1.2.2 "Matrix Descriptor Format"): (field, lowest bit, width).
-# Byte quantities are stored as matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4. No other bit is used
-# (unlike tcgen05's Table 40 there is no fixed bit 46).
-DESCRIPTOR_FIELDS = (
-    ("start_address", 0, 14),            # bits 13-0
-    ("leading_byte_offset", 16, 14),     # bits 29-16
-    ("stride_byte_offset", 32, 14),      # bits 45-32
-    ("base_offset", 49, 3),              # bits 51-49 (0: every region sits on its swizzle repeat)
-    ("swizzle", 62, 2),                  # bits 63-62
-)
-# bits 63-62 (9.7.15.5.1.2.2): 0 no swizzle, 1 128-byte, 2 64-byte, 3 32-byte swizzle.
-DESCRIPTOR_SWIZZLE = {"none": 0, "128B": 1, "64B": 2, "32B": 3}
-
-# K-major swizzle for a row of this many bytes (the widest atom the row fills; 9.7.15.5.1.2 Table 38
-# atoms are 8 rows x 32/64/128 B). Longer rows are cut into 128-byte K atoms.
-SWIZZLE_FOR_ROW = {32: "32B", 64: "64B", 128: "128B"}
-MAX_ATOM_BYTES = 128
 
 # CUDA driver API enums of cuTensorMapEncodeTiled (cuda.h: CUtensorMapDataType, CUtensorMapSwizzle,
 # CUtensorMapL2promotion). The copy engine moves bytes; only the element width matters here.
@@ -158,8 +110,6 @@ TMA_MAX_BOX = 256                             # boxDim[i] <= 256
 A_STEP_ROW_BYTES = 32          # compressed A of one k-step: 64 rows x 32 B (module docstring)
 B_STEP_ROW_BYTES = 64          # B of one k-step: N rows x 64 B
 META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): sparse.compress layout
-WG_THREADS = 128               # a warpgroup (9.7.15.1)
-WGMMA_M = 64                   # every wgmma shape is .m64 (9.7.15.5 Matrix Shape)
 SMEM_ALIGN = 1024              # the 128-byte swizzle repeat: regions on it need base offset 0
 MBARRIER_BYTES = 8             # an mbarrier object is a .b64 in shared memory
 CHUNK = 16                     # bytes of one vector store of the D copy-out
@@ -179,20 +129,6 @@ def _align(x: int, a: int) -> int:
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def wgmma_descriptor(start: int, lbo: int, sbo: int, swizzle: str, base_offset: int = 0) -> int:
-    """The 64-bit matrix descriptor (9.7.15.5.1.2.2) of a shared-memory operand: byte quantities in
-    16-byte units, only address bits 4..17 survive (matrix-descriptor-encode)."""
-    raw = {"start_address": (start & 0x3FFFF) >> 4, "leading_byte_offset": (lbo & 0x3FFFF) >> 4,
-           "stride_byte_offset": (sbo & 0x3FFFF) >> 4, "base_offset": base_offset,
-           "swizzle": DESCRIPTOR_SWIZZLE[swizzle]}
-    value = 0
-    for name, lo, width in DESCRIPTOR_FIELDS:
-        if not 0 <= raw[name] < 1 << width:
-            raise SpecError(f"descriptor field {name} = {raw[name]} does not fit {width} bits")
-        value |= raw[name] << lo
-    return value
 
 
 # --------------------------------------------------------------------------------------------------
@@ -455,7 +391,7 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
     if cfg.cta_n not in wf.n_values:
         raise SpecError(f"cta N = {cfg.cta_n} is not an N of wgmma.mma_async.sp .m64nNk{wf.k} with "
                         f"{form.a_type} (PTX 9.7.15.6.3 .shape)", field="schedule.cta",
-                        hint="N = 8..256 in steps of 8" if wf.n_values == _N_FLOAT else "N = 8, 16, 24, 32..256 step 16")
+                        hint=wf.describe_n())
     if cfg.cta_k % form.k or cfg.ksteps not in (1, 2, 4):
         raise SpecError(f"cta K = {cfg.cta_k} must be {form.k}, {2 * form.k} or {4 * form.k} (1, 2 or 4 wgmma "
                         f"k-steps: a compressed A row of 32, 64 or 128 bytes, one swizzle atom)",
@@ -1027,30 +963,6 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
 # --------------------------------------------------------------------------------------------------
 # DSL: `schedule ... mma=wgmma` (compiler/passes/verify.py checks, compiler/passes/ptx_emission.py emits)
 # --------------------------------------------------------------------------------------------------
-
-def wgmma_form_problem(form: Form) -> SpecError | None:
-    """Why `form` (the tile's mma.sp form, one wgmma k-step) has no wgmma.mma_async.sp counterpart
-    this kernel runs, or None (9.7.15.6.3 syntax: f16/bf16 k32, tf32 k16, e4m3/e5m2/s8/u8 k64; 32-bit
-    accumulators here)."""
-    wf = WGMMA_SP_FORMS.get(form.a_type)
-    if wf is None or form.kind is not None or form.block_scale is not None:
-        return SpecError(f"wgmma.mma_async.sp has no form for {form.name} (A f16, bf16, tf32, e4m3, e5m2, s8 "
-                         f"or u8 without .kind; PTX 9.7.15.6.3)", field="schedule.mma", hint="use mma=sync")
-    if form.k != wf.k:
-        return SpecError(f"one wgmma.mma_async.sp k-step with {form.a_type} is .m64nNk{wf.k}; the tile's shape "
-                         f"{form.shape} has K={form.k}", field="schedule.mma",
-                         hint=f"write 'shape M=16 N=8 K={wf.k};' (the mma.sp shape of one wgmma k-step)")
-    if form.c_type != wf.acc_type:
-        return SpecError(f"the wgmma kernel accumulates in {wf.acc_type}; C/D {form.c_type} is not supported",
-                         field="C.dtype", hint=f"use {wf.acc_type} C and D")
-    return None
-
-
-def required_ptx(form: Form) -> Version:
-    """The lowest PTX ISA version the kernel needs for `form` (wgmma.mma_async.sp, the tensor-map fence)."""
-    need = max(WGMMA_SP_FORMS[form.a_type].min_ptx, TENSORMAP_FENCE_PTX)
-    return max(need, MIXED_INT_PTX) if form.a_type != form.b_type else need
-
 
 def config_from_schedule(name: str, form: Form, target: str, ptx_version: Version | None, schedule,
                          selector: int, static_metadata) -> SparseWgmmaConfig:

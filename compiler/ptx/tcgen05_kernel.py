@@ -7,7 +7,7 @@ CTAs); A from a shared-memory descriptor or from Tensor Memory (with .ashift); `
 `collector_priming`); disable-output-lane; scale-input-d; the K = 96 shape of mxf4 / mxf4nvf4 (sm_103a,
 idesc bit 31): 128B-swizzled stages of 768 K whose descriptors use the absolute-LBO mode (bit 52, PTX
 9.7.16.3.1.2; the kernel relocates both address fields), 3 / 6 scale factors per MMA, A in TMEM 12 columns
-per MMA. The TMEM layouts are in tcgen05_tmem.py.
+per MMA. The TMEM layouts are in compiler/isa/tmem.py.
 
 Kernel ABI (also reported by `tilec compile --emit json`, see `_abi`):
   params : A, B, D (u64) global pointers; SFA, SFB (u64, block-scaled kinds); META (u64, sparse tiles
@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 
 from ..diagnostics import SpecError
 from ..ir import Op
-from ..types import TYPES
+from ..isa.types import TYPES
 from .builder import KernelBuilder
 
 THREADS = 128
@@ -108,7 +108,7 @@ def _pow2_runs(n: int) -> list[tuple[int, int]]:
 def _tmem_store(kb: KernelBuilder, taddr: str, regs: list[str], column: int = 0) -> None:
     """Store regs[j] of every thread to column `column` + j of its lane (tcgen05.st.32x32b, 9.7.16.8.4);
     `taddr` is a register, the column offsets go into the [reg+imm] address."""
-    from ..tcgen05_forms import tcgen05_st
+    from ..isa.tcgen05_forms import tcgen05_st
 
     for start, count in _pow2_runs(len(regs)):
         at = column + start
@@ -121,8 +121,8 @@ def _tmem_store(kb: KernelBuilder, taddr: str, regs: list[str], column: int = 0)
 
 class _Kernel:
     def __init__(self, tile: Op, variant: str | None):
-        from ..tcgen05_kinds import mma_k
-        from .tcgen05_tmem import data_path
+        from ..isa.tcgen05_kinds import mma_k
+        from ..isa.tmem import data_path
 
         if variant not in VARIANTS:
             raise SpecError(f"unknown kernel variant '{variant}'", hint="variants: smem-dump")
@@ -214,7 +214,7 @@ class _Kernel:
 
     # ---- prologue --------------------------------------------------------------------------------
     def prologue(self) -> None:
-        from ..tcgen05_forms import tcgen05_alloc, tcgen05_relinquish_alloc_permit
+        from ..isa.tcgen05_forms import tcgen05_alloc, tcgen05_relinquish_alloc_permit
 
         kb, e, spec = self.kb, self.e, self.spec
         self.tid, self.warp = kb.regs("r", 2)
@@ -437,7 +437,7 @@ class _Kernel:
 
     # ---- TMEM staging (tcgen05.st, thread t -> lane t) -------------------------------------------
     def logical_lane(self) -> str:
-        """This thread's logical lane (tcgen05_tmem.DataPath.lane_logical). Unused lanes of the half data
+        """This thread's logical lane (isa.tmem.DataPath.lane_logical). Unused lanes of the half data
         path get a valid row too (their copy is never read), so no thread needs a predicate."""
         kb, e, dp = self.kb, self.e, self.dp
         lam = kb.reg("r")
@@ -453,8 +453,8 @@ class _Kernel:
         return lam
 
     def stage_a_tmem(self) -> None:
-        """A rows -> TMEM, 8 columns (256 bits) per MMA K step, 12 for K = 96 (tcgen05_tmem.a_columns_per_mma)."""
-        from .tcgen05_tmem import a_columns_per_mma
+        """A rows -> TMEM, 8 columns (256 bits) per MMA K step, 12 for K = 96 (isa.tmem.a_columns_per_mma)."""
+        from ..isa.tmem import a_columns_per_mma
 
         kb, e, spec = self.kb, self.e, self.spec
         a = spec.operands["A"]
@@ -481,8 +481,8 @@ class _Kernel:
             _tmem_store(kb, self.twarp, x, self.plan.a + cols * s)
 
     def stage_metadata(self) -> None:
-        """Sparse metadata -> TMEM (tcgen05_tmem.metadata_cell), the stage's MMAs' columns."""
-        from .tcgen05_tmem import metadata_format
+        """Sparse metadata -> TMEM (isa.tmem.metadata_cell), the stage's MMAs' columns."""
+        from ..isa.tmem import metadata_format
 
         kb, e = self.kb, self.e
         meta = self.tile.facts["tcgen05_metadata"]
@@ -546,7 +546,7 @@ class _Kernel:
         _tmem_store(kb, self.twarp, cells, self.plan.meta)
 
     def stage_scales(self) -> None:
-        """SFA / SFB -> TMEM (tcgen05_tmem.ScaleLayout): 32-row slices in every lane partition. Global memory
+        """SFA / SFB -> TMEM (isa.tmem.ScaleLayout): 32-row slices in every lane partition. Global memory
         holds each row's factors compactly in K order (nsf per MMA); in TMEM MMA s starts at stream byte
         s * stride, the bytes between (K = 96 block32: the fourth of each word) are zero."""
         kb, e, spec = self.kb, self.e, self.spec
@@ -611,8 +611,8 @@ class _Kernel:
 
     # ---- MMA issue -------------------------------------------------------------------------------
     def issue_mmas(self) -> None:
-        from ..tcgen05_forms import tcgen05_commit
-        from .tcgen05_tmem import metadata_format
+        from ..isa.tcgen05_forms import tcgen05_commit
+        from ..isa.tmem import metadata_format
 
         kb, e, spec = self.kb, self.e, self.spec
         skip = kb.label("mma_done")
@@ -621,7 +621,7 @@ class _Kernel:
         e(f"setp.ne.u32 {p_acc}, {self.kreg}, 0;")
         idesc_op = self.op("tilec.instr_desc")
         step_values = idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * self.steps)
-        from .tcgen05_tmem import a_columns_per_mma
+        from ..isa.tmem import a_columns_per_mma
 
         da = self.tile.op("tilec.smem_desc", "A")       # None when A is in TMEM
         db_op = self.op("tilec.smem_desc", "B")
@@ -672,7 +672,7 @@ class _Kernel:
     # ---- epilogue --------------------------------------------------------------------------------
     def epilogue(self) -> None:
         """TMEM -> registers -> global D, 8 columns at a time (tcgen05.ld.32x32b.x8), through the data-path
-        layout (tcgen05_tmem.DataPath.lane_d_role)."""
+        layout (isa.tmem.DataPath.lane_d_role)."""
         kb, e, spec, dp = self.kb, self.e, self.spec, self.dp
         kb.comment(f"epilogue: D in data-path layout {dp.layout} ({dp.organization}, {dp.rows} rows per CTA)")
         row, col0 = kb.regs("r", 2)
@@ -732,7 +732,7 @@ class _Kernel:
         e(f"@{p} bra {top};")
 
     def teardown(self) -> None:
-        from ..tcgen05_forms import tcgen05_dealloc
+        from ..isa.tcgen05_forms import tcgen05_dealloc
 
         kb, e = self.kb, self.e
         self.thread_sync()                  # both CTAs of a pair are done with TMEM before it is freed

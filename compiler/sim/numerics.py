@@ -4,7 +4,7 @@ The model reads *codes* (the integers that sit in shared or tensor memory) and d
 so that a wrong bit placement shows up as a wrong number, never as a silently "helpful" cast.
 
 Decoding goes through ml_dtypes / numpy (one 2**bits lookup table per narrow type, built on first
-use). Every type name is a key of `compiler.types.TYPES` (PTX spellings).
+use). Every type name is a key of `compiler.isa.types.TYPES` (PTX spellings).
 
 Storage of one operand element in shared memory (`smem_element_slots`): every canonical layout
 (PTX ISA 9.7.16.3.3) is built from 16-byte chunks holding `T` elements each. The element at slot
@@ -30,7 +30,7 @@ import ml_dtypes
 import numpy as np
 
 from ..diagnostics import SpecError
-from ..types import TYPES
+from ..isa.types import TYPES
 
 # Kinds whose fp6/fp4 operands use the padded 16-per-chunk storage (PTX 9.7.16.10.4.4).
 _PADDED_SUBBYTE_KINDS = frozenset({"f8f6f4", "mxf8f6f4"})

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..diagnostics import SpecError
-from ..types import TYPES
+from ..isa.types import TYPES
 from .numerics import decode, round_to, smem_element_slots, tmem_element_slots
 from .smem import decode_smem_desc, read_operand_bits
 

@@ -127,7 +127,7 @@ def list_of_ints(c: Chooser, count: int, hi: int, ranges: bool = False) -> str:
 def tcgen05_tile(c: Chooser) -> list[Stmt]:
     """A tcgen05 tile from one kind and one Table 39 row. Most tiles (`strict`) also keep to the
     option, major and swizzle rules of the kind tables, so they get through to PTX emission."""
-    from compiler.tcgen05_kinds import KINDS, SHAPE_RULES, SUBBYTE_TYPES
+    from compiler.isa.tcgen05_kinds import KINDS, SHAPE_RULES, SUBBYTE_TYPES
 
     strict = c.chance(0.7)
     info = KINDS[c.choice(tuple(KINDS))]
@@ -204,7 +204,7 @@ def tcgen05_tile(c: Chooser) -> list[Stmt]:
 
 def mma_sp_tile(c: Chooser) -> list[Stmt]:
     """An mma.sp tile from one form of the table; `strict` tiles keep to its selectors and metadata."""
-    from compiler.mma_sp.forms import all_forms
+    from compiler.isa.mma_sp.forms import all_forms
 
     strict = c.chance(0.7)
     form = c.choice(all_forms())

@@ -168,7 +168,7 @@ def _ops(**kw) -> tuple[tuple[str, Operand], ...]:
 
 def _vec_word(kind: str) -> str | None:
     """A block-scale vector spelling the kind takes on sm_100a (KIND_FORMS / Table 54)."""
-    from compiler.tcgen05_forms import KIND_FORMS
+    from compiler.isa.tcgen05_forms import KIND_FORMS
 
     sizes = KIND_FORMS[kind].block_vector_sizes
     if not sizes:
@@ -180,7 +180,7 @@ def _vec_word(kind: str) -> str | None:
 def tcgen05_base(kind: str, cta_group: int = 1, sparse: bool = False, ws: bool = False) -> Tile:
     """A legal tile (through `verify`) for one Table 39 row of `kind`: the row's largest M, its
     smallest N, the kind's first types, K-major operands, scale factors for block-scaled kinds."""
-    from compiler.tcgen05_kinds import KINDS, shape_rule
+    from compiler.isa.tcgen05_kinds import KINDS, shape_rule
 
     info = KINDS[kind]
     rule = shape_rule(kind, cta_group, sparse, ws)
@@ -196,7 +196,7 @@ def tcgen05_base(kind: str, cta_group: int = 1, sparse: bool = False, ws: bool =
 
 def _shape_variants():
     """(kind, rule) for every Table 39 row expressible in the DSL (K = 96 is not: no K=96 syntax)."""
-    from compiler.tcgen05_kinds import SHAPE_RULES
+    from compiler.isa.tcgen05_kinds import SHAPE_RULES
 
     for rule in SHAPE_RULES:
         if rule.k96:
@@ -211,8 +211,8 @@ def _variant_name(kind, rule, sparse) -> str:
 
 
 def tcgen05_type_cases():
-    from compiler.tcgen05_kinds import KINDS
-    from compiler.types import TYPES
+    from compiler.isa.tcgen05_kinds import KINDS
+    from compiler.isa.types import TYPES
 
     for kind, info in KINDS.items():
         base = tcgen05_base(kind)
@@ -257,7 +257,7 @@ def _outside(ns) -> list[int]:
 
 
 def tcgen05_shape_cases():
-    from compiler.tcgen05_kinds import KINDS
+    from compiler.isa.tcgen05_kinds import KINDS
 
     for kind, rule, sparse in _shape_variants():
         base = tcgen05_base(kind, rule.cta_group, sparse, rule.ws)
@@ -278,7 +278,7 @@ def tcgen05_shape_cases():
 
 
 def tcgen05_major_cases():
-    from compiler.tcgen05_kinds import KINDS, N16, N32, SUBBYTE_TYPES, shape_rule
+    from compiler.isa.tcgen05_kinds import KINDS, N16, N32, SUBBYTE_TYPES, shape_rule
 
     for kind, info in KINDS.items():
         base = tcgen05_base(kind)
@@ -318,7 +318,7 @@ def tcgen05_layout_cases():
     """9.7.16.3.3 canonical layouts: a K-major operand's K extent (one instruction's K here) must fill
     whole swizzle atoms; every swizzle whose atom line is wider than that extent is illegal."""
     from compiler.layout import SWIZZLES, container_bits_for
-    from compiler.tcgen05_kinds import KINDS
+    from compiler.isa.tcgen05_kinds import KINDS
 
     for kind, info in KINDS.items():
         if info.block_scaled:       # layout-selection first reports that the emitter cannot scale blocks
@@ -334,7 +334,7 @@ def tcgen05_layout_cases():
 
 
 def tcgen05_option_cases():
-    from compiler.tcgen05_kinds import KINDS
+    from compiler.isa.tcgen05_kinds import KINDS
 
     for kind, info in KINDS.items():
         base = tcgen05_base(kind)
@@ -352,7 +352,7 @@ def tcgen05_option_cases():
 
 def tcgen05_form_cases():
     """Qualifier rules of the instruction forms (tcgen05_forms.Tcgen05Mma; 9.7.16.10.9.1-4)."""
-    from compiler.tcgen05_forms import KIND_FORMS
+    from compiler.isa.tcgen05_forms import KIND_FORMS
 
     vec_words = {"block16": "16", "block32": "32", "scale_vec::1X": "1X", "scale_vec::2X": "2X", "scale_vec::4X": "4X"}
     for kind, kf in KIND_FORMS.items():
@@ -416,7 +416,7 @@ def feature_classes():
     scale-input-d and K = 96 only, so forms over those fields (all other qualifiers off) reach every
     class that all_forms() reaches, without enumerating its thousands of collector/operand variants."""
     from compiler.diagnostics import SpecError
-    from compiler.tcgen05_forms import KIND_FORMS, Tcgen05Mma
+    from compiler.isa.tcgen05_forms import KIND_FORMS, Tcgen05Mma
 
     seen = {}
     for kind, kf in KIND_FORMS.items():
@@ -432,7 +432,7 @@ def feature_classes():
 
 
 def tcgen05_target_cases():
-    from compiler.targets import TARGETS, format_version
+    from compiler.isa.targets import TARGETS, format_version
 
     for names, form in feature_classes():
         req = form.requirements()
@@ -457,7 +457,7 @@ def tcgen05_target_cases():
 def expressible_sp_forms():
     """mma.sp forms the DSL can write: block-scaled kinds get their first BLOCK_SCALES row (the DSL has
     no scale_vec/scale type for mma.sp), .satfinite is `saturate;`."""
-    from compiler.mma_sp.forms import BLOCK_SCALES, all_forms
+    from compiler.isa.mma_sp.forms import BLOCK_SCALES, all_forms
 
     first = {}
     for s in BLOCK_SCALES:
@@ -478,9 +478,9 @@ def _sp_id(form) -> str:
 
 
 def mma_sp_cases():
-    from compiler.mma_sp.forms import FORM_ROWS
-    from compiler.targets import MAX_PTX, TARGETS, format_version
-    from compiler.types import TYPES
+    from compiler.isa.mma_sp.forms import FORM_ROWS
+    from compiler.isa.targets import MAX_PTX, TARGETS, format_version
+    from compiler.isa.types import TYPES
 
     for form in expressible_sp_forms():
         base = sp_tile(form)

@@ -14,13 +14,13 @@ def words() -> dict[str, tuple[str, ...]]:
     metadata, vecs, operands, keywords, tc_kinds, sp_kinds, collectors, patterns."""
     from compiler.frontend.build import (_KEYWORDS, BLOCK_SCALE_VECS, ENGINES, MAJORS, METADATA_SOURCES,
                                          RATIOS, SPACES, SWIZZLES)
-    from compiler.mma_sp.forms import KINDS as SP_KINDS
-    from compiler.mma_sp.metadata import PATTERNS
+    from compiler.isa.mma_sp.forms import KINDS as SP_KINDS
+    from compiler.isa.mma_sp.metadata import PATTERNS
     from compiler.spec import OPERAND_NAMES
-    from compiler.targets import TARGETS
-    from compiler.tcgen05_forms import COLLECTOR_BUFFERS, COLLECTOR_OPS
-    from compiler.tcgen05_kinds import KINDS as TC_KINDS
-    from compiler.types import TYPES
+    from compiler.isa.targets import TARGETS
+    from compiler.isa.tcgen05_forms import COLLECTOR_BUFFERS, COLLECTOR_OPS
+    from compiler.isa.tcgen05_kinds import KINDS as TC_KINDS
+    from compiler.isa.types import TYPES
 
     collectors = tuple(f"{b}::{op}" for bufs in COLLECTOR_BUFFERS.values() for b in bufs for op in COLLECTOR_OPS)
     return {
@@ -65,8 +65,8 @@ ODD_NUMBERS = ("0x", "0b", "0b2", "0xg", "0x7fffffff", "0xFFFFFFFFFFFFFFFF", "0b
 @lru_cache(maxsize=None)
 def table_ints() -> tuple[int, ...]:
     """Every M, N, K, selector and cta_group value the tables name, with one step either side."""
-    from compiler.mma_sp.forms import FORM_ROWS
-    from compiler.tcgen05_kinds import KINDS, SHAPE_RULES
+    from compiler.isa.mma_sp.forms import FORM_ROWS
+    from compiler.isa.tcgen05_kinds import KINDS, SHAPE_RULES
 
     vals: set[int] = set()
     for rule in SHAPE_RULES:

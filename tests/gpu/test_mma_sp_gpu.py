@@ -10,8 +10,8 @@ import zlib
 import numpy as np
 import pytest
 
-from compiler.mma_sp.forms import all_forms
-from compiler.targets import TARGETS
+from compiler.isa.mma_sp.forms import all_forms
+from compiler.isa.targets import TARGETS
 
 # forms with a plain target (sm_80 or sm_89): the ones pre-Blackwell GPUs can run
 RUNNABLE = [f for f in all_forms()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from compiler import sparse
-from compiler.mma_sp.forms import find_form
+from compiler.isa.mma_sp.forms import find_form
 from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm
 
 CASES = [

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from compiler import sparse
-from compiler.mma_sp.forms import find_form
+from compiler.isa.mma_sp.forms import find_form
 from compiler.ptx.sparse_wgmma_kernel import SparseWgmmaConfig, emit_sparse_wgmma, encode_tensor_maps
 
 CASES = [

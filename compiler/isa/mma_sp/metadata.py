@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import lcm
 
-from ..diagnostics import SpecError
+from ...diagnostics import SpecError
 from .forms import SHAPE_M, Granularity, SparseLayout
 from .fragments import _layout, metadata_slot
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from .diagnostics import SpecError
+from ..diagnostics import SpecError
 from .targets import TARGETS, Version, format_version
 
 # --------------------------------------------------------------------------------------------------
@@ -54,7 +54,7 @@ FIELD = {
 @dataclass(frozen=True)
 class KindForm:
     """The instruction-spelling facts of one kind. Whether it has `.ws` and scale-input-d is a kind
-    fact kept once, in compiler/tcgen05_kinds.py (KINDS); only the `.block_scale` qualifier choices
+    fact kept once, in compiler/isa/tcgen05_kinds.py (KINDS); only the `.block_scale` qualifier choices
     live here."""
     kind: str
     block_vector_sizes: tuple[str, ...]   # () = not block scaled; else the legal `.block_scale` choices

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .diagnostics import SpecError
+from ..diagnostics import SpecError
 
 F8F6F4_TYPES = ("e4m3", "e5m2", "e2m3", "e3m2", "e2m1")
 SUBBYTE_TYPES = ("e2m3", "e3m2", "e2m1")      # 6- and 4-bit values (PTX "f6"/"f4")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..diagnostics import SpecError
+from ...diagnostics import SpecError
 from ..targets import MAX_PTX, TARGETS, Target, Version, format_version
 from ..types import TYPES
 
