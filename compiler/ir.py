@@ -1,18 +1,23 @@
-"""tilec IR: ops with typed attributes, source locations and nested bodies; an MLIR-like printer and
-a verifier that runs between passes.
+"""tilec IR: ops with typed attributes, source locations and nested bodies; an MLIR-like printer, a
+verifier that runs between passes, and (compiler/ir_parser.py) a parser of the printed form.
 
-    tilec.module {target = "sm_100a"} {
+    tilec.module {target = "sm_100a", ptx_version = "8.6"} {
       tilec.tile @gemm {engine = "tcgen05", m = 128, n = 256, k = 16, k_total = 64, ...} {
-        tilec.operand @A {dtype = "bf16", space = "smem", major = "K", swizzle = "128B"}
-        tilec.smem_layout @A {lbo = 16, sbo = 1024, ...}           // layout-selection
-        tilec.smem_desc @A {k_step = 0, value = 0x4000004000010000} // descriptor-materialization
+        tilec.operand @A {dtype = "bf16", space = "smem", major = "K", swizzle = "128B"} loc(#loc3)
+        tilec.smem_layout @A {lbo = 16, sbo = 1024, ...} loc(#loc3)        // layout-selection
+        tilec.smem_desc @A {k_step = 16, values = [0x4000404000010000, ...]} // descriptor-materialization
         tilec.instr_desc {kind = "f16", value = 0x08400490}
-      }
-      ptx.kernel @gemm {entry = "gemm", lines = 212}              // ptx-emission
-    }
+      } loc(#loc1)
+    } loc(#loc0)
+    #loc0 = loc("gemm.tile":1:8 to :15)
+    #loc1 = loc(fused["gemm.tile":5:6 to :10, "shape.N"("gemm.tile":7:17 to :20), ...])
 
-Every op kind is declared in `OP_DEFS` (required attributes and their Python types, the ops allowed in
-its body); `verify_module` checks a module against it.
+Every op kind is declared in `OP_DEFS`: its attributes, each with a type (`AttrType`), and the ops its
+body may hold. Integer attributes that land in PTX carry the PTX type they land in (`U32`, `S32`,
+`U64`, `B32`, `B64`); `verify_module` checks every value against its type, so one rule guards every
+integer that reaches an instruction (PTX ISA 5.2.2: a 32-bit instruction's immediate must fit 32 bits).
+A location is one source position or, for a tile, every field's position (`Op.locs`), so a diagnostic
+after a print/parse round trip still points at the .tile token that caused it.
 """
 from __future__ import annotations
 
@@ -29,6 +34,161 @@ class Hex(int):
         return hex(self)
 
 
+# ---- attribute types ------------------------------------------------------------------------------
+
+class AttrType:
+    """The type of an attribute value: what values it admits and how it prints."""
+    name = "?"
+
+    def problem(self, v: Any) -> str | None:
+        """Why `v` is not a value of this type, or None."""
+        raise NotImplementedError
+
+    def fmt(self, v: Any) -> str:
+        raise NotImplementedError
+
+    def coerce(self, v: Any) -> Any:
+        """A parsed generic value (int, str, bool, list, dict) as this type's Python value."""
+        return v
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class PtxInt(AttrType):
+    """An integer that lands in PTX as type `name` (PTX ISA 5.2.2 fundamental types): its range is the
+    type's. `hex` values print in hexadecimal (8 digits below 2^32, else 16)."""
+
+    def __init__(self, name: str, bits: int, signed: bool = False, hex: bool = False):
+        self.name, self.bits, self.signed, self.hex = name, bits, signed, hex
+        self.lo = -(1 << (bits - 1)) if signed else 0
+        self.hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+
+    def problem(self, v: Any) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"expected an integer ({self.name}), got {_describe(v)}"
+        if not self.lo <= v <= self.hi:
+            return f"value {v} does not fit PTX type .{self.name} (range {self.lo}..{self.hi})"
+        return None
+
+    def fmt(self, v: Any) -> str:
+        if self.hex:
+            return f"0x{int(v):0{8 if 0 <= v < 1 << 32 else 16}x}"
+        return str(int(v))
+
+    def coerce(self, v: Any) -> Any:
+        return Hex(v) if self.hex and isinstance(v, int) and not isinstance(v, bool) else v
+
+
+U32 = PtxInt("u32", 32)
+S32 = PtxInt("s32", 32, signed=True)
+U64 = PtxInt("u64", 64)
+B32 = PtxInt("b32", 32, hex=True)
+B64 = PtxInt("b64", 64, hex=True)
+
+
+class Str(AttrType):
+    name = "string"
+
+    def problem(self, v: Any) -> str | None:
+        return None if isinstance(v, str) else f"expected a string, got {_describe(v)}"
+
+    def fmt(self, v: Any) -> str:
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+class Enum(Str):
+    """A string from a fixed vocabulary."""
+
+    def __init__(self, *values: str):
+        self.values = values
+        self.name = "enum<" + ", ".join(values) + ">"
+
+    def problem(self, v: Any) -> str | None:
+        p = super().problem(v)
+        if p is None and v not in self.values:
+            return f"'{v}' is not one of {', '.join(self.values)}"
+        return p
+
+
+class Bool(AttrType):
+    name = "bool"
+
+    def problem(self, v: Any) -> str | None:
+        return None if isinstance(v, bool) else f"expected true or false, got {_describe(v)}"
+
+    def fmt(self, v: Any) -> str:
+        return "true" if v else "false"
+
+
+class ListOf(AttrType):
+    def __init__(self, elem: AttrType):
+        self.elem = elem
+        self.name = f"list<{elem.name}>"
+
+    def problem(self, v: Any) -> str | None:
+        if not isinstance(v, (list, tuple)):
+            return f"expected a list ({self.name}), got {_describe(v)}"
+        for i, x in enumerate(v):
+            p = self.elem.problem(x)
+            if p is not None:
+                return f"element {i}: {p}"
+        return None
+
+    def fmt(self, v: Any) -> str:
+        return "[" + ", ".join(self.elem.fmt(x) for x in v) + "]"
+
+    def coerce(self, v: Any) -> Any:
+        return tuple(self.elem.coerce(x) for x in v) if isinstance(v, list) else v
+
+
+class Record(AttrType):
+    """A nested record `{field = value, ...}` with typed fields (optional ones may be absent)."""
+
+    def __init__(self, name: str, fields: dict[str, "AttrType | Opt"]):
+        self.name = name
+        self.fields = {k: (t if isinstance(t, Opt) else Opt(t, required=True)) for k, t in fields.items()}
+
+    def problem(self, v: Any) -> str | None:
+        if not isinstance(v, dict):
+            return f"expected a record {{...}} ({self.name}), got {_describe(v)}"
+        for k in v:
+            if k not in self.fields:
+                return f"unknown field '{k}' of {self.name}"
+        for k, o in self.fields.items():
+            if k not in v:
+                if o.required:
+                    return f"missing field '{k}' of {self.name}"
+                continue
+            p = o.type.problem(v[k])
+            if p is not None:
+                return f"field '{k}': {p}"
+        return None
+
+    def fmt(self, v: Any) -> str:
+        return "{" + ", ".join(f"{k} = {self.fields[k].type.fmt(v[k])}" for k in self.fields if k in v) + "}"
+
+    def coerce(self, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        return {k: (self.fields[k].type.coerce(x) if k in self.fields else x) for k, x in v.items()}
+
+
+@dataclass(frozen=True)
+class Opt:
+    """An attribute or record field: its type, whether it must be present, and the tile field a
+    diagnostic about its value blames (a key of the tile's locations; None = the op's location)."""
+    type: AttrType
+    required: bool = False
+    blame: str | None = None
+
+
+def _describe(v: Any) -> str:
+    return type(v).__name__ if not isinstance(v, (int, str)) or isinstance(v, bool) else repr(v)
+
+
+# ---- ops ------------------------------------------------------------------------------------------
+
 @dataclass
 class Op:
     name: str
@@ -36,6 +196,7 @@ class Op:
     attrs: dict[str, Any] = field(default_factory=dict)
     body: list["Op"] = field(default_factory=list)
     loc: Loc | None = None
+    locs: dict[str, Loc] = field(default_factory=dict)    # named locations (a tile's fields)
     payload: Any = None                    # non-printed input data (the TileSpec of a tile)
     facts: dict[str, Any] = field(default_factory=dict)   # non-printed analysis results of passes
 
@@ -52,60 +213,120 @@ class Op:
             yield from o.walk()
 
 
-# name -> (required attrs {name: types}, allowed body op names or None for "no body")
-OP_DEFS: dict[str, tuple[dict[str, tuple], tuple[str, ...] | None]] = {
-    "tilec.module": ({"target": (str,)}, ("tilec.tile", "ptx.kernel")),
-    "tilec.tile": ({"engine": (str,), "m": (int,), "n": (int,), "k": (int,), "k_total": (int,)},
-                   ("tilec.operand", "tilec.sparsity", "tilec.smem_layout", "tilec.smem_desc",
-                    "tilec.instr_desc", "tilec.metadata", "tilec.zero_column_mask", "tilec.mma_form")),
-    "tilec.operand": ({"dtype": (str,), "space": (str,)}, None),
-    "tilec.sparsity": ({"ratio": (str,), "metadata": (str,), "selector": (int,)}, None),
-    "tilec.smem_layout": ({"major": (str,), "swizzle": (str,), "lbo": (int,), "sbo": (int,),
-                           "offset": (int,), "size": (int,), "k_block": (int,)}, None),
-    "tilec.smem_desc": ({"values": (tuple,)}, None),
-    "tilec.instr_desc": ({"kind": (str,), "value": (int,)}, None),
-    "tilec.metadata": ({"source": (str,)}, None),
-    "tilec.zero_column_mask": ({"value": (int,)}, None),
-    "tilec.mma_form": ({"opcode": (str,)}, None),
-    "ptx.kernel": ({"entry": (str,), "lines": (int,)}, None),
+@dataclass(frozen=True)
+class OpDef:
+    attrs: dict[str, Opt]                  # in print order
+    body: tuple[str, ...] | None = None    # ops allowed in the body; None = no body
+    sym: bool = False                      # takes an @symbol
+
+
+def _attrs(**kw: "AttrType | Opt") -> dict[str, Opt]:
+    return {k: (v if isinstance(v, Opt) else Opt(v, required=True)) for k, v in kw.items()}
+
+
+SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B", "auto")
+_LAYOUT_SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B")
+
+OP_DEFS: dict[str, OpDef] = {
+    "tilec.module": OpDef(_attrs(target=Str(), ptx_version=Opt(Str())), ("tilec.tile", "ptx.kernel")),
+    "tilec.tile": OpDef(
+        _attrs(engine=Str(), m=Opt(U32, True, "shape.M"), n=Opt(U32, True, "shape.N"),
+               k=Opt(U32, True, "shape.K"), k_total=Opt(U32, True, "loop.K"), kind=Opt(Str()),
+               cta_group=Opt(U32, blame="engine.cta_group"), ws=Opt(Bool()), collector=Opt(Str()),
+               ashift=Opt(Bool()), block_scale=Opt(Str()), negate_a=Opt(Bool()), negate_b=Opt(Bool()),
+               saturate=Opt(Bool()), max_shift=Opt(U32, blame="max_shift"),
+               scale_input_d=Opt(U32, blame="scale_input_d.value"),
+               disable_output_lane=Opt(ListOf(B32), blame="disable_output_lane.value")),
+        ("tilec.operand", "tilec.sparsity", "tilec.smem_layout", "tilec.smem_desc", "tilec.instr_desc",
+         "tilec.metadata", "tilec.zero_column_mask"), sym=True),
+    "tilec.operand": OpDef(_attrs(dtype=Str(), space=Enum("global", "smem", "tmem", "reg"),
+                                  major=Opt(Enum("K", "MN")), swizzle=Opt(Enum(*SWIZZLES))), sym=True),
+    "tilec.sparsity": OpDef(_attrs(ratio=Str(), metadata=Enum("runtime", "static"), selector=U32,
+                                   pattern=Opt(Str()))),
+    "tilec.smem_layout": OpDef(_attrs(major=Enum("K", "MN"), swizzle=Enum(*_LAYOUT_SWIZZLES), lbo=U32, sbo=U32,
+                                      offset=U32, size=U32, k_block=U32,
+                                      lbo_mode=Opt(Enum("relative", "absolute"))), sym=True),
+    "tilec.smem_desc": OpDef(_attrs(k_step=U32, values=ListOf(B64), lbo_mode=Opt(Enum("relative", "absolute"))),
+                             sym=True),
+    "tilec.instr_desc": OpDef(_attrs(kind=Str(), value=B32, step_values=Opt(ListOf(B32)))),
+    "tilec.metadata": OpDef(_attrs(source=Enum("runtime", "static"), words_per_row=Opt(U32),
+                                   period=Opt(ListOf(U32)), words=Opt(ListOf(B32)))),
+    "tilec.zero_column_mask": OpDef(_attrs(value=B64)),
+    "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),
 }
 
 
 class IRError(Exception):
-    pass
+    """An IR that breaks its op definitions. `op` and `attr` say where (for a located diagnostic)."""
+
+    def __init__(self, message: str, op: Op | None = None, attr: str | None = None):
+        super().__init__(message)
+        self.op, self.attr = op, attr
+
+    def loc(self, tile: Op | None = None) -> Loc | None:
+        """The source location to blame: the attribute's tile field when it names one, else the op's."""
+        if self.op is None:
+            return None
+        d = OP_DEFS.get(self.op.name)
+        blame = d.attrs[self.attr].blame if d and self.attr in d.attrs else None
+        for holder in (self.op, tile):
+            if holder is not None and blame:
+                key = blame
+                while key:
+                    if key in holder.locs:
+                        return holder.locs[key]
+                    key = key.rpartition(".")[0]
+        return self.op.loc or (tile.loc if tile is not None else None)
+
+
+def check_attrs(op: Op) -> None:
+    """Every attribute of `op` is declared, present when required, and a value of its type."""
+    d = OP_DEFS[op.name]
+    for key, value in op.attrs.items():
+        if key not in d.attrs:
+            raise IRError(f"'{op.name}' has no attribute '{key}'", op, key)
+        p = d.attrs[key].type.problem(value)
+        if p is not None:
+            what = f"{op.name}{' @' + op.sym if op.sym else ''}"
+            raise IRError(f"attribute '{key}' of '{what}': {p}", op, key)
+    for key, o in d.attrs.items():
+        if o.required and key not in op.attrs:
+            raise IRError(f"'{op.name}' is missing attribute '{key}'", op, key)
 
 
 def verify_module(module: Op) -> None:
-    """Structural checks: known ops, required attributes of the right type, legal nesting, unique syms."""
-    def check(op: Op, parent: Op | None):
-        spec = OP_DEFS.get(op.name)
-        if spec is None:
-            raise IRError(f"unknown op '{op.name}'")
-        required, allowed = spec
-        for key, types in required.items():
-            if key not in op.attrs:
-                raise IRError(f"'{op.name}' is missing attribute '{key}'")
-            if not isinstance(op.attrs[key], types):
-                raise IRError(f"'{op.name}' attribute '{key}' has type {type(op.attrs[key]).__name__}")
-        if allowed is None and op.body:
-            raise IRError(f"'{op.name}' cannot have a body")
+    """Known ops, typed attributes in range, legal nesting, unique symbols."""
+    def check(op: Op) -> None:
+        d = OP_DEFS.get(op.name)
+        if d is None:
+            raise IRError(f"unknown op '{op.name}'", op)
+        if d.sym and op.sym is None:
+            raise IRError(f"'{op.name}' needs an @symbol", op)
+        if not d.sym and op.sym is not None:
+            raise IRError(f"'{op.name}' takes no @symbol", op)
+        check_attrs(op)
+        if d.body is None and op.body:
+            raise IRError(f"'{op.name}' cannot have a body", op)
         seen = set()
         for child in op.body:
-            if allowed is not None and child.name not in allowed:
-                raise IRError(f"'{child.name}' is not allowed inside '{op.name}'")
+            if d.body is not None and child.name not in d.body:
+                raise IRError(f"'{child.name}' is not allowed inside '{op.name}'", child)
             if child.sym is not None and child.name in ("tilec.tile", "tilec.operand", "ptx.kernel"):
                 key = (child.name, child.sym)
                 if key in seen:
-                    raise IRError(f"duplicate '{child.name} @{child.sym}'")
+                    raise IRError(f"duplicate '{child.name} @{child.sym}'", child)
                 seen.add(key)
-            check(child, op)
+            check(child)
 
     if module.name != "tilec.module":
-        raise IRError("top-level op must be 'tilec.module'")
-    check(module, None)
+        raise IRError("top-level op must be 'tilec.module'", module)
+    check(module)
 
+
+# ---- printing -------------------------------------------------------------------------------------
 
 def _fmt(v: Any) -> str:
+    """An untyped value (an attribute no definition declares): printed by its Python type."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, Hex):
@@ -113,22 +334,56 @@ def _fmt(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if v is None:
-        return "none"
+        return Str().fmt(v)
     if isinstance(v, (tuple, list)):
         return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_fmt(x)}" for k, x in v.items()) + "}"
     return repr(v)
 
 
-def print_op(op: Op, indent: int = 0, with_locs: bool = False) -> str:
+def fmt_attr(op_name: str, key: str, value: Any) -> str:
+    d = OP_DEFS.get(op_name)
+    o = d.attrs.get(key) if d else None
+    return o.type.fmt(value) if o is not None and o.type.problem(value) is None else _fmt(value)
+
+
+def _fmt_loc(loc: Loc) -> str:
+    end = f" to :{loc.end_col}" if loc.end_col is not None else ""
+    return f"{Str().fmt(loc.file)}:{loc.line}:{loc.col}{end}"
+
+
+def fmt_location(op: Op) -> str | None:
+    """The body of `op`'s loc(...): one position, or fused[main, "field"(pos), ...] for named ones."""
+    if not op.locs:
+        return _fmt_loc(op.loc) if op.loc else None
+    parts = [_fmt_loc(op.loc)] if op.loc else []
+    parts += [f"{Str().fmt(k)}({_fmt_loc(v)})" for k, v in op.locs.items()]
+    return "fused[" + ", ".join(parts) + "]"
+
+
+def print_op(op: Op, indent: int = 0, with_locs: bool = True) -> str:
+    """The op in MLIR-like text. With `with_locs`, each op ends in loc(#locN) and the aliases follow
+    the top-level op (`#locN = loc(...)`), as mlir-opt prints debug locations."""
+    aliases: dict[str, str] = {}
+    text = _print(op, indent, aliases if with_locs else None)
+    if aliases:
+        text += "\n" + "\n".join(f"{a} = loc({body})" for body, a in aliases.items())
+    return text
+
+
+def _print(op: Op, indent: int, aliases: dict[str, str] | None) -> str:
     pad = "  " * indent
     head = pad + op.name + (f" @{op.sym}" if op.sym else "")
     if op.attrs:
-        head += " {" + ", ".join(f"{k} = {_fmt(v)}" for k, v in op.attrs.items()) + "}"
-    if with_locs and op.loc:
-        head += f" loc({op.loc})"
+        head += " {" + ", ".join(f"{k} = {fmt_attr(op.name, k, v)}" for k, v in op.attrs.items()) + "}"
+    loc = ""
+    if aliases is not None:
+        body = fmt_location(op)
+        if body is not None:
+            alias = aliases.setdefault(body, f"#loc{len(aliases)}")
+            loc = f" loc({alias})"
     if not op.body:
-        return head
-    inner = "\n".join(print_op(c, indent + 1, with_locs) for c in op.body)
-    return f"{head} {{\n{inner}\n{pad}}}"
+        return head + loc
+    inner = "\n".join(_print(c, indent + 1, aliases) for c in op.body)
+    return f"{head} {{\n{inner}\n{pad}}}{loc}"

@@ -16,14 +16,14 @@ def lower(spec: FileSpec) -> Op:
     attrs = {"target": spec.target}
     if spec.ptx_version:
         attrs["ptx_version"] = f"{spec.ptx_version[0]}.{spec.ptx_version[1]}"
-    module = Op("tilec.module", attrs=attrs, loc=spec.loc("target"), payload={"spec": spec})
+    module = Op("tilec.module", attrs=attrs, loc=spec.loc("target"), locs=dict(spec.locs), payload={"spec": spec})
     for t in spec.tiles:
         a = {"engine": t.engine, "m": t.m, "n": t.n, "k": t.k, "k_total": t.total_k}
         for key in _TILE_ATTRS:
             v = getattr(t, key)
             if v is not None and _DEFAULTS.get(key, None) != v:
                 a[key] = v
-        tile = Op("tilec.tile", t.name, a, loc=t.loc("tile"), payload=t)
+        tile = Op("tilec.tile", t.name, a, loc=t.loc("tile"), locs=dict(t.locs), payload=t)
         for name, o in t.operands.items():
             oa = {"dtype": o.dtype, "space": o.space}
             if o.major:
