@@ -1,8 +1,9 @@
 """Command line: `tilec compile | opt | passes | explain`.
 
-Exit codes: 0 success, 1 bad input (located diagnostics on stderr), 2 usage error, 3 internal error.
-Outputs are written atomically (temporary file in the same directory, then rename) and never over
-the input file.
+Exit codes: 0 success; 1 bad input (located diagnostics on stderr) or an OS error on a file the user
+named (the message names it); 2 usage error; 3 internal error (a bug); 130 interrupted (SIGINT).
+Output files: compiler/files.py (atomic, umask and existing modes honoured, written through symbolic
+links, never over the input file).
 """
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ def _read_input(path: str) -> tuple[str, str]:
             return sys.stdin.read(), "<stdin>"
         data, name = stream.read(), "<stdin>"
     else:
-        with open(path, "rb") as f:
-            data, name = f.read(), path
+        try:
+            with open(path, "rb") as f:
+                data, name = f.read(), path
+        except OSError as e:
+            from .files import file_error
+
+            raise file_error("read", path, e) from None
     try:
         return data.decode("utf-8"), name
     except UnicodeDecodeError as e:
@@ -33,35 +39,15 @@ def _read_input(path: str) -> tuple[str, str]:
 
 
 def write_output(path: str | None, text: str, input_path: str | None = None) -> None:
-    """Write `text` to `path` ('-' or None = stdout) atomically."""
-    if path in (None, "-"):
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    if input_path not in (None, "-") and os.path.exists(path) and os.path.samefile(path, input_path):
-        raise UsageError(f"refusing to overwrite the input file '{path}'")
-    if os.path.exists(path) and not os.path.isfile(path):
-        # A device, FIFO or /dev/stdout: write through it. Renaming a temporary file over it would
-        # replace the device itself (`-o /dev/null` as root turned /dev/null into a regular file).
-        if os.path.isdir(path):
-            raise UsageError(f"'{path}' is a directory")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        return
-    import tempfile
+    """Write `text` to `path` ('-' or None = stdout): atomically, keeping modes, through symbolic links
+    (compiler/files.py)."""
+    from .files import OverwritesInput
+    from .files import write_output as write
 
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        write(path, text, input_path)
+    except OverwritesInput as e:
+        raise UsageError(str(e)) from None
 
 
 class UsageError(Exception):
@@ -217,6 +203,7 @@ def _cmd_explain(args) -> int:
     except ValueError:
         raise UsageError(f"explain: '{args.value}' is not a number (write 0x... or decimal)") from None
     opts = {k: getattr(args, k) for k in ("kind", "m", "n") if getattr(args, k) is not None}
+    _check_explain_usage(args.what, value, opts)
     try:
         ex = EXPLAINERS[args.what](value, **opts)
     except TypeError as e:
@@ -230,8 +217,45 @@ def _cmd_explain(args) -> int:
     return 1 if ex.violations else 0
 
 
+# Widths of the descriptors `explain` decodes (idesc: PTX 9.7.16.4.2 Tables 42-44, 32 bits; shared-memory
+# descriptor: 9.7.16.4.1 Table 41, 64 bits; zero-column mask: 9.7.16.4.3 Table 45, 64 bits).
+_EXPLAIN_BITS = {"idesc": 32, "smem-desc": 64, "zcm": 64}
+
+
+def _check_explain_usage(what: str, value: int, opts: dict) -> None:
+    """Mistakes in the command line, not in the descriptor: a missing or unknown --kind, a value wider
+    than the descriptor, an M or N no mask has. The explainers report these as violations (their API
+    never raises); here they are usage errors (status 2), so status 1 means 'the descriptor is illegal'."""
+    bits = _EXPLAIN_BITS.get(what)
+    if bits is not None and not 0 <= value < 1 << bits:
+        raise UsageError(f"explain {what}: {_shown(value)} does not fit the {bits}-bit descriptor")
+    if what == "idesc":
+        from .descriptors.instr import LAYOUTS
+
+        kind = opts.get("kind")
+        if kind not in LAYOUTS:
+            what_is = "needs --kind" if kind is None else f"--kind {kind} is not a tcgen05 kind"
+            raise UsageError(f"explain idesc {what_is}: the descriptor's format depends on it "
+                             f"(one of: {', '.join(LAYOUTS)})")
+    if what == "zcm":
+        from .descriptors.zero_column_mask import MAX_N, SUB_MASKS
+
+        m, n = opts.get("m"), opts.get("n")
+        if m is not None and m not in SUB_MASKS:
+            raise UsageError(f"explain zcm: --m {m}: a zero-column mask exists for M = "
+                             f"{', '.join(map(str, sorted(SUB_MASKS)))}")
+        if n is not None and not (0 < n <= MAX_N and (m is None or n % SUB_MASKS[m] == 0)):
+            parts = f" in {SUB_MASKS[m]} equal sub-masks" if m is not None else ""
+            raise UsageError(f"explain zcm: --n {n} is not 1..{MAX_N}{parts}")
+
+
+def _shown(value: int) -> str:
+    return hex(value) if value >= 0 else str(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .diagnostics import CompileError
+    from .files import FileError
 
     try:
         args = _parser().parse_args(argv)
@@ -250,9 +274,17 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         sys.stderr.write(f"tilec: error: {e}\n")
         return 2
-    except OSError as e:
-        sys.stderr.write(f"tilec: error: {e.strerror or e}: {e.filename or ''}\n")
-        return 2 if isinstance(e, FileNotFoundError) else 1
+    except FileError as e:            # an OS error on a file the user named: status 1
+        sys.stderr.write(f"tilec: error: {e}\n")
+        return 1
+    except OSError as e:              # one no path above turned into a FileError: still status 1
+        from .files import file_error
+
+        sys.stderr.write(f"tilec: error: {file_error('access', e.filename or '<unknown file>', e)}\n")
+        return 1
+    except KeyboardInterrupt:         # SIGINT: the output's temporary (if any) is already removed
+        sys.stderr.write("tilec: interrupted\n")
+        return 130
     except Exception as e:            # a bug in tilec: say so plainly
         from .passes.manager import PipelineError
 

@@ -98,10 +98,19 @@ def compile_source(text: str, filename: str = "<string>", arch: str | None = Non
 
 
 def compile_file(path: str | os.PathLike[str], **kw: Any) -> CompileResult:
+    """Compile a tile file. Anything wrong with the file itself (missing, unreadable, not UTF-8) is a
+    CompileError naming it, like any other bad input: no raw OSError or UnicodeDecodeError leaks out."""
     # os rather than pathlib: pathlib (and the urllib/ipaddress it pulls in) costs ~4 ms of CLI start-up
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    return compile_source(text, os.fspath(path), **kw)
+    name = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise CompileError([Diagnostic(f"cannot read '{name}': {e.strerror or e}")]) from None
+    except UnicodeDecodeError as e:
+        raise CompileError([Diagnostic(f"'{name}' is not valid UTF-8 (byte 0x{e.object[e.start]:02x} at "
+                                       f"offset {e.start})")]) from None
+    return compile_source(text, name, **kw)
 
 
 # ---- specs built in code ---------------------------------------------------------------------------
