@@ -157,8 +157,13 @@ def test_explain_usage_mistakes_are_2(argv, message, capsys):
 
 # A child that compiles to OUT but stops inside the write, after the temporary exists: os.replace is
 # wrapped to announce itself and sleep, so the parent can signal it at exactly that point.
+# Dispositions are set as an interactive shell leaves them: a shell without job control starts background
+# jobs (the test suite under land.sh) with SIGINT ignored, and tilec rightly leaves an ignored signal alone.
 _CHILD = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     real_replace = os.replace
     def slow_replace(a, b):
         print("TMP", a, flush=True)
