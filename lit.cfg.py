@@ -11,7 +11,9 @@ config.suffixes = [".tile"]
 config.excludes = ["Inputs", "examples", "benchmarks", ".venv", ".ci-venv"]
 root = os.path.dirname(os.path.abspath(__file__))
 
-sys.path.insert(0, root)
+# Appended, not prepended: where the Python running lit has tilec installed (CI's wheel venv, outside the tree),
+# the suite tests that installation (%tilec is its console script); the checkout is the fallback.
+sys.path.append(root)
 from compiler.litkit import configure  # noqa: E402
 
 configure(config)

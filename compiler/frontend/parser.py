@@ -27,12 +27,35 @@ CACHE_FORMAT = 1
 
 
 def grammar_path() -> str:
+    """grammar/tile.lark of a source checkout, else the copy an installed wheel carries (see setup.py)."""
     # os.path rather than pathlib: pathlib costs several ms of start-up that every lit RUN line pays.
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "grammar", _GRAMMAR_NAME)
     if os.path.isfile(here):
         return here
-    return os.path.join(sys.prefix, "share", "tilec", "grammar", _GRAMMAR_NAME)
+    return os.path.join(PACKAGED_DIR, _GRAMMAR_NAME)
+
+
+# A wheel carries the grammar and its tables in compiler/frontend/grammar/ (written by setup.py's build step,
+# absent from a source checkout). Tables are used only when built from the very grammar text being parsed.
+PACKAGED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grammar")
+PACKAGED_TABLES = "tile-lalr.json"
+
+
+def grammar_crc(text: str) -> str:
+    # crc32 (zlib is built in) rather than hashlib: the key only has to change with the grammar.
+    return f"{zlib.crc32(text.encode()):08x}"
+
+
+def _packaged_tables(text: str) -> dict | None:
+    try:
+        with open(os.path.join(PACKAGED_DIR, PACKAGED_TABLES), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if data.get("format") != CACHE_FORMAT or data.get("grammar_crc32") != grammar_crc(text):
+        return None
+    return data
 
 
 def _cache_dir() -> str:
@@ -111,6 +134,10 @@ def get_parser() -> "TileParser":
         return _PARSER
     with open(grammar_path(), encoding="utf-8") as f:
         text = f.read()
+    data = _packaged_tables(text)
+    if data is not None:
+        _PARSER = TileParser(data)
+        return _PARSER
     # crc32 (zlib is built in) rather than hashlib: the key only has to change with the grammar.
     key = f"{zlib.crc32((text + _lark_version()).encode()):08x}"
     cache = os.path.join(_cache_dir(), f"tile-lalr-{key}.json")
