@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .bits import log2
 from .descriptors.smem import SmemDesc
 from .diagnostics import SpecError
 from .isa.types import TYPES
@@ -170,11 +171,6 @@ class CopyMap:
     def byte_offset(self, line: int, chunk: int) -> int:
         coords = {"line": line, "chunk": chunk}
         return self.swizzle(sum(t.apply(coords[t.coord]) for t in self.terms))
-
-
-def _log2(n: int) -> int:
-    assert n > 0 and n & (n - 1) == 0, n
-    return n.bit_length() - 1
 
 
 @dataclass(frozen=True)
@@ -312,11 +308,11 @@ class CanonicalLayout:
     def copy_map(self) -> CopyMap:
         """The chunk -> byte offset map (see `CopyMap`), equal to `offset()` chunk by chunk."""
         rows, width = self.atom_rows, self.width_chunks
-        terms = [Term("line", 0, _log2(rows), self.mode.width),
-                 Term("line", _log2(rows), None, self.line_group_stride)]
+        terms = [Term("line", 0, log2(rows), self.mode.width),
+                 Term("line", log2(rows), None, self.line_group_stride)]
         if width > 1:
-            terms.append(Term("chunk", 0, _log2(width), CHUNK_BYTES))
-        terms.append(Term("chunk", _log2(width), None, self.chunk_group_stride))
+            terms.append(Term("chunk", 0, log2(width), CHUNK_BYTES))
+        terms.append(Term("chunk", log2(width), None, self.chunk_group_stride))
         return CopyMap(contiguous=self.major, lines=self.lines, chunks_per_line=self.chunks_per_line,
                        terms=tuple(terms), swizzle_bits=self.mode.xor_bits,
                        swizzle_base=self.mode.xor_base, swizzle_shift=self.mode.xor_shift)

@@ -47,7 +47,7 @@ from typing import Any
 from ..diagnostics import SpecError
 from ..ir import Op
 from ..isa.targets import Version, format_version, parse_version
-from .builder import REG_TYPES, KernelBuilder, module_header
+from .builder import PtxBuilder, function_head, module_header
 
 DEFAULT_PREFIX = "tilec_"
 NAME_SUFFIX = "_mma"
@@ -167,31 +167,35 @@ class Fragment:
 # ---- shared helpers --------------------------------------------------------------------------------
 
 def _signature(name: str, params: Sequence[FragmentParam], result: FragmentResult | None) -> str:
-    ret = f"({result.declaration()}) " if result else ""
-    body = ",\n".join(f"\t.param .{p.type} {p.ptx_name}" for p in params)
-    return f".visible .func {ret}{name}(\n{body}\n)"
+    return function_head("func", name, [(p.type, p.ptx_name) for p in params], "\t",
+                         result.declaration() if result else None)
 
 
-def _render(kb: KernelBuilder, fragment_head: str, comments: Sequence[str]) -> str:
-    """The .func definition: comment block, signature, register declarations (from the counts the
-    builder used, as KernelBuilder.render does for entries), body."""
-    out = [f"// {c}" for c in comments]
-    out += [fragment_head, "{"]
-    out += [f"\t.reg .{ty} %{cls}<{kb.counts[cls]}>;" for cls, ty in REG_TYPES.items() if kb.counts.get(cls)]
-    out += kb.lines
-    out.append("}")
-    return "\n".join(out) + "\n"
+def _builder(name: str) -> PtxBuilder:
+    return PtxBuilder(name, kind="func", blank_after_declarations=False)
 
 
-def _params(kb: KernelBuilder, rows: Sequence[tuple[str, str, str]]) -> tuple[FragmentParam, ...]:
+def _render(kb: PtxBuilder, params: Sequence[FragmentParam], result: FragmentResult | None,
+            comments: Sequence[str]) -> str:
+    """The .func definition: comment block, signature, register declarations, body."""
+    assert kb.params == [(p.type, p.name) for p in params]
+    kb.module = [f"// {c}" for c in comments]
+    kb.result = result.declaration() if result else None
+    return kb.render()
+
+
+def _params(kb: PtxBuilder, rows: Sequence[tuple[str, str, str]]) -> tuple[FragmentParam, ...]:
+    """Declare the parameters (short name, type, meaning) on the builder; their FragmentParams."""
+    for short, ty, _meaning in rows:
+        kb.add_params(ty, short)
     return tuple(FragmentParam(short, kb.param(short), ty, meaning) for short, ty, meaning in rows)
 
 
-def _load_params(kb: KernelBuilder, params: Sequence[FragmentParam]) -> dict[str, str]:
+def _load_params(kb: PtxBuilder, params: Sequence[FragmentParam]) -> dict[str, str]:
     regs: dict[str, str] = {}
     for p in params:
         reg = kb.reg("f" if p.type == "f32" else "r")
-        kb.emit(f"ld.param.{p.type} {reg}, [{p.ptx_name}];")
+        kb.ld_param(p.type, reg, p.name)
         regs[p.name] = reg
     return regs
 
@@ -243,7 +247,7 @@ def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
     if sparse and spec.sparsity.selector != 0:
         raise SpecError("a tcgen05 fragment derives the sparsity selector of each MMA from its metadata column "
                         "(digest §4.3); the spec's selector must be 0", "sparsity.selector", "write selector=0")
-    kb = KernelBuilder(name)
+    kb = _builder(name)
     layouts = {n: _required_op(tile, "tilec.smem_layout", n).facts["layout"] for n in ("A", "B")}
     k_step = {n: int(_required_op(tile, "tilec.smem_desc", n).attrs["k_step"]) for n in ("A", "B")}
     # Descriptors relative to each operand's own base: the materialized ones are relative to the kernel's
@@ -359,11 +363,10 @@ def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
         f"cover the tile's K {total_k}",
     )
     req = _requirement(module)
-    head = _signature(name, params, None)
     comments = [f"tilec fragment {name}: tile {spec.name}, {form.opcode()} x {steps}",
                 f"requires .version {format_version(req.ptx_version)}, .target {req.target}",
                 *(f"param {p.name}: {p.meaning}" for p in params), *convention]
-    return Fragment(name, spec.name, "tcgen05", _render(kb, head, comments), params, None, req, constants,
+    return Fragment(name, spec.name, "tcgen05", _render(kb, params, None, comments), params, None, req, constants,
                     layouts, convention)
 
 
@@ -378,7 +381,7 @@ def _mma_sp_fragment(tile: Op, module: Op, name: str) -> Fragment:
     req = _requirement(module)
     steps = spec.total_k // form.k
     c_type = "f32" if form.c_type == "f32" else "b32"          # s32 and packed f16x2 travel as .b32
-    kb = KernelBuilder(name)
+    kb = _builder(name)
     rows = [(f"c{i}", c_type, f"C fragment register {i} (9.7.14.6.2; fragments.cd_element)")
             for i in range(form.c_regs)]
     for s in range(steps):
@@ -417,11 +420,10 @@ def _mma_sp_fragment(tile: Op, module: Op, name: str) -> Fragment:
         f"{steps} K step(s) of {form.k}",
         f"D returns in {result.ptx_name} ({result.count} x .{c_type}); ld.param it after the call",
     )
-    head = _signature(name, params, result)
     comments = [f"tilec fragment {name}: tile {spec.name}, {opcode} x {steps}, selector {selector}",
                 f"requires .version {format_version(req.ptx_version)}, .target {req.target}",
                 "params: c0.. = C; per K step s: a{s}_j, b{s}_j, e{s}", *convention]
-    return Fragment(name, spec.name, "mma.sp", _render(kb, head, comments), params, result, req, constants, {},
+    return Fragment(name, spec.name, "mma.sp", _render(kb, params, result, comments), params, result, req, constants, {},
                     convention)
 
 

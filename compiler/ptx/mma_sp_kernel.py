@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..bits import log2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
 from ..isa.mma_sp.metadata import unpack_metadata, validate_nibbles
 from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
+from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, target_lines
 
 # Scale-factor byte that encodes 1.0 (9.7.14.5.14 block scaling, scale types):
 #   ue8m0: value 2^(e - 127) -> e = 127 = 0x7F
@@ -81,26 +83,6 @@ class KernelPTX:
         return tuple(self.abi["block"])     # type: ignore[return-value]
 
 
-def _log2(x: int) -> int:
-    assert x > 0 and x & (x - 1) == 0, x
-    return x.bit_length() - 1
-
-
-def _scale(dst: str, src: str, num: int, den: int) -> str:
-    """dst = src * num / den for powers of two (one shift)."""
-    s = _log2(num) - _log2(den)
-    if s > 0:
-        return f"shl.b32 {dst}, {src}, {s};"
-    if s < 0:
-        return f"shr.u32 {dst}, {src}, {-s};"
-    return f"mov.u32 {dst}, {src};"
-
-
-def _add_const(ins, reg: str, value: int) -> None:
-    if value:
-        ins(f"add.u32 {reg}, {reg}, {value};")
-
-
 def _check_config(cfg: MmaSpKernelConfig) -> tuple[Version, bool]:
     form = cfg.form
     for what in ("warps_m", "warps_n", "tiles_m", "tiles_n"):
@@ -148,22 +130,18 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     acc_type = ".f32" if form.c_type == "f32" else ".b32"      # s32 and packed f16x2 live in .b32
     runtime_meta = cfg.static_metadata is None
     kname = cfg.name
-    p = lambda s: f"{kname}_{s}"                               # noqa: E731  (parameter names)
-
-    params = [("a_values", ".u64"), *((("a_metadata", ".u64"),) if runtime_meta else ()),
-              ("b", ".u64"), ("c", ".u64"), ("d", ".u64"), ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
-    out: list[str] = []
-    emit = out.append
+    w = PtxBuilder(kname, **HAND_SCHEDULED)
+    w.add_params("u64", "a_values", *(("a_metadata",) if runtime_meta else ()), "b", "c", "d")
+    w.add_params("u32", "M", "N", "K")
+    emit = w.module.append
+    ins, add_imm = w.ins, w.add_imm
 
     emit(f"// tilec mma.sp kernel {kname}: D = A*B + C, A structured-sparse ({lay.granularity.name})")
     emit(f"// form {form.name}, target {cfg.target}, selector {cfg.selector}, "
          f"metadata {'runtime' if runtime_meta else 'static'}")
     emit(f"// CTA tile {cfg.tile_m} x {cfg.tile_n} ({cfg.warps_m}x{cfg.warps_n} warps, {tm}x{tn} mma tiles "
          f"per warp), K step {form.k}")
-    emit(f".version {format_version(ptx)}")
-    emit(f".target {cfg.target}")
-    emit(".address_size 64")
-    emit("")
+    w.module += target_lines(format_version(ptx), cfg.target)
 
     table = None
     if not runtime_meta:
@@ -171,36 +149,30 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
         pm, pk = len(tab), len(tab[0])
         flat = [w for row in tab for words in row for w in words]
         if len(set(flat)) > 1:       # a single distinct word becomes an immediate, no table
-            table = p("metadata")
+            table = w.param("metadata")
             body = ", ".join(f"0x{w:08x}" for w in flat)
             emit(f"// static metadata words [{pm}][{pk}][32]: 16-row tile mt, k-step ks -> [mt % {pm}][ks % {pk}]")
             emit(f".const .align 4 .b32 {table}[{len(flat)}] = {{{body}}};")
             emit("")
 
-    emit(f".visible .entry {kname}(")
-    emit(",\n".join(f"    .param {t} {p(n)}" for n, t in params))
-    emit(")")
-    emit(f".maxntid {cfg.threads}, 1, 1")
-    emit("{")
-    emit("    .reg .pred %p<3>;")
-    emit("    .reg .u32 %tx, %lane, %warp, %g, %t, %wm, %wn, %m0, %n0, %M, %N, %K, %nks, %x, %y, %kk;")
-    emit("    .reg .u64 %ga, %gb, %gc, %gd, %ge, %off, %t4, %adr;")
-    emit(f"    .reg .u64 %pa<{2 * tm}>, %pb<{tn}>, %pe<{tm}>;")
-    emit(f"    .reg .b32 %a<{tm * ar}>, %b<{tn * br}>, %e<{tm}>;")
-    emit(f"    .reg {acc_type} %acc<{tm * tn * cr}>;")
+    w.directives.append(f".maxntid {cfg.threads}, 1, 1")
+    w.declare("pred", "%p<3>")
+    w.declare("u32", "%tx", "%lane", "%warp", "%g", "%t", "%wm", "%wn", "%m0", "%n0", "%M", "%N", "%K", "%nks",
+              "%x", "%y", "%kk")
+    w.declare("u64", "%ga", "%gb", "%gc", "%gd", "%ge", "%off", "%t4", "%adr")
+    w.declare("u64", f"%pa<{2 * tm}>", f"%pb<{tn}>", f"%pe<{tm}>")
+    w.declare("b32", f"%a<{tm * ar}>", f"%b<{tn * br}>", f"%e<{tm}>")
+    w.declare(acc_type, f"%acc<{tm * tn * cr}>")
     if form.block_scale:
-        emit("    .reg .b32 %sa, %sb;")
-    ins = lambda s: emit("    " + s)                          # noqa: E731
+        w.declare("b32", "%sa", "%sb")
 
     ins("// parameters and lane coordinates (9.7.14.6.2: g = lane >> 2, t = lane & 3)")
     for reg, name in (("%ga", "a_values"), ("%gb", "b"), ("%gc", "c"), ("%gd", "d")):
-        ins(f"ld.param.u64 {reg}, [{p(name)}];")
-        ins(f"cvta.to.global.u64 {reg}, {reg};")
+        w.global_pointer(reg, name)
     if runtime_meta:
-        ins(f"ld.param.u64 %ge, [{p('a_metadata')}];")
-        ins("cvta.to.global.u64 %ge, %ge;")
+        w.global_pointer("%ge", "a_metadata")
     for reg in ("M", "N", "K"):
-        ins(f"ld.param.u32 %{reg}, [{p(reg)}];")
+        w.ld_param("u32", f"%{reg}", reg)
     ins("mov.u32 %tx, %tid.x;")
     ins("and.b32 %lane, %tx, 31;")
     ins("shr.u32 %warp, %tx, 5;")
@@ -224,11 +196,11 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     # ---- A pointers: register j of tile i = word t + 4*(j>>1) of compressed row g + 8*(j&1) (+16 i)
     ins(f"// A: compressed rows of K/2 elements = K*{sbits}/16 bytes; register j of tile i is word")
     ins("//    t + 4*(j>>1) of row m0 + 16i + g + 8*(j&1) (fragments.a_register_word)")
-    ins(_scale("%y", "%K", sbits, 16))
+    w.scale("%y", "%K", sbits, 16)
     for i in range(tm):
         for h in range(2):
             ins("add.u32 %x, %m0, %g;")
-            _add_const(ins, "%x", 16 * i + 8 * h)
+            add_imm("%x", 16 * i + 8 * h)
             ins("mul.wide.u32 %off, %x, %y;")
             ins(f"add.u64 %pa{2 * i + h}, %ga, %off;")
             ins(f"add.u64 %pa{2 * i + h}, %pa{2 * i + h}, %t4;")
@@ -236,21 +208,21 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     # ---- B pointers: register j of tile q = word t + 4j of B^T row n0 + 8q + g
     ins(f"// B^T: rows of K elements = K*{sbits}/8 bytes; register j of tile q is word t + 4j of row")
     ins("//    n0 + 8q + g (fragments.b_register_word)")
-    ins(_scale("%y", "%K", sbits, 8))
+    w.scale("%y", "%K", sbits, 8)
     for q in range(tn):
         ins("add.u32 %x, %n0, %g;")
-        _add_const(ins, "%x", 8 * q)
+        add_imm("%x", 8 * q)
         ins("mul.wide.u32 %off, %x, %y;")
         ins(f"add.u64 %pb{q}, %gb, %off;")
         ins(f"add.u64 %pb{q}, %pb{q}, %t4;")
 
     # ---- metadata
-    ins(f"shr.u32 %nks, %K, {_log2(form.k)};          // k-steps")
+    ins(f"shr.u32 %nks, %K, {log2(form.k)};          // k-steps")
     if runtime_meta:
         ins("// metadata words [M/16][K/k][32]: tile mt = m0/16 + i starts at word (mt*K/k)*32 + lane")
         for i in range(tm):
             ins("shr.u32 %x, %m0, 4;")
-            _add_const(ins, "%x", i)
+            add_imm("%x", i)
             ins("mul.lo.u32 %x, %x, %nks;")
             ins("shl.b32 %x, %x, 5;")
             ins("add.u32 %x, %x, %lane;")
@@ -267,7 +239,7 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
             ins(f"// static metadata table: entry [(m0/16 + i) % {pm}][ks % {pk}], word lane")
             for i in range(tm):
                 ins("shr.u32 %x, %m0, 4;")
-                _add_const(ins, "%x", i)
+                add_imm("%x", i)
                 ins(f"rem.u32 %x, %x, {pm};")
                 ins(f"mul.lo.u32 %x, %x, {pk * 32};")
                 ins("add.u32 %x, %x, %lane;")
@@ -288,11 +260,11 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     per_pair = cr // 2                 # registers holding elements (2h, 2h+1): 2 for 32-bit, 1 for f16x2
 
     def cd_rows(ptr_base: str, op: str) -> None:
-        ins(f"shl.b32 %y, %N, {_log2(cbytes)};      // row stride in bytes")
+        ins(f"shl.b32 %y, %N, {log2(cbytes)};      // row stride in bytes")
         for i in range(tm):
             for h in range(2):
                 ins("add.u32 %x, %m0, %g;")
-                _add_const(ins, "%x", 16 * i + 8 * h)
+                add_imm("%x", 16 * i + 8 * h)
                 ins("mul.wide.u32 %adr, %x, %y;")
                 ins("shl.b32 %x, %t, 1;")
                 ins("add.u32 %x, %x, %n0;")
@@ -315,7 +287,7 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     # ---- K loop
     ins("setp.eq.u32 %p1, %nks, 0;")
     ins("@%p1 bra.uni STORE;")
-    emit("LOOP_K:")
+    w.put("LOOP_K")
     for i in range(tm):
         for j in range(ar):
             off = 16 * (j >> 1)
@@ -352,18 +324,15 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
         ins("add.u32 %kk, %kk, 1;")
         ins(f"setp.eq.u32 %p2, %kk, {len(cfg.static_metadata[0])};")
         ins("selp.u32 %kk, 0, %kk, %p2;")
-    ins("sub.u32 %nks, %nks, 1;")
-    ins("setp.ne.u32 %p1, %nks, 0;")
-    ins("@%p1 bra.uni LOOP_K;")
-    emit("STORE:")
+    w.count_down("%nks", "%p1", "LOOP_K")
+    w.put("STORE")
     ins("// accumulators -> D (row-major M x N)")
     cd_rows("%gd", "st")
-    emit("DONE:")
+    w.put("DONE")
     ins("ret;")
-    emit("}")
-    text = "\n".join(out) + "\n"
+    text = w.render()
 
-    abi = _abi(cfg, ptx, params, runtime_meta)
+    abi = _abi(cfg, ptx, w.params, runtime_meta)
     return KernelPTX(kname, text, ptx, cfg.target, abi)
 
 
@@ -392,7 +361,7 @@ def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> di
         "instruction": form.instruction(ptx),
         "target": cfg.target,
         "ptx_version": format_version(ptx),
-        "params": [{"name": n, "ptx_param": f"{cfg.name}_{n}", "type": t.lstrip(".")} for n, t in params],
+        "params": abi_params(cfg.name, params),
         "buffers": buffers,
         "metadata": "runtime" if runtime_meta else "static",
         "selector": cfg.selector,

@@ -60,11 +60,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
 from ..isa.targets import MAX_PTX, TARGETS, Version, format_version
 from ..isa.types import TYPES
-from .builder import PtxLines
+from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, target_lines
 from .mma_sp_kernel import KernelPTX
 
 # Bytes of one k-step of one instruction tile for the forms this kernel takes (a_regs = b_regs = 4:
@@ -109,16 +110,6 @@ def pipelined_form(form: Form) -> bool:
     """Does the pipelined kernel serve `form` (k-wide shape, 32-bit accumulators, checked types)?"""
     return (form.a_type in PIPELINED_A_TYPES and form.a_regs == 4 and form.b_regs == 4 and form.c_regs == 4
             and form.block_scale is None and form.kind is None)
-
-
-def _log2(x: int) -> int:
-    if x <= 0 or x & (x - 1):
-        raise ValueError(x)
-    return x.bit_length() - 1
-
-
-def _pow2(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x > 0 and x & (x - 1) == 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -293,7 +284,7 @@ def check_config(cfg: SparseGemmConfig) -> Version:
                     ("stages", cfg.stages), ("raster_group", cfg.raster_group)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise SpecError(f"schedule {what} must be a positive integer, not {v!r}", field="schedule")
-    if not (_pow2(cfg.warps_m) and _pow2(cfg.warps_n)):
+    if not (is_pow2(cfg.warps_m) and is_pow2(cfg.warps_n)):
         raise SpecError(f"warps={cfg.warps_m}x{cfg.warps_n}: the warp grid must be powers of two",
                         field="schedule.warps")
     if cfg.threads > 1024:
@@ -302,7 +293,7 @@ def check_config(cfg: SparseGemmConfig) -> Version:
         if not isinstance(v, int) or v < unit or v % unit:
             raise SpecError(f"schedule cta {what} = {v} is not a positive multiple of {unit} "
                             f"(instruction shape x warps)", field="schedule.cta")
-    if cfg.cta_k % form.k or not _pow2(cfg.ksteps) or cfg.ksteps > 8:
+    if cfg.cta_k % form.k or not is_pow2(cfg.ksteps) or cfg.ksteps > 8:
         raise SpecError(f"schedule cta K = {cfg.cta_k} must be {form.k}, {2 * form.k}, {4 * form.k} or "
                         f"{8 * form.k} (1, 2, 4 or 8 k-steps of {form.shape})", field="schedule.cta",
                         hint=f"cta K = {2 * form.k} is a good default")
@@ -356,7 +347,7 @@ class Access:
 
 def _warp_terms(cfg: SparseGemmConfig) -> tuple[Term, Term]:
     """(wm, wn) as terms: warp = tid >> 5, wn = warp % warps_n, wm = warp / warps_n (powers of two)."""
-    lwn = _log2(cfg.warps_n)
+    lwn = log2(cfg.warps_n)
     return (5 + lwn, cfg.warps_m - 1, 1), (5, cfg.warps_n - 1, 1)
 
 
@@ -463,7 +454,7 @@ class SparseGemmPTX(KernelPTX):
         return self.abi["dynamic_smem_bytes"]
 
 
-class _Writer(PtxLines):
+class _Writer(PtxBuilder):
     """Emits one kernel. Register roles (32-bit unless noted):
     %thr tid.x; %g, %t lane coordinates; %sm the shared window address of the dynamic buffer;
     %fb*, %cb* per-thread shared bases of fragment loads / copies (+ the current ring slot when
@@ -472,7 +463,7 @@ class _Writer(PtxLines):
     slot being read, %pv "the copied tile exists"; %m0, %n0, %pid, %pm, %pn, %x, %y, %z scratch."""
 
     def __init__(self, cfg: SparseGemmConfig, ptx: Version):
-        super().__init__(cfg.name)
+        super().__init__(cfg.name, **HAND_SCHEDULED)
         self.cfg, self.ptx = cfg, ptx
         self.form = cfg.form
         self.acc_type = ".f32" if self.form.c_type == "f32" else ".s32"
@@ -485,15 +476,8 @@ class _Writer(PtxLines):
         self.cbases, self.cwhere = _plan_bases(cfg, {k: v[0] for k, v in self.copies.items()})
         self.xors = sorted({(bi, x) for bi, x, _d in self.fwhere.values() if x})
         self.partial = {name: n for (name, _j), (_a, n) in self.copies.items() if n < cfg.threads}
-        self.params = [("a_values", ".u64"), ("a_metadata", ".u64"), ("b", ".u64"),
-                       *((("c", ".u64"),) if cfg.accumulate_c else ()), ("d", ".u64"),
-                       ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
-
-    def scale(self, dst: str, src: str, num: int, den: int) -> None:
-        """dst = src * num / den (powers of two: one shift)."""
-        sh = _log2(num) - _log2(den)
-        self.ins(f"shl.b32 {dst}, {src}, {sh};" if sh > 0 else f"shr.u32 {dst}, {src}, {-sh};" if sh < 0
-                 else f"mov.u32 {dst}, {src};")
+        self.add_params("u64", "a_values", "a_metadata", "b", *(("c",) if cfg.accumulate_c else ()), "d")
+        self.add_params("u32", "M", "N", "K")
 
     def terms(self, dst: str, acc: Access) -> None:
         """dst = logical offset of `acc` for this thread (%thr)."""
@@ -503,19 +487,19 @@ class _Writer(PtxLines):
                 continue
             self.ins(f"shr.u32 %x, %thr, {s};")
             self.ins(f"and.b32 %x, %x, {m};")
-            self.ins(f"shl.b32 %x, %x, {_log2(mul)};" if _pow2(mul) else f"mul.lo.u32 %x, %x, {mul};")
+            self.ins(f"shl.b32 %x, %x, {log2(mul)};" if is_pow2(mul) else f"mul.lo.u32 %x, %x, {mul};")
             self.ins(f"add.u32 {dst}, {dst}, %x;")
 
     def swizzle(self, reg: str, region: Region) -> None:
         """reg ^= key << 4 (function `swizzle`): key = bits 9:7 of the offset, or the row's low bits."""
         if region.swizzled:
-            self.ins(f"shr.u32 %x, {reg}, {3 if region.row_bytes <= BANK_LINE else _log2(region.row_bytes) - 4};")
+            self.ins(f"shr.u32 %x, {reg}, {3 if region.row_bytes <= BANK_LINE else log2(region.row_bytes) - 4};")
             self.ins("and.b32 %x, %x, 0x70;")
             self.ins(f"xor.b32 {reg}, {reg}, %x;")
 
     # -- setup pieces ------------------------------------------------------------------------------
     def header(self) -> None:
-        cfg, form, out = self.cfg, self.form, self.lines
+        cfg, form, out = self.cfg, self.form, self.module
         regions = cfg.regions
         out.append(f"// tilec pipelined sparse GEMM {cfg.name}: D = A*B{' + C' if cfg.accumulate_c else ''}, "
                    f"A {form.granularity.name} structured-sparse, form {form.name}")
@@ -525,32 +509,26 @@ class _Writer(PtxLines):
                    f"({'staged in shared memory' if cfg.d_offset is not None else 'direct stores'}), "
                    f"{'persistent CTAs' if cfg.is_persistent else 'one tile per CTA'}, selector {cfg.selector}, "
                    f"raster group {cfg.raster_group}")
-        out += [f".version {format_version(self.ptx)}", f".target {cfg.target}", ".address_size 64", ""]
+        out += target_lines(format_version(self.ptx), cfg.target)
         out.append(f"// {cfg.stages} stages x [A {regions['A'].bytes} B | B {regions['B'].bytes} B | metadata "
                    f"{regions['E'].bytes} B]" + (f", D tile at {cfg.d_offset}" if cfg.d_offset is not None else "")
                    + f"; dynamic (the launcher allows {cfg.smem_bytes} B)")
-        out.append(f".extern .shared .align {BANK_LINE} .b8 {self.smem}[];")
-        out += ["", f".visible .entry {cfg.name}("]
-        out.append(",\n".join(f"    .param {t} {self.param(n)}" for n, t in self.params))
-        out += [")", f".maxntid {cfg.threads}, 1, 1", "{"]
+        out += [f".extern .shared .align {BANK_LINE} .b8 {self.smem}[];", ""]
+        self.directives.append(f".maxntid {cfg.threads}, 1, 1")
         tm, tn = cfg.tiles_m, cfg.tiles_n
-        self.ins(".reg .pred %pl, %pe, %pj, %pv, %pc<3>;")
-        self.ins(".reg .u32 %thr, %g, %t, %x, %y, %z, %M, %N, %K, %kr, %pid, %pm, %pn, %m0, %n0, %sm, "
-                 "%ct, %it, %ck, %ik, %rs;")
-        self.ins(f".reg .u32 %fb<{len(self.fbases)}>, %cb<{len(self.cbases)}>, %xb<{max(1, len(self.xors))}>;")
-        self.ins(".reg .u64 %ga, %gb, %ge, %gd, %gc, %gt, %off, %rp;")
-        self.ins(f".reg .b32 %ra<{2 * tm * 4}>, %rb<{2 * tn * 4}>, %re<{2 * tm}>, %h, %v<4>;")
-        self.ins(f".reg {self.acc_type} %acc<{tm * tn * 4}>;")
-
-    def load_ptr(self, reg: str, name: str) -> None:
-        self.ins(f"ld.param.u64 {reg}, [{self.param(name)}];")
-        self.ins(f"cvta.to.global.u64 {reg}, {reg};")
+        self.declare("pred", "%pl", "%pe", "%pj", "%pv", "%pc<3>")
+        self.declare("u32", "%thr", "%g", "%t", "%x", "%y", "%z", "%M", "%N", "%K", "%kr", "%pid", "%pm", "%pn",
+                     "%m0", "%n0", "%sm", "%ct", "%it", "%ck", "%ik", "%rs")
+        self.declare("u32", f"%fb<{len(self.fbases)}>", f"%cb<{len(self.cbases)}>", f"%xb<{max(1, len(self.xors))}>")
+        self.declare("u64", "%ga", "%gb", "%ge", "%gd", "%gc", "%gt", "%off", "%rp")
+        self.declare("b32", f"%ra<{2 * tm * 4}>", f"%rb<{2 * tn * 4}>", f"%re<{2 * tm}>", "%h", "%v<4>")
+        self.declare(self.acc_type, f"%acc<{tm * tn * 4}>")
 
     def tile_count(self, dst: str) -> None:
         """dst = (M / cta_m) * (N / cta_n) (uses %x)."""
         cfg = self.cfg
-        self.ins(f"shr.u32 %x, %M, {_log2(cfg.cta_m)};" if _pow2(cfg.cta_m) else f"div.u32 %x, %M, {cfg.cta_m};")
-        self.ins(f"shr.u32 {dst}, %N, {_log2(cfg.cta_n)};" if _pow2(cfg.cta_n) else f"div.u32 {dst}, %N, {cfg.cta_n};")
+        self.div_imm("%x", "%M", cfg.cta_m)
+        self.div_imm(dst, "%N", cfg.cta_n)
         self.ins(f"mul.lo.u32 {dst}, {dst}, %x;")
 
     def raster(self, tile: str) -> None:
@@ -559,12 +537,12 @@ class _Writer(PtxLines):
         cfg, ins = self.cfg, self.ins
         G = cfg.raster_group
         ins(f"// tile {tile} -> (pm, pn): groups of {G} tile rows, walked column by column")
-        ins(f"shr.u32 %x, %N, {_log2(cfg.cta_n)};" if _pow2(cfg.cta_n) else f"div.u32 %x, %N, {cfg.cta_n};")
+        self.div_imm("%x", "%N", cfg.cta_n)
         ins(f"mul.lo.u32 %x, %x, {G};                  // tiles per group")
         ins(f"div.u32 %y, {tile}, %x;                  // group")
         ins(f"rem.u32 %z, {tile}, %x;                  // tile within the group")
         ins(f"mul.lo.u32 %pm, %y, {G};                 // first tile row of the group")
-        ins(f"shr.u32 %x, %M, {_log2(cfg.cta_m)};" if _pow2(cfg.cta_m) else f"div.u32 %x, %M, {cfg.cta_m};")
+        self.div_imm("%x", "%M", cfg.cta_m)
         ins("sub.u32 %x, %x, %pm;")
         ins(f"min.u32 %x, %x, {G};                     // tile rows in this group")
         ins("rem.u32 %y, %z, %x;")
@@ -580,11 +558,11 @@ class _Writer(PtxLines):
         for (name, reg), gp, par in zip(self.cfg.regions.items(), ("%ga", "%gb", "%ge"),
                                         ("a_values", "b", "a_metadata")):
             cpr = reg.chunks_per_row
-            self.load_ptr(gp, par)
+            self.global_pointer(gp, par)
             self.scale("%y", "%K", reg.stride_num, reg.stride_den)        # global row stride in bytes
-            ins(f"shr.u32 %x, %thr, {_log2(cpr)};")
+            ins(f"shr.u32 %x, %thr, {log2(cpr)};")
             if name == "E":                                                # one metadata row per 16 rows
-                ins(f"shr.u32 %z, %m0, {_log2(SHAPE_M)};")
+                ins(f"shr.u32 %z, %m0, {log2(SHAPE_M)};")
                 ins("add.u32 %x, %x, %z;")
             else:
                 ins(f"add.u32 %x, %x, {'%m0' if name == 'A' else '%n0'};")
@@ -616,11 +594,10 @@ class _Writer(PtxLines):
     def row_pointer(self, ptr: str, i: int, h: int, nbytes: int) -> None:
         """%rp = ptr + ((m0 + wm*WM + 16i + 8h + g) * N + n0 + wn*WN + 2t) * nbytes (digest section 6.2)."""
         cfg, ins = self.cfg, self.ins
-        ins(f"shr.u32 %x, %thr, {5 + _log2(cfg.warps_n)};")
+        ins(f"shr.u32 %x, %thr, {5 + log2(cfg.warps_n)};")
         ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")
         ins("add.u32 %x, %x, %g;")
-        if 16 * i + 8 * h:
-            ins(f"add.u32 %x, %x, {16 * i + 8 * h};")
+        self.add_imm("%x", 16 * i + 8 * h)
         ins("mul.wide.u32 %rp, %x, %N;")
         ins("shr.u32 %x, %thr, 5;")
         ins(f"and.b32 %x, %x, {cfg.warps_n - 1};")
@@ -637,7 +614,7 @@ class _Writer(PtxLines):
         digest section 6.2) or zeros."""
         cfg, ins = self.cfg, self.ins
         if cfg.accumulate_c:
-            self.load_ptr("%gc", "c")
+            self.global_pointer("%gc", "c")
             for i in range(cfg.tiles_m):
                 for h in range(2):
                     self.row_pointer("%gc", i, h, self.abytes)
@@ -722,13 +699,8 @@ class _Writer(PtxLines):
             for h in range(2):
                 self.row_pointer("%gd", i, h, self.dbytes)
                 for q in range(cfg.tiles_n):
-                    lo, hi = self.acc_regs(i, q, h)
-                    at = f"[%rp+{8 * q * self.dbytes}]"
-                    if self.convert:
-                        ins(f"{self.convert} %h, {hi}, {lo};")
-                        ins(f"st.global.{self.store_type} {at}, %h;")
-                    else:
-                        ins(f"st.global.{self.store_type} {at}, {{{lo}, {hi}}};")
+                    self.store_pair("global", f"[%rp+{8 * q * self.dbytes}]", *self.acc_regs(i, q, h),
+                                    self.store_type, self.convert)
 
     def store_d_staged(self) -> None:
         """D through a padded cta_m x cta_n shared tile: fragments in, then 16-byte chunks out,
@@ -746,17 +718,12 @@ class _Writer(PtxLines):
         for i in range(cfg.tiles_m):
             for h in range(2):
                 for q in range(cfg.tiles_n):
-                    lo, hi = self.acc_regs(i, q, h)
-                    at = f"[%y+{(16 * i + 8 * h) * pitch + 8 * q * dbytes}]"
-                    if self.convert:
-                        ins(f"{self.convert} %h, {hi}, {lo};")
-                        ins(f"st.shared.b32 {at}, %h;")
-                    else:
-                        ins(f"st.shared.v2.b32 {at}, {{{lo}, {hi}}};")
+                    self.store_pair("shared", f"[%y+{(16 * i + 8 * h) * pitch + 8 * q * dbytes}]",
+                                    *self.acc_regs(i, q, h), "b32" if self.convert else "v2.b32", self.convert)
         ins("bar.sync 0;")
         cpr = cfg.cta_n * dbytes // CHUNK                      # 16-byte chunks per D row
         chunks = cfg.cta_m * cpr
-        ins(f"shl.b32 %z, %N, {_log2(dbytes)};                 // D row stride in bytes")
+        ins(f"shl.b32 %z, %N, {log2(dbytes)};                 // D row stride in bytes")
         for r in range(-(-chunks // T)):
             ins(f"add.u32 %x, %thr, {r * T};")
             guard = ""
@@ -781,7 +748,7 @@ class _Writer(PtxLines):
     def prologue(self) -> None:
         ins = self.ins
         for r in ("M", "N", "K"):
-            ins(f"ld.param.u32 %{r}, [{self.param(r)}];")
+            self.ld_param("u32", f"%{r}", r)
         ins("mov.u32 %thr, %tid.x;")
         ins("and.b32 %x, %thr, 31;")
         ins("shr.u32 %g, %x, 2;                           // g = lane >> 2, t = lane & 3 (9.7.14.6.2)")
@@ -793,7 +760,7 @@ class _Writer(PtxLines):
         cfg, ins = self.cfg, self.ins
         S, KS = cfg.stages, cfg.ksteps
         self.prologue()
-        ins(f"shr.u32 %kr, %K, {_log2(cfg.cta_k)};            // K blocks still to compute")
+        ins(f"shr.u32 %kr, %K, {log2(cfg.cta_k)};            // K blocks still to compute")
         ins("mov.u32 %pid, %ctaid.x;")
         self.raster("%pid")
         self.copy_pointers()
@@ -825,12 +792,13 @@ class _Writer(PtxLines):
                 else:
                     self.load_fragments(slot, s + 1, 1 - buf)
                 self.mmas(buf)
-            ins("sub.u32 %kr, %kr, 1;")
-            ins("setp.ne.u32 %pe, %kr, 0;")
-            ins(f"@%pe bra.uni {loop};" if u == U - 1 else f"@!%pe bra.uni {done};")
+            if u == U - 1:
+                self.count_down("%kr", "%pe", loop)
+            else:
+                self.count_down("%kr", "%pe", done, exit_when_zero=True)
         self.put(done)
         self.raster("%pid")
-        self.load_ptr("%gd", "d")
+        self.global_pointer("%gd", "d")
         self.store_d()
         ins("ret;")
 
@@ -851,7 +819,7 @@ class _Writer(PtxLines):
         ins("mov.u32 %pid, %ct;")
         self.raster("%pid")
         self.copy_pointers()
-        ins(f"shr.u32 %ik, %K, {_log2(cfg.cta_k)};            // K blocks of the copied tile left")
+        ins(f"shr.u32 %ik, %K, {log2(cfg.cta_k)};            // K blocks of the copied tile left")
         ins("mov.u32 %ck, %ik;                            // K blocks of the computed tile left")
         ins("setp.eq.u32 %pv, %ik, %ik;                   // the copied tile exists")
         ins("mov.u32 %rs, 0;                              // ring slot being read")
@@ -884,19 +852,17 @@ class _Writer(PtxLines):
                 self.load_fragments(0, s + 1, 1 - buf)
             self.mmas(buf)
         self.next_copy_block()
-        ins("sub.u32 %ck, %ck, 1;")
-        ins("setp.ne.u32 %pe, %ck, 0;")
-        ins(f"@%pe bra.uni {loop};")
+        self.count_down("%ck", "%pe", loop)
         ins("// tile finished: D out, next tile (its first K blocks are already in the ring)")
         self.raster("%ct")
-        self.load_ptr("%gd", "d")
+        self.global_pointer("%gd", "d")
         self.store_d()
         ins("mov.u32 %x, %nctaid.x;")
         ins("add.u32 %ct, %ct, %x;")
         self.tile_count("%pm")
         ins("setp.ge.u32 %pe, %ct, %pm;")
         ins(f"@%pe bra.uni {done};")
-        ins(f"shr.u32 %ck, %K, {_log2(cfg.cta_k)};")
+        ins(f"shr.u32 %ck, %K, {log2(cfg.cta_k)};")
         self.raster("%ct")
         self.init_acc()
         ins(f"bra.uni {loop};")
@@ -921,14 +887,12 @@ class _Writer(PtxLines):
         straight-line code of the K loop so that ptxas can interleave copies with mma)."""
         cfg, ins = self.cfg, self.ins
         nxt = self.label("SAME_TILE")
-        ins("sub.u32 %ik, %ik, 1;")
-        ins("setp.ne.u32 %pe, %ik, 0;")
-        ins(f"@%pe bra.uni {nxt};")
+        self.count_down("%ik", "%pe", nxt)
         ins("mov.u32 %x, %nctaid.x;                       // the copy side moves to its next tile")
         ins("add.u32 %it, %it, %x;")
         self.tile_count("%pm")
         ins("setp.lt.u32 %pv, %it, %pm;")
-        ins(f"shr.u32 %ik, %K, {_log2(cfg.cta_k)};")
+        ins(f"shr.u32 %ik, %K, {log2(cfg.cta_k)};")
         self.raster("%it")
         self.copy_pointers()
         self.put(nxt)
@@ -949,8 +913,7 @@ def emit_sparse_gemm(cfg: SparseGemmConfig) -> SparseGemmPTX:
     w = _Writer(cfg, ptx)
     w.header()
     (w.persistent if cfg.is_persistent else w.one_tile)()
-    w.lines.append("}")
-    return SparseGemmPTX(cfg.name, "\n".join(w.lines) + "\n", ptx, cfg.target, _abi(cfg, ptx, w.params))
+    return SparseGemmPTX(cfg.name, w.render(), ptx, cfg.target, _abi(cfg, ptx, w.params))
 
 
 def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
@@ -978,7 +941,7 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
         "instruction": form.instruction(ptx),
         "target": cfg.target,
         "ptx_version": format_version(ptx),
-        "params": [{"name": n, "ptx_param": f"{cfg.name}_{n}", "type": t.lstrip(".")} for n, t in params],
+        "params": abi_params(cfg.name, params),
         "buffers": buffers,
         "metadata": "runtime",
         "selector": cfg.selector,

@@ -91,7 +91,7 @@ from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
 from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
                          WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
-from .builder import PtxLines
+from .builder import HAND_SCHEDULED, PtxBuilder
 from .mma_sp_kernel import KernelPTX
 from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK
 
@@ -448,14 +448,14 @@ class SparseWgmmaPTX(KernelPTX):
         return self.abi["dynamic_smem_bytes"]
 
 
-class _Writer(PtxLines):
+class _Writer(PtxBuilder):
     """Emits one kernel. Registers: %thr, %lane, %warp (within the warpgroup), %wg (warpgroup), %sb the
     1024-aligned shared base; producer: %tm* tensor-map addresses, %kb, %nkb, %st (slot), %ph (phase),
     %pst (slot address), %bar; consumer: %acc*, %meta*, %da0/%db0 slot-0 descriptors, %sd (slot delta in
     16-byte units), %eb metadata base, %m0/%n0 tile origin; %x, %y, %z scratch."""
 
     def __init__(self, cfg: SparseWgmmaConfig, ptx: Version):
-        super().__init__(cfg.name)
+        super().__init__(cfg.name, **HAND_SCHEDULED)
         self.cfg, self.ptx = cfg, ptx
         self.form = cfg.form
         self.wf = cfg.wg_form

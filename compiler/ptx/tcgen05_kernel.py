@@ -52,10 +52,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
 from ..ir import Op
 from ..isa.types import TYPES
-from .builder import KernelBuilder
+from .builder import PtxBuilder
 
 THREADS = 128
 SMEM_DUMP = "smem-dump"
@@ -80,18 +81,7 @@ def collector_priming(spec) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
-# Support check (called by layout-selection so that the user gets a located diagnostic)
-
-# --------------------------------------------------------------------------------------------------
 # Small helpers
-
-def _pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
-
-
-def _log2(x: int) -> int:
-    return x.bit_length() - 1
-
 
 def _pow2_runs(n: int) -> list[tuple[int, int]]:
     """(start, count) runs of power-of-two length <= 32 covering 0..n-1 (tcgen05.st .num values)."""
@@ -105,7 +95,7 @@ def _pow2_runs(n: int) -> list[tuple[int, int]]:
     return out
 
 
-def _tmem_store(kb: KernelBuilder, taddr: str, regs: list[str], column: int = 0) -> None:
+def _tmem_store(kb: PtxBuilder, taddr: str, regs: list[str], column: int = 0) -> None:
     """Store regs[j] of every thread to column `column` + j of its lane (tcgen05.st.32x32b, 9.7.16.8.4);
     `taddr` is a register, the column offsets go into the [reg+imm] address."""
     from ..isa.tcgen05_forms import tcgen05_st
@@ -144,7 +134,7 @@ class _Kernel:
         self.n_stages = spec.total_k // self.k_block
         self.plan = tile.facts["tmem_plan"]
         self.d_type = TYPES[spec.operands["D"].dtype]
-        self.kb = KernelBuilder(spec.name)
+        self.kb = PtxBuilder(spec.name)
         self.e = self.kb.emit
 
     def op(self, name: str, sym: str | None = None) -> Op:
@@ -193,18 +183,14 @@ class _Kernel:
         meta = self.tile.facts.get("tcgen05_metadata")
         if meta is not None and meta.source == "static" and not self.dump:
             words = ", ".join(f"{w:#010x}" for row in meta.table for w in row)
-            kb.globals_.append(f".global .align 4 .b32 {spec.name}_meta[{meta.period_rows * meta.period_words}]"
-                               f" = {{{words}}};")
+            kb.module += [f".global .align 4 .b32 {spec.name}_meta[{meta.period_rows * meta.period_words}]"
+                          f" = {{{words}}};", ""]
 
     # ---- synchronisation -------------------------------------------------------------------------
     def sync(self) -> None:
-        """A CTA barrier, or for a CTA pair a cluster barrier (9.7.13.14 barrier.cluster: the MMA of the
-        pair reads both CTAs' shared and tensor memory)."""
-        if self.cta_group == 2 and not self.dump:
-            self.e("barrier.cluster.arrive.release.aligned;")
-            self.e("barrier.cluster.wait.acquire.aligned;")
-        else:
-            self.e("bar.sync 0;")
+        """A CTA barrier, or for a CTA pair a cluster barrier (the MMA of the pair reads both CTAs'
+        shared and tensor memory)."""
+        self.kb.cta_sync(cluster=self.cta_group == 2 and not self.dump)
 
     def thread_sync(self) -> None:
         """tcgen05 ops before / after a thread synchronisation (9.7.16.6.4.1 fences)."""
@@ -242,13 +228,12 @@ class _Kernel:
             e(f"mul.lo.u32 {self.n0}, {bx}, {spec.n};")
             e(f"mov.u32 {self.nb0}, {self.n0};")
         self.m_total, self.n_total = kb.regs("r", 2)
-        e(f"ld.param.u32 {self.m_total}, [{kb.param('m_total')}];")
-        e(f"ld.param.u32 {self.n_total}, [{kb.param('n_total')}];")
+        kb.ld_param("u32", self.m_total, "m_total")
+        kb.ld_param("u32", self.n_total, "n_total")
         self.gptr = {}
         for p in self.params():
             raw, g = kb.regs("rd", 2)
-            e(f"ld.param.u64 {raw}, [{kb.param(p)}];")
-            e(f"cvta.to.global.u64 {g}, {raw};")
+            kb.global_pointer(g, p, raw)
             self.gptr[p] = g
         meta = self.tile.facts.get("tcgen05_metadata")
         if meta is not None and meta.source == "static" and not self.dump:
@@ -375,18 +360,12 @@ class _Kernel:
             self.thread_sync()
             self.issue_mmas()
             self.wait_mbarrier()
-        e(f"add.u32 {self.kreg}, {self.kreg}, 1;")
-        p_more = kb.reg("p")
-        e(f"setp.lt.u32 {p_more}, {self.kreg}, {self.n_stages};")
-        e(f"@{p_more} bra {loop};")
+        kb.count_up(self.kreg, 1, kb.reg("p"), self.n_stages, loop, uni=False)
 
     def wait_mbarrier(self) -> None:
         kb, e = self.kb, self.e
         wait = kb.label("wait")
-        p_done = kb.reg("p")
-        kb.put_label(wait)
-        e(f"mbarrier.try_wait.parity.shared::cta.b64 {p_done}, [{self.mbar}], {self.phase};")
-        e(f"@!{p_done} bra {wait};")
+        kb.wait_parity(kb.reg("p"), self.mbar, self.phase, wait, uni=False)
         e(f"xor.b32 {self.phase}, {self.phase}, 1;")
         # the MMAs that read this stage's operands are complete; order later TMEM/smem writes after them
         e("tcgen05.fence::after_thread_sync;")
@@ -415,25 +394,16 @@ class _Kernel:
         off, offw, base = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
         e(f"mul.wide.u32 {offw}, {blk}, {self.smem_bytes};")
         e(f"add.u64 {base}, {self.gptr['S']}, {offw};")
-        c = kb.reg("r")
-        e(f"mov.u32 {c}, {self.tid};")
-        top, done = kb.label("dump"), kb.label("dump_done")
-        kb.put_label(top)
-        p = kb.reg("p")
-        e(f"setp.ge.u32 {p}, {c}, {total};")
-        e(f"@{p} bra {done};")
-        e(f"shl.b32 {off}, {c}, 4;")
-        sa = kb.reg("r")
-        e(f"add.u32 {sa}, {self.sbase}, {off};")
-        x = kb.regs("r", 4)
-        e(f"ld.shared.v4.b32 {{{', '.join(x)}}}, [{sa}];")
-        ga, gw = kb.reg("rd"), kb.reg("rd")
-        e(f"cvt.u64.u32 {gw}, {off};")
-        e(f"add.u64 {ga}, {base}, {gw};")
-        e(f"st.global.v4.b32 [{ga}], {{{', '.join(x)}}};")
-        e(f"add.u32 {c}, {c}, {THREADS};")
-        e(f"bra.uni {top};")
-        kb.put_label(done)
+        with kb.strided_loop("dump", self.tid, total, THREADS) as c:
+            e(f"shl.b32 {off}, {c}, 4;")
+            sa = kb.reg("r")
+            e(f"add.u32 {sa}, {self.sbase}, {off};")
+            x = kb.regs("r", 4)
+            e(f"ld.shared.v4.b32 {{{', '.join(x)}}}, [{sa}];")
+            ga, gw = kb.reg("rd"), kb.reg("rd")
+            e(f"cvt.u64.u32 {gw}, {off};")
+            e(f"add.u64 {ga}, {base}, {gw};")
+            e(f"st.global.v4.b32 [{ga}], {{{', '.join(x)}}};")
 
     # ---- TMEM staging (tcgen05.st, thread t -> lane t) -------------------------------------------
     def logical_lane(self) -> str:
@@ -693,7 +663,7 @@ class _Kernel:
             # Layouts B / E / G: lane group g = L / rows holds columns [g*N/folds, (g+1)*N/folds)
             grp = kb.reg("r")
             e(f"and.b32 {row}, {self.tid}, {dp.rows - 1};")
-            e(f"shr.u32 {grp}, {self.tid}, {_log2(dp.rows)};")
+            e(f"shr.u32 {grp}, {self.tid}, {log2(dp.rows)};")
             e(f"mul.lo.u32 {col0}, {grp}, {dp.d_columns(spec.n)};")
             e(f"setp.lt.u32 {p_row}, {self.tid}, {THREADS};")
         esz = self.d_type.bits // 8
@@ -726,10 +696,7 @@ class _Kernel:
                 e(f"cvt.u16.u32 {hi}, {vi};")
             e(f"@{p_row} st.global.v4.b16 [{addr}], {{{', '.join(h[:4])}}};")
             e(f"@{p_row} st.global.v4.b16 [{addr}+8], {{{', '.join(h[4:])}}};")
-        e(f"add.u32 {col}, {col}, 8;")
-        p = kb.reg("p")
-        e(f"setp.lt.u32 {p}, {col}, {dp.d_columns(spec.n)};")
-        e(f"@{p} bra {top};")
+        kb.count_up(col, 8, kb.reg("p"), dp.d_columns(spec.n), top, uni=False)
 
     def teardown(self) -> None:
         from ..isa.tcgen05_forms import tcgen05_dealloc
@@ -831,7 +798,7 @@ def _global_layout(spec, name: str, kind: str) -> str:
             else f"[{k}][{mn}] {o.dtype}{packing} row-major (MN-major)")
 
 
-def _emit_copy(kb: KernelBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kreg, mn0, mn_total):
+def _emit_copy(kb: PtxBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kreg, mn0, mn_total):
     """Cooperative global -> shared copy of one K stage of operand `name` in 16-byte chunks."""
     lay = lay_op.facts["layout"]
     cm = lay.copy_map()
@@ -839,80 +806,71 @@ def _emit_copy(kb: KernelBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kre
     total = cm.lines * cm.chunks_per_line
     kb.comment(f"copy {name}: {lay.mn}x{lay.k} {lay.dtype}, {lay.major}-major, swizzle {lay.swizzle}, "
                f"{total} chunks of 16 B ({lay.storage})")
-    c = kb.reg("r")
-    e(f"mov.u32 {c}, {tid};")
-    top, done = kb.label(f"copy_{name}"), kb.label(f"copy_{name}_done")
-    kb.put_label(top)
-    p = kb.reg("p")
-    e(f"setp.ge.u32 {p}, {c}, {total};")
-    e(f"@{p} bra {done};")
-    line, chunk = kb.regs("r", 2)
-    cpl = cm.chunks_per_line
-    if _pow2(cpl):
-        e(f"shr.u32 {line}, {c}, {cpl.bit_length() - 1};")
-        e(f"and.b32 {chunk}, {c}, {cpl - 1};")
-    else:
-        e(f"div.u32 {line}, {c}, {cpl};")
-        e(f"rem.u32 {chunk}, {c}, {cpl};")
-    coord = {"line": line, "chunk": chunk}
-    off = kb.reg("r")
-    e(f"mov.u32 {off}, {lay_op.attrs['offset']};")
-    for t in cm.terms:
-        v = kb.reg("r")
-        src = coord[t.coord]
-        if t.shift:
-            e(f"shr.u32 {v}, {src}, {t.shift};")
-            src = v
-        if t.width is not None:
-            e(f"and.b32 {v}, {src}, {(1 << t.width) - 1};")
-            src = v
-        e(f"mad.lo.u32 {off}, {src}, {t.stride}, {off};")
-    if cm.swizzle_bits:
-        # Swizzle<B,M,S> on byte addresses: bits [M,M+B) ^= bits [M+S,M+S+B). Swizzle<B,4,3> for
-        # 32B/64B/128B (PTX 9.7.16.3.3); Swizzle<2,5,2> for 128B_base32B (32-byte granules, see
-        # compiler/layout.py). The buffer is 1024-B aligned, so swizzling the offset equals swizzling
-        # the address.
-        s = kb.reg("r")
-        e(f"shr.u32 {s}, {off}, {cm.swizzle_shift};")
-        e(f"and.b32 {s}, {s}, {((1 << cm.swizzle_bits) - 1) << cm.swizzle_base};")
-        e(f"xor.b32 {off}, {off}, {s};")
-    # Global address of the chunk. Global memory holds the elements packed at their value width
-    # (PTX 5.5.1.1.1: sub-byte tensors are "packed contiguously in the global memory"); a chunk of
-    # shared memory holds `data_bytes_per_chunk` of them and, for the padded f8f6f4 formats
-    # .b4x16_p64 / .b6x16_p32, zero padding up to 16 bytes (PTX 9.7.16.10.4.4; compiler/layout.py).
-    vbits = lay.elem_bits
-    data_bytes = lay.data_bytes_per_chunk
-    k_stored = spec.total_k // 2 if (name == "A" and spec.sparsity is not None) else spec.total_k
-    row_bytes_k = k_stored * vbits // 8
-    stage_k_bytes = lay.k * vbits // 8
-    g = kb.reg("r")
-    if lay.major == "K":
-        # element (mn0 + line, kreg*k_block + chunk*T) of a [mn_total][K] row-major array
-        e(f"add.u32 {g}, {mn0}, {line};")
-        e(f"mul.lo.u32 {g}, {g}, {row_bytes_k};")
-        e(f"mad.lo.u32 {g}, {kreg}, {stage_k_bytes}, {g};")
-    else:
-        # element (kreg*k_block + line, mn0 + chunk*T) of a [K][mn_total] row-major array (MN-major
-        # operands are never sub-byte: PTX 9.7.16.10.1, so value and container widths agree)
-        pitch, krow, mnb = kb.regs("r", 3)
-        e(f"mul.lo.u32 {pitch}, {mn_total}, {vbits};")
-        e(f"shr.u32 {pitch}, {pitch}, 3;")           # bytes per K row
-        e(f"mad.lo.u32 {krow}, {kreg}, {lay.k}, {line};")
-        e(f"mul.lo.u32 {mnb}, {mn0}, {vbits};")
-        e(f"shr.u32 {mnb}, {mnb}, 3;")
-        e(f"mad.lo.u32 {g}, {krow}, {pitch}, {mnb};")
-    e(f"mad.lo.u32 {g}, {chunk}, {data_bytes}, {g};")
-    gw, ga = kb.regs("rd", 2)
-    e(f"cvt.u64.u32 {gw}, {g};")
-    e(f"add.u64 {ga}, {gbase}, {gw};")
-    x = kb.regs("r", 4)
-    _emit_chunk_load(kb, x, ga, data_bytes)
-    sa = kb.reg("r")
-    e(f"add.u32 {sa}, {sbase}, {off};")
-    e(f"st.shared.v4.b32 [{sa}], {{{', '.join(x)}}};")
-    e(f"add.u32 {c}, {c}, {THREADS};")
-    e(f"bra.uni {top};")
-    kb.put_label(done)
+    with kb.strided_loop(f"copy_{name}", tid, total, THREADS) as c:
+        line, chunk = kb.regs("r", 2)
+        cpl = cm.chunks_per_line
+        if is_pow2(cpl):
+            e(f"shr.u32 {line}, {c}, {log2(cpl)};")
+            e(f"and.b32 {chunk}, {c}, {cpl - 1};")
+        else:
+            e(f"div.u32 {line}, {c}, {cpl};")
+            e(f"rem.u32 {chunk}, {c}, {cpl};")
+        coord = {"line": line, "chunk": chunk}
+        off = kb.reg("r")
+        e(f"mov.u32 {off}, {lay_op.attrs['offset']};")
+        for t in cm.terms:
+            v = kb.reg("r")
+            src = coord[t.coord]
+            if t.shift:
+                e(f"shr.u32 {v}, {src}, {t.shift};")
+                src = v
+            if t.width is not None:
+                e(f"and.b32 {v}, {src}, {(1 << t.width) - 1};")
+                src = v
+            e(f"mad.lo.u32 {off}, {src}, {t.stride}, {off};")
+        if cm.swizzle_bits:
+            # Swizzle<B,M,S> on byte addresses: bits [M,M+B) ^= bits [M+S,M+S+B). Swizzle<B,4,3> for
+            # 32B/64B/128B (PTX 9.7.16.3.3); Swizzle<2,5,2> for 128B_base32B (32-byte granules, see
+            # compiler/layout.py). The buffer is 1024-B aligned, so swizzling the offset equals swizzling
+            # the address.
+            s = kb.reg("r")
+            e(f"shr.u32 {s}, {off}, {cm.swizzle_shift};")
+            e(f"and.b32 {s}, {s}, {((1 << cm.swizzle_bits) - 1) << cm.swizzle_base};")
+            e(f"xor.b32 {off}, {off}, {s};")
+        # Global address of the chunk. Global memory holds the elements packed at their value width
+        # (PTX 5.5.1.1.1: sub-byte tensors are "packed contiguously in the global memory"); a chunk of
+        # shared memory holds `data_bytes_per_chunk` of them and, for the padded f8f6f4 formats
+        # .b4x16_p64 / .b6x16_p32, zero padding up to 16 bytes (PTX 9.7.16.10.4.4; compiler/layout.py).
+        vbits = lay.elem_bits
+        data_bytes = lay.data_bytes_per_chunk
+        k_stored = spec.total_k // 2 if (name == "A" and spec.sparsity is not None) else spec.total_k
+        row_bytes_k = k_stored * vbits // 8
+        stage_k_bytes = lay.k * vbits // 8
+        g = kb.reg("r")
+        if lay.major == "K":
+            # element (mn0 + line, kreg*k_block + chunk*T) of a [mn_total][K] row-major array
+            e(f"add.u32 {g}, {mn0}, {line};")
+            e(f"mul.lo.u32 {g}, {g}, {row_bytes_k};")
+            e(f"mad.lo.u32 {g}, {kreg}, {stage_k_bytes}, {g};")
+        else:
+            # element (kreg*k_block + line, mn0 + chunk*T) of a [K][mn_total] row-major array (MN-major
+            # operands are never sub-byte: PTX 9.7.16.10.1, so value and container widths agree)
+            pitch, krow, mnb = kb.regs("r", 3)
+            e(f"mul.lo.u32 {pitch}, {mn_total}, {vbits};")
+            e(f"shr.u32 {pitch}, {pitch}, 3;")           # bytes per K row
+            e(f"mad.lo.u32 {krow}, {kreg}, {lay.k}, {line};")
+            e(f"mul.lo.u32 {mnb}, {mn0}, {vbits};")
+            e(f"shr.u32 {mnb}, {mnb}, 3;")
+            e(f"mad.lo.u32 {g}, {krow}, {pitch}, {mnb};")
+        e(f"mad.lo.u32 {g}, {chunk}, {data_bytes}, {g};")
+        gw, ga = kb.regs("rd", 2)
+        e(f"cvt.u64.u32 {gw}, {g};")
+        e(f"add.u64 {ga}, {gbase}, {gw};")
+        x = kb.regs("r", 4)
+        _emit_chunk_load(kb, x, ga, data_bytes)
+        sa = kb.reg("r")
+        e(f"add.u32 {sa}, {sbase}, {off};")
+        e(f"st.shared.v4.b32 [{sa}], {{{', '.join(x)}}};")
 
 
 # 16-byte chunk loads by the bytes of data a chunk holds: 16 (every full-width type, packed fp4),
@@ -921,7 +879,7 @@ def _emit_copy(kb: KernelBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kre
 _CHUNK_LOADS = {16: ("v4", 4), 8: ("v2", 2), 12: (None, 3)}
 
 
-def _emit_chunk_load(kb: KernelBuilder, x: list[str], addr: str, data_bytes: int) -> None:
+def _emit_chunk_load(kb: PtxBuilder, x: list[str], addr: str, data_bytes: int) -> None:
     vec, words = _CHUNK_LOADS[data_bytes]
     e = kb.emit
     if vec:
