@@ -6,15 +6,16 @@ ptxas, configuration errors and DSL wiring.
    32 banks x 4 B, PTX ISA ldmatrix reads 8 rows of 16 B per matrix); the copies of one
    stage write every byte of the stage exactly once; every fragment load reads the logical bytes the
    mma.sp fragment tables name (digest §6.1/§6.2).
-2. Execution model: `SimtModel` below runs the emitted PTX text itself (the instruction subset the
-   emitter uses) warp by warp, with numpy registers of 32 lanes. It implements, from the PTX ISA text:
-   ldmatrix (PTX ISA ldmatrix: lane 4r+c receives elements 2c, 2c+1 of row r of matrix j in register j),
-   mma.sp (digest §6.1 A closed forms, §6.2 B and C/D, §6.3 metadata suppliers; independent of
-   compiler/isa/mma_sp/fragments.py), cp.async with commit/wait groups (PTX ISA cp.async) and bar.sync. Warps run
-   one at a time between barriers, in forward and in reverse order, and cp.async copies land either at
-   issue ("eager") or only at the wait_group that retires them ("lazy"): a missing wait or barrier, or a
-   stage refilled while another warp still reads it, produces wrong numbers in one of the four runs.
-   Global and shared accesses are bounds-checked; shared memory starts as garbage.
+2. Execution model: the emulator's warp machine (compiler/emulate/warp.py) runs the emitted PTX text
+   itself warp by warp, with numpy registers of 32 lanes: ldmatrix (PTX ISA ldmatrix: lane 4r+c receives
+   elements 2c, 2c+1 of row r of matrix j in register j), mma.sp (compiler/emulate/mma_sp.py, built on
+   compiler/mma_sp; checked here against closed forms of the ISA fragment figures, 9.7.14.6.2 A, B and
+   C/D, 9.7.14.6.1 metadata suppliers, written independently of compiler/mma_sp/fragments.py), cp.async
+   with commit/wait groups (PTX ISA cp.async) and bar.sync. Warps run one at a time between barriers,
+   in forward and in reverse order, and cp.async copies land either at issue ("eager") or only at the
+   wait_group that retires them ("lazy"): a missing wait or barrier, or a stage refilled while another
+   warp still reads it, produces wrong numbers in one of the four runs. Global and shared accesses are
+   bounds-checked; shared memory starts as garbage.
 3. ptxas (CUDA 13.0) assembles kernels for sm_80, sm_90 and sm_90a with no spills for the benchmark
    configurations.
 """
@@ -29,10 +30,11 @@ import numpy as np
 import pytest
 
 from compiler.diagnostics import SpecError
+from compiler.emulate.mma_sp import mma_sp_warp
+from compiler.emulate.sparse_host import run_sparse_gemm
 from compiler.isa.mma_sp.forms import find_form
 from compiler.ptx.sparse_gemm_kernel import (CHUNK, SparseGemmConfig, copy_accesses, emit_sparse_gemm,
                                              fragment_accesses, physical_offsets, swizzle)
-from compiler.sparse import compress, pack_b, random_sparse
 
 F16 = find_form("m16n8k32", "f16", "f16", "f32", "f32")
 BF16 = find_form("m16n8k32", "bf16", "bf16", "f32", "f32")
@@ -198,8 +200,10 @@ def _decode(bits: np.ndarray, dtype: str) -> np.ndarray:
     raise NotImplementedError(dtype)
 
 
-def mma_sp_warp(form, a, b, c, e, sel):
-    """One warp's mma.sp: a, b, c = [regs][32] words, e = [32] words -> d words [4][32]."""
+def closed_form_mma_sp_warp(form, a, b, c, e, sel):
+    """One warp's mma.sp from the closed forms above: a, b, c = [regs][32] words, e = [32] words -> d
+    words [4][32]. The emulator's mma.sp (compiler/emulate/mma_sp.py, built on compiler/mma_sp) must
+    agree with it (test_emulator_mma_sp_matches_the_closed_forms)."""
     tab = _mma_tables(form)
     av = np.concatenate([_decode(a[r], form.a_type) for r in range(len(a))], -1)    # [32][elements]
     bv = np.concatenate([_decode(b[r], form.b_type) for r in range(len(b))], -1)
@@ -240,293 +244,45 @@ def mma_sp_warp(form, a, b, c, e, sel):
     return out
 
 
-class SimtModel:
-    """Runs one kernel of the emitted PTX text over a grid (see the module docstring)."""
-
-    def __init__(self, text: str, form, mem: np.ndarray, buffers: dict[str, tuple[int, int]],
-                 params: dict[str, int], smem_bytes: int, threads: int, land: str, order: str,
-                 rng: np.random.Generator):
-        self.form, self.mem, self.buffers = form, mem, buffers
-        self.params, self.smem_bytes, self.threads = params, smem_bytes, threads
-        self.land, self.order, self.rng = land, order, rng
-        self.prog, self.labels = self._parse(text)
-        self.stats = {"cp.async": 0, "ldmatrix": 0, "mma": 0}
-
-    @staticmethod
-    def _parse(text):
-        prog, labels = [], {}
-        body = text[text.index("{", text.index(".entry")) + 1:text.rindex("}")]
-        for raw in body.splitlines():
-            ln = raw.split("//")[0].strip()
-            if not ln or ln.startswith(".reg"):
-                continue
-            if ln.endswith(":"):
-                labels[ln[:-1]] = len(prog)
-                continue
-            assert ln.endswith(";"), ln
-            ln = ln[:-1]
-            guard = None
-            if ln.startswith("@"):
-                g, ln = ln.split(None, 1)
-                guard = (g[1] == "!", g.lstrip("@!"))
-            op, _, rest = ln.partition(" ")
-            ops, depth, cur = [], 0, ""
-            for ch in rest:
-                if ch in "{[":
-                    depth += 1
-                elif ch in "}]":
-                    depth -= 1
-                if ch == "," and depth == 0:
-                    ops.append(cur.strip())
-                    cur = ""
-                else:
-                    cur += ch
-            if cur.strip():
-                ops.append(cur.strip())
-            prog.append((guard, op, ops))
-        return prog, labels
-
-    # -- values
-    def val(self, w, x):
-        if x.startswith("%"):
-            if x == "%tid.x":
-                return w["tid"].astype(np.uint64)
-            if x == "%ctaid.x":
-                return np.full(32, w["cta"], np.uint64)
-            if x == "%nctaid.x":
-                return np.full(32, self.grid, np.uint64)
-            return w["r"][x]
-        if x.startswith("0f"):
-            return np.full(32, int(x[2:], 16), np.uint64)
-        if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", x):
-            return np.full(32, int(x, 0) & 0xFFFFFFFFFFFFFFFF, np.uint64)
-        assert x.endswith("_smem"), x
-        return np.zeros(32, np.uint64)                     # the dynamic shared window starts at 0
-
-    def addr(self, w, x):
-        m = re.fullmatch(r"\[(%\w+)(?:\+(-?\d+))?\]", x)
-        return self.val(w, m.group(1)).astype(np.int64) + int(m.group(2) or 0)
-
-    def gread(self, addrs, n):
-        for a in np.unique(addrs):
-            assert any(s <= a and a + n <= s + size for s, size in self.buffers.values()), f"global read {a:#x}"
-        return np.stack([self.mem[a:a + n] for a in addrs])
-
-    def gwrite(self, addrs, data, active):
-        n = data.shape[1]
-        s, size = self.buffers["d"]
-        for a, row, on in zip(addrs, data, active):
-            if on:
-                assert s <= a and a + n <= s + size, f"global write {a:#x}"
-                self.mem[a:a + n] = row
-
-    def sread(self, addrs, n):
-        assert (addrs >= 0).all() and (addrs + n <= self.smem_bytes).all(), "shared read out of bounds"
-        return np.stack([self.smem[a:a + n] for a in addrs])
-
-    def land_groups(self, w, keep):
-        while len(w["groups"]) > keep:
-            for dst, data in w["groups"].pop(0):
-                self.smem[dst:dst + len(data)] = data
-
-    # -- one warp until bar.sync / ret
-    def step_warp(self, w):
-        prog, labels = self.prog, self.labels
-        while True:
-            guard, op, ops = prog[w["pc"]]
-            w["pc"] += 1
-            act = np.ones(32, bool)
-            if guard:
-                act = w["r"][guard[1]].astype(bool) ^ guard[0]
-            if op == "bra.uni":
-                assert act.all() or not act.any(), "non-uniform branch"
-                w["branches"] += 1
-                if act.all():
-                    w["pc"] = labels[ops[0]]
-                continue
-            if not act.any():
-                continue
-            if op == "ret":
-                return "ret"
-            if op == "bar.sync":
-                return "bar"
-            self.exec(w, op, ops, act)
-
-    def setr(self, w, name, value, act):
-        old = w["r"].get(name, np.zeros(32, np.uint64))
-        w["r"][name] = np.where(act, value, old).astype(np.uint64) if value.dtype != bool else np.where(act, value, old.astype(bool))
-
-    def exec(self, w, op, ops, act):
-        v = lambda x: self.val(w, x)                      # noqa: E731
-        base = op.split(".")[0]
-        if base == "ld" and ".param." in op:
-            self.setr(w, ops[0], np.full(32, self.params[ops[1].strip("[]")], np.uint64), act)
-        elif op in ("cvta.to.global.u64", "mov.u64", "mov.u32", "mov.b32", "mov.f32", "mov.s32"):
-            self.setr(w, ops[0], v(ops[1]), act)
-        elif base in ("and", "shr", "shl", "add", "sub", "xor", "min", "div", "rem") and not op.endswith("pred"):
-            a, b = v(ops[1]), v(ops[2])
-            wide = op.endswith("64")
-            mask = np.uint64(0xFFFFFFFFFFFFFFFF) if wide else M32
-            r = {"and": lambda: a & b, "shr": lambda: a >> b, "shl": lambda: a << b, "add": lambda: a + b,
-                 "sub": lambda: a - b, "xor": lambda: a ^ b, "min": lambda: np.minimum(a, b),
-                 "div": lambda: a // b, "rem": lambda: a % b}[base]()
-            self.setr(w, ops[0], r & mask, act)
-        elif op == "and.pred":
-            self.setr(w, ops[0], v(ops[1]).astype(bool) & v(ops[2]).astype(bool), act)
-        elif op == "mul.lo.u32":
-            self.setr(w, ops[0], (v(ops[1]) * v(ops[2])) & M32, act)
-        elif op == "mul.lo.u64":
-            self.setr(w, ops[0], v(ops[1]) * v(ops[2]), act)
-        elif op == "mad.lo.u32":
-            self.setr(w, ops[0], (v(ops[1]) * v(ops[2]) + v(ops[3])) & M32, act)
-        elif op == "mul.wide.u32":
-            self.setr(w, ops[0], (v(ops[1]) & M32) * (v(ops[2]) & M32), act)
-        elif op == "mad.wide.u32":
-            self.setr(w, ops[0], (v(ops[1]) & M32) * (v(ops[2]) & M32) + v(ops[3]), act)
-        elif op == "cvt.u64.u32":
-            self.setr(w, ops[0], v(ops[1]) & M32, act)
-        elif base == "setp":
-            cmp = op.split(".")[1]
-            a, b = v(ops[1]), v(ops[2])
-            r = {"gt": a > b, "lt": a < b, "ge": a >= b, "ne": a != b, "eq": a == b}[cmp]
-            self.setr(w, ops[0], r, act)
-        elif base == "selp":
-            self.setr(w, ops[0], np.where(v(ops[3]).astype(bool), v(ops[1]), v(ops[2])) & M32, act)
-        elif op == "cp.async.cg.shared.global":
-            assert ops[2] == "16"
-            dst, src = self.addr(w, ops[0]), self.addr(w, ops[1])
-            data = self.gread(src[act], 16)
-            assert (dst[act] >= 0).all() and (dst[act] + 16 <= self.smem_bytes).all(), "cp.async destination"
-            copies = list(zip(dst[act], data))
-            self.stats["cp.async"] += len(copies)
-            if self.land == "eager":
-                for d, x in copies:
-                    self.smem[d:d + 16] = x
-            else:
-                w["open"].extend(copies)
-        elif op == "cp.async.commit_group":
-            w["groups"].append(w["open"])
-            w["open"] = []
-        elif op == "cp.async.wait_group":
-            self.land_groups(w, int(ops[0]))
-        elif op == "ldmatrix.sync.aligned.m8n8.x4.shared.b16":
-            assert act.all()
-            rows = self.sread(self.addr(w, ops[1]), 16).view(np.uint32)     # [lane][4 words]
-            regs = [x.strip() for x in ops[0].strip("{}").split(",")]
-            lane = np.arange(32)
-            for j, reg in enumerate(regs):   # matrix j: rows from lanes 8j..8j+7; lane 4r+c gets word c of row r
-                self.setr(w, reg, rows[8 * j + lane // 4, lane % 4].astype(np.uint64), act)
-            self.stats["ldmatrix"] += 1
-        elif op in ("ld.shared.b32", "ld.shared.v4.b32"):
-            regs = [x.strip() for x in ops[0].strip("{}").split(",")]
-            a = self.addr(w, ops[1])[act]
-            data = self.sread(a, 4 * len(regs)).view(np.uint32)
-            for i, reg in enumerate(regs):
-                full = np.zeros(32, np.uint64)
-                full[act] = data[:, i]
-                self.setr(w, reg, full, act)
-        elif op in ("st.shared.b32", "st.shared.v2.b32"):
-            a = self.addr(w, ops[0])
-            regs = [x.strip() for x in ops[1].strip("{}").split(",")]
-            words = np.stack([v(r).astype(np.uint32) for r in regs], -1).view(np.uint8)
-            assert (a[act] >= 0).all() and (a[act] + words.shape[1] <= self.smem_bytes).all(), "shared store"
-            for at, row in zip(a[act], words[act]):
-                self.smem[at:at + len(row)] = row
-        elif op.startswith("ld.global.v2"):
-            regs = [x.strip() for x in ops[0].strip("{}").split(",")]
-            data = self.gread(self.addr(w, ops[1])[act], 8).view(np.uint32)
-            for i, reg in enumerate(regs):
-                full = np.zeros(32, np.uint64)
-                full[act] = data[:, i]
-                self.setr(w, reg, full, act)
-        elif op.startswith("st.global"):
-            a = self.addr(w, ops[0])
-            regs = [x.strip() for x in ops[1].strip("{}").split(",")]
-            words = np.stack([v(r).astype(np.uint32) for r in regs], -1)
-            self.gwrite(a, words.view(np.uint8), act)
-        elif op in ("cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32"):
-            import ml_dtypes
-            dt = np.float16 if "f16x2" in op and "bf" not in op else ml_dtypes.bfloat16
-            hi, lo = (v(x).astype(np.uint32).view(np.float32).astype(dt).view(np.uint16).astype(np.uint64)
-                      for x in ops[1:3])
-            self.setr(w, ops[0], (hi << np.uint64(16)) | lo, act)
-        elif base.startswith("mma"):
-            assert act.all()
-            regs = lambda x: [w["r"][r.strip()] for r in x.strip("{}").split(",")]   # noqa: E731
-            d = mma_sp_warp(self.form, regs(ops[1]), regs(ops[2]), regs(ops[3]), w["r"][ops[4]], int(ops[5]))
-            for i, r in enumerate(x.strip() for x in ops[0].strip("{}").split(",")):
-                w["r"][r] = d[i]
-            self.stats["mma"] += 1
-        else:
-            raise NotImplementedError(op)
-
-    def run_cta(self, cta: int):
-        self.smem = self.rng.integers(0, 256, self.smem_bytes, dtype=np.uint8)     # garbage
-        warps = [{"pc": 0, "r": {}, "tid": np.arange(32) + 32 * i, "cta": cta, "groups": [], "open": [], "branches": 0,
-                  "done": False} for i in range(self.threads // 32)]
-        while not all(w["done"] for w in warps):
-            order = warps if self.order == "forward" else warps[::-1]
-            states = set()
-            for w in order:
-                if not w["done"]:
-                    st = self.step_warp(w)
-                    w["done"] = st == "ret"
-                    states.add(st)
-            assert len(states) == 1, "warps disagree at a barrier"
+@pytest.mark.parametrize("form", [F16, BF16, S8, U8S8, E4M3, TF32], ids=lambda f: f.name)
+@pytest.mark.parametrize("sel", [0, 1])
+def test_emulator_mma_sp_matches_the_closed_forms(form, sel):
+    """The emulator's mma.sp (fragment maps of compiler/mma_sp) equals the closed forms of the ISA figures
+    on random registers: every A, B, C word and the metadata of the selected threads count."""
+    if form.a_type in ("bf16", "e4m3"):
+        pytest.importorskip("ml_dtypes")
+    if sel not in form.layout.selectors:
+        pytest.skip(f"selector {sel} is undefined for {form.name}")
+    from compiler.sparse import compress, pack_b, random_sparse, random_values
+    rng = np.random.default_rng(7 + sel)
+    a = random_sparse(rng, 16, form.k, form.a_type, form.shape)
+    values, meta = compress(a, form.a_type, form.shape)
+    bt = pack_b(random_values(rng, (form.k, 8), form.b_type), form.b_type, form.shape)
+    a_words = values.view(np.uint8).view(np.uint32).reshape(16, -1)
+    b_words = bt.view(np.uint8).view(np.uint32).reshape(8, -1)
+    lanes = np.arange(32)
+    g, t = lanes >> 2, lanes & 3
+    a_regs = [a_words[g + 8 * (j & 1), t + 4 * (j >> 1)].astype(np.uint64) for j in range(form.layout.a_regs)]
+    b_regs = [b_words[g, t + 4 * j].astype(np.uint64) for j in range(form.layout.b_regs)]
+    c_regs = [(rng.integers(-8, 8, 32).astype(np.float32).view(np.uint32) if form.c_type == "f32"
+               else rng.integers(-8, 8, 32).astype(np.int32).view(np.uint32)).astype(np.uint64) for _ in range(4)]
+    e = meta.reshape(32).astype(np.uint64)
+    # lanes the selector does not name carry garbage: the result must not depend on them
+    sup = form.layout.metadata_suppliers
+    named = (t >= sup * sel) & (t < sup * sel + sup)
+    e = np.where(named, e, rng.integers(0, 2**32, 32).astype(np.uint64))
+    ours = mma_sp_warp(form, a_regs, b_regs, c_regs, e, sel)
+    theirs = closed_form_mma_sp_warp(form, a_regs, b_regs, c_regs, e, sel)
+    assert all(np.array_equal(x, y) for x, y in zip(ours, theirs))
 
 
 def run_model(cfg, m, n, k, land, order, seed=0, transform=None, ctas=None):
-    """Emit `cfg` (its text passed through `transform` if given), run it on random sparse data; return
-    (D, reference D, model stats)."""
-    rng = np.random.default_rng(seed)
-    form = cfg.form
-    a = random_sparse(rng, m, k, form.a_type, form.shape)
-    from compiler.sparse import random_values
-    b = random_values(rng, (k, n), form.b_type)
-    values, meta = compress(a, form.a_type, form.shape)
-    bt = pack_b(b, form.b_type, form.shape)
+    """Emit `cfg` (its text passed through `transform` if given), run it on random sparse data on the
+    emulator's warp machine; return (D, reference D, machine stats)."""
     kern = emit_sparse_gemm(cfg)
-    acc_np = np.float32 if form.c_type == "f32" else np.int32
-    c = (random_values(rng, (m, n), "f16").astype(np.float32) if acc_np is np.float32
-         else rng.integers(-1000, 1000, (m, n)).astype(np.int32)) if cfg.accumulate_c else None
-    out_np = {"f32": np.float32, "s32": np.int32, "f16": np.float16}.get(cfg.out_type)
-    if out_np is None:
-        import ml_dtypes
-        out_np = ml_dtypes.bfloat16
-    arrays = {"a_values": values, "a_metadata": meta, "b": bt, "d": np.zeros((m, n), out_np)}
-    if c is not None:
-        arrays["c"] = c
-    mem_size = sum(x.nbytes + 4096 for x in arrays.values()) + 4096
-    mem = np.zeros(mem_size, np.uint8)
-    buffers, at = {}, 4096
-    for name, arr in arrays.items():
-        raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
-        mem[at:at + raw.size] = raw
-        buffers[name] = (at, raw.size)
-        at += (raw.size + 4095) // 4096 * 4096 + 4096        # a gap: stray accesses hit no buffer
-    # poison D so unwritten elements show
-    s, size = buffers["d"]
-    mem[s:s + size] = 0xFF
-    params = {f"{cfg.name}_{nm}": buffers[nm][0] for nm in arrays}
-    params.update({f"{cfg.name}_M": m, f"{cfg.name}_N": n, f"{cfg.name}_K": k})
     text = transform(kern.text) if transform else kern.text
-    model = SimtModel(text, form, mem, buffers, params, kern.smem_bytes, cfg.threads, land, order, rng)
-    grid = kern.grid(m, n, k, ctas)[0]
-    model.grid = grid
-    for cta in range(grid):
-        model.run_cta(cta)
-    d = mem[s:s + size].view(out_np).reshape(m, n)
-    if form.c_type == "s32":
-        ref = a.astype(np.int64) @ b.astype(np.int64) + (c.astype(np.int64) if c is not None else 0)
-        ref = ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)
-    else:
-        af, bf = a.astype(np.float64), b.astype(np.float64)
-        if form.a_type == "tf32":
-            af = (a.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
-            bf = (b.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
-        ref = af @ bf + (c.astype(np.float64) if c is not None else 0)
-        ref = ref.astype(np.float32).astype(out_np)
-    return d, ref, model.stats
+    return run_sparse_gemm(text, cfg.name, cfg.form, kern.grid(m, n, k, ctas)[0], cfg.threads, kern.smem_bytes,
+                           m, n, k, cfg.out_type, cfg.accumulate_c, land=land, order=order, seed=seed)
 
 
 MODEL_CASES = [

@@ -1,8 +1,9 @@
 """The sparse wgmma GEMM (compiler/ptx/sparse_wgmma_kernel.py): execution model, geometry, ptxas,
 configuration errors and DSL wiring.
 
-1. Execution model: `WgmmaModel` below runs the emitted PTX text itself, warp by warp with numpy registers
-   of 32 lanes, and implements from the PTX ISA text the pieces this kernel relies on:
+1. Execution model: the emulator's warp machine (compiler/emulate/warp.py) runs the emitted PTX text itself,
+   warp by warp with numpy registers of 32 lanes, and implements from the PTX ISA text the pieces this
+   kernel relies on:
    * mbarrier (9.7.13.15): init count, arrive, arrive.expect_tx, complete_tx, try_wait.parity (the
      phase of parity P is complete when the current phase's parity differs from P; a fresh barrier
      counts phase -1 as complete). Extra arrivals, uninitialised barriers and deadlocks fail.
@@ -15,7 +16,7 @@ configuration errors and DSL wiring.
      on absolute addresses: the phase rule measured on the H100, docs/verification.md), warp w of the
      warpgroup computing rows 16w..16w+15 (9.7.15.6.2) with the metadata of the selected thread pair
      (9.7.15.6.1; decoded by compiler.sparse.decompress, whose slot table is H100-verified for mma.sp and
-     which PTX draws with the same figures), D in the Figure 149 fragment layout restated here.
+     which PTX draws with the same figures), D in the Figure 149 fragment layout restated there.
      wgmma.commit_group / wait_group per warp; an accumulator or metadata register touched while its
      wgmma is in flight fails.
    * bar.sync with ids and thread counts; divergent `ret`.
@@ -40,15 +41,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler import sparse
 from compiler.diagnostics import SpecError
+from compiler.emulate import EmulationError
+from compiler.emulate.sparse_host import run_sparse_wgmma
 from compiler.layout import swizzle_bytes
 from compiler.isa.mma_sp.forms import find_form
-from compiler.isa.mma_sp.fragments import metadata_suppliers
-from compiler.isa.wgmma import DESCRIPTOR_SWIZZLE, wgmma_descriptor
-from compiler.ptx.sparse_wgmma_kernel import (TMA_MAP_BYTES, TMA_SWIZZLE, SparseWgmmaConfig, descriptor_base,
-                                              descriptor_offset, emit_sparse_wgmma, fragment_coord, layouts,
-                                              tensor_map_args, tma_boxes)
+from compiler.isa.wgmma import wgmma_descriptor
+from compiler.ptx.sparse_wgmma_kernel import (SparseWgmmaConfig, descriptor_base, descriptor_offset,
+                                              emit_sparse_wgmma, fragment_coord, layouts, tensor_map_args,
+                                              tma_boxes)
 
 REPO = Path(__file__).resolve().parents[1]
 F16 = find_form("m16n8k32", "f16", "f16", "f32", "f32")
@@ -62,8 +63,6 @@ E5M2 = find_form("m16n8k64", "e5m2", "e5m2", "f32", "f32")
 # the configurations benchmarks/sparse_wgmma.py times on the H100
 BENCH = [dict(cta_m=128, cta_n=256, cta_k=64, stages=4), dict(cta_m=128, cta_n=256, cta_k=64, stages=5),
          dict(cta_m=256, cta_n=128, cta_k=64, stages=5), dict(cta_m=256, cta_n=128, cta_k=64, stages=6)]
-M32 = np.uint64(0xFFFFFFFF)
-M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def cfg_of(form=F16, name="wg", **kw) -> SparseWgmmaConfig:
@@ -82,500 +81,13 @@ def _bench_module(name: str):
 # 1. execution model
 # --------------------------------------------------------------------------------------------------
 
-def _split_ops(rest: str) -> list[str]:
-    ops, depth, cur = [], 0, ""
-    for ch in rest:
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            ops.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        ops.append(cur.strip())
-    return ops
-
-
-def _regs(x: str) -> list[str]:
-    return [r.strip() for r in x.strip("{}").split(",")]
-
-
-class Stuck(Exception):
-    pass
-
-
-# mode -> (when TMA copies land, whether wgmma groups run only when wait_group retires them)
-MODES = {"eager": ("eager", False), "lazy": ("lazy", True), "late_mma": ("eager", True)}
-
-
-CLUSTER_BIT = 24          # the model's shared::cluster addresses: (rank + 1) << 24 | CTA-local shared address
-
-
-class WgmmaModel:
-    """Runs the emitted PTX text of one kernel over a grid, a cluster of CTAs at a time (module docstring,
-    part 1). Per CTA: shared memory, mbarriers, warps; warps of every CTA of the cluster interleave."""
-
-    def __init__(self, text, cfg, mem, buffers, params, tmaps, mode, order, rng, smem_window=528):
-        self.cfg, self.mem, self.buffers, self.params = cfg, mem, buffers, params
-        self.tmaps, self.order, self.rng = tmaps, order, rng
-        self.land, self.late_mma = MODES[mode]
-        self.window = smem_window                    # the dynamic buffer's shared address (not aligned)
-        self.prog, self.labels = self._parse(text)
-        self.stats = {"tma": 0, "wgmma": 0, "arrive": 0, "multicast": 0}
-        self.storage = sparse._np_dtype(cfg.form.a_type), sparse._np_dtype(cfg.form.b_type)
-
-    @staticmethod
-    def _parse(text):
-        prog, labels = [], {}
-        body = text[text.index("{", text.index(".entry")) + 1:text.rindex("}")]
-        for raw in body.splitlines():
-            ln = raw.split("//")[0].strip()
-            if not ln or ln.startswith(".reg"):
-                continue
-            if ln.endswith(":"):
-                labels[ln[:-1]] = len(prog)
-                continue
-            assert ln.endswith(";"), ln
-            ln = ln[:-1]
-            guard = None
-            if ln.startswith("@"):
-                g, ln = ln.split(None, 1)
-                guard = (g[1] == "!", g.lstrip("@!"))
-            op, _, rest = ln.partition(" ")
-            prog.append((guard, op, _split_ops(rest)))
-        return prog, labels
-
-    # -- values and memory -----------------------------------------------------------------------------
-    def val(self, w, x):
-        if x == "%tid.x":
-            return w["tid"].astype(np.uint64)
-        if x == "%ctaid.x":
-            return np.full(32, w["cta"]["ctaid"], np.uint64)
-        if x == "%cluster_ctarank":
-            return np.full(32, w["cta"]["rank"], np.uint64)
-        if x.startswith("%"):
-            self.check_free(w, x)
-            return w["r"][x]
-        if x.startswith("0f"):
-            return np.full(32, int(x[2:], 16), np.uint64)
-        if re.fullmatch(r"-?(0x[0-9a-fA-F]+|\d+)", x):
-            return np.full(32, int(x, 0) & 0xFFFFFFFFFFFFFFFF, np.uint64)
-        assert x == f"{self.cfg.name}_smem", x
-        return np.full(32, self.window, np.uint64)
-
-    def check_free(self, w, reg):
-        """A register a pending wgmma reads or writes may not be touched (9.7.15.5.2: wait first)."""
-        for grp in w["groups"] + [w["open"]]:
-            for op in grp:
-                assert reg not in op["busy"], f"{reg} accessed while its wgmma is in flight"
-
-    def setr(self, w, name, value, act):
-        self.check_free(w, name)
-        old = w["r"].get(name)
-        if value.dtype == bool:
-            w["r"][name] = np.where(act, value, old if old is not None else False)
-        else:
-            w["r"][name] = np.where(act, value, old if old is not None else np.uint64(0)).astype(np.uint64)
-
-    def addr(self, w, x):
-        m = re.fullmatch(r"\[(%\w+)(?:\+(-?\d+))?\]", x)
-        return self.val(w, m.group(1)).astype(np.int64) + int(m.group(2) or 0)
-
-    def in_buffer(self, a, n, names=None):
-        return any(s <= a and a + n <= s + size for nm, (s, size) in self.buffers.items()
-                   if names is None or nm in names)
-
-    def in_window(self, a, n=1):
-        return self.window <= a and a + n <= self.window + self.cfg.smem_bytes
-
-    def sread(self, cta, a, n):
-        assert self.in_window(a, n), f"shared read {a:#x}+{n}"
-        return cta["smem"][a:a + n]
-
-    def swrite(self, cta, a, data):
-        assert self.in_window(a, len(data)), f"shared write {a:#x}"
-        cta["smem"][a:a + len(data)] = data
-
-    def cluster_target(self, w, a):
-        """(CTA, local address) of a shared::cluster address (a plain shared address is the own CTA's)."""
-        rank, local = divmod(int(a), 1 << CLUSTER_BIT)
-        cta = self.ctas[rank - 1] if rank else w["cta"]
-        assert not all(x["done"] for x in cta["warps"]), "shared::cluster access to a CTA that has exited"
-        return cta, local
-
-    # -- mbarriers (9.7.13.15) -----------------------------------------------------------------------------
-    @staticmethod
-    def bar_state(cta, a):
-        assert a % 8 == 0 and a in cta["mbar"], f"mbarrier at {a:#x} not initialised"
-        return cta["mbar"][a]
-
-    def bar_arrive(self, cta, a, tx=0):
-        b = self.bar_state(cta, a)
-        b["tx"] += tx
-        b["pending"] -= 1
-        assert b["pending"] >= 0, f"more arrivals than expected on mbarrier {a:#x}"
-        self.bar_check(b)
-        self.stats["arrive"] += 1
-
-    def bar_complete_tx(self, cta, a, nbytes):
-        b = self.bar_state(cta, a)
-        b["tx"] -= nbytes                        # may go negative first: a peer's bytes before our expect_tx
-        self.bar_check(b)
-
-    @staticmethod
-    def bar_check(b):
-        if b["pending"] == 0 and b["tx"] == 0:
-            b["phase"] += 1
-            b["pending"] = b["count"]
-
-    # -- TMA ----------------------------------------------------------------------------------------------
-    def tma(self, w, dst, tm, coords, bar, mask=None):
-        assert tm in w["fenced"], "tensor map used before fence.proxy.tensormap"
-        spec = self.tmaps[tm]
-        x, y = coords
-        inner, rows = spec["box"]
-        eb = spec["elem_bytes"]
-        assert 0 <= x and x + inner <= spec["dims"][0] and 0 <= y and y + rows <= spec["dims"][1], "TMA box out of bounds"
-        assert dst % 128 == 0 and dst < 1 << CLUSTER_BIT, "TMA destination: a 128-byte aligned local address"
-        stride = spec["strides"][0]
-        row_bytes = inner * eb
-        data = []
-        for r in range(rows):
-            src = spec["address"] + (y + r) * stride + x * eb
-            assert self.in_buffer(src, row_bytes, (spec["operand"],))
-            data.append(self.mem[src:src + row_bytes])
-        block = np.concatenate(data)
-        logical = dst + np.arange(block.size)
-        xor_bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[spec["swizzle"]]
-        phys = logical ^ (((logical >> 7) & ((1 << xor_bits) - 1)) << 4)
-        # multicast: the same offsets (data and mbarrier) in every CTA of the mask
-        targets = [w["cta"]] if mask is None else [c for c in self.ctas if mask >> c["rank"] & 1]
-        self.stats["tma"] += 1
-        self.stats["multicast"] += mask is not None
-        for cta in targets:
-            copy = (cta, phys, block, bar)
-            if self.land == "eager":
-                self.land_copy(copy)
-            else:
-                self.pending.append(copy)
-
-    def land_copy(self, copy):
-        cta, phys, block, bar = copy
-        assert all(self.in_window(int(a)) for a in (phys.min(), phys.max()))
-        cta["smem"][phys] = block
-        self.bar_complete_tx(cta, bar, block.size)
-
-    # -- wgmma (9.7.15.6) ---------------------------------------------------------------------------------
-    def read_operand(self, cta, desc, rows, row_bytes, row0):
-        """Bytes [rows][row_bytes] of a K-major operand from its descriptor, rows row0.. (9.7.15.5.1.2)."""
-        start = (desc & 0x3FFF) << 4
-        lbo = ((desc >> 16) & 0x3FFF) << 4
-        sbo = ((desc >> 32) & 0x3FFF) << 4
-        base_offset = (desc >> 49) & 7
-        swz = {v: k for k, v in DESCRIPTOR_SWIZZLE.items()}[desc >> 62]
-        assert desc & ~((0x3FFF) | (0x3FFF << 16) | (0x3FFF << 32) | (7 << 49) | (3 << 62)) == 0, "unused bits"
-        r = np.arange(row0, row0 + rows)[:, None]
-        b = np.arange(row_bytes)[None, :]
-        if swz == "none":        # core matrices 8 rows x 16 B; LBO between K-adjacent ones, SBO between 8-row groups
-            a = start + (r // 8) * sbo + (r % 8) * 16 + (b // 16) * lbo + b % 16
-        else:                    # rows W bytes apart inside an 8-row atom, SBO between atoms
-            width = {"32B": 32, "64B": 64, "128B": 128}[swz]
-            assert row_bytes <= width
-            bits = {"32B": 1, "64B": 2, "128B": 3}[swz]
-            a = start + (r // 8) * sbo + (r % 8) * width + b
-            a = a ^ ((((a >> 7) - base_offset) & ((1 << bits) - 1)) << 4)
-        assert self.in_window(int(a.min())) and self.in_window(int(a.max())), "descriptor read"
-        return cta["smem"][a]
-
-    def run_wgmma(self, w, op):
-        cfg, form = self.cfg, self.cfg.form
-        warp = (int(w["tid"][0]) // 32) % 4
-        comp = self.read_operand(w["cta"], op["a"], 16, 32, 16 * warp).view(self.storage[0])   # 16 rows x K/2
-        bt = self.read_operand(w["cta"], op["b"], cfg.cta_n, 64, 0).view(self.storage[1])      # N rows x K
-        words = w["r"][op["meta"]].astype(np.uint32)
-        sup = metadata_suppliers(form.layout, op["sel"])
-        lane = np.arange(32)
-        # the hardware reads the selected threads only: lane (g, t) plays supplier 2*sel + (t & 1) (pairs)
-        src = (lane & ~3) + (np.array(sup)[lane % len(sup)] if len(sup) < 4 else lane % 4)
-        dense = sparse.decompress(comp, words[src].reshape(1, 1, 32), form.a_type, form.shape)
-        prod = dense.astype(np.float64) @ bt.astype(np.float64).T                   # 16 x N
-        g, t = lane // 4, lane % 4
-        for i, reg in enumerate(op["acc"]):
-            row = g + 8 * ((i >> 1) & 1)                                            # Figure 149
-            col = 8 * (i >> 2) + 2 * t + (i & 1)
-            old = w["r"][reg] if op["scale_d"] else np.zeros(32, np.uint64)
-            if cfg.acc_type == "f32":
-                v = old.astype(np.uint32).view(np.float32).astype(np.float64) + prod[row, col]
-                w["r"][reg] = v.astype(np.float32).view(np.uint32).astype(np.uint64)
-            else:
-                v = old.astype(np.uint32).view(np.int32).astype(np.int64) + np.rint(prod[row, col]).astype(np.int64)
-                w["r"][reg] = (v & 0xFFFFFFFF).astype(np.uint64)
-        self.stats["wgmma"] += 1
-
-    # -- one warp until it blocks -------------------------------------------------------------------------
-    def step_warp(self, w):
-        """Run until ret / a barrier / a failed try_wait / a release; returns (state, progressed)."""
-        prog, labels = self.prog, self.labels
-        progressed = False
-        while True:
-            guard, op, ops = prog[w["pc"]]
-            w["pc"] += 1
-            act = w["alive"].copy()
-            if guard:
-                act &= w["r"][guard[1]].astype(bool) ^ guard[0]
-            if op == "bra.uni":
-                assert act[w["alive"]].all() or not act.any(), "non-uniform branch"
-                if act.any():
-                    w["pc"] = labels[ops[0]]
-                continue
-            if not act.any():
-                continue
-            if op == "ret":
-                w["alive"] &= ~act
-                if not w["alive"].any():
-                    return "ret", True
-                continue
-            if op in ("bar.sync", "barrier.cluster.arrive.release.aligned"):
-                assert act.all() and w["alive"].all(), f"{op} by part of a warp"
-                if op == "bar.sync":
-                    w["bar"] = (w["cta"]["rank"], int(self.val(w, ops[0])[0]),
-                                int(ops[1]) if len(ops) > 1 else self.cfg.threads)
-                else:                              # arrive + the wait that follows: the whole cluster
-                    w["bar"] = ("cluster", 0, self.cfg.threads * len(self.ctas))
-                return "bar", True
-            if op.startswith("mbarrier.try_wait"):
-                a = self.addr(w, ops[1])[act]
-                parity = self.val(w, ops[2])[act]
-                ok = np.array([self.bar_state(w["cta"], int(x))["phase"] % 2 != int(p) for x, p in zip(a, parity)])
-                full = np.zeros(32, bool)
-                full[act] = ok
-                self.setr(w, ops[0], full, act)
-                if not ok.all():
-                    return "spin", progressed
-                continue
-            self.exec(w, op, ops, act)
-            progressed = True
-            if op.startswith("mbarrier.arrive.shared"):
-                return "yield", True             # whoever waits on a release may run before this warp goes on
-
-    def exec(self, w, op, ops, act):
-        v = lambda x: self.val(w, x)                      # noqa: E731
-        base = op.split(".")[0]
-        cta = w["cta"]
-        if base == "ld" and ".param." in op:
-            self.setr(w, ops[0], np.full(32, self.params[ops[1].strip("[]")], np.uint64), act)
-        elif base in ("mov", "cvta"):
-            self.setr(w, ops[0], v(ops[1]), act)
-        elif op == "and.pred":
-            self.setr(w, ops[0], v(ops[1]).astype(bool) & v(ops[2]).astype(bool), act)
-        elif base in ("and", "shr", "shl", "add", "sub", "xor", "min", "div", "rem"):
-            a, b = v(ops[1]), v(ops[2])
-            mask = M64 if op.endswith("64") else M32
-            r = {"and": lambda: a & b, "shr": lambda: a >> b, "shl": lambda: a << b, "add": lambda: a + b,
-                 "sub": lambda: a - b, "xor": lambda: a ^ b, "min": lambda: np.minimum(a, b),
-                 "div": lambda: a // b, "rem": lambda: a % b}[base]()
-            self.setr(w, ops[0], r & mask, act)
-        elif op in ("mul.lo.u32", "mad.lo.u32"):
-            r = v(ops[1]) * v(ops[2]) + (v(ops[3]) if base == "mad" else np.uint64(0))
-            self.setr(w, ops[0], r & M32, act)
-        elif op == "mul.lo.u64":
-            self.setr(w, ops[0], v(ops[1]) * v(ops[2]), act)
-        elif op in ("mul.wide.u32", "mad.wide.u32"):
-            r = (v(ops[1]) & M32) * (v(ops[2]) & M32) + (v(ops[3]) if base == "mad" else np.uint64(0))
-            self.setr(w, ops[0], r, act)
-        elif op == "cvt.u64.u32":
-            self.setr(w, ops[0], v(ops[1]) & M32, act)
-        elif base == "setp":
-            a, b = v(ops[1]), v(ops[2])
-            r = {"gt": a > b, "lt": a < b, "ge": a >= b, "ne": a != b, "eq": a == b}[op.split(".")[1]]
-            self.setr(w, ops[0], r, act)
-        elif base in ("fence", "prefetch"):
-            if op.startswith("fence.proxy.tensormap"):
-                w["fenced"].update(int(x) for x in self.addr(w, ops[0])[act])
-        elif op == "barrier.cluster.wait.acquire.aligned":
-            pass                                            # folded into the arrive (step_warp)
-        elif op == "mapa.shared::cluster.u32":
-            assert (v(ops[1]) < 1 << CLUSTER_BIT).all()
-            self.setr(w, ops[0], ((v(ops[2]) + np.uint64(1)) << np.uint64(CLUSTER_BIT)) | v(ops[1]), act)
-        elif op == "mbarrier.init.shared::cta.b64":
-            for a in self.addr(w, ops[0])[act]:
-                assert int(a) not in cta["mbar"], "mbarrier initialised twice"
-                cta["mbar"][int(a)] = {"count": int(ops[1]), "pending": int(ops[1]), "tx": 0, "phase": 0}
-        elif op.startswith("mbarrier.arrive"):
-            tx = int(ops[2]) if "expect_tx" in op else 0
-            for a in self.addr(w, ops[1])[act]:
-                target, local = self.cluster_target(w, a) if ".shared::cluster" in op else (cta, int(a))
-                self.bar_arrive(target, local, tx)
-        elif op.startswith("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"):
-            m = re.fullmatch(r"\[(%\w+), \{(%\w+), (%\w+)\}\]", ops[1])
-            dst, bar = self.addr(w, ops[0]), self.addr(w, ops[2])
-            tm, cx, cy = (v(m.group(i)) for i in (1, 2, 3))
-            mask = v(ops[3]) if op.endswith(".multicast::cluster") else None
-            for lane in np.flatnonzero(act):
-                self.tma(w, int(dst[lane]), int(tm[lane]), (int(cx[lane]), int(cy[lane])), int(bar[lane]),
-                         None if mask is None else int(mask[lane]))
-        elif op.startswith("wgmma.mma_async.sp"):
-            assert act.all() and w["alive"].all(), "wgmma by part of a warp"
-            acc = _regs(ops[0])
-            da, db = v(ops[1]), v(ops[2])                     # descriptors are read at issue
-            assert (da == da[0]).all() and (db == db[0]).all(), "descriptor not uniform across the warp"
-            rec = {"acc": acc, "a": int(da[0]), "b": int(db[0]), "meta": ops[3], "sel": int(ops[4]),
-                   "scale_d": bool(v(ops[5]).astype(bool).all()), "busy": set(acc) | {ops[3]}}
-            if self.late_mma:
-                w["open"].append(rec)
-            else:
-                self.run_wgmma(w, rec)
-        elif op == "wgmma.fence.sync.aligned":
-            pass
-        elif op == "wgmma.commit_group.sync.aligned":
-            w["groups"].append(w["open"])
-            w["open"] = []
-        elif op == "wgmma.wait_group.sync.aligned":
-            while len(w["groups"]) > int(ops[0]):
-                grp = w["groups"].pop(0)
-                for rec in grp:
-                    rec["busy"] = set()
-                    self.run_wgmma(w, rec)
-        elif op in ("ld.shared.b32", "ld.shared.v4.b32"):
-            regs = _regs(ops[0])
-            a = self.addr(w, ops[1])
-            full = [np.zeros(32, np.uint64) for _ in regs]
-            for lane in np.flatnonzero(act):
-                words = self.sread(cta, int(a[lane]), 4 * len(regs)).view(np.uint32)
-                for i in range(len(regs)):
-                    full[i][lane] = words[i]
-            for reg, x in zip(regs, full):
-                self.setr(w, reg, x, act)
-        elif base == "st" and ".shared." in op:
-            a = self.addr(w, ops[0])
-            words = np.stack([v(r).astype(np.uint32) for r in _regs(ops[1])], -1)
-            for lane in np.flatnonzero(act):
-                self.swrite(cta, int(a[lane]), words[lane].view(np.uint8))
-        elif base == "ld" and ".global." in op:
-            regs = _regs(ops[0])
-            a = self.addr(w, ops[1])
-            full = [np.zeros(32, np.uint64) for _ in regs]
-            for lane in np.flatnonzero(act):
-                assert self.in_buffer(int(a[lane]), 4 * len(regs), ("c",)), "global read outside C"
-                words = self.mem[int(a[lane]):int(a[lane]) + 4 * len(regs)].view(np.uint32)
-                for i in range(len(regs)):
-                    full[i][lane] = words[i]
-            for reg, x in zip(regs, full):
-                self.setr(w, reg, x, act)
-        elif base == "st" and ".global." in op:
-            a = self.addr(w, ops[0])
-            words = np.stack([v(r).astype(np.uint32) for r in _regs(ops[1])], -1)
-            for lane in np.flatnonzero(act):
-                data = words[lane].view(np.uint8)
-                assert self.in_buffer(int(a[lane]), data.size, ("d",)), f"global write {int(a[lane]):#x}"
-                self.mem[int(a[lane]):int(a[lane]) + data.size] = data
-        elif op in ("cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32"):
-            import ml_dtypes
-            dt = ml_dtypes.bfloat16 if "bf16" in op else np.float16
-            hi, lo = (v(x).astype(np.uint32).view(np.float32).astype(dt).view(np.uint16).astype(np.uint64)
-                      for x in ops[1:3])
-            self.setr(w, ops[0], (hi << np.uint64(16)) | lo, act)
-        else:
-            raise NotImplementedError(op)
-
-    def run_cluster(self, first: int, size: int):
-        """CTAs first .. first+size-1 (one cluster), their warps interleaved until every one returned."""
-        self.ctas = [{"ctaid": first + r, "rank": r, "mbar": {},
-                      "smem": self.rng.integers(0, 256, self.window + self.cfg.smem_bytes, dtype=np.uint8)}  # garbage
-                     for r in range(size)]
-        self.pending = []
-        warps = [{"pc": 0, "r": {}, "tid": np.arange(32) + 32 * i, "alive": np.ones(32, bool), "groups": [],
-                  "open": [], "fenced": set(), "bar": None, "done": False, "cta": cta}
-                 for cta in self.ctas for i in range(self.cfg.threads // 32)]
-        for cta in self.ctas:
-            cta["warps"] = [w for w in warps if w["cta"] is cta]
-        steps = 0
-        while not all(w["done"] for w in warps):
-            steps += 1
-            assert steps < 100000, "runaway"
-            order = warps if self.order == "forward" else warps[::-1]
-            progressed = False
-            for w in order:
-                if w["done"] or w["bar"] is not None:
-                    continue
-                state, moved = self.step_warp(w)
-                progressed |= moved
-                w["done"] = state == "ret"
-            # barriers: release a group once `count` threads wait on the same (CTA, id) / the cluster's
-            for key in {w["bar"][:2] for w in warps if w["bar"] is not None}:
-                waiting = [w for w in warps if w["bar"] is not None and w["bar"][:2] == key]
-                counts = {w["bar"][2] for w in waiting}
-                assert len(counts) == 1, "bar.sync with different counts"
-                if 32 * len(waiting) == counts.pop():
-                    for w in waiting:
-                        w["bar"] = None
-                    progressed = True
-            if not progressed:
-                if not self.pending:
-                    raise Stuck(f"deadlock in CTAs {first}..: " + ", ".join(
-                        f"warp {i} pc {w['pc']} {'bar' if w['bar'] else 'done' if w['done'] else 'spin'}"
-                        for i, w in enumerate(warps)))
-                self.land_copy(self.pending.pop(int(self.rng.integers(len(self.pending)))))
-        assert not self.pending, "copies still in flight at exit"
-        for w in warps:
-            assert not w["groups"] and not w["open"], "wgmma in flight at exit"
-
-
 def run_model(cfg, m, n, k, mode="eager", order="forward", seed=0, transform=None):
-    """Emit `cfg` (text passed through `transform` if given), run it on random sparse data; return
-    (D, reference D, model stats)."""
-    rng = np.random.default_rng(seed)
-    form = cfg.form
-    a = sparse.random_sparse(rng, m, k, form.a_type, form.shape)
-    b = sparse.random_values(rng, (k, n), form.b_type)
-    values, meta = sparse.compress(a, form.a_type, form.shape)
-    bt = sparse.pack_b(b, form.b_type, form.shape)
+    """Emit `cfg` (text passed through `transform` if given), run it on random sparse data on the emulator's
+    warp machine; return (D, reference D, machine stats)."""
     kern = emit_sparse_wgmma(cfg)
-    acc_np = np.float32 if cfg.acc_type == "f32" else np.int32
-    c = None
-    if cfg.accumulate_c:
-        c = (sparse.random_values(rng, (m, n), "f16").astype(np.float32) if acc_np is np.float32
-             else rng.integers(-1000, 1000, (m, n)).astype(np.int32))
-    out_np = {"f32": np.float32, "s32": np.int32, "f16": np.float16}.get(cfg.out_type)
-    if out_np is None:
-        import ml_dtypes
-        out_np = ml_dtypes.bfloat16
-    arrays = {"a_values": values, "a_metadata": meta, "b": bt, "d": np.zeros((m, n), out_np),
-              "tensor_maps": np.zeros(3 * TMA_MAP_BYTES, np.uint8)}
-    if c is not None:
-        arrays["c"] = c
-    mem = np.zeros(sum(x.nbytes + 8192 for x in arrays.values()) + 8192, np.uint8)
-    buffers, at = {}, 4096
-    for name, arr in arrays.items():
-        raw = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
-        mem[at:at + raw.size] = raw
-        buffers[name] = (at, raw.size)
-        at += (raw.size + 4095) // 4096 * 4096 + 4096        # a gap: stray accesses hit no buffer
-    s, size = buffers["d"]
-    mem[s:s + size] = 0xFF                                   # poison: unwritten elements show
-    params = {f"{cfg.name}_{nm}": buffers[nm][0] for nm in arrays if nm != "a_values" and nm != "a_metadata"
-              and nm != "b"}
-    params.update({f"{cfg.name}_M": m, f"{cfg.name}_N": n, f"{cfg.name}_K": k})
-    tmaps = {}
-    for i, t in enumerate(tensor_map_args(kern.abi, m, n, k)):
-        tmaps[buffers["tensor_maps"][0] + i * TMA_MAP_BYTES] = {
-            **t, "address": buffers[t["operand"]][0], "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
-            "swizzle": {code: name for name, code in TMA_SWIZZLE.items()}[t["swizzle"]]}
     text = transform(kern.text) if transform else kern.text
-    model = WgmmaModel(text, cfg, mem, buffers, params, tmaps, mode, order, rng)
-    for first in range(0, kern.grid(m, n, k)[0], cfg.cluster_m):
-        model.run_cluster(first, cfg.cluster_m)
-    d = mem[s:s + size].view(out_np).reshape(m, n)
-    if cfg.acc_type == "s32":
-        ref = a.astype(np.int64) @ b.astype(np.int64) + (c.astype(np.int64) if c is not None else 0)
-        ref = ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)
-    else:
-        af, bf = a.astype(np.float64), b.astype(np.float64)
-        ref = (af @ bf + (c.astype(np.float64) if c is not None else 0)).astype(np.float32).astype(out_np)
-    return d, ref, model.stats
+    return run_sparse_wgmma(kern, cfg.name, cfg.form, cfg.cluster_m, cfg.threads, cfg.smem_bytes, m, n, k,
+                            cfg.out_type, cfg.accumulate_c, mode=mode, order=order, seed=seed, text=text)
 
 
 MODEL_CASES = [
@@ -657,7 +169,7 @@ def test_model_catches_broken_kernels(name):
         try:
             d, ref, _ = run_model(cfg, 128, 256, 384, mode, "reverse", seed=3, transform=MUTATIONS[name])
             caught.append(not np.array_equal(d.view(np.uint8), ref.view(np.uint8)))
-        except (AssertionError, Stuck, KeyError):
+        except (EmulationError, KeyError):
             caught.append(True)                    # the model refused to run it
         if caught[-1]:
             break
@@ -674,7 +186,7 @@ def test_model_catches_broken_cluster_kernels(name):
         try:
             d, ref, _ = run_model(cfg, 256, 256, 384, mode, "reverse", seed=5, transform=CLUSTER_MUTATIONS[name])
             caught.append(not np.array_equal(d.view(np.uint8), ref.view(np.uint8)))
-        except (AssertionError, Stuck, KeyError):
+        except (EmulationError, KeyError):
             caught.append(True)
         if caught[-1]:
             break

@@ -308,12 +308,12 @@ def test_smem_dump_variant_assembles_for_sm90a(ptxas):
 
 
 # --------------------------------------------------------------------------------------------------
-# The kernels compute D: run on the CPU emulator (compiler/ptx/emulate.py) against a layout-free reference
+# The kernels compute D: run on the CPU emulator (compiler/emulate/tcgen05.py) against a layout-free reference
 
 def _emulate(text: str, m_tiles: int = 1, n_tiles: int = 1, seed: int = 0):
     import numpy as np
 
-    from compiler.ptx.emulate import host_problem, reference_d, run_problem
+    from compiler.emulate.tcgen05 import host_problem, reference_d, run_problem
 
     result = compile_source(text, "e.tile")
     problem = host_problem(result, m_tiles=m_tiles, n_tiles=n_tiles, seed=seed)
@@ -415,7 +415,7 @@ def test_emulator_detects_wrong_kernels(mutation):
     """The check is not vacuous: a kernel with one wrong constant computes a different D."""
     import numpy as np
 
-    from compiler.ptx.emulate import host_problem, reference_d, run_problem
+    from compiler.emulate.tcgen05 import host_problem, reference_d, run_problem
 
     text = {"descriptor": EMULATED["f16_d"], "metadata_shift": EMULATED["sp_f16_runtime"],
             "scale_byte": EMULATED["mxf8f6f4_1x"]}[mutation]
@@ -458,7 +458,7 @@ def test_smem_dump_variant_matches_the_kernels_shared_memory(name):
     S + ((ctaid.y * nctaid.x + ctaid.x) * n_stages + stage) * smem_bytes."""
     import numpy as np
 
-    from compiler.ptx.emulate import host_problem, run_kernel
+    from compiler.emulate.tcgen05 import host_problem, run_kernel
 
     text = EMULATED[name]
     real = compile_source(text, "e.tile")

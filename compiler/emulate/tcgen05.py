@@ -1,5 +1,6 @@
-"""Run a tilec tcgen05 kernel on the CPU: an interpreter for the PTX subset the kernel emitter writes, with
-Tensor Memory, mbarriers and `tcgen05.mma` itself delegated to the reference model (compiler/sim).
+"""Run a tilec tcgen05 kernel on the CPU: the tcgen05 kernel's machine over the one PTX parser
+(compiler/emulate/parse.py), with Tensor Memory, mbarriers and `tcgen05.mma` itself delegated to the
+reference model (compiler/sim).
 
 For tests (no Blackwell GPU here): the global->shared copies, the descriptors, the TMEM staging of A,
 metadata and scale factors, the MMA issue loop and the epilogue are all executed as emitted; only the
@@ -28,101 +29,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .parse import EmulationError, Instr, Kernel, parse_kernel
+
 THREADS = 128
 TMEM_LANES, TMEM_COLS = 128, 512
-
-
-class EmulationError(Exception):
-    pass
-
-
-# --------------------------------------------------------------------------------------------------
-# Parsing
-
-_LABEL = re.compile(r"^(\$?[\w$]+):$")
-_SHARED = re.compile(r"\.shared \.align (\d+) \.(b8|b32|b64) (\w+)(?:\[(\d+)\])?;")
-_GLOBAL = re.compile(r"\.global \.align \d+ \.b32 (\w+)\[(\d+)\] = \{([^}]*)\};")
-_PARAM = re.compile(r"\.param \.(u32|u64) (\w+)")
-
-
-@dataclass
-class Instr:
-    pred: str | None
-    negate: bool
-    op: str
-    args: list[str]
-    text: str
-
-
-def _split_args(s: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
-
-@dataclass
-class Kernel:
-    name: str
-    params: list[tuple[str, str]]
-    shared: list[tuple[str, int, int]]            # (symbol, align, bytes)
-    globals_: dict[str, list[int]]
-    code: list[Instr]
-    labels: dict[str, int]
-    cluster: int
-
-
-def parse_kernel(ptx: str, entry: str | None = None) -> Kernel:
-    """The first (or named) .entry of a module."""
-    globals_ = {m.group(1): [int(v, 0) for v in m.group(3).split(",")] for m in _GLOBAL.finditer(ptx)}
-    starts = [m.start() for m in re.finditer(r"\.visible \.entry (\w+)\(", ptx)]
-    for i, start in enumerate(starts):
-        name = ptx[start:].split("(", 1)[0].split()[-1]
-        if entry is None or name == entry:
-            end = starts[i + 1] if i + 1 < len(starts) else len(ptx)
-            return _parse_entry(ptx[start:end], name, globals_)
-    raise EmulationError(f"no .entry {entry}")
-
-
-def _parse_entry(text: str, name: str, globals_) -> Kernel:
-    head, _, body = text.partition("{")
-    params = [(m.group(2).removeprefix(f"{name}_param_"), m.group(1)) for m in _PARAM.finditer(head)]
-    cluster = 2 if ".reqnctapercluster 2" in head else 1
-    shared: list[tuple[str, int, int]] = []
-    code: list[Instr] = []
-    labels: dict[str, int] = {}
-    for raw in body.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("//") or line == "}" or line.startswith(".reg"):
-            continue
-        m = _SHARED.match(line)
-        if m:
-            elem = {"b8": 1, "b32": 4, "b64": 8}[m.group(2)]
-            shared.append((m.group(3), int(m.group(1)), elem * int(m.group(4) or 1)))
-            continue
-        m = _LABEL.match(line)
-        if m:
-            labels[m.group(1)] = len(code)
-            continue
-        line = line.rstrip(";")
-        pred, negate = None, False
-        if line.startswith("@"):
-            p, _, line = line.partition(" ")
-            negate = p.startswith("@!")
-            pred = p.lstrip("@!")
-        op, _, rest = line.partition(" ")
-        code.append(Instr(pred, negate, op, _split_args(rest), raw.strip()))
-    return Kernel(name, params, shared, globals_, code, labels, cluster)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -222,7 +132,8 @@ class Machine:
         self.shared_base = shared_base
         self.gmem = GlobalMemory()
         self.param_values: dict[str, int] = {}
-        for pname, ptype in kernel.params:
+        for full, ptype in kernel.params:
+            pname = kernel.param_short(full)
             value = args[pname]
             if ptype == "u64":
                 self.param_values[pname] = self.gmem.add(pname, np.asarray(value))
@@ -239,21 +150,22 @@ class Machine:
 
     def run(self) -> None:
         gx, gy = self.grid
-        if gx % self.k.cluster:
+        size = self.k.cluster_size
+        if gx % size:
             raise EmulationError("grid x must be a multiple of the cluster size")
         for y in range(gy):
-            for x0 in range(0, gx, self.k.cluster):
-                self.run_cluster([(x0 + r, y) for r in range(self.k.cluster)])
+            for x0 in range(0, gx, size):
+                self.run_cluster([(x0 + r, y) for r in range(size)])
 
     # ---- one cluster ---------------------------------------------------------------------------
     def run_cluster(self, ids) -> None:
         ctas = []
         for rank, cid in enumerate(ids):
             symbols, at = {}, self.shared_base
-            for sym, align, size in self.k.shared:
-                at = -(-at // align) * align
-                symbols[sym] = at
-                at += size
+            for decl in self.k.shared:
+                at = -(-at // decl.align) * decl.align
+                symbols[decl.name] = at
+                at += decl.size
             ctas.append(Cta(rank, cid, np.zeros(at + 16, dtype=np.uint8), symbols))
         self.ctas = ctas
         threads = [Thread(c, t) for c in ctas for t in range(THREADS)]
@@ -875,7 +787,7 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
     from ..sim.tcgen05 import compress_sparse, expand_sparse
     from ..isa.tcgen05_kinds import mma_k
     from ..isa.types import TYPES
-    from .tcgen05_kernel import _tmem_container_bits
+    from ..ptx.tcgen05_kernel import _tmem_container_bits
     from ..isa.tmem import METADATA_CHUNK, pack_metadata_words, scale_factors_per_mma
 
     tile = result.tiles[tile_name] if tile_name else next(iter(result.tiles.values()))

@@ -1,0 +1,125 @@
+"""Host side of the warp-level sparse kernels: random structured-sparse problems in the kernels' ABI
+(compiler/sparse.py layouts, compiler/ptx/sparse_gemm_kernel.py and sparse_wgmma_kernel.py module
+docstrings), a run of the emitted PTX on the warp machine, and the numpy reference.
+
+Inputs have few significant bits, so every partial sum is exact in f32 / s32 and the kernel's D equals
+the reference bit for bit (f16 / bf16 D rounds once, like the reference).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .memory import FlatMemory
+from .parse import parse_kernel
+from .warp import WarpMachine
+
+# wgmma-kernel modes -> (when TMA copies land, whether wgmma groups run only when wait_group retires them)
+WGMMA_MODES = {"eager": ("eager", False), "lazy": ("lazy", True), "late_mma": ("eager", True)}
+
+
+def out_dtype(type_name: str):
+    np_type = {"f32": np.float32, "s32": np.int32, "f16": np.float16}.get(type_name)
+    if np_type is None:
+        import ml_dtypes
+        np_type = {"bf16": ml_dtypes.bfloat16}[type_name]
+    return np_type
+
+
+@dataclass
+class SparseProblem:
+    """Logical operands (dense A, B, optional C) and their kernel encodings."""
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray | None
+    values: np.ndarray
+    meta: np.ndarray
+    bt: np.ndarray
+
+
+def sparse_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accumulate_c: bool) -> SparseProblem:
+    from .. import sparse
+
+    a = sparse.random_sparse(rng, m, k, form.a_type, form.shape)
+    b = sparse.random_values(rng, (k, n), form.b_type)
+    values, meta = sparse.compress(a, form.a_type, form.shape)
+    bt = sparse.pack_b(b, form.b_type, form.shape)
+    c = None
+    if accumulate_c:
+        c = (sparse.random_values(rng, (m, n), "f16").astype(np.float32) if form.c_type == "f32"
+             else rng.integers(-1000, 1000, (m, n)).astype(np.int32))
+    return SparseProblem(a, b, c, values, meta, bt)
+
+
+def reference(form, p: SparseProblem, out_type: str) -> np.ndarray:
+    """D = A B (+ C), rounded once to the D type; s32 wraps; tf32 inputs lose their low 13 mantissa bits."""
+    if form.c_type == "s32":
+        ref = p.a.astype(np.int64) @ p.b.astype(np.int64) + (p.c.astype(np.int64) if p.c is not None else 0)
+        return ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)
+    af, bf = p.a.astype(np.float64), p.b.astype(np.float64)
+    if form.a_type == "tf32":
+        af = (p.a.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+        bf = (p.b.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+    ref = af @ bf + (p.c.astype(np.float64) if p.c is not None else 0)
+    return ref.astype(np.float32).astype(out_dtype(out_type))
+
+
+def run_sparse_gemm(text: str, name: str, form, grid: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
+                    out_type: str, accumulate_c: bool, *, land: str = "eager", order: str = "forward",
+                    seed: int = 0, problem: SparseProblem | None = None):
+    """The cp.async + ldmatrix + mma.sp kernels (pipelined and simple): run `text` on a random problem;
+    returns (D, reference D, machine stats). Parameters `<name>_a_values`, `_a_metadata`, `_b`, `_c`,
+    `_d`, `_M`, `_N`, `_K`; the dynamic shared window at address 0."""
+    rng = np.random.default_rng(seed)
+    p = problem or sparse_problem(form, m, n, k, rng, accumulate_c)
+    out_np = out_dtype(out_type)
+    mem = FlatMemory()
+    params = {f"{name}_a_values": mem.add("a_values", p.values), f"{name}_a_metadata": mem.add("a_metadata", p.meta),
+              f"{name}_b": mem.add("b", p.bt)}
+    if p.c is not None:
+        params[f"{name}_c"] = mem.add("c", p.c)
+    params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)    # poison
+    params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
+    machine = WarpMachine(parse_kernel(text, name), mem, params, (grid, 1), threads, order=order, land=land,
+                          rng=rng, dynamic_smem=smem_bytes)
+    machine.run()
+    d = mem.array("d").view(out_np).reshape(m, n).copy()
+    return d, reference(form, p, out_type), machine.stats
+
+
+def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
+                     out_type: str, accumulate_c: bool, *, mode: str = "eager", order: str = "forward", seed: int = 0,
+                     text: str | None = None, smem_window: int = 528):
+    """The TMA + mbarrier + wgmma.sp kernel: run `text` (default `kern.text`) on a random problem; returns
+    (D, reference D, machine stats). The dynamic window sits at `smem_window`, not 1024-aligned (the
+    kernel rounds it up); TMA reads take the tensor-map parameters (compiler/ptx/sparse_wgmma_kernel.py
+    `tensor_map_args`), not the opaque bytes."""
+    from ..ptx.sparse_wgmma_kernel import TMA_MAP_BYTES, TMA_SWIZZLE, tensor_map_args
+
+    rng = np.random.default_rng(seed)
+    p = sparse_problem(form, m, n, k, rng, accumulate_c)
+    out_np = out_dtype(out_type)
+    mem = FlatMemory()
+    addr = {"a_values": mem.add("a_values", p.values, loadable=False),
+            "a_metadata": mem.add("a_metadata", p.meta, loadable=False),
+            "b": mem.add("b", p.bt, loadable=False)}
+    params = {}
+    params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)      # poison
+    if p.c is not None:
+        params[f"{name}_c"] = mem.add("c", p.c)
+    maps = mem.add("tensor_maps", np.zeros(3 * TMA_MAP_BYTES, np.uint8), loadable=False)
+    params[f"{name}_tensor_maps"] = maps
+    params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
+    tmaps = {}
+    for i, t in enumerate(tensor_map_args(kern.abi, m, n, k)):
+        tmaps[maps + i * TMA_MAP_BYTES] = {
+            **t, "address": addr[t["operand"]], "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
+            "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]]}
+    land, late = WGMMA_MODES[mode]
+    machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (kern.grid(m, n, k)[0], 1), threads,
+                          order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
+                          dynamic_at=smem_window, tensor_maps=tmaps)
+    machine.run()
+    d = mem.array("d").view(out_np).reshape(m, n).copy()
+    return d, reference(form, p, out_type), machine.stats

@@ -1,0 +1,683 @@
+"""The warp machine: runs a parsed kernel (compiler/emulate/parse.py) over a grid, a cluster of CTAs at a
+time, warp by warp with numpy registers of 32 lanes.
+
+Threads, warps, CTAs, clusters: `threads` per CTA in warps of 32; every warp of every CTA of a cluster
+interleaves. A warp runs until it blocks (a barrier, a failed `mbarrier.try_wait`, a plain `mbarrier.arrive`
+(a release, which lets a waiter run first)) or returns; then the scheduler moves on. Each round
+visits the warps in `order`: "forward", "reverse", or "random" (a permutation per round drawn from the
+machine's seeded generator), so a protocol bug that depends on interleaving shows in some runs.
+Asynchronous work completes by `land` / `late_mma`:
+  * cp.async copies (PTX ISA 9.7.9.25) land at issue ("eager") or at the `cp.async.wait_group` that
+    retires their group ("lazy");
+  * TMA copies (cp.async.bulk.tensor, 9.7.9.25.5) land at issue ("eager") or only when every warp is
+    stuck, one at a time in random order ("lazy"), completing their bytes on the mbarrier;
+  * wgmma groups (9.7.15.6) execute at issue or, with `late_mma`, only when `wgmma.wait_group` retires
+    them (reading shared memory and registers then); a register such a group owns may not be touched
+    in between.
+Pending work is kept in lists the scheduler drains, so a later change can delay any completion
+(issue 18's asynchronous tcgen05) by the same means.
+
+Instruction families: integer ALU (add/sub/mul/mad/and/or/xor/shl/shr/min/div/rem/bfe/bfi/selp/setp,
+cvt/cvta/mov), f16x2/bf16x2 packing cvt, predicates; ld/st (.param, .global, .shared, vectors);
+cp.async + commit/wait groups; ldmatrix (9.7.9.x, m8n8.x4 .b16: lane 4r+c receives word c of row r of
+matrix j in register j); mma.sp (compiler/emulate/mma_sp.py); wgmma.mma_async.sp with descriptors
+(9.7.15.5.1.2.2) and the Figure 149 accumulator fragment; mbarrier (9.7.13.15: init, arrive,
+arrive.expect_tx, try_wait.parity; complete_tx by TMA); TMA with swizzle and multicast; mapa and
+shared::cluster addresses; bar.sync with ids and counts; barrier.cluster arrive/wait; fences; divergent
+`ret`; branches (a non-uniform `bra.uni` is an error).
+
+Shared memory starts as garbage (random bytes) unless told otherwise; the dynamic window can be placed
+at an address that is not aligned, to check kernels that round it up. Global memory is
+compiler/emulate/memory.py's `FlatMemory`: named buffers with gaps between them; a buffer not marked
+writable cannot be stored to, and one not marked loadable only by TMA.
+
+numpy is imported here: this module is for tests and host tools, never on the compile path.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .parse import EmulationError, Kernel, address, vector
+
+M32 = np.uint64(0xFFFFFFFF)
+M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+CLUSTER_BIT = 24          # shared::cluster addresses: (rank + 1) << 24 | CTA-local shared address
+_INT = re.compile(r"-?(0x[0-9a-fA-F]+|\d+)")
+
+
+class Deadlock(EmulationError):
+    """Every unfinished warp waits and nothing asynchronous is left to complete."""
+
+
+class Warp:
+    __slots__ = ("cta", "index", "tid", "pc", "alive", "r", "cp_open", "cp_groups", "open", "groups",
+                 "fenced", "bar", "done", "branches", "cluster_gen")
+
+    def __init__(self, cta, index: int):
+        self.cta, self.index = cta, index
+        self.tid = np.arange(32) + 32 * index
+        self.pc = 0
+        self.alive = np.ones(32, bool)
+        self.r: dict[str, np.ndarray] = {}
+        self.cp_open: list = []
+        self.cp_groups: list = []
+        self.open: list = []                 # wgmma ops of the group being built
+        self.groups: list = []               # committed wgmma groups
+        self.fenced: set[int] = set()
+        self.bar: tuple | None = None
+        self.done = False
+        self.branches = 0
+        self.cluster_gen = 0
+
+
+class Cta:
+    def __init__(self, rank: int, ctaid: tuple[int, int], smem: np.ndarray, lo: int, symbols: dict[str, int]):
+        self.rank, self.ctaid, self.smem, self.lo, self.symbols = rank, ctaid, smem, lo, symbols
+        self.mbar: dict[int, dict] = {}
+        self.warps: list[Warp] = []
+
+    @property
+    def exited(self) -> bool:
+        return all(w.done for w in self.warps)
+
+
+class WarpMachine:
+    """Runs one kernel over a grid (see the module docstring)."""
+
+    def __init__(self, kernel: Kernel, memory, params: dict[str, int], grid: tuple[int, int], threads: int, *,
+                 order: str = "forward", land: str = "eager", late_mma: bool = False,
+                 rng: np.random.Generator | int | None = None, dynamic_smem: int = 0,
+                 dynamic_at: int | None = None, shared_base: int = 0, tensor_maps: dict | None = None,
+                 garbage_smem: bool = True, max_rounds: int = 100_000):
+        if order not in ("forward", "reverse", "random"):
+            raise ValueError(f"order {order!r}")
+        if land not in ("eager", "lazy"):
+            raise ValueError(f"land {land!r}")
+        self.k, self.mem, self.params = kernel, memory, params
+        self.grid, self.threads = grid, threads
+        self.order, self.land, self.late_mma = order, land, late_mma
+        self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.dynamic_smem, self.dynamic_at, self.shared_base = dynamic_smem, dynamic_at, shared_base
+        self.tmaps = tensor_maps or {}
+        self.garbage_smem, self.max_rounds = garbage_smem, max_rounds
+        self.stats = {"cp.async": 0, "ldmatrix": 0, "mma": 0, "tma": 0, "wgmma": 0, "arrive": 0, "multicast": 0}
+        self.pending: list = []
+        self.ctas: list[Cta] = []
+        self._forms: dict[str, object] = {}
+
+    # -- running ---------------------------------------------------------------------------------------
+    def run(self) -> None:
+        gx, gy = self.grid
+        size = self.k.cluster_size
+        if gx % size:
+            raise EmulationError(f"grid x = {gx} is not a multiple of the cluster size {size}")
+        for y in range(gy):
+            for x0 in range(0, gx, size):
+                self.run_cluster([(x0 + r, y) for r in range(size)])
+
+    def _layout_shared(self) -> tuple[dict[str, int], int, int]:
+        symbols, at = {}, self.shared_base
+        for decl in self.k.shared:
+            if decl.extern:
+                continue
+            at = -(-at // decl.align) * decl.align
+            symbols[decl.name] = at
+            at += decl.size
+        lo = self.shared_base
+        for decl in self.k.shared:
+            if decl.extern:
+                if self.dynamic_at is not None:
+                    where = self.dynamic_at
+                    if where < at:
+                        raise EmulationError("the dynamic shared window overlaps the static shared variables")
+                else:
+                    where = -(-at // decl.align) * decl.align
+                symbols[decl.name] = where
+                if at == self.shared_base:
+                    lo = where
+                at = where + self.dynamic_smem
+        return symbols, lo, at
+
+    def run_cluster(self, ids) -> None:
+        symbols, lo, hi = self._layout_shared()
+        ctas = []
+        for rank, cid in enumerate(ids):
+            smem = (self.rng.integers(0, 256, hi, dtype=np.uint8) if self.garbage_smem
+                    else np.zeros(hi, np.uint8))
+            ctas.append(Cta(rank, cid, smem, lo, dict(symbols)))
+        self.ctas = ctas
+        self.pending = []
+        self.cluster_arrived, self.cluster_generation = 0, 0
+        warps = []
+        for cta in ctas:
+            cta.warps = [Warp(cta, i) for i in range(self.threads // 32)]
+            warps += cta.warps
+        rounds = 0
+        while not all(w.done for w in warps):
+            rounds += 1
+            if rounds > self.max_rounds:
+                raise EmulationError("runaway: the kernel does not finish")
+            if self.order == "forward":
+                order = warps
+            elif self.order == "reverse":
+                order = warps[::-1]
+            else:
+                order = [warps[i] for i in self.rng.permutation(len(warps))]
+            progressed = False
+            for w in order:
+                if w.done or w.bar is not None:
+                    continue
+                state, moved = self.step_warp(w)
+                progressed |= moved
+                w.done = state == "ret"
+            progressed |= self._release_barriers(warps)
+            if not progressed:
+                if not self.pending:
+                    raise Deadlock(f"deadlock in CTAs {ids}: " + ", ".join(
+                        f"warp {i} pc {w.pc} {'bar' if w.bar else 'done' if w.done else 'spin'}"
+                        for i, w in enumerate(warps)))
+                self.land_copy(self.pending.pop(int(self.rng.integers(len(self.pending)))))
+        if self.pending:
+            raise EmulationError("copies still in flight at exit")
+        for w in warps:
+            if w.groups or w.open:
+                raise EmulationError("wgmma in flight at exit")
+            if w.cp_groups or w.cp_open:
+                pending = sum(len(g) for g in w.cp_groups) + len(w.cp_open)
+                if pending:
+                    raise EmulationError("cp.async copies in flight at exit")
+
+    def _release_barriers(self, warps) -> bool:
+        """Release a group once `count` threads wait on the same (CTA, id) / the cluster barrier."""
+        released = False
+        for key in {w.bar[:2] for w in warps if w.bar is not None}:
+            waiting = [w for w in warps if w.bar is not None and w.bar[:2] == key]
+            counts = {w.bar[2] for w in waiting}
+            if len(counts) != 1:
+                raise EmulationError("bar.sync with different thread counts")
+            count = counts.pop()
+            if count is None:                  # no count: every thread of the CTA that has not exited
+                cta = waiting[0].cta
+                count = 32 * sum(1 for x in cta.warps if not x.done)
+            if 32 * len(waiting) == count:
+                for w in waiting:
+                    w.bar = None
+                released = True
+        return released
+
+    # -- values ----------------------------------------------------------------------------------------
+    def val(self, w: Warp, x: str) -> np.ndarray:
+        r = w.r.get(x)
+        if r is not None:
+            if w.groups or w.open:
+                self.check_free(w, x)
+            return r
+        if x[0] == "%":
+            if x == "%tid.x":
+                return w.tid.astype(np.uint64)
+            special = {"%ctaid.x": w.cta.ctaid[0], "%ctaid.y": w.cta.ctaid[1], "%nctaid.x": self.grid[0],
+                       "%nctaid.y": self.grid[1], "%cluster_ctarank": w.cta.rank, "%laneid": None}
+            if x == "%laneid":
+                return np.arange(32, dtype=np.uint64)
+            if x in special:
+                return np.full(32, special[x], np.uint64)
+            raise EmulationError(f"read of unset register {x}")
+        if x.startswith("0f"):
+            return np.full(32, int(x[2:], 16), np.uint64)
+        if _INT.fullmatch(x):
+            return np.full(32, int(x, 0) & 0xFFFFFFFFFFFFFFFF, np.uint64)
+        if x in w.cta.symbols:
+            return np.full(32, w.cta.symbols[x], np.uint64)
+        raise EmulationError(f"unknown operand {x}")
+
+    def check_free(self, w: Warp, reg: str) -> None:
+        """A register a pending wgmma reads or writes may not be touched (9.7.15.5.2: wait first)."""
+        for grp in w.groups + [w.open]:
+            for op in grp:
+                if reg in op["busy"]:
+                    raise EmulationError(f"{reg} accessed while its wgmma is in flight")
+
+    def setr(self, w: Warp, name: str, value: np.ndarray, act: np.ndarray) -> None:
+        if w.groups or w.open:
+            self.check_free(w, name)
+        old = w.r.get(name)
+        if value.dtype == bool:
+            w.r[name] = np.where(act, value, old if old is not None else False)
+        else:
+            w.r[name] = np.where(act, value, old if old is not None else np.uint64(0)).astype(np.uint64)
+
+    def addr(self, w: Warp, x: str) -> np.ndarray:
+        base, off = address(x)
+        return self.val(w, base).astype(np.int64) + off
+
+    # -- shared memory ---------------------------------------------------------------------------------
+    def in_shared(self, cta: Cta, a: int, n: int = 1) -> bool:
+        return cta.lo <= a and a + n <= len(cta.smem)
+
+    def sread(self, cta: Cta, a: int, n: int) -> np.ndarray:
+        if not self.in_shared(cta, a, n):
+            raise EmulationError(f"shared read {a:#x}+{n} outside the CTA's shared memory")
+        return cta.smem[a:a + n]
+
+    def swrite(self, cta: Cta, a: int, data: np.ndarray) -> None:
+        if not self.in_shared(cta, a, len(data)):
+            raise EmulationError(f"shared write {a:#x}+{len(data)} outside the CTA's shared memory")
+        cta.smem[a:a + len(data)] = data
+
+    def cluster_target(self, w: Warp, a: int) -> tuple[Cta, int]:
+        """(CTA, local address) of a shared::cluster address (a plain shared address is the own CTA's)."""
+        rank, local = divmod(int(a), 1 << CLUSTER_BIT)
+        cta = self.ctas[rank - 1] if rank else w.cta
+        if cta.exited:
+            raise EmulationError("shared::cluster access to a CTA that has exited")
+        return cta, local
+
+    # -- mbarriers (9.7.13.15) -------------------------------------------------------------------------
+    @staticmethod
+    def bar_state(cta: Cta, a: int) -> dict:
+        if a % 8 or a not in cta.mbar:
+            raise EmulationError(f"mbarrier at {a:#x} not initialised")
+        return cta.mbar[a]
+
+    def bar_arrive(self, cta: Cta, a: int, tx: int = 0) -> None:
+        b = self.bar_state(cta, a)
+        b["tx"] += tx
+        b["pending"] -= 1
+        if b["pending"] < 0:
+            raise EmulationError(f"more arrivals than expected on mbarrier {a:#x}")
+        self.bar_check(b)
+        self.stats["arrive"] += 1
+
+    def bar_complete_tx(self, cta: Cta, a: int, nbytes: int) -> None:
+        b = self.bar_state(cta, a)
+        b["tx"] -= nbytes                        # may go negative first: a peer's bytes before our expect_tx
+        self.bar_check(b)
+
+    @staticmethod
+    def bar_check(b: dict) -> None:
+        if b["pending"] == 0 and b["tx"] == 0:
+            b["phase"] += 1
+            b["pending"] = b["count"]
+
+    # -- TMA (cp.async.bulk.tensor) --------------------------------------------------------------------
+    def tma(self, w: Warp, dst: int, tm: int, coords: tuple[int, int], bar: int, mask: int | None = None) -> None:
+        if tm not in w.fenced:
+            raise EmulationError("tensor map used before fence.proxy.tensormap")
+        spec = self.tmaps[tm]
+        x, y = coords
+        inner, rows = spec["box"]
+        eb = spec["elem_bytes"]
+        if not (0 <= x and x + inner <= spec["dims"][0] and 0 <= y and y + rows <= spec["dims"][1]):
+            raise EmulationError("TMA box out of bounds")
+        if dst % 128 or dst >= 1 << CLUSTER_BIT:
+            raise EmulationError("TMA destination: a 128-byte aligned local address")
+        stride = spec["strides"][0]
+        row_bytes = inner * eb
+        data = []
+        for r in range(rows):
+            src = spec["address"] + (y + r) * stride + x * eb
+            data.append(self.mem.read_bytes(src, row_bytes, spec["operand"]))
+        block = np.concatenate(data)
+        logical = dst + np.arange(block.size)
+        xor_bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[spec["swizzle"]]
+        phys = logical ^ (((logical >> 7) & ((1 << xor_bits) - 1)) << 4)
+        # multicast: the same offsets (data and mbarrier) in every CTA of the mask
+        targets = [w.cta] if mask is None else [c for c in self.ctas if mask >> c.rank & 1]
+        self.stats["tma"] += 1
+        self.stats["multicast"] += mask is not None
+        for cta in targets:
+            copy = (cta, phys, block, bar)
+            if self.land == "eager":
+                self.land_copy(copy)
+            else:
+                self.pending.append(copy)
+
+    def land_copy(self, copy) -> None:
+        cta, phys, block, bar = copy
+        if not (self.in_shared(cta, int(phys.min())) and self.in_shared(cta, int(phys.max()))):
+            raise EmulationError("TMA copy outside the CTA's shared memory")
+        cta.smem[phys] = block
+        self.bar_complete_tx(cta, bar, block.size)
+
+    # -- wgmma (9.7.15.6) ------------------------------------------------------------------------------
+    def read_operand(self, cta: Cta, desc: int, rows: int, row_bytes: int, row0: int) -> np.ndarray:
+        """Bytes [rows][row_bytes] of a K-major operand from its descriptor, rows row0.. (9.7.15.5.1.2)."""
+        start = (desc & 0x3FFF) << 4
+        sbo = ((desc >> 32) & 0x3FFF) << 4
+        lbo = ((desc >> 16) & 0x3FFF) << 4
+        base_offset = (desc >> 49) & 7
+        swz = {0: "none", 1: "128B", 2: "64B", 3: "32B"}[desc >> 62]
+        if desc & ~((0x3FFF) | (0x3FFF << 16) | (0x3FFF << 32) | (7 << 49) | (3 << 62)):
+            raise EmulationError("wgmma descriptor: unused bits set")
+        r = np.arange(row0, row0 + rows)[:, None]
+        b = np.arange(row_bytes)[None, :]
+        if swz == "none":        # core matrices 8 rows x 16 B; LBO between K-adjacent ones, SBO between 8-row groups
+            a = start + (r // 8) * sbo + (r % 8) * 16 + (b // 16) * lbo + b % 16
+        else:                    # rows W bytes apart inside an 8-row atom, SBO between atoms
+            width = {"32B": 32, "64B": 64, "128B": 128}[swz]
+            if row_bytes > width:
+                raise EmulationError("wgmma descriptor: a row wider than the swizzle atom")
+            bits = {"32B": 1, "64B": 2, "128B": 3}[swz]
+            a = start + (r // 8) * sbo + (r % 8) * width + b
+            a = a ^ ((((a >> 7) - base_offset) & ((1 << bits) - 1)) << 4)
+        if not (self.in_shared(cta, int(a.min())) and self.in_shared(cta, int(a.max()))):
+            raise EmulationError("wgmma descriptor read outside the CTA's shared memory")
+        return cta.smem[a]
+
+    def _wgmma_form(self, op: str):
+        """The mma.sp form whose sparse layout a `wgmma.mma_async.sp...mMnNkK.D.A.B` step uses (same
+        A types, K and metadata layout: 9.7.15.6.1 restates the mma.sp sparse storage)."""
+        form = self._forms.get(op)
+        if form is None:
+            from ..isa.mma_sp.forms import find_form
+
+            parts = op.split(".")
+            shape = next(p for p in parts if p.startswith("m64n"))
+            k = int(shape.split("k")[1])
+            d_type, a_type, b_type = parts[parts.index(shape) + 1:parts.index(shape) + 4]
+            form = find_form(f"m16n8k{k}", a_type, b_type, d_type, d_type)
+            self._forms[op] = form
+        return form
+
+    def run_wgmma(self, w: Warp, op: dict) -> None:
+        from .. import sparse
+        from ..isa.mma_sp.fragments import metadata_suppliers
+
+        form = self._wgmma_form(op["op"])
+        warp = (int(w.tid[0]) // 32) % 4
+        storage = sparse._np_dtype(form.a_type), sparse._np_dtype(form.b_type)
+        comp = self.read_operand(w.cta, op["a"], 16, 32, 16 * warp).view(storage[0])     # 16 rows x K/2
+        bt = self.read_operand(w.cta, op["b"], op["n"], 64, 0).view(storage[1])           # N rows x K
+        words = w.r[op["meta"]].astype(np.uint32)
+        sup = metadata_suppliers(form.layout, op["sel"])
+        lane = np.arange(32)
+        # the hardware reads the selected threads only: lane (g, t) plays supplier 2*sel + (t & 1) (pairs)
+        src = (lane & ~3) + (np.array(sup)[lane % len(sup)] if len(sup) < 4 else lane % 4)
+        dense = sparse.decompress(comp, words[src].reshape(1, 1, 32), form.a_type, form.shape)
+        prod = dense.astype(np.float64) @ bt.astype(np.float64).T                   # 16 x N
+        g, t = lane // 4, lane % 4
+        for i, reg in enumerate(op["acc"]):
+            row = g + 8 * ((i >> 1) & 1)                                            # Figure 149
+            col = 8 * (i >> 2) + 2 * t + (i & 1)
+            old = w.r[reg] if op["scale_d"] else np.zeros(32, np.uint64)
+            if form.c_type == "f32":
+                v = old.astype(np.uint32).view(np.float32).astype(np.float64) + prod[row, col]
+                w.r[reg] = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+            else:
+                v = old.astype(np.uint32).view(np.int32).astype(np.int64) + np.rint(prod[row, col]).astype(np.int64)
+                w.r[reg] = (v & 0xFFFFFFFF).astype(np.uint64)
+        self.stats["wgmma"] += 1
+
+    # -- mma.sp ----------------------------------------------------------------------------------------
+    def _mma_sp_form(self, op: str):
+        form = self._forms.get(op)
+        if form is None:
+            from ..isa.mma_sp.forms import find_form
+
+            parts = op.split(".")
+            shape = next(p for p in parts if re.fullmatch(r"m16n8k\d+", p))
+            kind = next((p.removeprefix("kind::") for p in parts if p.startswith("kind::")), None)
+            types = [p for p in parts[parts.index(shape) + 1:] if p not in ("row", "col")]
+            types = [p for p in types if not p.startswith(("kind::", "block_scale", "scale_vec"))]
+            d_type, a_type, b_type, c_type = types[-4:]
+            stype = types[-5] if len(types) > 4 else None
+            kw = {"scale_type": stype} if stype else {}
+            form = find_form(shape, a_type, b_type, c_type, d_type, kind, **kw)
+            self._forms[op] = form
+        return form
+
+    def _mma_sp(self, w: Warp, op: str, ops, act) -> None:
+        from .mma_sp import mma_sp_warp
+
+        if not (act.all() and w.alive.all()):
+            raise EmulationError("mma.sp by part of a warp (.sync.aligned)")
+        form = self._mma_sp_form(op)
+        regs = lambda x: [self.val(w, r) for r in vector(x)]          # noqa: E731
+        if form.block_scale is not None:
+            # operands: d, a, b, c, e, selector, scale-a-data, {byte-id, thread-id}, scale-b-data, {..}
+            unit = {"ue8m0": 0x7F, "ue4m3": 0x38}[form.scale_type]
+            for x in (ops[6], ops[8]):
+                word = self.val(w, x)
+                if not (word & np.uint64(0xFF) == unit).all():
+                    raise EmulationError("block-scaled mma.sp with scale factors other than 1.0 is not modelled")
+        d = mma_sp_warp(form, regs(ops[1]), regs(ops[2]), regs(ops[3]), self.val(w, ops[4]), int(ops[5], 0))
+        for i, r in enumerate(vector(ops[0])):
+            w.r[r] = d[i]
+        self.stats["mma"] += 1
+
+    # -- one warp until it blocks -----------------------------------------------------------------------
+    def step_warp(self, w: Warp):
+        """Run until ret / a barrier / a failed try_wait / a release; returns (state, progressed)."""
+        code, labels = self.k.code, self.k.labels
+        progressed = False
+        while True:
+            ins = code[w.pc]
+            w.pc += 1
+            op, ops = ins.op, ins.args
+            act = w.alive.copy()
+            if ins.pred is not None:
+                act &= w.r[ins.pred].astype(bool) ^ ins.negate
+            if op == "bra.uni" or op == "bra":
+                if act.any() and not act[w.alive].all():
+                    raise EmulationError(f"line {ins.line}: non-uniform branch: {ins.text}")
+                w.branches += 1
+                if act.any():
+                    w.pc = labels[ops[0]]
+                continue
+            if not act.any():
+                continue
+            if op == "ret":
+                w.alive &= ~act
+                if not w.alive.any():
+                    return "ret", True
+                continue
+            if op == "bar.sync" or op.startswith("barrier.cluster.arrive"):
+                if not (act.all() and w.alive.all()):
+                    raise EmulationError(f"line {ins.line}: {op} by part of a warp")
+                if op == "bar.sync":
+                    w.bar = (w.cta.rank, int(self.val(w, ops[0])[0]), int(ops[1]) if len(ops) > 1 else None)
+                else:                              # arrive + the wait that follows: the whole cluster
+                    w.bar = ("cluster", 0, self.threads * len(self.ctas))
+                return "bar", True
+            if op.startswith("mbarrier.try_wait"):
+                a = self.addr(w, ops[1])[act]
+                parity = self.val(w, ops[2])[act]
+                # the phase of parity P is complete when the current phase's parity differs from P
+                ok = np.array([self.bar_state(w.cta, int(x))["phase"] % 2 != int(p) for x, p in zip(a, parity)])
+                full = np.zeros(32, bool)
+                full[act] = ok
+                self.setr(w, ops[0], full, act)
+                if not ok.all():
+                    return "spin", progressed
+                continue
+            try:
+                self.execute(w, op, ops, act)
+            except EmulationError as e:
+                if str(e).startswith("line "):
+                    raise
+                raise EmulationError(f"line {ins.line}: {e} ({ins.text})") from None
+            progressed = True
+            if op.startswith("mbarrier.arrive.shared"):
+                return "yield", True             # a release: whoever waits on it may run before this warp goes on
+
+    def execute(self, w: Warp, op: str, ops, act) -> None:
+        v = lambda x: self.val(w, x)                      # noqa: E731
+        parts = op.split(".")
+        base = parts[0]
+        cta = w.cta
+        if base == "ld" and parts[1] == "param":
+            name = ops[1].strip("[]")
+            if name not in self.params:
+                raise EmulationError(f"no value for parameter {name}")
+            self.setr(w, ops[0], np.full(32, self.params[name], np.uint64), act)
+        elif base in ("mov", "cvta"):
+            self.setr(w, ops[0], v(ops[1]), act)
+        elif op == "and.pred":
+            self.setr(w, ops[0], v(ops[1]).astype(bool) & v(ops[2]).astype(bool), act)
+        elif op == "or.pred":
+            self.setr(w, ops[0], v(ops[1]).astype(bool) | v(ops[2]).astype(bool), act)
+        elif base in ("and", "or", "shr", "shl", "add", "sub", "xor", "min", "max", "div", "rem"):
+            a, b = v(ops[1]), v(ops[2])
+            bits = 64 if parts[-1].endswith("64") else 32
+            mask = M64 if bits == 64 else M32
+            if base in ("shl", "shr"):
+                b = np.minimum(b, np.uint64(bits))
+                r = (a << b) if base == "shl" else (a >> b)
+                r = np.where(b >= bits, np.uint64(0), r)
+            else:
+                r = {"and": lambda: a & b, "or": lambda: a | b, "add": lambda: a + b, "sub": lambda: a - b,
+                     "xor": lambda: a ^ b, "min": lambda: np.minimum(a, b), "max": lambda: np.maximum(a, b),
+                     "div": lambda: a // b, "rem": lambda: a % b}[base]()
+            self.setr(w, ops[0], r & mask, act)
+        elif op in ("mul.lo.u32", "mad.lo.u32", "mul.lo.s32", "mad.lo.s32"):
+            r = v(ops[1]) * v(ops[2]) + (v(ops[3]) if base == "mad" else np.uint64(0))
+            self.setr(w, ops[0], r & M32, act)
+        elif op in ("mul.lo.u64", "mad.lo.u64"):
+            r = v(ops[1]) * v(ops[2]) + (v(ops[3]) if base == "mad" else np.uint64(0))
+            self.setr(w, ops[0], r, act)
+        elif op in ("mul.wide.u32", "mad.wide.u32"):
+            r = (v(ops[1]) & M32) * (v(ops[2]) & M32) + (v(ops[3]) if base == "mad" else np.uint64(0))
+            self.setr(w, ops[0], r, act)
+        elif op in ("cvt.u64.u32", "cvt.u32.u64"):
+            self.setr(w, ops[0], v(ops[1]) & M32, act)
+        elif base == "setp":
+            a, b = v(ops[1]), v(ops[2])
+            if parts[2].startswith("s"):
+                width = int(parts[2][1:])
+                a = (a.astype(np.int64) << (64 - width)) >> (64 - width)
+                b = (b.astype(np.int64) << (64 - width)) >> (64 - width)
+            r = {"gt": a > b, "lt": a < b, "ge": a >= b, "le": a <= b, "ne": a != b, "eq": a == b}[parts[1]]
+            if len(parts) > 3 and parts[3] == "and":
+                r = r & v(ops[3]).astype(bool)
+            self.setr(w, ops[0], r, act)
+        elif base == "selp":
+            self.setr(w, ops[0], np.where(v(ops[3]).astype(bool), v(ops[1]), v(ops[2])), act)
+        elif base in ("fence", "prefetch"):
+            if op.startswith("fence.proxy.tensormap"):
+                w.fenced.update(int(x) for x in self.addr(w, ops[0])[act])
+        elif op.startswith("barrier.cluster.wait"):
+            pass                                            # folded into the arrive (step_warp)
+        elif op == "mapa.shared::cluster.u32":
+            if not (v(ops[1]) < 1 << CLUSTER_BIT).all():
+                raise EmulationError("mapa of an address that is not CTA-local")
+            self.setr(w, ops[0], ((v(ops[2]) + np.uint64(1)) << np.uint64(CLUSTER_BIT)) | v(ops[1]), act)
+        elif op == "mbarrier.init.shared::cta.b64":
+            for a in self.addr(w, ops[0])[act]:
+                if int(a) in cta.mbar:
+                    raise EmulationError("mbarrier initialised twice")
+                count = int(v(ops[1])[0])
+                cta.mbar[int(a)] = {"count": count, "pending": count, "tx": 0, "phase": 0}
+        elif op.startswith("mbarrier.arrive"):
+            tx = int(ops[2], 0) if "expect_tx" in op else 0
+            for a in self.addr(w, ops[1])[act]:
+                target, local = self.cluster_target(w, a) if ".shared::cluster" in op else (cta, int(a))
+                self.bar_arrive(target, local, tx)
+        elif op.startswith("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"):
+            m = re.fullmatch(r"\[(%\w+), \{(%\w+), (%\w+)\}\]", ops[1])
+            dst, bar = self.addr(w, ops[0]), self.addr(w, ops[2])
+            tm, cx, cy = (v(m.group(i)) for i in (1, 2, 3))
+            mask = v(ops[3]) if op.endswith(".multicast::cluster") else None
+            for lane in np.flatnonzero(act):
+                self.tma(w, int(dst[lane]), int(tm[lane]), (int(cx[lane]), int(cy[lane])), int(bar[lane]),
+                         None if mask is None else int(mask[lane]))
+        elif op.startswith("wgmma.mma_async.sp"):
+            if not (act.all() and w.alive.all()):
+                raise EmulationError("wgmma by part of a warp")
+            acc = vector(ops[0])
+            da, db = v(ops[1]), v(ops[2])                     # descriptors are read at issue
+            if not ((da == da[0]).all() and (db == db[0]).all()):
+                raise EmulationError("descriptor not uniform across the warp")
+            n = int(re.search(r"\.m64n(\d+)k", op).group(1))
+            rec = {"op": op, "acc": acc, "a": int(da[0]), "b": int(db[0]), "n": n, "meta": ops[3],
+                   "sel": int(ops[4], 0), "scale_d": bool(v(ops[5]).astype(bool).all()),
+                   "busy": set(acc) | {ops[3]}}
+            if self.late_mma:
+                w.open.append(rec)
+            else:
+                self.run_wgmma(w, rec)
+        elif op == "wgmma.fence.sync.aligned":
+            pass
+        elif op == "wgmma.commit_group.sync.aligned":
+            w.groups.append(w.open)
+            w.open = []
+        elif op == "wgmma.wait_group.sync.aligned":
+            while len(w.groups) > int(ops[0]):
+                grp = w.groups.pop(0)
+                for rec in grp:
+                    rec["busy"] = set()
+                    self.run_wgmma(w, rec)
+        elif op == "cp.async.cg.shared.global":
+            if ops[2] != "16":
+                raise EmulationError("cp.async.cg copies 16 bytes")
+            dst, src = self.addr(w, ops[0]), self.addr(w, ops[1])
+            copies = []
+            for lane in np.flatnonzero(act):
+                d = int(dst[lane])
+                if not self.in_shared(cta, d, 16):
+                    raise EmulationError("cp.async destination outside the CTA's shared memory")
+                copies.append((d, self.mem.read_bytes(int(src[lane]), 16).copy()))
+            self.stats["cp.async"] += len(copies)
+            if self.land == "eager":
+                for d, x in copies:
+                    cta.smem[d:d + 16] = x
+            else:
+                w.cp_open.extend(copies)
+        elif op == "cp.async.commit_group":
+            w.cp_groups.append(w.cp_open)
+            w.cp_open = []
+        elif op == "cp.async.wait_group":
+            while len(w.cp_groups) > int(ops[0]):
+                for d, data in w.cp_groups.pop(0):
+                    cta.smem[d:d + len(data)] = data
+        elif op == "cp.async.wait_all":
+            w.cp_groups.append(w.cp_open)
+            w.cp_open = []
+            while w.cp_groups:
+                for d, data in w.cp_groups.pop(0):
+                    cta.smem[d:d + len(data)] = data
+        elif op == "ldmatrix.sync.aligned.m8n8.x4.shared.b16":
+            if not act.all():
+                raise EmulationError("ldmatrix by part of a warp")
+            a = self.addr(w, ops[1])
+            rows = np.stack([self.sread(cta, int(x), 16) for x in a]).view(np.uint32)   # [lane][4 words]
+            lane = np.arange(32)
+            for j, reg in enumerate(vector(ops[0])):  # matrix j: rows from lanes 8j..8j+7; lane 4r+c gets word c of row r
+                self.setr(w, reg, rows[8 * j + lane // 4, lane % 4].astype(np.uint64), act)
+            self.stats["ldmatrix"] += 1
+        elif base.startswith("mma"):
+            self._mma_sp(w, op, ops, act)
+        elif base == "ld" and parts[1] in ("shared", "global"):
+            regs = vector(ops[0])
+            size = int(re.sub(r"\D", "", parts[-1])) // 8
+            a = self.addr(w, ops[1])
+            full = [np.zeros(32, np.uint64) for _ in regs]
+            for lane in np.flatnonzero(act):
+                at = int(a[lane])
+                data = self.sread(cta, at, size * len(regs)) if parts[1] == "shared" \
+                    else self.mem.read_bytes(at, size * len(regs))
+                words = np.frombuffer(data.tobytes(), {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size])
+                for i in range(len(regs)):
+                    full[i][lane] = words[i]
+            for reg, x in zip(regs, full):
+                self.setr(w, reg, x, act)
+        elif base == "st" and parts[1] in ("shared", "global"):
+            size = int(re.sub(r"\D", "", parts[-1])) // 8
+            dt = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[size]
+            a = self.addr(w, ops[0])
+            words = np.stack([v(r).astype(dt) for r in vector(ops[1])], -1)
+            for lane in np.flatnonzero(act):
+                data = words[lane].view(np.uint8)
+                if parts[1] == "shared":
+                    self.swrite(cta, int(a[lane]), data)
+                else:
+                    self.mem.write_bytes(int(a[lane]), data)
+        elif op in ("cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32"):
+            import ml_dtypes
+            dt = ml_dtypes.bfloat16 if "bf16" in op else np.float16
+            hi, lo = (v(x).astype(np.uint32).view(np.float32).astype(dt).view(np.uint16).astype(np.uint64)
+                      for x in ops[1:3])
+            self.setr(w, ops[0], (hi << np.uint64(16)) | lo, act)
+        else:
+            raise EmulationError(f"unsupported instruction {op}")
