@@ -9,8 +9,8 @@ ptxas, configuration errors and DSL wiring.
 2. Execution model: the emulator's warp machine (compiler/emulate/warp.py) runs the emitted PTX text
    itself warp by warp, with numpy registers of 32 lanes: ldmatrix (PTX ISA ldmatrix: lane 4r+c receives
    elements 2c, 2c+1 of row r of matrix j in register j), mma.sp (compiler/emulate/mma_sp.py, built on
-   compiler/mma_sp; checked here against closed forms of the ISA fragment figures, 9.7.14.6.2 A, B and
-   C/D, 9.7.14.6.1 metadata suppliers, written independently of compiler/mma_sp/fragments.py), cp.async
+   compiler/isa/mma_sp; checked here against closed forms of the ISA fragment figures, 9.7.14.6.2 A, B and
+   C/D, 9.7.14.6.1 metadata suppliers, written independently of compiler/isa/mma_sp/fragments.py), cp.async
    with commit/wait groups (PTX ISA cp.async) and bar.sync. Warps run one at a time between barriers,
    in forward and in reverse order, and cp.async copies land either at issue ("eager") or only at the
    wait_group that retires them ("lazy"): a missing wait or barrier, or a stage refilled while another
@@ -202,7 +202,7 @@ def _decode(bits: np.ndarray, dtype: str) -> np.ndarray:
 
 def closed_form_mma_sp_warp(form, a, b, c, e, sel):
     """One warp's mma.sp from the closed forms above: a, b, c = [regs][32] words, e = [32] words -> d
-    words [4][32]. The emulator's mma.sp (compiler/emulate/mma_sp.py, built on compiler/mma_sp) must
+    words [4][32]. The emulator's mma.sp (compiler/emulate/mma_sp.py, built on compiler/isa/mma_sp) must
     agree with it (test_emulator_mma_sp_matches_the_closed_forms)."""
     tab = _mma_tables(form)
     av = np.concatenate([_decode(a[r], form.a_type) for r in range(len(a))], -1)    # [32][elements]
@@ -247,7 +247,7 @@ def closed_form_mma_sp_warp(form, a, b, c, e, sel):
 @pytest.mark.parametrize("form", [F16, BF16, S8, U8S8, E4M3, TF32], ids=lambda f: f.name)
 @pytest.mark.parametrize("sel", [0, 1])
 def test_emulator_mma_sp_matches_the_closed_forms(form, sel):
-    """The emulator's mma.sp (fragment maps of compiler/mma_sp) equals the closed forms of the ISA figures
+    """The emulator's mma.sp (fragment maps of compiler/isa/mma_sp) equals the closed forms of the ISA figures
     on random registers: every A, B, C word and the metadata of the selected threads count."""
     if form.a_type in ("bf16", "e4m3"):
         pytest.importorskip("ml_dtypes")

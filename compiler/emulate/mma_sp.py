@@ -6,7 +6,7 @@ g + 8*(j & 1); B register j = word t + 4*j of B^T row g; c_i at row g + 8*(i >> 
 the metadata of the lanes the sparsity selector names (9.7.14.6.1) is put where compiler.sparse expects
 every lane's word, and compiler.sparse decompresses A and decodes B. The warp's result is rounded once
 to the D type. tests/test_sparse_gemm_kernel.py checks this against closed forms written from the ISA
-figures without compiler/mma_sp.
+figures without compiler/isa/mma_sp.
 """
 from __future__ import annotations
 
