@@ -109,11 +109,14 @@ def _parser():
 def _version(text: str | None):
     if text is None:
         return None
-    from .isa.targets import parse_version
+    from .isa.targets import parse_version, version_problem
 
     v = parse_version(text)
     if v is None:
-        raise UsageError(f"--ptx-version must look like 8.6, got '{text}'")
+        message, hint = version_problem(text)
+        if message.startswith("PTX version must look like"):
+            raise UsageError(f"--ptx-version must look like 8.6, got '{text}'")
+        raise UsageError(f"--ptx-version: {message}; {hint}")
     return v
 
 

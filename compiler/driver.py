@@ -124,13 +124,14 @@ def tile_file_spec(spec: TileSpec, target: str,
     deep in a pass. `ptx_version` may be (8, 6) or "8.6"."""
     from .diagnostics import SpecError
     from .spec_printer import print_tile
-    from .isa.targets import TARGETS, parse_version
+    from .isa.targets import TARGETS, parse_version, version_problem
 
     if target not in TARGETS:
         raise CompileError([Diagnostic(f"unknown target '{target}'", hint="one of: " + ", ".join(TARGETS))])
     version = parse_version(ptx_version) if isinstance(ptx_version, str) else ptx_version
     if ptx_version is not None and version is None:
-        raise CompileError([Diagnostic(f"PTX version must look like 8.6, got {ptx_version!r}")])
+        message, hint = version_problem(str(ptx_version))
+        raise CompileError([Diagnostic(message, hint=hint)])
     try:
         print_tile(spec)
     except SpecError as e:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..diagnostics import CompileError, Diagnostic, Loc
 from ..spec import (OPERAND_NAMES, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec,
                     ZeroColumnsSpec)
-from ..isa.targets import TARGETS, parse_version
+from ..isa.targets import TARGETS, parse_version, version_problem
 from ..isa.types import TYPES
 from .parser import Arg, FileNode, Statement, Value, parse
 
@@ -142,7 +142,8 @@ class Builder:
                         self.error("ptx version given twice", st.loc, f"first given at {locs['ptx']}")
                     ver = parse_version(v.text) if v.kind == "atom" else None
                     if ver is None:
-                        self.error(f"PTX version must look like 8.6, found '{v.text}'", v.loc)
+                        message, hint = version_problem(v.text)
+                        self.error(message, v.loc, hint)
                     ptx = ver
                     locs["ptx"] = v.loc
             except _Fail:

@@ -1,8 +1,11 @@
 """Targets and PTX ISA versions.
 
-`min_ptx` is the lowest `.version` that accepts `.target NAME` (PTX ISA "Release notes" /
-target tables; checked with ptxas 13.0, see ../shared/reference/ptx-digest.md §2.3).
-`MAX_PTX` is the newest PTX ISA the pinned CUDA 13.0 ptxas understands.
+`PTX_RELEASES` lists every PTX ISA version NVIDIA released (PTX ISA 13 "Release Notes", table "PTX Release
+History", Table 62 in PTX ISA 9.3); a `.version` outside it is an error, never emitted. Versions are
+compared as (major, minor) tuples of released versions only, so "8.48" cannot pass for a version newer
+than 8.8.
+`min_ptx` is the lowest `.version` that accepts `.target NAME` (the "Supported Targets" column of the same
+table; checked with ptxas 13.0). `MAX_PTX` is the newest PTX ISA the pinned CUDA 13.0 ptxas understands.
 """
 from __future__ import annotations
 
@@ -11,6 +14,24 @@ from dataclasses import dataclass
 Version = tuple[int, int]
 
 MAX_PTX: Version = (9, 0)
+
+# PTX ISA 13 "Release Notes", "PTX Release History" (Table 62 in PTX ISA 9.3): version -> first CUDA release
+# (or driver) that shipped it. PTX 3.0 shipped with CUDA 4.1 and 4.2; 8.5 with CUDA 12.5 and 12.6.
+PTX_RELEASES: dict[Version, str] = {
+    (1, 0): "CUDA 1.0", (1, 1): "CUDA 1.1", (1, 2): "CUDA 2.0", (1, 3): "CUDA 2.1", (1, 4): "CUDA 2.2",
+    (1, 5): "driver r190",
+    (2, 0): "CUDA 3.0", (2, 1): "CUDA 3.1", (2, 2): "CUDA 3.2", (2, 3): "CUDA 4.0",
+    (3, 0): "CUDA 4.1", (3, 1): "CUDA 5.0", (3, 2): "CUDA 5.5",
+    (4, 0): "CUDA 6.0", (4, 1): "CUDA 6.5", (4, 2): "CUDA 7.0", (4, 3): "CUDA 7.5",
+    (5, 0): "CUDA 8.0",
+    (6, 0): "CUDA 9.0", (6, 1): "CUDA 9.1", (6, 2): "CUDA 9.2", (6, 3): "CUDA 10.0", (6, 4): "CUDA 10.1",
+    (6, 5): "CUDA 10.2",
+    (7, 0): "CUDA 11.0", (7, 1): "CUDA 11.1", (7, 2): "CUDA 11.2", (7, 3): "CUDA 11.3", (7, 4): "CUDA 11.4",
+    (7, 5): "CUDA 11.5", (7, 6): "CUDA 11.6", (7, 7): "CUDA 11.7", (7, 8): "CUDA 11.8",
+    (8, 0): "CUDA 12.0", (8, 1): "CUDA 12.1", (8, 2): "CUDA 12.2", (8, 3): "CUDA 12.3", (8, 4): "CUDA 12.4",
+    (8, 5): "CUDA 12.5", (8, 6): "CUDA 12.7", (8, 7): "CUDA 12.8", (8, 8): "CUDA 12.9",
+    (9, 0): "CUDA 13.0", (9, 1): "CUDA 13.1", (9, 2): "CUDA 13.2", (9, 3): "CUDA 13.3",
+}
 
 
 @dataclass(frozen=True)
@@ -51,11 +72,49 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 )}
 
 
-def parse_version(text: str) -> Version | None:
+def _spelled_version(text: str) -> Version | None:
+    """(major, minor) of text spelled "M.N" (ASCII digits), whether or not it was released."""
     parts = text.split(".")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
         return None
     return int(parts[0]), int(parts[1])
+
+
+def parse_version(text: str) -> Version | None:
+    """The released PTX ISA version `text` spells exactly ("8.6"; not "8.60" or "08.6"), else None."""
+    v = _spelled_version(text)
+    return v if v in PTX_RELEASES and format_version(v) == text else None
+
+
+def is_released(v: Version) -> bool:
+    return v in PTX_RELEASES
+
+
+def near_versions(v: Version, count: int = 2) -> list[Version]:
+    """Up to `count` released versions on each side of `v` (in version order)."""
+    releases = sorted(PTX_RELEASES)
+    below = [r for r in releases if r < v][-count:]
+    above = [r for r in releases if r > v][:count]
+    return below + above
+
+
+def version_problem(text: str) -> tuple[str, str]:
+    """(message, hint) saying why `text` is not a PTX ISA version tilec can emit (parse_version is None)."""
+    v = _spelled_version(text)
+    newest = max(PTX_RELEASES)
+    if v is None:
+        return (f"PTX version must look like 8.6, found '{text}'",
+                f"released PTX ISA versions run from 1.0 to {format_version(newest)}")
+    near = ", ".join(format_version(r) for r in near_versions(v))
+    if v in PTX_RELEASES:                   # a released version, spelled with extra zeros
+        return (f"PTX version '{text}' is spelled with extra zeros", f"write {format_version(v)}")
+    minors = [r[1] for r in PTX_RELEASES if r[0] == v[0]]
+    if minors:
+        why = f"PTX ISA {v[0]}.x runs from {v[0]}.{min(minors)} to {v[0]}.{max(minors)}"
+    else:
+        why = f"there is no PTX ISA {v[0]}.x"
+    return (f"PTX ISA {text} was never released ({why}; PTX Release History)",
+            f"released versions near it: {near}")
 
 
 def format_version(v: Version) -> str:

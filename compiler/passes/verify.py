@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import CompileError, Diagnostic, SpecError
-from ..isa.targets import MAX_PTX, TARGETS, format_version
+from ..isa.targets import MAX_PTX, TARGETS, format_version, is_released, version_problem
 from . import Pass, PassContext
 
 # Operands each engine needs, and the spaces each may live in.
@@ -71,6 +71,10 @@ class Verify(Pass):
         fspec = module.payload["spec"]
         target = TARGETS[fspec.target]
         needed = target.min_ptx
+        if fspec.ptx_version is not None and not is_released(fspec.ptx_version):
+            # a version given in code (compile_source(ptx_version=...)); text is checked by the front end
+            message, hint = version_problem(format_version(fspec.ptx_version))
+            ctx.fail(message, fspec.loc("ptx"), hint)
         from ..ptx.builder import is_ptx_identifier
 
         for tile in module.ops("tilec.tile"):
