@@ -18,7 +18,7 @@ from compiler.frontend.build import (BLOCK_SCALE_VECS, ENGINES, MAJORS, METADATA
                                      SWIZZLES)
 from compiler.spec import (OPERAND_NAMES, FileSpec, OperandSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
 from compiler.spec_printer import HEADER_FIELDS, TILE_STATEMENTS, print_file, print_tile
-from compiler.isa.targets import TARGETS
+from compiler.isa.targets import PTX_RELEASES, TARGETS
 from compiler.isa.types import TYPES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,7 +213,8 @@ def tiles(draw, name):
 def file_specs(draw):
     names = draw(st.lists(NAME, min_size=1, max_size=3, unique=True))
     return FileSpec(draw(st.sampled_from(list(TARGETS))), [draw(tiles(n)) for n in names],
-                    draw(_maybe(st.tuples(st.integers(0, 12), st.integers(0, 9)))), "generated.tile")
+                    # the DSL's `ptx X.Y;` names a released PTX ISA version (PTX Release History)
+                    draw(_maybe(st.sampled_from(sorted(PTX_RELEASES)))), "generated.tile")
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
