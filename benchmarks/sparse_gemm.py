@@ -51,29 +51,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from compiler.isa.mma_sp.forms import find_form                         # noqa: E402
-from compiler.isa.mma_sp.fragments import metadata_slot                 # noqa: E402
 from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm   # noqa: E402
+from tests.gpu.harness.sparse_kernels import (SPARSE_GEMM_OTHER_FORMS, SPARSE_GEMM_OTHER_SCHEDULES,  # noqa: E402
+                                              SPARSE_GEMM_SCHEDULES, check_packer, rel_err, sparse_operands)
 
-# schedules tried per shape: name -> SparseGemmConfig fields (p = persistent CTAs)
-def _cfg(cm, cn, ck, wm, wn, st, **kw):
-    return dict(cta_m=cm, cta_n=cn, cta_k=ck, warps_m=wm, warps_n=wn, stages=st, **kw)
-
-
-CONFIGS = {
-    "128x256x64_s3": _cfg(128, 256, 64, 2, 4, 3),
-    "128x256x64_s4": _cfg(128, 256, 64, 2, 4, 4),
-    "128x256x64_s3_directD": _cfg(128, 256, 64, 2, 4, 3, stage_d=False),
-    "128x256x64_s3_r16": _cfg(128, 256, 64, 2, 4, 3, raster_group=16),
-    "256x128x64_s3": _cfg(256, 128, 64, 4, 2, 3),
-    "128x256x128_s2": _cfg(128, 256, 128, 2, 4, 2),
-    "128x256x64_s3_p": _cfg(128, 256, 64, 2, 4, 3, persistent=True),
-    "256x128x128_s2_p": _cfg(256, 128, 128, 4, 2, 2, persistent=True),
-}
+# schedules tried per shape (tests/gpu/test_sparse_gemm_gpu.py checks each of them for correctness)
+CONFIGS = SPARSE_GEMM_SCHEDULES
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
           (4096, 11008, 4096), (11008, 4096, 4096), (8192, 8192, 28672), (28672, 8192, 8192)]
 QUICK = SHAPES[:2]
-DEVICE = "cuda"                 # where operands are built (tests of the packer use "cpu")
-PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]   # the six ordered 2:4 index pairs (9.7.14.6.1)
+DEVICE = "cuda"                 # where operands are built
 
 
 def form_for(dtype: str):
@@ -89,43 +76,6 @@ def build(cp, tmp: str, key: str, dtype: str, out: str, with_c: bool):
     fn = cp.RawModule(path=path).get_function(name)
     fn.max_dynamic_shared_size_bytes = kern.smem_bytes
     return kern, fn, path
-
-
-def sparse_operands(torch, m: int, k: int, dtype, seed: int):
-    """(dense 2:4 A, compressed values M x K/2, metadata int32 [M/16][K/32][32]) on the GPU, in
-    compiler/sparse.py's layouts: kept elements of each chunk in K order; nibble = i0 | i1 << 2;
-    metadata word of (tile, k-step, lane) = OR of nibble(row, chunk) << 4n over fragments.metadata_slot."""
-    g = torch.Generator(device=DEVICE).manual_seed(seed)
-    pairs = torch.tensor(PAIRS, device=DEVICE)
-    pick = pairs[torch.randint(0, 6, (m, k // 4), device=DEVICE, generator=g)]          # [M, K/4, 2]
-    mag = torch.rand((m, k // 4, 2), device=DEVICE, generator=g) + 0.25
-    sign = torch.randint(0, 2, (m, k // 4, 2), device=DEVICE, generator=g) * 2 - 1
-    vals = (mag * sign).to(dtype)                                                       # never zero
-    dense = torch.zeros((m, k // 4, 4), device=DEVICE, dtype=dtype)
-    dense.scatter_(-1, pick, vals)
-    nib = (pick[..., 0] | (pick[..., 1] << 2)).to(torch.int64)                          # [M, K/4]
-    del pick
-    lay = form_for("f16").layout
-    rows = torch.tensor([[metadata_slot(lay, ln, n)[0] for n in range(8)] for ln in range(32)], device=DEVICE)
-    chunks = torch.tensor([[metadata_slot(lay, ln, n)[1] for n in range(8)] for ln in range(32)], device=DEVICE)
-    tiles = nib.view(m // 16, 16, k // 32, 8).permute(0, 2, 1, 3)                      # [MT, KS, 16, 8]
-    words = torch.zeros((m // 16, k // 32, 32), device=DEVICE, dtype=torch.int64)
-    for n in range(8):                     # nibble n of every lane word (one gather each: less memory)
-        words |= tiles[:, :, rows[:, n], chunks[:, n]] << (4 * n)
-    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
-    return dense.view(m, k), vals.view(m, k // 2).contiguous(), words.contiguous()
-
-
-def check_packer(torch, np) -> None:
-    """The GPU packer above produces exactly compiler.sparse.compress's bytes."""
-    from compiler.sparse import compress
-    for dtype, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
-        dense, vals, meta = sparse_operands(torch, 64, 256, dtype, seed=7)
-        host = dense.float().cpu().numpy()
-        ref_vals, ref_meta = compress(host, name, "m16n8k32")
-        got_vals = vals.view(torch.int16).cpu().numpy().view(np.uint16)
-        assert np.array_equal(got_vals, np.ascontiguousarray(ref_vals).view(np.uint16)), f"{name} values"
-        assert np.array_equal(meta.cpu().numpy().view(np.uint32), ref_meta), f"{name} metadata"
 
 
 def gpu_state() -> str:
@@ -153,13 +103,6 @@ def timed(torch, fn, iters: int, warmup: int = 5) -> float:
         e.record()
     torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) for s, e in evs)
-
-
-def rel_err(torch, out, ref) -> float:
-    o = out.float()
-    if not torch.isfinite(o).all():
-        return float("inf")
-    return float(torch.linalg.vector_norm(o - ref) / torch.linalg.vector_norm(ref))
 
 
 SMS = 132          # set from the device in main()
@@ -227,7 +170,7 @@ def main() -> int:
         return 0
 
     t0 = time.time()
-    check_packer(torch, np)
+    check_packer(torch, DEVICE)
     print("GPU packer == compiler.sparse.compress (f16, bf16)", flush=True)
     keys = args.configs.split(",")
     kernels = {key: build(cp, tmp, key, "f16", "f16", False) for key in keys}
@@ -331,14 +274,8 @@ def main() -> int:
 
 OTHER_SIZE = 4096
 # other forms at OTHER_SIZE^3: (form name, kernel input type, D type, config, with C)
-OTHER = {
-    "bf16": ("m16n8k32", "bf16", "bf16", "128x256x64_s3", False),
-    "s8": ("m16n8k64", "s8", "s32", "s8_128x256x128_s3", False),
-    "tf32": ("m16n8k16", "tf32", "f32", "tf32_128x256x32_s3", False),
-    "f16+C": ("m16n8k32", "f16", "f32", "128x256x64_s3", True),
-}
-CONFIGS_OTHER = {"s8_128x256x128_s3": _cfg(128, 256, 128, 2, 4, 3),
-                 "tf32_128x256x32_s3": _cfg(128, 256, 32, 2, 4, 3)}
+OTHER = SPARSE_GEMM_OTHER_FORMS
+CONFIGS_OTHER = SPARSE_GEMM_OTHER_SCHEDULES
 
 
 def other_form(cp, np, torch, tmp: str, what: str, iters: int) -> dict:

@@ -7,7 +7,8 @@ semi-structured sparsity) and dense cuBLAS in the same process.
     python3 benchmarks/sparse_wgmma.py --sass FILE      # also ptxas -v + SASS opcode counts of the first config
 
 Needs torch, cupy and numpy (the device image has them), not the DSL parser. Operands, timing and the
-baselines are those of benchmarks/sparse_gemm.py (imported from it, not copied): A random 2:4 f16 with
+baselines are those of benchmarks/sparse_gemm.py (imported from it, not copied; the operand packer
+is tests/gpu/harness/sparse_kernels.py's): A random 2:4 f16 with
 non-zero kept values, compressed on the GPU into compiler/sparse.py's layouts (checked against
 sparse.compress first); B stored as B^T (N x K); D = A*B in f16, f32 accumulation. The three tensor maps
 are encoded by the driver (sparse_wgmma_kernel.encode_tensor_maps). Every kernel output is compared with
@@ -37,7 +38,6 @@ stages beat 3 and 5 (934 / 849 / 777 for 128x256), 128x256 beats 256x128 (934 / 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -49,34 +49,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks import sparse_gemm as SG                                             # noqa: E402
 from compiler.isa.mma_sp.forms import find_form                                          # noqa: E402
 from compiler.ptx.sparse_wgmma_kernel import (SparseWgmmaConfig, emit_sparse_wgmma,   # noqa: E402
                                               encode_tensor_maps)
+from tests.gpu.harness.sparse_kernels import SPARSE_WGMMA_SCHEDULES                  # noqa: E402
 
-
-def _sparse_gemm_bench():
-    """benchmarks/sparse_gemm.py as a module (operands, timing, baselines, the mma.sp kernel)."""
-    spec = importlib.util.spec_from_file_location("sparse_gemm_bench", REPO / "benchmarks" / "sparse_gemm.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-SG = _sparse_gemm_bench()
-
-CONFIGS = {
-    "128x256x64_s4": dict(cta_m=128, cta_n=256, cta_k=64, stages=4),
-    "128x256x64_s3": dict(cta_m=128, cta_n=256, cta_k=64, stages=3),
-    "128x256x64_s5": dict(cta_m=128, cta_n=256, cta_k=64, stages=5),
-    "256x128x64_s4": dict(cta_m=256, cta_n=128, cta_k=64, stages=4),
-    "256x128x64_s5": dict(cta_m=256, cta_n=128, cta_k=64, stages=5),
-    "128x256x64_s4_r16": dict(cta_m=128, cta_n=256, cta_k=64, stages=4, raster_group=16),
-    # CTA pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 2 KB from L2 instead of 42
-    "128x256x64_s4_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=4, cluster_m=2),
-    "128x256x64_s3_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=3, cluster_m=2),
-    "256x128x64_s4_c2": dict(cta_m=256, cta_n=128, cta_k=64, stages=4, cluster_m=2),
-}
+# schedules tried per shape (tests/gpu/test_sparse_wgmma_gpu.py checks each of them for correctness); c2: CTA
+# pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 2 KB from L2 instead of 42
+CONFIGS = SPARSE_WGMMA_SCHEDULES
 MMA_SP_CONFIGS = ("128x256x64_s3",)                       # the warp-level kernel's best (sparse_gemm.py)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 28672), (2048, 2048, 2048), (4096, 11008, 4096),
           (11008, 4096, 4096), (28672, 8192, 8192)]
@@ -129,7 +110,7 @@ def main() -> int:
           f"{SG.gpu_state()}", flush=True)
     tmp = tempfile.mkdtemp()
     t0 = time.time()
-    SG.check_packer(torch, np)
+    SG.check_packer(torch, SG.DEVICE)
     print("GPU packer == compiler.sparse.compress (f16, bf16)", flush=True)
     kernels, mma_sp = {}, {}
     for table, key, make in ([(kernels, key, build) for key in args.configs.split(",")]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -326,14 +325,9 @@ def test_block_scaled_forms_use_unit_scales():
 
 
 def test_hw_check_host_side_dry_run():
-    """benchmarks/mma_sp_hw_check.py without a GPU: kernels emitted, data compressed and packed, static
+    """tests/gpu/harness/mma_sp_hw.py without a GPU: kernels emitted, data compressed and packed, static
     tables checked against the data, references computed (keeps the GPU proof from rotting in CI)."""
-    import importlib.util
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "mma_sp_hw_check.py"
-    spec = importlib.util.spec_from_file_location("mma_sp_hw_check", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # dataclasses look their module up there
-    spec.loader.exec_module(mod)
+    from tests.gpu.harness import mma_sp_hw as mod
     assert len(mod.runnable_forms(90)) == 44 and len(mod.runnable_forms(80)) == 40    # fp8 needs sm_89
     lines = []
     results = mod.run_checks(quick=True, name_filter="m16n8k32.f32.", dry_run=True, log=lines.append)

@@ -1,4 +1,4 @@
-"""Host half of the H100 shared-memory dump check (benchmarks/smem_dump_check.py), runnable without a GPU.
+"""Host half of the H100 shared-memory dump check (tests/gpu/harness/smem_dump.py), runnable without a GPU.
 
 * the sweep covers every swizzle x major x element width (PTX 9.7.16.3.3 modes, 9.7.16.10.1 majors);
 * global inputs are packed as the kernel ABI says (PTX 5.5.1.1.1: sub-byte values packed, little-endian);
@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -20,18 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("smem_dump_check", REPO / "benchmarks" / "smem_dump_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sdc = _load()
+from tests.gpu.harness import smem_dump as sdc
 
 
 # ------------------------------------------------------------------------------------------------

@@ -26,16 +26,14 @@ configuration errors and DSL wiring.
    or a deadlock in one of the runs. Shared memory starts as garbage and the dynamic window is not
    1024-aligned (the kernel rounds it up).
 2. Geometry: the descriptor encoder against the H100-checked tcgen05->wgmma conversion of
-   benchmarks/wgmma_read_check.py; the copy engine's address swizzle equals compiler/layout.py's canonical
+   tests/gpu/harness/wgmma_read.py; the copy engine's address swizzle equals compiler/layout.py's canonical
    layout for every region; the Figure 149 fragment map against that benchmark's.
 3. ptxas (CUDA 13.0) assembles every form for sm_90a without spills.
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -67,14 +65,6 @@ BENCH = [dict(cta_m=128, cta_n=256, cta_k=64, stages=4), dict(cta_m=128, cta_n=2
 
 def cfg_of(form=F16, name="wg", **kw) -> SparseWgmmaConfig:
     return SparseWgmmaConfig(name, form, **kw)
-
-
-def _bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # --------------------------------------------------------------------------------------------------
@@ -200,9 +190,9 @@ def test_model_catches_broken_cluster_kernels(name):
 @pytest.mark.parametrize("kw", BENCH + [dict(cta_m=128, cta_n=64, cta_k=32), dict(cta_m=256, cta_n=64, cta_k=128)],
                          ids=str)
 def test_descriptors_match_the_h100_checked_conversion(kw):
-    """wgmma_descriptor(layout strides) == benchmarks/wgmma_read_check.py's conversion of tilec's tcgen05
+    """wgmma_descriptor(layout strides) == tests/gpu/harness/wgmma_read.py's conversion of tilec's tcgen05
     descriptor of the same tile (that path read 206/206 tiles correctly on the H100, docs/verification.md)."""
-    wrc = _bench_module("wgmma_read_check")
+    from tests.gpu.harness import wgmma_read as wrc
     cfg = cfg_of(F16, **kw)
     for op, lay in zip("AB", layouts(cfg)):
         region = cfg.regions[op]
@@ -247,7 +237,7 @@ def test_copy_engine_swizzle_is_the_canonical_layout(kw):
 
 
 def test_fragment_map_matches_figure_149():
-    wrc = _bench_module("wgmma_read_check")
+    from tests.gpu.harness import wgmma_read as wrc
     for n in (64, 256):
         theirs = wrc.fragment_map(n)
         for i, dr, dc in theirs:

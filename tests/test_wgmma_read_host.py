@@ -1,4 +1,4 @@
-"""Host half of the H100 wgmma read-side check (benchmarks/wgmma_read_check.py).
+"""Host half of the H100 wgmma read-side check (tests/gpu/harness/wgmma_read.py).
 
 * the tcgen05 -> wgmma descriptor conversion, against hand-derived values from PTX ISA 9.7.16.4.1
   (Table 40) and 9.7.15.5.1.2.2 ("Matrix Descriptor Format");
@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -29,18 +28,7 @@ from compiler.sim import numerics
 from compiler.sim.smem import read_operand_bits
 from compiler.isa.types import TYPES
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("wgmma_read_check", REPO / "benchmarks" / "wgmma_read_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-W = _load()
+from tests.gpu.harness import wgmma_read as W
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Prove tilec's tcgen05 global->shared copy code, canonical layouts and descriptors on a Hopper GPU.
 
 No Blackwell GPU is available, but the *data movement* half of a tcgen05 kernel is ordinary PTX. The
@@ -26,12 +25,13 @@ copy all threads write the CTA's whole shared buffer to the global parameter S a
                   copy-code bug (c fails) from a layout/descriptor disagreement (c passes, a fails).
   emulate   (host) writes the CPU emulation in the device's output format: `check` on it is the
             host-only half of the flow (tests/test_smem_dump_host.py).
-  all       prepare + device + check on one machine (tests/gpu/test_smem_dump.py).
+  all       prepare + device + check on one machine.
 
-Usage:
-  python3 benchmarks/smem_dump_check.py prepare --data .smemdump [--quick]
-  python3 benchmarks/smem_dump_check.py device  --data .smemdump --out OUTDIR
-  python3 benchmarks/smem_dump_check.py check   --data .smemdump --dumps OUTDIR [--json report.json]
+The GPU test is tests/gpu/test_smem_dump.py (quick sweep; the full sweep under `-m "gpu and slow"`).
+By hand, from the repository root:
+  python3 -m tests.gpu.harness.smem_dump prepare --data .smemdump [--quick]
+  python3 -m tests.gpu.harness.smem_dump device  --data .smemdump --out OUTDIR
+  python3 -m tests.gpu.harness.smem_dump check   --data .smemdump --dumps OUTDIR [--json report.json]
 
 Only numpy and the standard library are imported at module level (the device path imports cupy, the
 host paths import tilec lazily), so `device` runs where tilec's dependencies (lark, ml_dtypes) are not
@@ -52,7 +52,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]      # tests/gpu/harness/ -> the repository root
+MODULE = "tests.gpu.harness.smem_dump"          # what device workers run (`python -m MODULE device-worker`)
 MANIFEST = "manifest.json"
 INPUTS = "inputs.npz"
 STATUS = "device.json"
@@ -554,6 +555,14 @@ def device_worker(data: Path, tmp: Path, start: int) -> int:
     return 0
 
 
+def worker_environment() -> dict:
+    """subprocess.run arguments under which `python -m <this module>` imports this very file: run from
+    the repository root with the root first on PYTHONPATH (the package `tests` is not installed)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return {"cwd": str(REPO), "env": env}
+
+
 def run_device(data: Path, out: Path, isolate: bool = True, log=print) -> dict:
     """Every tile of the manifest on the GPU; writes out/dumps_<i>.npz (<= DUMP_FILE_BYTES each) and
     out/device.json. With `isolate`, tiles run in worker processes restarted after a fatal CUDA error."""
@@ -569,8 +578,8 @@ def run_device(data: Path, out: Path, isolate: bool = True, log=print) -> dict:
         start = 0
         while start < count:
             if isolate:
-                rc = subprocess.run([sys.executable, __file__, "device-worker", "--data", str(data),
-                                     "--tmp", str(tmp), "--start", str(start)]).returncode
+                rc = subprocess.run([sys.executable, "-m", MODULE, "device-worker", "--data", str(data),
+                                     "--tmp", str(tmp), "--start", str(start)], **worker_environment()).returncode
             else:
                 rc = device_worker(data, tmp, start)
             lines = [json.loads(x) for x in (tmp / "status.jsonl").read_text().splitlines() if x.strip()]
@@ -1100,8 +1109,6 @@ def main(argv=None) -> int:
     a.add_argument("--out", type=Path, required=True)
     a.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
-    if args.cmd in ("prepare", "check", "emulate", "all"):
-        sys.path.insert(0, str(REPO))
     if args.cmd == "prepare":
         prepare(args.data, args.quick, assemble=not args.no_ptxas)
         return 0

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Prove the READ side of tilec's shared-memory descriptors on a Hopper GPU, through `wgmma`.
 
-No Blackwell GPU is available, and the smem-dump check (benchmarks/smem_dump_check.py) proves only the
+No Blackwell GPU is available, and the smem-dump check (tests/gpu/harness/smem_dump.py) proves only the
 write side: that tilec's copy code puts bytes where `compiler/layout.py` says. Whether a tensor core
 *reads* those images correctly through tilec's descriptors (LBO/SBO roles, swizzle, the start-address
 advance of a K step inside a swizzle atom, the base offset) needs silicon. Hopper's
@@ -24,7 +23,7 @@ i.e. each tcgen05 swizzle code is the wgmma code shifted left one bit (bit 61, t
 atomicity" flag, is 0 for the shared modes). 128B-with-32B-atoms (tcgen05 code 1), the absolute-LBO
 mode and the padded sub-byte storage have no wgmma equivalent and are out of scope.
 
-Flow (same shape as smem_dump_check.py):
+Flow (same shape as smem_dump.py):
 
   prepare  (host; tilec + ml_dtypes + ptxas) for each case of the sweep: random A (64 x K) and B (N x K)
            codes, placed into one shared-memory image at tilec's `canonical_layout(...).offset`
@@ -45,11 +44,12 @@ runtime shared base added to each descriptor's start-address field (the window b
 1024 B, so the swizzle phase of every region is that of its image offset), `wgmma.commit_group`,
 `wgmma.wait_group 0`, then each thread stores its accumulator fragment (PTX 9.7.15.5.1.1.1, Figure 149).
 
-Usage:
-  python3 benchmarks/wgmma_read_check.py prepare --data .wgmma [--quick]
-  python3 benchmarks/wgmma_read_check.py device  --data .wgmma --out OUTDIR      # on the GPU
-  python3 benchmarks/wgmma_read_check.py check   --data .wgmma --results OUTDIR [--json report.json]
-  python3 benchmarks/wgmma_read_check.py all     --data DIR [--quick]             # one GPU machine
+The GPU test is tests/gpu/test_wgmma_read.py (quick sweep; the full sweep under `-m "gpu and slow"`).
+By hand, from the repository root:
+  python3 -m tests.gpu.harness.wgmma_read prepare --data .wgmma [--quick]
+  python3 -m tests.gpu.harness.wgmma_read device  --data .wgmma --out OUTDIR      # on the GPU
+  python3 -m tests.gpu.harness.wgmma_read check   --data .wgmma --results OUTDIR [--json report.json]
+  python3 -m tests.gpu.harness.wgmma_read all     --data DIR [--quick]             # one GPU machine
 
 Only numpy and the standard library are imported at module level; tilec and compiler.sim are
 imported lazily by the host paths, so `device` runs where ml_dtypes is absent.
@@ -69,9 +69,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:                 # `python3 benchmarks/wgmma_read_check.py` from a checkout
-    sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[3]      # tests/gpu/harness/ -> the repository root
+MODULE = "tests.gpu.harness.wgmma_read"         # what device workers run (`python -m MODULE device-worker`)
 
 MANIFEST = "manifest.json"
 IMAGES = "images.npz"
@@ -720,6 +719,14 @@ def device_worker(data: Path, tmp: Path, start: int, cp=None) -> int:
     return 0
 
 
+def worker_environment() -> dict:
+    """subprocess.run arguments under which `python -m MODULE` imports this very file: run from the
+    repository root with the root first on PYTHONPATH (the package `tests` is not installed)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return {"cwd": str(REPO), "env": env}
+
+
 def run_device(data: Path, out: Path, isolate: bool = True, cp=None, log=print) -> dict:
     """Every case on the GPU; writes out/results.npz and out/device.json. With `isolate`, cases run in
     worker processes, restarted past a case whose fault killed the CUDA context."""
@@ -736,9 +743,9 @@ def run_device(data: Path, out: Path, isolate: bool = True, cp=None, log=print) 
         while start < count:
             if isolate:
                 try:
-                    rc = subprocess.run([sys.executable, __file__, "device-worker", "--data", str(data),
+                    rc = subprocess.run([sys.executable, "-m", MODULE, "device-worker", "--data", str(data),
                                          "--tmp", str(tmp), "--start", str(start)],
-                                        timeout=WORKER_TIMEOUT_S).returncode
+                                        timeout=WORKER_TIMEOUT_S, **worker_environment()).returncode
                 except subprocess.TimeoutExpired:
                     rc = -1                   # a hung kernel: recorded below as the case it was on
             else:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run every mma.sp form that an sm_80 / sm_89 / sm_90 GPU can execute through tilec's own kernel emitter
 and compare with numpy.
 
@@ -10,7 +9,9 @@ per-k-step saturation with .satfinite); floats within fp32 (or f16) accumulation
 Prints one line per form with the max abs / rel error; exit status 1 if anything fails.
 
 Needs cupy and a GPU; bf16, fp8 and 4-bit forms also need ml_dtypes (skipped without it).
-Usage: python3 benchmarks/mma_sp_hw_check.py [--quick] [--filter SUBSTRING] [--json OUT]
+The GPU test is tests/gpu/test_mma_sp_gpu.py (quick variant set per form; the full set under
+`-m "gpu and slow"`). By hand, from the repository root:
+    python3 -m tests.gpu.harness.mma_sp_hw [--quick] [--filter SUBSTRING] [--json OUT] [--dry-run]
 """
 from __future__ import annotations
 
@@ -22,17 +23,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from compiler import sparse  # noqa: E402
-from compiler.isa.mma_sp.forms import Form, all_forms  # noqa: E402
-from compiler.isa.mma_sp.metadata import (expand_pattern, kept_elements, legal_nibbles,  # noqa: E402
-                                      static_metadata)
-from compiler.ptx.mma_sp_kernel import MmaSpKernelConfig, emit_mma_sp_kernel  # noqa: E402
-from compiler.isa.targets import TARGETS  # noqa: E402
-from compiler.isa.types import TYPES  # noqa: E402
+from compiler import sparse
+from compiler.isa.mma_sp.forms import Form, all_forms
+from compiler.isa.mma_sp.metadata import expand_pattern, kept_elements, legal_nibbles, static_metadata
+from compiler.ptx.mma_sp_kernel import MmaSpKernelConfig, emit_mma_sp_kernel
+from compiler.isa.targets import TARGETS
+from compiler.isa.types import TYPES
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 

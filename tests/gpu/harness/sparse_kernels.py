@@ -1,0 +1,370 @@
+"""Host half of the sparse GEMM GPU checks (tests/gpu/test_sparse_gemm_gpu.py, test_sparse_wgmma_gpu.py,
+test_dsl_examples_gpu.py) and the code the timing benchmarks (benchmarks/sparse_gemm.py,
+benchmarks/sparse_wgmma.py) share with them:
+
+* the schedules the benchmarks time (SPARSE_GEMM_SCHEDULES, SPARSE_WGMMA_SCHEDULES): the GPU tests run
+  every one of them for correctness, so a schedule is never timed without being checked;
+* exact problems: random 2:4 A and B with 3 significant bits (compiler.sparse.random_values), so every
+  sum is exact in f32 / s32 and D must equal numpy bit for bit (f16 / bf16 D: rounded once, as numpy
+  rounds); D is poisoned first, so an unwritten element fails;
+* launches from a kernel's ABI (the JSON `tilec compile --abi` and CompileResult.to_json() give): the
+  parameter list, the grid expressions and `requires` evaluated for a problem size;
+* the GPU 2:4 packer of the benchmarks (sparse_operands, torch), which must give exactly
+  compiler.sparse.compress's bytes (check_packer), and the relative error the benchmarks guard with.
+
+numpy and the compiler's host modules are imported here; cupy and torch are passed in by the caller
+(nothing here needs a GPU until a launch).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler import sparse
+
+# --------------------------------------------------------------------------------------------------
+# The schedules the benchmarks time
+# --------------------------------------------------------------------------------------------------
+
+
+def _gemm(cm, cn, ck, wm, wn, st, **kw) -> dict:
+    return dict(cta_m=cm, cta_n=cn, cta_k=ck, warps_m=wm, warps_n=wn, stages=st, **kw)
+
+
+# compiler/ptx/sparse_gemm_kernel.py SparseGemmConfig fields per schedule name (p = persistent CTAs)
+SPARSE_GEMM_SCHEDULES: dict[str, dict] = {
+    "128x256x64_s3": _gemm(128, 256, 64, 2, 4, 3),
+    "128x256x64_s4": _gemm(128, 256, 64, 2, 4, 4),
+    "128x256x64_s3_directD": _gemm(128, 256, 64, 2, 4, 3, stage_d=False),
+    "128x256x64_s3_r16": _gemm(128, 256, 64, 2, 4, 3, raster_group=16),
+    "256x128x64_s3": _gemm(256, 128, 64, 4, 2, 3),
+    "128x256x128_s2": _gemm(128, 256, 128, 2, 4, 2),
+    "128x256x64_s3_p": _gemm(128, 256, 64, 2, 4, 3, persistent=True),
+    "256x128x128_s2_p": _gemm(256, 128, 128, 4, 2, 2, persistent=True),
+}
+# benchmarks/sparse_gemm.py's other forms at 4096^3: name -> (mma.sp shape, A/B type, D type, schedule, with C)
+SPARSE_GEMM_OTHER_SCHEDULES: dict[str, dict] = {
+    "s8_128x256x128_s3": _gemm(128, 256, 128, 2, 4, 3),
+    "tf32_128x256x32_s3": _gemm(128, 256, 32, 2, 4, 3),
+}
+SPARSE_GEMM_OTHER_FORMS: dict[str, tuple[str, str, str, str, bool]] = {
+    "bf16": ("m16n8k32", "bf16", "bf16", "128x256x64_s3", False),
+    "s8": ("m16n8k64", "s8", "s32", "s8_128x256x128_s3", False),
+    "tf32": ("m16n8k16", "tf32", "f32", "tf32_128x256x32_s3", False),
+    "f16+C": ("m16n8k32", "f16", "f32", "128x256x64_s3", True),
+}
+# compiler/ptx/sparse_wgmma_kernel.py SparseWgmmaConfig fields per schedule name (c2: CTA pairs along M
+# sharing B through TMA multicast)
+SPARSE_WGMMA_SCHEDULES: dict[str, dict] = {
+    "128x256x64_s4": dict(cta_m=128, cta_n=256, cta_k=64, stages=4),
+    "128x256x64_s3": dict(cta_m=128, cta_n=256, cta_k=64, stages=3),
+    "128x256x64_s5": dict(cta_m=128, cta_n=256, cta_k=64, stages=5),
+    "256x128x64_s4": dict(cta_m=256, cta_n=128, cta_k=64, stages=4),
+    "256x128x64_s5": dict(cta_m=256, cta_n=128, cta_k=64, stages=5),
+    "128x256x64_s4_r16": dict(cta_m=128, cta_n=256, cta_k=64, stages=4, raster_group=16),
+    "128x256x64_s4_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=4, cluster_m=2),
+    "128x256x64_s3_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=3, cluster_m=2),
+    "256x128x64_s4_c2": dict(cta_m=256, cta_n=128, cta_k=64, stages=4, cluster_m=2),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Exact problems and their reference
+# --------------------------------------------------------------------------------------------------
+
+def np_out(dtype: str):
+    """The host dtype of a D element type."""
+    if dtype == "bf16":
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return {"f32": np.float32, "s32": np.int32, "f16": np.float16}[dtype]
+
+
+@dataclass
+class Problem:
+    """D = A*B (+ C): dense 2:4 A (M x K), B (K x N), compiled operands in compiler/sparse.py's layouts."""
+    a: np.ndarray
+    b: np.ndarray
+    values: np.ndarray            # compressed A (sparse.compress)
+    meta: np.ndarray              # metadata words (sparse.compress)
+    bt: np.ndarray                # B^T in element storage (sparse.pack_b)
+    c: np.ndarray | None          # f32 / s32 C, or None for D = A*B
+
+    @property
+    def mnk(self) -> tuple[int, int, int]:
+        return self.a.shape[0], self.b.shape[1], self.a.shape[1]
+
+
+def make_problem(rng: np.random.Generator, a_t: str, b_t: str, cd: str, shape: str, m: int, n: int, k: int,
+                 with_c: bool) -> Problem:
+    """Random exact operands (3 significant bits: compiler.sparse.random_values); C in the accumulator
+    type cd (f16-representable f32 values, or integers in -1000..999)."""
+    a = sparse.random_sparse(rng, m, k, a_t, shape)
+    b = sparse.random_values(rng, (k, n), b_t)
+    values, meta = sparse.compress(a, a_t, shape)
+    bt = sparse.pack_b(b, b_t, shape)
+    c = None
+    if with_c:
+        c = (sparse.random_values(rng, (m, n), "f16").astype(np.float32) if cd == "f32"
+             else rng.integers(-1000, 1000, (m, n)).astype(np.int32))
+    return Problem(a, b, values, meta, bt, c)
+
+
+def reference(p: Problem, cd: str, out: str) -> np.ndarray:
+    """numpy's D in the host dtype of `out`: integer sums wrap to s32; float sums (exact in float64 for
+    these operands) go to f32 and are rounded once to `out`."""
+    c = p.c if p.c is not None else 0
+    if cd == "s32":
+        ref = p.a.astype(np.int64) @ p.b.astype(np.int64) + c
+        return ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)
+    return (p.a.astype(np.float64) @ p.b.astype(np.float64) + c).astype(np.float32).astype(np_out(out))
+
+
+def differing_bytes(d: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """(row, byte) of every byte where D differs from the reference (bitwise: NaN poison fails)."""
+    m = d.shape[0]
+    return np.argwhere(d.view(np.uint8).reshape(m, -1) != ref.view(np.uint8).reshape(m, -1))
+
+
+def save_failure(tag: str, p: Problem, d: np.ndarray, ref: np.ndarray) -> str | None:
+    """Under $OUT (the device tool brings it back), the operands and both D's of a mismatching case, to be
+    analysed offline; returns the path, or None without $OUT."""
+    out = os.environ.get("OUT")
+    if not out:
+        return None
+    path = os.path.join(out, f"fail_{tag}.npz")
+    np.savez_compressed(path, a=p.a, b=p.b, values=p.values, meta=p.meta, d=d, ref=ref,
+                        **({"c": p.c} if p.c is not None else {}))
+    return path
+
+
+def raw(cp, x: np.ndarray):
+    """A host array's C-order bytes on the device (cupy has no bf16 / fp8 dtypes)."""
+    return cp.asarray(np.ascontiguousarray(x).view(np.uint8).reshape(-1))
+
+
+def load_function(cp, text: str, entry: str, smem_bytes: int = 0):
+    """The kernel `entry` of PTX `text` (driver JIT), its dynamic shared memory opted in."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, f"{entry}.ptx")
+        with open(path, "w") as fh:
+            fh.write(text)
+        fn = cp.RawModule(path=path).get_function(entry)
+    if smem_bytes:
+        fn.max_dynamic_shared_size_bytes = smem_bytes
+    return fn
+
+
+# --------------------------------------------------------------------------------------------------
+# Launches from a kernel's ABI
+# --------------------------------------------------------------------------------------------------
+
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.Mod: lambda a, b: a % b, ast.FloorDiv: lambda a, b: a // b}
+
+
+def eval_abi(expr, names: dict[str, int]):
+    """An ABI expression ('(M / 128) * (N / 256)', 'N / tile_n', 'M % 16 == 0',
+    'min(tiles, multiprocessors * max_ctas_per_sm)', or an int) for the given names. `/` must divide
+    exactly (the ABI's sizes are whole); anything but integer arithmetic, ==, min / max and the given
+    names is refused."""
+    if isinstance(expr, int):
+        return expr
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise ValueError(f"{expr!r}: unknown name {node.id!r}")
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            a, b = ev(node.left), ev(node.right)
+            if a % b:
+                raise ValueError(f"{expr!r}: {a} / {b} is not whole")
+            return a // b
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            return ev(node.left) == ev(node.comparators[0])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
+                and node.args and not node.keywords:
+            return (min if node.func.id == "min" else max)(ev(a) for a in node.args)
+        raise ValueError(f"{expr!r}: not an ABI expression")
+
+    return ev(ast.parse(str(expr), mode="eval"))
+
+
+def abi_names(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None) -> dict[str, int]:
+    """The names an ABI's expressions use, for problem M x N x K (and, for persistent kernels, the
+    device's multiprocessor count)."""
+    names = {"M": m, "N": n, "K": k}
+    names.update({key: abi[key] for key in ("tile_m", "tile_n", "tile_k", "max_ctas_per_sm") if key in abi})
+    if multiprocessors is not None:
+        names["multiprocessors"] = multiprocessors
+    if "tiles" in abi:
+        try:
+            names["tiles"] = eval_abi(abi["tiles"], names)
+        except ValueError:            # M or N not whole tiles: `requires` says so (abi_unmet)
+            pass
+    return names
+
+
+def abi_unmet(abi: dict, m: int, n: int, k: int) -> list[str]:
+    """The ABI's `requires` conditions that M x N x K breaks."""
+    names = abi_names(abi, m, n, k)
+    return [r for r in abi.get("requires", []) if not eval_abi(r, names)]
+
+
+def abi_grid(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None) -> tuple[int, int, int]:
+    unmet = abi_unmet(abi, m, n, k)
+    if unmet:
+        raise ValueError(f"{m} x {n} x {k} breaks {unmet}")
+    names = abi_names(abi, m, n, k, multiprocessors)
+    x, y, z = (int(eval_abi(g, names)) for g in abi["grid"])
+    return x, y, z
+
+
+def abi_problem_size(abi: dict, scale: tuple[int, int, int] = (2, 2, 4)) -> tuple[int, int, int]:
+    """A problem of `scale` CTA tiles (CTA pairs along M count as one tile) that meets `requires`."""
+    cluster_m = abi.get("cluster", [1])[0]
+    m, n, k = (s * t for s, t in zip(scale, (abi["tile_m"] * cluster_m, abi["tile_n"], abi["tile_k"])))
+    unmet = abi_unmet(abi, m, n, k)
+    if unmet:
+        raise ValueError(f"{m} x {n} x {k} breaks {unmet}")
+    return m, n, k
+
+
+def abi_types(abi: dict) -> tuple[str, str, str, str, str]:
+    """(mma.sp shape, A, B, C/accumulator, D) element types of a sparse kernel's ABI."""
+    buf = abi["buffers"]
+    d = buf["d"]["element"]
+    acc = buf["c"]["element"] if "c" in buf else ("s32" if d == "s32" else "f32")
+    return abi["form"].split(".")[0], buf["a_values"]["element"], buf["b"]["element"], acc, d
+
+
+def abi_arguments(abi: dict, device_buffers: dict, m: int, n: int, k: int) -> tuple:
+    """The kernel's arguments in ABI order: u64 parameters from `device_buffers` by name (device
+    pointers as ints, or device arrays), u32 parameters M, N, K."""
+    sizes = {"M": m, "N": n, "K": k}
+    args = []
+    for p in abi["params"]:
+        if p["type"] == "u64":
+            x = device_buffers[p["name"]]
+            args.append(np.uint64(x) if isinstance(x, int) else x)
+        elif p["type"] == "u32":
+            args.append(np.uint32(sizes[p["name"]]))
+        else:
+            raise ValueError(f"parameter {p['name']} of type {p['type']} is not a sparse kernel's")
+    return tuple(args)
+
+
+def target_runs_on(target: str, sm: int) -> bool:
+    """Can code for `target` (sm_NN, sm_NNa, sm_NNf) run on a device of compute capability `sm`? Plain
+    targets run on that capability and later ones, arch-specific `a` targets on exactly that capability,
+    family-specific `f` targets on later capabilities of the same family (PTX ISA, `.target` directive)."""
+    match = re.fullmatch(r"sm_(\d+)([af]?)", target)
+    if not match:
+        raise ValueError(f"{target!r} is not an sm_ target")
+    want, suffix = int(match.group(1)), match.group(2)
+    if suffix == "a":
+        return sm == want
+    if suffix == "f":
+        return sm // 10 == want // 10 and sm >= want
+    return sm >= want
+
+
+def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int | None = None) -> np.ndarray:
+    """Run the kernel described by `abi` (PTX module `text`) on problem `p`; return D (host, D type).
+    Every parameter and the grid come from the ABI; a wgmma kernel gets its tensor maps encoded by the
+    driver. A persistent kernel runs `multiprocessors` x max_ctas_per_sm CTAs (default: the device's)."""
+    m, n, k = p.mnk
+    unmet = abi_unmet(abi, m, n, k)
+    if unmet:
+        raise ValueError(f"{m} x {n} x {k} breaks {unmet}")
+    if any(q["name"] == "c" for q in abi["params"]) and p.c is None:
+        raise ValueError(f"{abi['entry']} computes D = A*B + C: the problem needs a C")
+    out_np = np_out(abi_types(abi)[4])
+    dev = {"a_values": raw(cp, p.values), "a_metadata": raw(cp, p.meta), "b": raw(cp, p.bt)}
+    if p.c is not None:
+        dev["c"] = cp.asarray(np.ascontiguousarray(p.c))
+    dev["d"] = cp.full(m * n * np.dtype(out_np).itemsize, 0xFF, dtype=cp.uint8)      # poison (NaN / -1)
+    if any(q["name"] == "tensor_maps" for q in abi["params"]):
+        from compiler.ptx.sparse_wgmma_kernel import encode_tensor_maps
+
+        maps = encode_tensor_maps(abi, m, n, k, {name: int(dev[name].data.ptr)
+                                                 for name in ("a_values", "a_metadata", "b")})
+        dev["tensor_maps"] = cp.asarray(np.frombuffer(maps, np.uint8))
+        assert int(dev["tensor_maps"].data.ptr) % 64 == 0
+    smem = abi.get("dynamic_smem_bytes", 0)
+    fn = load_function(cp, text, abi["entry"], smem)
+    if multiprocessors is None:
+        multiprocessors = cp.cuda.Device().attributes["MultiProcessorCount"]
+    grid = abi_grid(abi, m, n, k, multiprocessors)
+    fn(grid, tuple(abi["block"]), abi_arguments(abi, dev, m, n, k), shared_mem=smem)
+    cp.cuda.runtime.deviceSynchronize()
+    return cp.asnumpy(dev["d"]).view(out_np).reshape(m, n)
+
+
+# --------------------------------------------------------------------------------------------------
+# The benchmarks' GPU 2:4 packer (torch), checked against compiler.sparse.compress
+# --------------------------------------------------------------------------------------------------
+
+PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]   # the six ordered 2:4 index pairs (9.7.14.6.1)
+
+
+def sparse_operands(torch, m: int, k: int, dtype, seed: int, device: str = "cuda"):
+    """(dense 2:4 A, compressed values M x K/2, metadata int32 [M/16][K/32][32]) on `device`, in
+    compiler/sparse.py's layouts: kept elements of each chunk in K order; nibble = i0 | i1 << 2;
+    metadata word of (tile, k-step, lane) = OR of nibble(row, chunk) << 4n over fragments.metadata_slot.
+    Built with torch on the device, so that the benchmarks' large operands cost no host time."""
+    from compiler.isa.mma_sp.forms import find_form
+    from compiler.isa.mma_sp.fragments import metadata_slot
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    pairs = torch.tensor(PAIRS, device=device)
+    pick = pairs[torch.randint(0, 6, (m, k // 4), device=device, generator=g)]          # [M, K/4, 2]
+    mag = torch.rand((m, k // 4, 2), device=device, generator=g) + 0.25
+    sign = torch.randint(0, 2, (m, k // 4, 2), device=device, generator=g) * 2 - 1
+    vals = (mag * sign).to(dtype)                                                       # never zero
+    dense = torch.zeros((m, k // 4, 4), device=device, dtype=dtype)
+    dense.scatter_(-1, pick, vals)
+    nib = (pick[..., 0] | (pick[..., 1] << 2)).to(torch.int64)                          # [M, K/4]
+    del pick
+    lay = find_form("m16n8k32", "f16", "f16", "f32", "f32").layout
+    rows = torch.tensor([[metadata_slot(lay, ln, n)[0] for n in range(8)] for ln in range(32)], device=device)
+    chunks = torch.tensor([[metadata_slot(lay, ln, n)[1] for n in range(8)] for ln in range(32)], device=device)
+    tiles = nib.view(m // 16, 16, k // 32, 8).permute(0, 2, 1, 3)                      # [MT, KS, 16, 8]
+    words = torch.zeros((m // 16, k // 32, 32), device=device, dtype=torch.int64)
+    for n in range(8):                     # nibble n of every lane word (one gather each: less memory)
+        words |= tiles[:, :, rows[:, n], chunks[:, n]] << (4 * n)
+    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    return dense.view(m, k), vals.view(m, k // 2).contiguous(), words.contiguous()
+
+
+def check_packer(torch, device: str = "cuda") -> None:
+    """The packer above produces exactly compiler.sparse.compress's bytes (f16 and bf16); AssertionError
+    naming the part that differs otherwise."""
+    for dtype, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
+        dense, vals, meta = sparse_operands(torch, 64, 256, dtype, seed=7, device=device)
+        host = dense.float().cpu().numpy()
+        ref_vals, ref_meta = sparse.compress(host, name, "m16n8k32")
+        got_vals = vals.view(torch.int16).cpu().numpy().view(np.uint16)
+        assert np.array_equal(got_vals, np.ascontiguousarray(ref_vals).view(np.uint16)), f"{name} values"
+        assert np.array_equal(meta.cpu().numpy().view(np.uint32), ref_meta), f"{name} metadata"
+
+
+def rel_err(torch, out, ref) -> float:
+    """Relative Frobenius error of a kernel's D against an fp32 reference (inf if D holds a non-finite
+    value: the benchmarks poison D with NaN, so an unwritten element shows)."""
+    o = out.float()
+    if not torch.isfinite(o).all():
+        return float("inf")
+    return float(torch.linalg.vector_norm(o - ref) / torch.linalg.vector_norm(ref))

@@ -1,0 +1,243 @@
+"""The GPU checks' layout and host halves, without a GPU (the GPU slice itself: tests/gpu/, run by
+tests/gpu/run_on_device.sh).
+
+* nothing in the repository is loaded by file path: every harness is a module of tests.gpu.harness,
+  imported by name by the CPU tests, the GPU tests and the benchmarks; benchmarks/ holds benchmarks and
+  the fuzz driver only;
+* the timing benchmarks start (their imports resolve) without cupy or torch;
+* the harnesses' device workers (`python -m tests.gpu.harness.<name> device-worker`) start from any
+  working directory;
+* `-m gpu` selects the default GPU slice, `-m "gpu and slow"` the full sweeps;
+* the ABI-driven launch (sparse_kernels): expressions, grids against the emitters' own, argument order,
+  target rules, and the DSL examples' ABIs the GPU test launches (examples/sparse_wgmma_f16.tile really is
+  the CTA-pair wgmma kernel);
+* every schedule the benchmarks time builds, and the benchmarks' 2:4 packer equals compiler.sparse.compress
+  (on the CPU, where torch is installed).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.isa.mma_sp.forms import find_form
+from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm
+from compiler.ptx.sparse_wgmma_kernel import SparseWgmmaConfig, emit_sparse_wgmma, tensor_map_args
+
+from tests.gpu.harness import mma_sp_hw, smem_dump, sparse_kernels as sk, wgmma_read
+
+REPO = Path(__file__).resolve().parents[1]
+F16 = find_form("m16n8k32", "f16", "f16", "f32", "f32")
+
+
+# ------------------------------------------------------------------------------------------------
+# Layout: imports by name only
+# ------------------------------------------------------------------------------------------------
+
+def _python_files():
+    skip = {".venv", ".git", ".ci-venv", "build", "dist", ".whl"}
+    for path in REPO.rglob("*.py"):
+        rel = path.relative_to(REPO)
+        if rel.parts[0] in skip or "site-packages" in rel.parts or rel.parts[0].endswith(".egg-info"):
+            continue
+        yield rel, path
+
+
+def test_nothing_is_loaded_by_file_path():
+    needle = "spec_from_" + "file_location"          # spelled apart so that this file does not match itself
+    offenders = [str(rel) for rel, path in _python_files()
+                 if needle in path.read_text(encoding="utf-8", errors="replace")]
+    assert offenders == [], f"load these by module name instead: {offenders}"
+
+
+def test_benchmarks_holds_benchmarks_and_the_fuzz_driver_only():
+    # timing: compile_speed (tilec start-up and throughput), sparse_gemm / sparse_wgmma (GPU kernels
+    # against cuSPARSELt and cuBLAS); fuzz.py: the fuzz driver. GPU correctness lives in tests/gpu/.
+    assert sorted(p.name for p in (REPO / "benchmarks").glob("*.py")) == [
+        "compile_speed.py", "fuzz.py", "sparse_gemm.py", "sparse_wgmma.py"]
+
+
+@pytest.mark.parametrize("script", ["sparse_gemm.py", "sparse_wgmma.py"])
+def test_timing_benchmarks_start_without_a_gpu(script):
+    """Their module-level imports (compiler, tests.gpu.harness.sparse_kernels, benchmarks.sparse_gemm)
+    resolve from a checkout; cupy and torch are imported only once they run."""
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--help"], capture_output=True,
+                          text=True, cwd=REPO / "tests", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "--quick" in proc.stdout
+
+
+@pytest.mark.parametrize("mod", [smem_dump, wgmma_read])
+def test_device_workers_run_as_modules_from_anywhere(mod, tmp_path):
+    assert mod.MODULE == mod.__name__
+    kw = mod.worker_environment()
+    assert kw["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(REPO) and kw["cwd"] == str(REPO)
+    env = dict(kw["env"])
+    proc = subprocess.run([sys.executable, "-m", mod.MODULE, "device-worker", "--help"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "--start" in proc.stdout
+
+
+def test_mma_sp_hw_cli_dry_run():
+    proc = subprocess.run([sys.executable, "-m", "tests.gpu.harness.mma_sp_hw", "--dry-run", "--quick",
+                           "--filter", "m16n8k16.f32.f16.f16.f32"], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 forms" in proc.stdout and "0 failed" in proc.stdout
+    assert mma_sp_hw.__name__ == "tests.gpu.harness.mma_sp_hw"
+
+
+def _collect(markexpr: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "-m", markexpr, "tests/gpu"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [line for line in proc.stdout.splitlines() if "::" in line]
+
+
+def test_gpu_marker_selects_the_default_slice_and_slow_the_full_sweeps():
+    default = _collect("gpu")
+    full = _collect("gpu and slow")
+    assert default and full and not set(default) & set(full)
+    # the full sweeps: every mma.sp form's whole variant set, the whole smem-dump and wgmma sweeps
+    assert sum("test_form_on_gpu_all_variants" in t for t in full) == 44
+    assert any("test_smem_dump.py::test_full_sweep" in t for t in full)
+    assert any("test_wgmma_read.py::test_full_sweep" in t for t in full)
+    assert not any("full_sweep" in t or "all_variants" in t for t in default)
+    # the default slice has every harness: mma.sp forms, smem dumps, wgmma reads, both sparse GEMMs with
+    # every benchmark schedule, and the DSL examples compiled from their files
+    for needle in ("test_mma_sp_gpu.py::test_form_on_gpu[", "test_smem_dump.py::", "test_wgmma_read.py::",
+                   "test_sparse_gemm_gpu.py::test_benchmark_schedule_on_gpu", "test_sparse_gemm_gpu.py::test_sparse",
+                   "test_sparse_wgmma_gpu.py::test_benchmark_schedule_on_gpu",
+                   "test_sparse_wgmma_gpu.py::test_sparse", "test_dsl_examples_gpu.py::test_dsl_example_on_gpu["):
+        assert any(needle in t for t in default), needle
+
+
+# ------------------------------------------------------------------------------------------------
+# sparse_kernels: ABI expressions and launches
+# ------------------------------------------------------------------------------------------------
+
+def test_eval_abi():
+    names = {"M": 512, "N": 768, "K": 256, "tile_m": 128, "tile_n": 256, "tiles": 12,
+             "multiprocessors": 132, "max_ctas_per_sm": 1}
+    assert sk.eval_abi("(M / 128) * (N / 256)", names) == 12
+    assert sk.eval_abi("N / tile_n", names) == 3
+    assert sk.eval_abi("M % 256 == 0", names) is True and sk.eval_abi("N % 512 == 0", names) is False
+    assert sk.eval_abi("min(tiles, multiprocessors * max_ctas_per_sm)", names) == 12
+    assert sk.eval_abi(1, names) == 1
+    for bad in ("M / 5", "X * 2", "__import__('os')", "M.bit_length()", "abs(M)", "M ** 2"):
+        with pytest.raises(ValueError):
+            sk.eval_abi(bad, names)
+
+
+@pytest.mark.parametrize("key", list(sk.SPARSE_GEMM_SCHEDULES))
+def test_abi_grid_is_the_sparse_gemm_emitters(key):
+    kern = emit_sparse_gemm(SparseGemmConfig("sg", F16, "sm_90a", accumulate_c=False, d_type="f16",
+                                             **sk.SPARSE_GEMM_SCHEDULES[key]))
+    sched = sk.SPARSE_GEMM_SCHEDULES[key]
+    for scale in ((1, 1, 1), (2, 3, 4), (7, 5, 2)):
+        m, n, k = (s * t for s, t in zip(scale, (sched["cta_m"], sched["cta_n"], sched["cta_k"])))
+        assert sk.abi_unmet(kern.abi, m, n, k) == []
+        for sms in (1, 4, 132):
+            ctas = sms * kern.abi["max_ctas_per_sm"]
+            assert sk.abi_grid(kern.abi, m, n, k, sms) == kern.grid(m, n, k, ctas if sched.get("persistent") else None)
+    assert sk.abi_unmet(kern.abi, sched["cta_m"] + 16, sched["cta_n"], sched["cta_k"])
+
+
+@pytest.mark.parametrize("key", list(sk.SPARSE_WGMMA_SCHEDULES))
+def test_abi_grid_is_the_sparse_wgmma_emitters(key):
+    kw = sk.SPARSE_WGMMA_SCHEDULES[key]
+    kern = emit_sparse_wgmma(SparseWgmmaConfig("swg", F16, accumulate_c=False, d_type="f16", **kw))
+    assert sk.abi_types(kern.abi) == ("m16n8k32", "f16", "f16", "f32", "f16")
+    m, n, k = sk.abi_problem_size(kern.abi)
+    assert m == 2 * kw["cta_m"] * kw.get("cluster_m", 1)
+    assert sk.abi_grid(kern.abi, m, n, k) == kern.grid(m, n, k)
+    if kw.get("cluster_m") == 2:       # CTA pairs: M must hold whole pairs
+        assert sk.abi_unmet(kern.abi, kw["cta_m"], n, k)
+    # argument order is the ABI's: tensor maps, D, M, N, K (no C: D = A*B)
+    args = sk.abi_arguments(kern.abi, {"tensor_maps": 0x1000, "d": 0x2000}, m, n, k)
+    assert [type(a) for a in args] == [np.uint64, np.uint64, np.uint32, np.uint32, np.uint32]
+    assert [int(a) for a in args] == [0x1000, 0x2000, m, n, k]
+
+
+def test_benchmark_other_forms_build():
+    for shape, t, out, key, with_c in sk.SPARSE_GEMM_OTHER_FORMS.values():
+        acc = "s32" if t == "s8" else "f32"
+        sched = {**sk.SPARSE_GEMM_SCHEDULES, **sk.SPARSE_GEMM_OTHER_SCHEDULES}[key]
+        kern = emit_sparse_gemm(SparseGemmConfig("sg", find_form(shape, t, t, acc, acc), "sm_90a",
+                                                 accumulate_c=with_c, d_type=out, **sched))
+        assert sk.abi_types(kern.abi)[1:] == (t, t, acc, out)
+        assert any(p["name"] == "c" for p in kern.abi["params"]) == with_c
+
+
+@pytest.mark.parametrize("target, sm, runs", [
+    ("sm_80", 80, True), ("sm_80", 90, True), ("sm_89", 80, False), ("sm_90a", 90, True), ("sm_90a", 100, False),
+    ("sm_100a", 90, False), ("sm_100f", 103, True), ("sm_100f", 120, False), ("sm_103f", 100, False)])
+def test_target_runs_on(target, sm, runs):
+    assert sk.target_runs_on(target, sm) is runs
+
+
+def test_dsl_examples_the_gpu_test_launches():
+    """What tests/gpu/test_dsl_examples_gpu.py does before its launch, for every pre-Blackwell example: the
+    ABI names the kernel in the PTX, a problem of a few tiles meets `requires`, and the wgmma example is the
+    CTA-pair kernel its `schedule ... mma=wgmma cluster=2` asks for (what the hand-made configuration this
+    test replaces never exercised)."""
+    pytest.importorskip("lark")
+    import compiler
+
+    seen = {}
+    for name in ("sparse_f16", "sparse_gemm_f16", "sparse_gemm_bf16", "sparse_wgmma_f16"):
+        result = compiler.compile_file(str(REPO / "examples" / f"{name}.tile"))
+        (abi,) = [t["kernel"] for t in result.to_json()["tiles"].values()]
+        assert abi["instruction"] in result.ptx
+        m, n, k = sk.abi_problem_size(abi, scale=(4, 3, 4))
+        assert sk.abi_unmet(abi, m, n, k) == []
+        assert all(v > 0 for v in sk.abi_grid(abi, m, n, k, 132))
+        seen[name] = abi
+    wg = seen["sparse_wgmma_f16"]
+    assert wg["kernel_kind"] == "sparse_wgmma" and wg["cluster"] == [2, 1, 1] and wg["target"] == "sm_90a"
+    assert [p["name"] for p in wg["params"]] == ["tensor_maps", "c", "d", "M", "N", "K"]
+    m, n, k = sk.abi_problem_size(wg, scale=(4, 3, 4))
+    maps = tensor_map_args(wg, m, n, k)          # what encode_tensor_maps hands the driver
+    assert [mp["dims"][-1] for mp in maps] == [m, n, m // 16]
+    assert seen["sparse_gemm_f16"]["kernel_kind"] == "sparse_gemm"
+    assert seen["sparse_f16"]["grid"] == ["N / tile_n", "M / tile_m", 1]
+
+
+# ------------------------------------------------------------------------------------------------
+# sparse_kernels: exact problems, comparison, failure reports
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a_t, cd, shape, with_c, out", [
+    ("f16", "f32", "m16n8k32", True, "f32"), ("f16", "f32", "m16n8k32", False, "f16"),
+    ("s8", "s32", "m16n8k64", True, "s32"), ("tf32", "f32", "m16n8k16", False, "f32")])
+def test_problem_reference_and_comparison(a_t, cd, shape, with_c, out, tmp_path, monkeypatch):
+    from compiler import sparse
+
+    p = sk.make_problem(np.random.default_rng(3), a_t, a_t, cd, shape, 32, 16, 128, with_c)
+    assert p.mnk == (32, 16, 128) and (p.c is not None) == with_c
+    a = sparse.decompress(p.values, p.meta, a_t, shape)
+    assert np.array_equal(a.astype(np.float64), p.a.astype(np.float64))
+    ref = sk.reference(p, cd, out)
+    assert ref.dtype == np.dtype(sk.np_out(out)) and ref.shape == (32, 16)
+    exact = a.astype(np.float64) @ p.b.astype(np.float64) + (p.c if with_c else 0)
+    assert np.array_equal(ref.astype(np.float64), exact.astype(np.float32).astype(sk.np_out(out)).astype(np.float64))
+    d = ref.copy()
+    assert len(sk.differing_bytes(d, ref)) == 0
+    d.view(np.uint8).reshape(32, -1)[5, 3] ^= 1
+    assert sk.differing_bytes(d, ref).tolist() == [[5, 3]]
+    monkeypatch.delenv("OUT", raising=False)
+    assert sk.save_failure("x", p, d, ref) is None
+    monkeypatch.setenv("OUT", str(tmp_path))
+    saved = np.load(sk.save_failure("x", p, d, ref))
+    assert np.array_equal(saved["d"], d) and ("c" in saved.files) == with_c
+
+
+def test_benchmark_packer_is_compress_on_the_cpu():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ml_dtypes")
+    sk.check_packer(torch, "cpu")
