@@ -22,7 +22,7 @@ Metadata (`compress(...)[1]`): uint32 array [M/16][K/shape_k][32]: for every 16-
     selector, so the same buffer is right for every legal selector. All nibbles have increasing
     indices, so the buffer is valid for both `.sp` and `.sp::ordered_metadata`. (decompress also
     accepts the decreasing pairs plain `.sp` allows: the j-th stored value of a chunk belongs to the
-    j-th index of its nibble, as measured on an H100 by benchmarks/mma_sp_hw_check.py.)
+    j-th index of its nibble, as measured on an H100 by tests/gpu/harness/mma_sp_hw.py.)
 
 B (`pack_b`): for K x N dense B, the N x K array B^T (row n = column n of B, K contiguous), each element
     stored like A (same container/packing rule); each 32-bit word is one B register.
