@@ -241,3 +241,158 @@ def test_benchmark_packer_is_compress_on_the_cpu():
     torch = pytest.importorskip("torch")
     pytest.importorskip("ml_dtypes")
     sk.check_packer(torch, "cpu")
+
+
+# ------------------------------------------------------------------------------------------------
+# sparse_kernels.launch_from_abi against a CPU stand-in for cupy: every byte the GPU tests hand a kernel
+# ------------------------------------------------------------------------------------------------
+
+class _FakeArray:
+    """A device buffer: bytes in a numpy array at a made-up, 4096-aligned device address."""
+
+    def __init__(self, host: np.ndarray, heap: dict):
+        self.host = np.array(host, copy=True)
+        self.data = type("Ptr", (), {"ptr": 0x10000 + 0x1000 * (len(heap) + 1) * 0x100})()
+        heap[self.data.ptr] = self
+
+
+class _FakeCupy:
+    """cupy as launch_from_abi uses it. The one kernel it runs computes D = A*B (+ C) from the bytes it
+    is given, read as the ABI says (compressed A + metadata words, B^T, C, D; or, for a wgmma kernel,
+    through the three tensor-map addresses), after checking entry, grid, block and shared memory."""
+    uint8 = np.uint8
+
+    def __init__(self, abi: dict, expect_grid, types):
+        self.abi, self.expect_grid, self.types, self.heap, self.launches = abi, expect_grid, types, {}, []
+        fake = self
+
+        class _Device:
+            attributes = {"MultiProcessorCount": 132}
+
+            def synchronize(self):
+                pass
+
+        class _Runtime:
+            @staticmethod
+            def deviceSynchronize():
+                pass
+
+        class _Function:
+            def __init__(self, text, name):
+                assert f".entry {name}(" in text, f"no entry {name} in the PTX"
+                self.max_dynamic_shared_size_bytes = 0
+
+            def __call__(self, grid, block, args, shared_mem=0):
+                fake.run(self, grid, block, args, shared_mem)
+
+        class _RawModule:
+            def __init__(self, path):
+                self.text = Path(path).read_text()
+
+            def get_function(self, name):
+                return _Function(self.text, name)
+
+        self.cuda = type("cuda", (), {"Device": _Device, "runtime": _Runtime})
+        self.RawModule = _RawModule
+
+    def asarray(self, x):
+        return _FakeArray(np.ascontiguousarray(x).view(np.uint8).reshape(-1), self.heap)
+
+    def full(self, n, value, dtype):
+        return _FakeArray(np.full(n, value, dtype=dtype), self.heap)
+
+    @staticmethod
+    def asnumpy(x):
+        return x.host.copy()
+
+    def run(self, fn, grid, block, args, shared_mem):
+        from compiler import sparse
+
+        abi = self.abi
+        assert tuple(grid) == tuple(self.expect_grid) and tuple(block) == tuple(abi["block"])
+        assert shared_mem == abi.get("dynamic_smem_bytes", 0) == fn.max_dynamic_shared_size_bytes
+        assert len(args) == len(abi["params"])
+        named = dict(zip((p["name"] for p in abi["params"]), args))
+        m, n, k = (int(named[x]) for x in "MNK")
+        assert all(isinstance(named[x], np.uint32) for x in "MNK")
+        if "tensor_maps" in named:         # the stand-in encoder below wrote the three addresses
+            ptrs = named["tensor_maps"].host.view(np.uint64)[:3]
+            named.update(zip(("a_values", "b", "a_metadata"), (self.heap[int(x)] for x in ptrs)))
+        shape, a_t, b_t, cd, out = self.types
+        values = named["a_values"].host.view(sparse._np_dtype(a_t)).reshape(m, -1)
+        meta = named["a_metadata"].host.view(np.uint32).reshape(m // 16, -1, 32)
+        a = sparse.decompress(values, meta, a_t, shape)
+        b = sparse.unpack_b(named["b"].host.view(sparse._np_dtype(b_t)).reshape(n, -1), b_t, shape)
+        if cd == "s32":
+            d = a.astype(np.int64) @ b.astype(np.int64)
+        else:
+            d = a.astype(np.float64) @ b.astype(np.float64)
+        if "c" in named:
+            d = d + named["c"].host.view(np.int32 if cd == "s32" else np.float32).reshape(m, n)
+        d = d.astype(np.int32) if cd == "s32" else d.astype(np.float32).astype(sk.np_out(out))
+        named["d"].host[:] = np.ascontiguousarray(d).view(np.uint8).reshape(-1)
+        self.launches.append((m, n, k))
+
+
+def _fake_tensor_maps(abi, m, n, k, addresses):
+    out = np.zeros(384, np.uint8)
+    out[:24] = np.array([addresses["a_values"], addresses["b"], addresses["a_metadata"]], np.uint64).view(np.uint8)
+    return out.tobytes()
+
+
+@pytest.mark.parametrize("kind, kw, out, with_c", [
+    ("gemm", sk.SPARSE_GEMM_SCHEDULES["128x256x64_s3"], "f16", False),
+    ("gemm", sk.SPARSE_GEMM_SCHEDULES["256x128x128_s2_p"], None, True),
+    ("gemm-s8", sk.SPARSE_GEMM_OTHER_SCHEDULES["s8_128x256x128_s3"], "s32", False),
+    ("wgmma", sk.SPARSE_WGMMA_SCHEDULES["128x256x64_s4_c2"], "f16", False),
+    ("wgmma", dict(cta_m=64, cta_n=64, cta_k=32, consumers=1, stages=2), None, True)])
+def test_launch_from_abi_hands_the_kernel_what_its_abi_says(kind, kw, out, with_c, monkeypatch):
+    import compiler.ptx.sparse_wgmma_kernel as wgk
+
+    monkeypatch.setattr(wgk, "encode_tensor_maps", _fake_tensor_maps)        # the driver call, on a GPU
+    a_t, cd, shape = ("s8", "s32", "m16n8k64") if kind == "gemm-s8" else ("f16", "f32", "m16n8k32")
+    form = find_form(shape, a_t, a_t, cd, cd)
+    if kind == "wgmma":
+        kern = emit_sparse_wgmma(SparseWgmmaConfig("swg", form, accumulate_c=with_c, d_type=out, **kw))
+    else:
+        kern = emit_sparse_gemm(SparseGemmConfig("sg", form, "sm_90a", accumulate_c=with_c, d_type=out, **kw))
+    m, n, k = sk.abi_problem_size(kern.abi)
+    mp = 2 if kw.get("persistent") else None
+    expect = kern.grid(m, n, k, 2 * kern.abi["max_ctas_per_sm"]) if mp else kern.grid(m, n, k)
+    cp = _FakeCupy(kern.abi, expect, sk.abi_types(kern.abi))
+    p = sk.make_problem(np.random.default_rng(1), a_t, a_t, cd, shape, m, n, k, with_c)
+    d = sk.launch_from_abi(cp, kern.text, kern.abi, p, multiprocessors=mp)
+    assert cp.launches == [(m, n, k)]
+    assert len(sk.differing_bytes(d, sk.reference(p, cd, out or cd))) == 0
+    # a C-less problem for a D = A*B + C kernel, or a size the ABI refuses, is an error before any launch
+    if with_c:
+        with pytest.raises(ValueError, match="needs a C"):
+            sk.launch_from_abi(cp, kern.text, kern.abi, sk.make_problem(np.random.default_rng(1), a_t, a_t, cd,
+                                                                         shape, m, n, k, False))
+    with pytest.raises(ValueError, match="breaks"):
+        sk.launch_from_abi(cp, kern.text, kern.abi, sk.make_problem(np.random.default_rng(1), a_t, a_t, cd, shape,
+                                                                     m + 16, n, k, with_c))
+    assert len(cp.launches) == 1
+
+
+def test_dsl_examples_launch_through_the_stand_in(monkeypatch):
+    """tests/gpu/test_dsl_examples_gpu.py's launch, with the stand-in for cupy: the compiled module text,
+    the ABI from CompileResult.to_json() and the examples' own types."""
+    pytest.importorskip("lark")
+    import compiler
+    import compiler.ptx.sparse_wgmma_kernel as wgk
+
+    monkeypatch.setattr(wgk, "encode_tensor_maps", _fake_tensor_maps)
+    for name in ("sparse_f16", "sparse_gemm_f16", "sparse_gemm_bf16", "sparse_wgmma_f16"):
+        if name.endswith("bf16"):
+            pytest.importorskip("ml_dtypes")
+        result = compiler.compile_file(str(REPO / "examples" / f"{name}.tile"))
+        (abi,) = [t["kernel"] for t in result.to_json()["tiles"].values()]
+        shape, a_t, b_t, cd, out = sk.abi_types(abi)
+        m, n, k = sk.abi_problem_size(abi, scale=(4, 3, 4))
+        cp = _FakeCupy(abi, sk.abi_grid(abi, m, n, k, 132), (shape, a_t, b_t, cd, out))
+        p = sk.make_problem(np.random.default_rng(2), a_t, b_t, cd, shape, m, n, k,
+                            any(q["name"] == "c" for q in abi["params"]))
+        d = sk.launch_from_abi(cp, result.ptx, abi, p)
+        assert cp.launches == [(m, n, k)], name
+        assert len(sk.differing_bytes(d, sk.reference(p, cd, out))) == 0, name

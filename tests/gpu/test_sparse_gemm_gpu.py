@@ -3,8 +3,9 @@ u8 x s8, tf32 and e4m3 (sm_89+), one tile per CTA and persistent CTAs, D = A*B +
 type and D = A*B rounded to f16 / bf16; then every schedule benchmarks/sparse_gemm.py times, and the
 benchmarks' GPU 2:4 packer. Inputs have 3 significant bits (compiler.sparse.random_values), so every sum
 is exact in f32 / s32 and the comparison is exact. D is poisoned first (unwritten elements fail); a
-mismatching case is saved under $OUT. Skipped without cupy and a GPU (tests/gpu/conftest.py); host half:
-tests/gpu/harness/sparse_kernels.py; timing lives in benchmarks/sparse_gemm.py."""
+mismatching case is saved under $OUT. Kernels are launched from their ABI (parameters, grid; host half:
+tests/gpu/harness/sparse_kernels.py). Skipped without cupy and a GPU (tests/gpu/conftest.py); timing
+lives in benchmarks/sparse_gemm.py."""
 from __future__ import annotations
 
 import zlib
@@ -62,19 +63,13 @@ def run_case(cp, sm, a_t, b_t, cd, shape, sched, d_type, with_c, mnk, tag, targe
     m, n, k = mnk
     p = sk.make_problem(np.random.default_rng(zlib.crc32(f"{a_t}{b_t}{m}{n}{k}{tag}".encode())),
                         a_t, b_t, cd, shape, m, n, k, with_c)
-    out_np = sk.np_out(out)
-    d_dev = cp.full(m * n * np.dtype(out_np).itemsize, 0xFF, dtype=cp.uint8)       # poison (NaN / -1)
-    args = [sk.raw(cp, p.values), cp.asarray(p.meta), sk.raw(cp, p.bt)]
-    if with_c:
-        args.append(cp.asarray(p.c))
-    args += [d_dev, np.uint32(m), np.uint32(n), np.uint32(k)]
-    fn = sk.load_function(cp, kern.text, "sg", kern.smem_bytes)
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    # persistent CTAs: fewer than tiles here, so that CTAs walk several tiles
-    ctas = max(1, min(sms, (m // cfg.cta_m) * (n // cfg.cta_n) // 2)) if cfg.is_persistent else None
-    fn(kern.grid(m, n, k, ctas), kern.block, tuple(args), shared_mem=kern.smem_bytes)
-    cp.cuda.Device().synchronize()
-    d = cp.asnumpy(d_dev).view(out_np).reshape(m, n)
+    mp = None
+    if cfg.is_persistent:      # fewer CTAs than tiles, so that CTAs walk several tiles
+        tiles = (m // cfg.cta_m) * (n // cfg.cta_n)
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        mp = max(1, min(sms, tiles // (2 * kern.abi["max_ctas_per_sm"])))
+        assert sk.abi_grid(kern.abi, m, n, k, mp)[0] < tiles
+    d = sk.launch_from_abi(cp, kern.text, kern.abi, p, multiprocessors=mp)
     ref = sk.reference(p, cd, out)
     bad = sk.differing_bytes(d, ref)
     if len(bad):

@@ -242,6 +242,11 @@ def abi_problem_size(abi: dict, scale: tuple[int, int, int] = (2, 2, 4)) -> tupl
     return m, n, k
 
 
+def abi_entry(abi: dict) -> str:
+    """The kernel's entry name (CompileResult.to_json() says `entry`; an emitter's own ABI `kernel`)."""
+    return abi.get("entry") or abi["kernel"]
+
+
 def abi_types(abi: dict) -> tuple[str, str, str, str, str]:
     """(mma.sp shape, A, B, C/accumulator, D) element types of a sparse kernel's ABI."""
     buf = abi["buffers"]
@@ -289,8 +294,9 @@ def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int |
     unmet = abi_unmet(abi, m, n, k)
     if unmet:
         raise ValueError(f"{m} x {n} x {k} breaks {unmet}")
+    entry = abi_entry(abi)
     if any(q["name"] == "c" for q in abi["params"]) and p.c is None:
-        raise ValueError(f"{abi['entry']} computes D = A*B + C: the problem needs a C")
+        raise ValueError(f"{entry} computes D = A*B + C: the problem needs a C")
     out_np = np_out(abi_types(abi)[4])
     dev = {"a_values": raw(cp, p.values), "a_metadata": raw(cp, p.meta), "b": raw(cp, p.bt)}
     if p.c is not None:
@@ -304,7 +310,7 @@ def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int |
         dev["tensor_maps"] = cp.asarray(np.frombuffer(maps, np.uint8))
         assert int(dev["tensor_maps"].data.ptr) % 64 == 0
     smem = abi.get("dynamic_smem_bytes", 0)
-    fn = load_function(cp, text, abi["entry"], smem)
+    fn = load_function(cp, text, entry, smem)
     if multiprocessors is None:
         multiprocessors = cp.cuda.Device().attributes["MultiProcessorCount"]
     grid = abi_grid(abi, m, n, k, multiprocessors)
