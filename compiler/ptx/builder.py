@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ..bits import is_pow2, log2
+from ..diagnostics import SpecError
 
 # PTX 4.4 identifiers: a letter then letters/digits/_/$, or _/$/% followed by at least one of those.
 # Tile names become `.entry` names, so they must be identifiers.
@@ -37,6 +38,12 @@ PTX_PREDEFINED = ("WARP_SZ",)
 
 def is_ptx_identifier(name: str) -> bool:
     return bool(PTX_IDENTIFIER.fullmatch(name)) and name not in PTX_PREDEFINED
+
+
+def require_kernel_name(name: str) -> None:
+    """SpecError unless `name` can name an `.entry` (a PTX identifier, PTX 4.4)."""
+    if not is_ptx_identifier(name):
+        raise SpecError(f"kernel name {name!r} is not a PTX identifier", field="name")
 
 
 # register class prefix -> PTX type used in its declaration (numbered registers)
@@ -134,6 +141,12 @@ class PtxBuilder:
     # ---- shared instruction sequences ----------------------------------------------------------------
     def ld_param(self, ptx_type: str, reg: str, name: str, note: str = "") -> None:
         self.ins(f"ld.param.{ptx_type.lstrip('.')} {reg}, [{self.param(name)}];{note}")
+
+    def problem_dims(self, tid: str) -> None:
+        """%M, %N, %K = the u32 parameters M, N, K; `tid` = %tid.x."""
+        for r in ("M", "N", "K"):
+            self.ld_param("u32", f"%{r}", r)
+        self.ins(f"mov.u32 {tid}, %tid.x;")
 
     def global_pointer(self, reg: str, name: str, raw: str | None = None) -> None:
         """reg = the global address of pointer parameter `name` (through `raw` when given: PTX ISA

@@ -24,7 +24,7 @@ from ..isa.mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
 from ..isa.mma_sp.metadata import unpack_metadata, validate_nibbles
 from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
-from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, target_lines
+from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, require_kernel_name, target_lines
 
 # Scale-factor byte that encodes 1.0 (9.7.14.5.14 block scaling, scale types):
 #   ue8m0: value 2^(e - 127) -> e = 127 = 0x7F
@@ -73,14 +73,34 @@ class KernelPTX:
     def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         """Launch grid for an M x N x K problem (checks the divisibility the kernel relies on)."""
         a = self.abi
-        for what, v, d in (("M", m, a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
-            if v % d:
-                raise SpecError(f"{what} = {v} is not a multiple of {d}", field=f"shape.{what}")
+        self.require_multiples(m, n, k, positive=False)
         return n // a["tile_n"], m // a["tile_m"], 1
+
+    def require_multiples(self, m: int, n: int, k: int, *, positive: bool = True, m_unit: int | None = None) -> None:
+        """SpecError unless M, N, K are (positive) multiples of the kernel's tile (M of `m_unit` if given)."""
+        a = self.abi
+        for what, v, d in (("M", m, m_unit or a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
+            if (positive and v <= 0) or v % d:
+                raise SpecError(f"{what} = {v} is not a {'positive ' if positive else ''}multiple of {d}",
+                                field=f"shape.{what}")
 
     @property
     def block(self) -> tuple[int, int, int]:
         return tuple(self.abi["block"])     # type: ignore[return-value]
+
+
+def mma_sp_ptx_version(form: Form, target: str, ptx_version: Version | None, selector: int) -> Version:
+    """The PTX version an mma.sp kernel of `form` is emitted for (`ptx_version`, or None: the form's
+    minimum, raised to the one of .sp::ordered_metadata when allowed - ptxas advises it over plain .sp,
+    which is slower); SpecError when the target, version or selector does not fit the form."""
+    need, err = form.requirements(target, ptx_version)
+    if err:
+        raise err
+    ptx = ptx_version
+    if ptx is None:
+        ptx = max(need, ORDERED_METADATA_PTX) if ORDERED_METADATA_PTX <= MAX_PTX else need
+    form.check_selector(selector)
+    return ptx
 
 
 def _check_config(cfg: MmaSpKernelConfig) -> tuple[Version, bool]:
@@ -91,16 +111,8 @@ def _check_config(cfg: MmaSpKernelConfig) -> tuple[Version, bool]:
             raise SpecError(f"{what} must be a positive integer, not {v!r}", field=f"tile.{what}")
     if cfg.threads > 1024:
         raise SpecError(f"{cfg.threads} threads per CTA exceed 1024", field="tile.warps_m")
-    if not cfg.name.isidentifier():
-        raise SpecError(f"kernel name {cfg.name!r} is not a PTX identifier", field="name")
-    need, err = form.requirements(cfg.target, cfg.ptx_version)
-    if err:
-        raise err
-    ptx = cfg.ptx_version
-    if ptx is None:
-        # prefer .sp::ordered_metadata (digest §5: plain .sp is slower and draws a ptxas advisory)
-        ptx = max(need, ORDERED_METADATA_PTX) if ORDERED_METADATA_PTX <= MAX_PTX else need
-    form.check_selector(cfg.selector)
+    require_kernel_name(cfg.name)
+    ptx = mma_sp_ptx_version(form, cfg.target, cfg.ptx_version, cfg.selector)
     ordered = form.uses_ordered_metadata(ptx)
     if cfg.static_metadata is not None:
         tab = cfg.static_metadata
@@ -171,9 +183,7 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
         w.global_pointer(reg, name)
     if runtime_meta:
         w.global_pointer("%ge", "a_metadata")
-    for reg in ("M", "N", "K"):
-        w.ld_param("u32", f"%{reg}", reg)
-    ins("mov.u32 %tx, %tid.x;")
+    w.problem_dims("%tx")
     ins("and.b32 %lane, %tx, 31;")
     ins("shr.u32 %warp, %tx, 5;")
     ins("shr.u32 %g, %lane, 2;")
@@ -284,7 +294,18 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     ins("// C fragments -> accumulators (row-major M x N)")
     cd_rows("%gc", "ld")
 
-    # ---- K loop
+    # ---- K loop. Metadata per k-step: loads before the MMAs, the step to the next k-step after them
+    if runtime_meta:
+        meta_load = [f"ld.global.b32 %e{i}, [%pe{i}];" for i in range(tm)]
+        meta_next = [f"add.u64 %pe{i}, %pe{i}, 128;        // next k-step: 32 words further" for i in range(tm)]
+    elif table is not None and len(cfg.static_metadata[0]) > 1:
+        meta_load = ["mul.wide.u32 %off, %kk, 128;"]
+        for i in range(tm):
+            meta_load += [f"add.u64 %adr, %pe{i}, %off;", f"ld.const.b32 %e{i}, [%adr];"]
+        meta_next = ["add.u32 %kk, %kk, 1;", f"setp.eq.u32 %p2, %kk, {len(cfg.static_metadata[0])};",
+                     "selp.u32 %kk, 0, %kk, %p2;"]
+    else:
+        meta_load = meta_next = []
     ins("setp.eq.u32 %p1, %nks, 0;")
     ins("@%p1 bra.uni STORE;")
     w.put("LOOP_K")
@@ -295,14 +316,8 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     for q in range(tn):
         for j in range(br):
             ins(f"ld.global.b32 %b{q * br + j}, [%pb{q}{f'+{16 * j}' if j else ''}];")
-    if runtime_meta:
-        for i in range(tm):
-            ins(f"ld.global.b32 %e{i}, [%pe{i}];")
-    elif table is not None and len(cfg.static_metadata[0]) > 1:
-        ins("mul.wide.u32 %off, %kk, 128;")
-        for i in range(tm):
-            ins(f"add.u64 %adr, %pe{i}, %off;")
-            ins(f"ld.const.b32 %e{i}, [%adr];")
+    for line in meta_load:
+        ins(line)
     opcode = form.instruction(ptx)
     for i in range(tm):
         for q in range(tn):
@@ -317,13 +332,8 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
         ins(f"add.u64 %pa{i}, %pa{i}, {a_step};")
     for q in range(tn):
         ins(f"add.u64 %pb{q}, %pb{q}, {b_step};")
-    if runtime_meta:
-        for i in range(tm):
-            ins(f"add.u64 %pe{i}, %pe{i}, 128;        // next k-step: 32 words further")
-    elif table is not None and len(cfg.static_metadata[0]) > 1:
-        ins("add.u32 %kk, %kk, 1;")
-        ins(f"setp.eq.u32 %p2, %kk, {len(cfg.static_metadata[0])};")
-        ins("selp.u32 %kk, 0, %kk, %p2;")
+    for line in meta_next:
+        ins(line)
     w.count_down("%nks", "%p1", "LOOP_K")
     w.put("STORE")
     ins("// accumulators -> D (row-major M x N)")
@@ -334,6 +344,14 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
 
     abi = _abi(cfg, ptx, w.params, runtime_meta)
     return KernelPTX(kname, text, ptx, cfg.target, abi)
+
+
+def abi_head(kernel: str, kernel_kind: str | None, form: str, instruction: str, target: str, ptx: Version,
+             params, buffers: dict) -> dict:
+    """The first entries of a sparse kernel's ABI dict, in their order (`kernel_kind` only when given)."""
+    head = {"kernel": kernel, **({"kernel_kind": kernel_kind} if kernel_kind else {}), "form": form,
+            "instruction": instruction, "target": target, "ptx_version": format_version(ptx)}
+    return {**head, "params": abi_params(kernel, params), "buffers": buffers}
 
 
 def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> dict:
@@ -356,13 +374,7 @@ def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> di
                                  "layout": "per 16-row tile and k-step, the 32 per-lane metadata words "
                                            "(compiler.sparse.compress)"}
     return {
-        "kernel": cfg.name,
-        "form": form.name,
-        "instruction": form.instruction(ptx),
-        "target": cfg.target,
-        "ptx_version": format_version(ptx),
-        "params": abi_params(cfg.name, params),
-        "buffers": buffers,
+        **abi_head(cfg.name, None, form.name, form.instruction(ptx), cfg.target, ptx, params, buffers),
         "metadata": "runtime" if runtime_meta else "static",
         "selector": cfg.selector,
         "tile_m": cfg.tile_m, "tile_n": cfg.tile_n, "tile_k": form.k,

@@ -62,11 +62,11 @@ from functools import cached_property
 
 from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
-from ..isa.mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
-from ..isa.targets import MAX_PTX, TARGETS, Version, format_version
+from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N, Form
+from ..isa.targets import TARGETS, Version, format_version
 from ..isa.types import TYPES
-from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, target_lines
-from .mma_sp_kernel import KernelPTX
+from .builder import HAND_SCHEDULED, PtxBuilder, require_kernel_name, target_lines
+from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_ptx_version
 
 # Bytes of one k-step of one instruction tile for the forms this kernel takes (a_regs = b_regs = 4:
 # 4 words x 32 lanes = 512 B = 16 A rows x 32 B = 8 B columns x 64 B; digest §6.1/§6.2).
@@ -116,8 +116,26 @@ def pipelined_form(form: Form) -> bool:
 # configuration
 # --------------------------------------------------------------------------------------------------
 
+class RingGeometry:
+    """Sizes derived alike by both pipelined kernels' configurations: K blocks of `cta_k` (`ksteps`
+    instruction k-steps each) staged through a ring of `stages` shared-memory slots holding `regions`."""
+
+    @property
+    def ksteps(self) -> int:           # mma k-steps per K block
+        return self.cta_k // self.form.k
+
+    @property
+    def region_bytes(self) -> int:
+        """Bytes of the operand regions of one slot."""
+        return sum(r.bytes for r in self.regions.values())
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+
 @dataclass(frozen=True)
-class SparseGemmConfig:
+class SparseGemmConfig(RingGeometry):
     name: str
     form: Form
     target: str
@@ -157,10 +175,6 @@ class SparseGemmConfig:
         return self.warp_n // SHAPE_N
 
     @property
-    def ksteps(self) -> int:           # mma k-steps per K block
-        return self.cta_k // self.form.k
-
-    @property
     def out_type(self) -> str:
         return self.d_type or self.form.d_type
 
@@ -170,11 +184,7 @@ class SparseGemmConfig:
 
     @property
     def stage_bytes(self) -> int:
-        return sum(r.bytes for r in self.regions.values())
-
-    @property
-    def ring_bytes(self) -> int:
-        return self.stages * self.stage_bytes
+        return self.region_bytes
 
     @property
     def is_persistent(self) -> bool:
@@ -272,8 +282,7 @@ def swizzle(offset: int, row_bytes: int) -> int:
 def check_config(cfg: SparseGemmConfig) -> Version:
     """Validate `cfg`; return the PTX version to emit. Raises SpecError naming the schedule field."""
     form = cfg.form
-    if not cfg.name.isidentifier():
-        raise SpecError(f"kernel name {cfg.name!r} is not a PTX identifier", field="name")
+    require_kernel_name(cfg.name)
     if form.a_regs != 4 or form.b_regs != 4 or form.c_regs != 4 or form.block_scale is not None:
         raise SpecError(
             f"the pipelined sparse GEMM takes the k-wide mma.sp shapes with 32-bit accumulators "
@@ -309,14 +318,7 @@ def check_config(cfg: SparseGemmConfig) -> Version:
             (out in ("f32", "s32") and out != form.c_type):
         raise SpecError(f"D type {out} cannot be stored from {form.c_type} accumulators "
                         f"(use {form.c_type}{', f16 or bf16' if form.c_type == 'f32' else ''})", field="D.dtype")
-    need, err = form.requirements(cfg.target, cfg.ptx_version)
-    if err:
-        raise err
-    ptx = cfg.ptx_version
-    if ptx is None:
-        # prefer .sp::ordered_metadata (digest §5: plain .sp is slower and draws a ptxas advisory)
-        ptx = max(need, ORDERED_METADATA_PTX) if ORDERED_METADATA_PTX <= MAX_PTX else need
-    form.check_selector(cfg.selector)
+    ptx = mma_sp_ptx_version(form, cfg.target, cfg.ptx_version, cfg.selector)
     limit = cfg.smem_limit
     if cfg.ring_bytes > limit:
         raise SpecError(f"{cfg.stages} stages x {cfg.stage_bytes} B = {cfg.ring_bytes} B of shared memory "
@@ -441,9 +443,7 @@ class SparseGemmPTX(KernelPTX):
         """Launch grid for M x N x K. Persistent kernels take `ctas`, the number of CTAs that run at
         once (multiprocessors x abi["max_ctas_per_sm"]); without it every tile gets its own CTA."""
         a = self.abi
-        for what, v, d in (("M", m, a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
-            if v <= 0 or v % d:
-                raise SpecError(f"{what} = {v} is not a positive multiple of {d}", field=f"shape.{what}")
+        self.require_multiples(m, n, k)
         tiles = (m // a["tile_m"]) * (n // a["tile_n"])
         if a["persistent"] and ctas:
             tiles = min(tiles, ctas)
@@ -747,9 +747,7 @@ class _Writer(PtxBuilder):
     # -- kernels -------------------------------------------------------------------------------------
     def prologue(self) -> None:
         ins = self.ins
-        for r in ("M", "N", "K"):
-            self.ld_param("u32", f"%{r}", r)
-        ins("mov.u32 %thr, %tid.x;")
+        self.problem_dims("%thr")
         ins("and.b32 %x, %thr, 31;")
         ins("shr.u32 %g, %x, 2;                           // g = lane >> 2, t = lane & 3 (9.7.14.6.2)")
         ins("and.b32 %t, %x, 3;")
@@ -916,18 +914,23 @@ def emit_sparse_gemm(cfg: SparseGemmConfig) -> SparseGemmPTX:
     return SparseGemmPTX(cfg.name, w.render(), ptx, cfg.target, _abi(cfg, ptx, w.params))
 
 
-def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
-    form = cfg.form
+def operand_buffers(form: Form, d_type: str) -> dict:
+    """ABI buffers a_values, a_metadata, b, d of the pipelined kernels (the layouts of compiler/sparse.py)."""
     bits = form.layout.storage_bits
-    buffers = {
+    return {
         "a_values": {"element": form.a_type, "shape": ["M", "K/2"], "bytes": f"M*K*{bits}/16",
                      "layout": "row-major compressed A (sparse.compress values)"},
         "a_metadata": {"element": "u32", "shape": ["M/16", f"K/{form.k}", 32],
                        "layout": "per 16-row tile and k-step, the 32 lane words (sparse.compress metadata)"},
         "b": {"element": form.b_type, "shape": ["N", "K"], "bytes": f"N*K*{bits}/8",
               "layout": "B transposed: row n holds column n of B (sparse.pack_b)"},
-        "d": {"element": cfg.out_type, "shape": ["M", "N"], "layout": "row-major (written); 16-byte aligned"},
+        "d": {"element": d_type, "shape": ["M", "N"], "layout": "row-major (written); 16-byte aligned"},
     }
+
+
+def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
+    form = cfg.form
+    buffers = operand_buffers(form, cfg.out_type)
     if cfg.accumulate_c:
         buffers["c"] = {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"}
     # CTAs that fit one SM at once: 64K registers at up to 256 per thread (ptxas may use all 255 that
@@ -935,14 +938,7 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
     regs_fit = 65536 // (cfg.threads * 256)
     smem_fit = (cfg.smem_limit + 1024) // (cfg.smem_bytes + 1024)
     return {
-        "kernel": cfg.name,
-        "kernel_kind": "sparse_gemm",
-        "form": form.name,
-        "instruction": form.instruction(ptx),
-        "target": cfg.target,
-        "ptx_version": format_version(ptx),
-        "params": abi_params(cfg.name, params),
-        "buffers": buffers,
+        **abi_head(cfg.name, "sparse_gemm", form.name, form.instruction(ptx), cfg.target, ptx, params, buffers),
         "metadata": "runtime",
         "selector": cfg.selector,
         "tile_m": cfg.cta_m, "tile_n": cfg.cta_n, "tile_k": cfg.cta_k,

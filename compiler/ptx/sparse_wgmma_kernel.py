@@ -85,15 +85,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..bits import log2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, Form
 from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
 from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
                          WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
-from .builder import HAND_SCHEDULED, PtxBuilder
-from .mma_sp_kernel import KernelPTX
-from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK
+from .builder import HAND_SCHEDULED, PtxBuilder, require_kernel_name, target_lines
+from .mma_sp_kernel import KernelPTX, abi_head
+from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK, RingGeometry, operand_buffers
 
 # --------------------------------------------------------------------------------------------------
 # Tables (the wgmma.mma_async.sp forms and the matrix descriptor are ISA facts: compiler/isa/wgmma.py)
@@ -115,12 +116,6 @@ MBARRIER_BYTES = 8             # an mbarrier object is a .b64 in shared memory
 CHUNK = 16                     # bytes of one vector store of the D copy-out
 MAX_ACCUMULATORS = 128         # per thread (m64n256 f32: 64*256/128); more does not fit 168 registers
 REGS_PER_SM = 65536
-
-
-def _log2(x: int) -> int:
-    if x <= 0 or x & (x - 1):
-        raise ValueError(x)
-    return x.bit_length() - 1
 
 
 def _align(x: int, a: int) -> int:
@@ -181,7 +176,7 @@ class TensorMapSpec:
 
 
 @dataclass(frozen=True)
-class SparseWgmmaConfig:
+class SparseWgmmaConfig(RingGeometry):
     name: str
     form: Form
     target: str = WGMMA_TARGET
@@ -215,10 +210,6 @@ class SparseWgmmaConfig:
     def m_blocks(self) -> int:
         """wgmma instructions along M per consumer and k-step."""
         return self.wg_m // WGMMA_M
-
-    @property
-    def ksteps(self) -> int:
-        return self.cta_k // self.form.k
 
     @property
     def acc_per_block(self) -> int:
@@ -260,11 +251,7 @@ class SparseWgmmaConfig:
     @property
     def stage_tx_bytes(self) -> int:
         """Bytes the copy engine delivers per K block (the full barrier's transaction count)."""
-        return sum(r.bytes for r in self.regions.values())
-
-    @property
-    def ring_bytes(self) -> int:
-        return self.stages * self.stage_bytes
+        return self.region_bytes
 
     @property
     def barrier_offset(self) -> int:
@@ -359,6 +346,13 @@ def metadata_offset(cfg: SparseWgmmaConfig, consumer: int, m_block: int, warp: i
     return re.offset + tile * re.row_bytes + kstep * META_STEP_BYTES + 4 * lane
 
 
+def wgmma_opcode(cfg: SparseWgmmaConfig) -> str:
+    """The kernel's instruction: one m64nNk wgmma.mma_async.sp over the whole CTA N (PTX 9.7.15.6.3)."""
+    f = cfg.form
+    return (f"wgmma.mma_async.sp.sync.aligned.m{WGMMA_M}n{cfg.cta_n}k{cfg.wg_form.k}"
+            f".{cfg.acc_type}.{f.a_type}.{f.b_type}")
+
+
 def fragment_coord(i: int, warp: int, lane: int) -> tuple[int, int]:
     """(row, column) within a 64 x N block of accumulator register i of thread (warp, lane): PTX
     9.7.15.5.1.1.1 Figure 149 (f32/s32 D of .m64nNk*)."""
@@ -368,8 +362,7 @@ def fragment_coord(i: int, warp: int, lane: int) -> tuple[int, int]:
 def check_config(cfg: SparseWgmmaConfig) -> Version:
     """Validate `cfg`; return the PTX version to emit. SpecError names the schedule field."""
     form = cfg.form
-    if not cfg.name.isidentifier():
-        raise SpecError(f"kernel name {cfg.name!r} is not a PTX identifier", field="name")
+    require_kernel_name(cfg.name)
     problem = wgmma_form_problem(form)
     if problem:
         raise problem
@@ -438,9 +431,7 @@ class SparseWgmmaPTX(KernelPTX):
 
     def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         a = self.abi
-        for what, v, d in (("M", m, a["tile_m"] * a["cluster"][0]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
-            if v <= 0 or v % d:
-                raise SpecError(f"{what} = {v} is not a positive multiple of {d}", field=f"shape.{what}")
+        self.require_multiples(m, n, k, m_unit=a["tile_m"] * a["cluster"][0])
         return (m // a["tile_m"]) * (n // a["tile_n"]), 1, 1
 
     @property
@@ -464,17 +455,11 @@ class _Writer(PtxBuilder):
         self.dbytes = TYPES[cfg.out_type].bits // 8
         self.store_type, self.convert = D_STORES[cfg.out_type]
         self.smem = f"{cfg.name}_smem"
-        self.params = [("tensor_maps", ".u64"), *((("c", ".u64"),) if cfg.accumulate_c else ()),
-                       ("d", ".u64"), ("M", ".u32"), ("N", ".u32"), ("K", ".u32")]
-
-    def load_ptr(self, reg: str, name: str) -> None:
-        self.ins(f"ld.param.u64 {reg}, [{self.param(name)}];")
-        self.ins(f"cvta.to.global.u64 {reg}, {reg};")
+        self.add_params("u64", "tensor_maps", *(("c",) if cfg.accumulate_c else ()), "d")
+        self.add_params("u32", "M", "N", "K")
 
     def opcode(self) -> str:
-        f = self.form
-        return (f"wgmma.mma_async.sp.sync.aligned.m{WGMMA_M}n{self.cfg.cta_n}k{self.wf.k}"
-                f".{self.cfg.acc_type}.{f.a_type}.{f.b_type}")
+        return wgmma_opcode(self.cfg)
 
     def tail(self) -> str:
         # imm-scale-a = imm-scale-b = 1 (no negation); imm-trans-a = imm-trans-b = 0: A row-major and
@@ -483,7 +468,7 @@ class _Writer(PtxBuilder):
 
     # -- header -------------------------------------------------------------------------------------
     def header(self) -> None:
-        cfg, out = self.cfg, self.lines
+        cfg, out = self.cfg, self.module
         r = cfg.regions
         out.append(f"// tilec sparse wgmma GEMM {cfg.name}: D = A*B{' + C' if cfg.accumulate_c else ''}, A "
                    f"{self.form.granularity.name} structured-sparse {self.form.a_type}, {self.opcode()}")
@@ -491,22 +476,19 @@ class _Writer(PtxBuilder):
                    f"warpgroups of {cfg.wg_m} rows, {cfg.stages} stages of {cfg.stage_bytes} B [A {r['A'].bytes} B "
                    f"{r['A'].swizzle} | B {r['B'].bytes} B {r['B'].swizzle} | metadata {r['E'].bytes} B], D "
                    f"{cfg.out_type} ({'staged' if cfg.staged_d else 'direct'}), raster group {cfg.raster_group}")
-        out += [f".version {format_version(self.ptx)}", f".target {cfg.target}", ".address_size 64", ""]
-        out.append(f".extern .shared .align {SMEM_ALIGN} .b8 {self.smem}[];")
-        out += ["", f".visible .entry {cfg.name}("]
-        out.append(",\n".join(f"    .param {t} {self.param(n)}" for n, t in self.params))
-        out += [")", f".maxntid {cfg.threads}, 1, 1", f".maxnreg {cfg.max_regs}"]
+        out += target_lines(format_version(self.ptx), cfg.target)
+        out += [f".extern .shared .align {SMEM_ALIGN} .b8 {self.smem}[];", ""]
+        self.directives += [f".maxntid {cfg.threads}, 1, 1", f".maxnreg {cfg.max_regs}"]
         if cfg.cluster_m > 1:
-            out.append(f".reqnctapercluster {cfg.cluster_m}, 1, 1")
-        out.append("{")
+            self.directives.append(f".reqnctapercluster {cfg.cluster_m}, 1, 1")
         mb, ks = cfg.m_blocks, cfg.ksteps
-        self.ins(".reg .pred %p<8>;")
-        self.ins(".reg .b16 %mask;")
-        self.ins(".reg .u32 %thr, %lane, %warp, %wg, %sb, %x, %y, %z, %M, %N, %K, %kb, %nkb, %st, %ph, %pst, "
-                 "%bar, %pm, %pn, %m0, %n0, %eb, %c0, %c1, %c2, %q, %rk;")
-        self.ins(".reg .u64 %tm<3>, %da0, %db0, %sd, %da, %db, %gd, %gc, %rp, %off;")
-        self.ins(f".reg .b32 %meta<{2 * mb * ks}>, %h, %v<4>;")
-        self.ins(f".reg {self.acc} %acc<{cfg.accumulators}>;")
+        self.declare("pred", "%p<8>")
+        self.declare("b16", "%mask")
+        self.declare("u32", "%thr", "%lane", "%warp", "%wg", "%sb", "%x", "%y", "%z", "%M", "%N", "%K", "%kb", "%nkb",
+                     "%st", "%ph", "%pst", "%bar", "%pm", "%pn", "%m0", "%n0", "%eb", "%c0", "%c1", "%c2", "%q", "%rk")
+        self.declare("u64", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
+        self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
+        self.declare(self.acc, f"%acc<{cfg.accumulators}>")
 
     # -- shared pieces ------------------------------------------------------------------------------
     def raster(self) -> None:
@@ -537,7 +519,7 @@ class _Writer(PtxBuilder):
         """%pst = shared address of ring slot %st; %bar = its full barrier (empty = + stages * 8)."""
         cfg, ins = self.cfg, self.ins
         ins(f"mad.lo.u32 %pst, %st, {cfg.stage_bytes}, %sb;")
-        ins(f"shl.b32 %x, %st, {_log2(MBARRIER_BYTES)};")
+        ins(f"shl.b32 %x, %st, {log2(MBARRIER_BYTES)};")
         ins(f"add.u32 %bar, %sb, {cfg.barrier_offset};")
         ins("add.u32 %bar, %bar, %x;")
 
@@ -550,28 +532,23 @@ class _Writer(PtxBuilder):
         ins("@%p1 xor.b32 %ph, %ph, 1;")
 
     def wait(self, bar: str, parity: str) -> None:
-        """Spin on `mbarrier.try_wait.parity` until the phase of parity `parity` of `bar` completed."""
-        again = self.label("WAIT")
-        self.put(again)
-        self.ins(f"mbarrier.try_wait.parity.shared::cta.b64 %p2, [{bar}], {parity};")
-        self.ins(f"@!%p2 bra.uni {again};")
+        """Spin until the phase of parity `parity` of the mbarrier at `bar` completed."""
+        self.wait_parity("%p2", bar, parity, self.label("WAIT"), uni=True)
 
     # -- kernel -------------------------------------------------------------------------------------
     def setup(self) -> None:
         cfg, ins = self.cfg, self.ins
-        for r in ("M", "N", "K"):
-            ins(f"ld.param.u32 %{r}, [{self.param(r)}];")
-        ins("mov.u32 %thr, %tid.x;")
+        self.problem_dims("%thr")
         ins("and.b32 %lane, %thr, 31;")
         ins("shr.u32 %warp, %thr, 5;")
         ins("and.b32 %warp, %warp, 3;                  // warp within its warpgroup (9.7.15.6.2 %warpid % 4)")
-        ins(f"shr.u32 %wg, %thr, {_log2(WG_THREADS)};")
+        ins(f"shr.u32 %wg, %thr, {log2(WG_THREADS)};")
         if cfg.cluster_m > 1:
             ins("mov.u32 %rk, %cluster_ctarank;")
         ins(f"mov.u32 %sb, {self.smem};")
         ins(f"add.u32 %sb, %sb, {SMEM_ALIGN - 1};           // regions on the 1024-byte swizzle repeat")
         ins(f"and.b32 %sb, %sb, {-SMEM_ALIGN};")
-        ins(f"shr.u32 %nkb, %K, {_log2(cfg.cta_k)};          // K blocks")
+        ins(f"shr.u32 %nkb, %K, {log2(cfg.cta_k)};          // K blocks")
         ins("setp.eq.u32 %p0, %thr, 0;                  // thread 0 initialises the barriers")
         ins(f"// full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: one arrival per "
             f"consumer warp of the cluster ({self.empty_count})")
@@ -582,7 +559,7 @@ class _Writer(PtxBuilder):
             ins(f"@%p0 mbarrier.init.shared::cta.b64 [%x], {self.empty_count};")
         ins("fence.mbarrier_init.release.cluster;          // the inits are visible to the copy engine")
         ins("fence.proxy.async.shared::cta;")
-        self.cta_sync()
+        self.pair_sync()
         ins("setp.ne.u32 %p0, %wg, 0;")
         consumer = self.label("CONSUMER")
         self.end = self.label("END")
@@ -593,20 +570,16 @@ class _Writer(PtxBuilder):
         self.put(self.end)
         if cfg.cluster_m > 1:
             ins("// no CTA leaves while its peer may still arrive on its barriers")
-            self.cta_sync()
+            self.pair_sync()
         ins("ret;")
 
     @property
     def empty_count(self) -> int:
         return 4 * self.cfg.consumers * self.cfg.cluster_m
 
-    def cta_sync(self) -> None:
-        """Every thread of the CTA (of both CTAs of a pair: barrier.cluster, 9.7.13.3) meets here."""
-        if self.cfg.cluster_m > 1:
-            self.ins("barrier.cluster.arrive.release.aligned;")
-            self.ins("barrier.cluster.wait.acquire.aligned;")
-        else:
-            self.ins("bar.sync 0;")
+    def pair_sync(self) -> None:
+        """Every thread of the CTA (of both CTAs of a pair) meets here."""
+        self.cta_sync(cluster=self.cfg.cluster_m > 1)
 
     def producer(self) -> None:
         """Warp 0 of warpgroup 0 (lane 0 issues): K block kb into slot kb % stages once the slot's empty
@@ -616,7 +589,7 @@ class _Writer(PtxBuilder):
         ins("setp.ne.u32 %p0, %warp, 0;")
         ins(f"@%p0 bra.uni {self.end};")
         ins("setp.eq.u32 %p6, %lane, 0;")
-        ins(f"ld.param.u64 %tm0, [{self.param('tensor_maps')}];     // generic address of 3 CUtensorMaps")
+        self.ld_param("u64", "%tm0", "tensor_maps", "     // generic address of 3 CUtensorMaps")
         for i in range(1, 3):
             ins(f"add.u64 %tm{i}, %tm0, {i * TMA_MAP_BYTES};")
         for i in range(3):
@@ -652,9 +625,7 @@ class _Writer(PtxBuilder):
                 ins(f"@%p6 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%x], "
                     f"[%tm{box.tensor}, {{%c0, {y}}}], [%bar];")
         self.advance_slot()
-        ins("add.u32 %kb, %kb, 1;")
-        ins("setp.lt.u32 %p1, %kb, %nkb;")
-        ins(f"@%p1 bra.uni {loop};")
+        self.count_up("%kb", 1, "%p1", "%nkb", loop)
         ins(f"bra.uni {self.end};")
 
     def consumer(self) -> None:
@@ -695,9 +666,10 @@ class _Writer(PtxBuilder):
         self.put(loop)
         for buf in range(2):       # two copies: the metadata registers of a block in flight stay untouched
             self.k_block(buf)
-            ins("add.u32 %kb, %kb, 1;")
-            ins("setp.lt.u32 %p1, %kb, %nkb;")
-            ins(f"@%p1 bra.uni {loop};" if buf == 1 else f"@!%p1 bra.uni {done};")
+            if buf == 1:
+                self.count_up("%kb", 1, "%p1", "%nkb", loop)
+            else:
+                self.count_up("%kb", 1, "%p1", "%nkb", done, exit_at_limit=True)
         self.put(done)
         ins("wgmma.wait_group.sync.aligned 0;")
         self.epilogue()
@@ -737,7 +709,7 @@ class _Writer(PtxBuilder):
         ins("wgmma.wait_group.sync.aligned 1;             // the previous block's group is complete")
         ins("setp.ne.u32 %p5, %kb, 0;")
         ins("and.pred %p5, %p5, %p3;")
-        ins(f"shl.b32 %x, %pn, {_log2(MBARRIER_BYTES)};")
+        ins(f"shl.b32 %x, %pn, {log2(MBARRIER_BYTES)};")
         ins(f"add.u32 %x, %x, %sb;")
         empty = cfg.barrier_offset + cfg.stages * MBARRIER_BYTES
         if cfg.cluster_m == 1:
@@ -795,30 +767,24 @@ class _Writer(PtxBuilder):
                 ins(f"mov{self.acc} %acc{r}, {zero};")
             return
         ins("// C fragments into the accumulators (Figure 149 layout)")
-        self.load_ptr("%gc", "c")
+        self.global_pointer("%gc", "c")
         self.global_fragment_ptr("%gc", self.abytes)
         for _j, i, r, c in self.pairs():
             ins(f"mad.wide.u32 %gd, %N, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
             ins(f"ld.global.v2{self.acc} {{%acc{i}, %acc{i + 1}}}, [%gd+{c * self.abytes}];")
 
-    def store_pair(self, space: str, at: str, i: int) -> None:
-        lo, hi = f"%acc{i}", f"%acc{i + 1}"
-        if self.convert:
-            # cvt.rn.{f16x2,bf16x2}.f32 d, a, b puts a in the upper half: (hi, lo) keeps column order
-            self.ins(f"{self.convert} %h, {hi}, {lo};")
-            self.ins(f"st.{space}.{self.store_type} {at}, %h;")
-        else:
-            self.ins(f"st.{space}.{self.store_type} {at}, {{{lo}, {hi}}};")
+    def store_acc_pair(self, space: str, at: str, i: int) -> None:
+        self.store_pair(space, at, f"%acc{i}", f"%acc{i + 1}", self.store_type, self.convert)
 
     def epilogue(self) -> None:
         cfg, ins = self.cfg, self.ins
         if not cfg.staged_d:
             ins("// accumulators -> D, fragment by fragment")
-            self.load_ptr("%gd", "d")
+            self.global_pointer("%gd", "d")
             self.global_fragment_ptr("%gd", self.dbytes)
             for _j, i, r, c in self.pairs():
                 ins(f"mad.wide.u32 %gc, %N, {r * self.dbytes}, %rp;" if r else "mov.u64 %gc, %rp;")
-                self.store_pair("global", f"[%gc+{c * self.dbytes}]", i)
+                self.store_acc_pair("global", f"[%gc+{c * self.dbytes}]", i)
             return
         pitch, db = cfg.d_pitch, self.dbytes
         ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
@@ -828,12 +794,12 @@ class _Writer(PtxBuilder):
         ins(f"mad.lo.u32 %x, %x, {pitch}, %sb;")
         ins(f"mad.lo.u32 %x, %y, {db}, %x;")
         for _j, i, r, c in self.pairs():
-            self.store_pair("shared", f"[%x+{r * pitch + c * db}]", i)
+            self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
         ins("add.u32 %z, %wg, 2;")
         ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's rows are staged")
         cpr = cfg.cta_n * db // CHUNK
         total = cfg.wg_m * cpr
-        self.load_ptr("%gd", "d")
+        self.global_pointer("%gd", "d")
         ins(f"mul.wide.u32 %off, %N, {db};")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
         for rnd in range(-(-total // WG_THREADS)):
@@ -864,39 +830,21 @@ def emit_sparse_wgmma(cfg: SparseWgmmaConfig) -> SparseWgmmaPTX:
     w = _Writer(cfg, ptx)
     w.header()
     w.setup()
-    w.lines.append("}")
-    return SparseWgmmaPTX(cfg.name, "\n".join(w.lines) + "\n", ptx, cfg.target, _abi(cfg, ptx, w.params))
+    return SparseWgmmaPTX(cfg.name, w.render(), ptx, cfg.target, _abi(cfg, ptx, w.params))
 
 
 def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
     form = cfg.form
-    bits = cfg.storage_bits
     maps = [{"operand": t.operand, "elem_bits": t.elem_bits, "data_type": TMA_DATA_TYPE[t.elem_bits],
              "swizzle": t.swizzle, "box": list(t.box)} for t in tensor_map_specs(cfg)]
-    buffers = {
-        "a_values": {"element": form.a_type, "shape": ["M", "K/2"], "bytes": f"M*K*{bits}/16",
-                     "layout": "row-major compressed A (sparse.compress values)"},
-        "a_metadata": {"element": "u32", "shape": ["M/16", f"K/{form.k}", 32],
-                       "layout": "per 16-row tile and k-step, the 32 lane words (sparse.compress metadata)"},
-        "b": {"element": form.b_type, "shape": ["N", "K"], "bytes": f"N*K*{bits}/8",
-              "layout": "B transposed: row n holds column n of B (sparse.pack_b)"},
-        "d": {"element": cfg.out_type, "shape": ["M", "N"], "layout": "row-major (written); 16-byte aligned"},
-        "tensor_maps": {"element": "CUtensorMap", "shape": [3], "bytes": 3 * TMA_MAP_BYTES,
-                        "layout": "tensor maps of a_values, b, a_metadata (64-byte aligned, global memory); "
-                                  "sparse_wgmma_kernel.encode_tensor_maps builds them"},
-    }
+    buffers = operand_buffers(form, cfg.out_type)
+    buffers["tensor_maps"] = {"element": "CUtensorMap", "shape": [3], "bytes": 3 * TMA_MAP_BYTES,
+                              "layout": "tensor maps of a_values, b, a_metadata (64-byte aligned, global memory); "
+                                        "sparse_wgmma_kernel.encode_tensor_maps builds them"}
     if cfg.accumulate_c:
         buffers["c"] = {"element": cfg.acc_type, "shape": ["M", "N"], "layout": "row-major"}
     return {
-        "kernel": cfg.name,
-        "kernel_kind": "sparse_wgmma",
-        "form": form.name,
-        "instruction": f"wgmma.mma_async.sp.sync.aligned.m{WGMMA_M}n{cfg.cta_n}k{cfg.wg_form.k}"
-                       f".{cfg.acc_type}.{form.a_type}.{form.b_type}",
-        "target": cfg.target,
-        "ptx_version": format_version(ptx),
-        "params": [{"name": n, "ptx_param": f"{cfg.name}_{n}", "type": t.lstrip(".")} for n, t in params],
-        "buffers": buffers,
+        **abi_head(cfg.name, "sparse_wgmma", form.name, wgmma_opcode(cfg), cfg.target, ptx, params, buffers),
         "tensor_maps": maps,
         "metadata": "runtime",
         "selector": cfg.selector,
