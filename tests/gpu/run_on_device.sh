@@ -4,6 +4,7 @@
 #   tests/gpu/make_wheelhouse.sh          # once, where PyPI is reachable: fills .whl/ (gitignored)
 #   tests/gpu/run_on_device.sh            # on the GPU machine, from a checkout with .whl/ beside it
 #   tests/gpu/run_on_device.sh --slow     # the full sweeps instead (-m "gpu and slow")
+#   tests/gpu/run_on_device.sh --all      # both in one run
 #   tests/gpu/run_on_device.sh -- -k wgmma   # extra pytest arguments after --
 #
 # With the device tool: run(command="bash tests/gpu/run_on_device.sh", carry=[".whl"], timeout_s=600).
@@ -14,9 +15,9 @@
 # 2. Makes the checkout importable: `pip install --no-index --no-deps --no-build-isolation -e .` where
 #    setuptools is there (gives the `tilec` command too); the repository root goes on PYTHONPATH either
 #    way (the tests import `compiler` and `tests.gpu.harness` from it).
-# 3. Runs `python3 -m pytest tests/gpu -m gpu` (default slice) or `-m "gpu and slow"` (--slow), and writes
-#    the log and a JUnit report under $OUT when it is set: gpu-<slice>.log, gpu-<slice>.junit.xml (failing
-#    checks also leave their data there: fail_*.npz, *_report.json).
+# 3. Runs `python3 -m pytest tests/gpu -m gpu` (default slice), `-m "gpu and slow"` (--slow) or both
+#    (--all), and writes the log and a JUnit report under $OUT when it is set: gpu-<slice>.log,
+#    gpu-<slice>.junit.xml (failing checks also leave their data there: fail_*.npz, *_report.json).
 # Exit status: pytest's; 2 when the machine lacks something the slice needs (said why).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -28,7 +29,10 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 slice=default
 markexpr=gpu
-if [ "${1:-}" = "--slow" ]; then slice=slow; markexpr="gpu and slow"; shift; fi
+case "${1:-}" in
+    --slow) slice=slow; markexpr="gpu and slow"; shift ;;
+    --all) slice=all; markexpr="gpu and (slow or not slow)"; shift ;;   # names `slow`: conftest keeps them
+esac
 if [ "${1:-}" = "--" ]; then shift; fi
 
 say() { echo "run_on_device: $*"; }
