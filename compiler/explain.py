@@ -2,46 +2,17 @@
 
 Explainers take the raw value (plus context such as the kind) and return an `Explanation`. They are
 registered in `EXPLAINERS` by name; other modules add theirs with `register()` (the zero-column mask
-explainer lives in compiler/descriptors/zero_column_mask.py and is registered lazily as "zcm").
+explainer lives in compiler/descriptors/zero_column_mask.py and is registered lazily as "zcm"). The report
+types (`Explanation`, `Field`) live in compiler/descriptors/explanation.py, below both, so the descriptors
+never import this module.
 The field tables are the encoders' own (descriptors/instr.py, descriptors/smem.py), so an explanation
 can never disagree with what the compiler emits.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    bits: str          # "17-22", or a single bit "46"
-    raw: int
-    meaning: str
-
-
-@dataclass
-class Explanation:
-    fields: list[Field]
-    violations: list[str] = field(default_factory=list)
-    title: str = ""
-
-    def text(self) -> str:
-        lines = [self.title] if self.title else []
-        width = max((len(f.name) for f in self.fields), default=0)
-        for f in self.fields:
-            lines.append(f"  bits {f.bits:>5}  {f.name:<{width}}  {f.raw:#x}  {f.meaning}")
-        if self.violations:
-            lines.append("violations:")
-            lines.extend(f"  - {v}" for v in self.violations)
-        else:
-            lines.append("no violations")
-        return "\n".join(lines) + "\n"
-
-    def to_json(self) -> dict:
-        return {"title": self.title,
-                "fields": [{"name": f.name, "bits": f.bits, "raw": f.raw, "meaning": f.meaning} for f in self.fields],
-                "violations": list(self.violations)}
+from .descriptors.explanation import Explanation, Field
 
 
 def _as_unsigned(value, bits: int, violations: list[str]) -> int:
@@ -68,6 +39,7 @@ def explain_idesc(value: int, kind: str | None = None) -> Explanation:
     illegal type combinations, M/N out of range). Never raises."""
     from .descriptors.instr import CODES, IMPLICIT, LAYOUTS, TABLE_NAME, InstrDesc
     from .diagnostics import SpecError
+    from .isa.tcgen05_kinds import K96
 
     violations: list[str] = []
     value = _as_unsigned(value, 32, violations)
@@ -99,6 +71,7 @@ def explain_idesc(value: int, kind: str | None = None) -> Explanation:
                 meaning = f"{f.meaning}: invalid code {raw} (valid: {legal})"
                 violations.append(f"bits {f.bits.bits} ({f.bits.name}): code {raw} is not valid for kind::{kind}")
         fields.append(Field(f.bits.name, f.bits.bits, raw, meaning))
+    warnings: list[str] = []
     if not violations:
         # Field-level decoding succeeded: the constructor checks the combination (type pairs, shapes, ...).
         try:
@@ -107,8 +80,16 @@ def explain_idesc(value: int, kind: str | None = None) -> Explanation:
                                      "negate_b", "sparse", "sparsity_selector", "saturate", "max_shift",
                                      "scale_type", "a_scale_id", "b_scale_id", "k96")})
         except SpecError as e:
-            violations.append(e.message)
-    return Explanation(fields, violations, f"idesc {value:#010x}, kind::{kind} ({TABLE_NAME[layout]})")
+            # K = 96 from one SM is NVIDIA's own value (K96.outside_isa): the ISA does not list it, so
+            # tilec never compiles it, but it is not a broken descriptor. The K = 96 check runs last in
+            # InstrDesc, so every other field has been checked when it fires.
+            if e.field == "shape.K" and attrs.get("k96") and K96.outside_isa(kind, attrs.get("sparse", False),
+                                                                             attrs.get("m")):
+                warnings.append(f"the PTX ISA does not list this combination: {e.message}")
+            else:
+                violations.append(e.message)
+    return Explanation(fields, violations, f"idesc {value:#010x}, kind::{kind} ({TABLE_NAME[layout]})",
+                       warnings)
 
 
 # ---- shared-memory descriptor (PTX 9.7.16.4.1) ----------------------------------------------------

@@ -121,7 +121,42 @@ def test_idesc_violations_agree_with_decode(value, kind):
         decodes = True
     except SpecError:
         decodes = False
-    assert decodes == (ex.violations == [])
+    # A descriptor decodes exactly when its explanation is clean: no violation, and no warning that the ISA
+    # does not list it (NVIDIA's one-SM K = 96 decodes field by field, yet tilec never builds one).
+    assert decodes == (ex.violations == [] and ex.warnings == [])
+
+
+def test_one_sm_k96_is_a_warning_naming_both_sources():
+    """CUTLASS's SM103_MXF4_ULTRA_SS_VS idesc: K = 96 (bit 31), M = 128 (bits 27-28 = 1), N = 128 (bits 17-22 = 16),
+    e2m1 A/B (code 1 at bits 7-9 and 10-11), ue4m3 scales (bit 23 = 0, kind::mxf4nvf4 only):
+    0x80000000 + 0x08000000 + (16 << 17 = 0x200000) + (1 << 10 = 0x400) + (1 << 7 = 0x80) = 0x88200480."""
+    ex = explain_idesc(0x88200480, "mxf4nvf4")
+    assert ex.violations == []
+    assert len(ex.warnings) == 1
+    w = ex.warnings[0]
+    assert "Table 39" in w and "cta_group::2, M = 256" in w                 # the ISA, tilec's contract
+    assert "SM103_MXF4_ULTRA_SS_VS" in w and "cta_group::1, M = 128" in w   # NVIDIA's own one-SM use
+    assert "warnings:" in ex.text() and ex.to_json()["warnings"] == ex.warnings
+    # the same value is never accepted for compiling: the descriptor constructor keeps the ISA's contract
+    with pytest.raises(SpecError, match="SM103_MXF4_ULTRA_SS_VS"):
+        InstrDesc.decode(0x88200480, "mxf4nvf4")
+
+
+@pytest.mark.parametrize("value,kind,needle", [
+    (0x88200484, "mxf4nvf4", "K = 96 with sparse A and M = 128"),   # bit 2: sparse; no sparse K = 96 anywhere
+    (0x88200480, "mxf4", "bits 23 (scale_type)"),                    # kind::mxf4 has no ue4m3 code
+])
+def test_other_k96_mismatches_stay_violations(value, kind, needle):
+    ex = explain_idesc(value, kind)
+    assert ex.warnings == [] and any(needle in v for v in ex.violations), ex.violations
+
+
+def test_cli_exit_status_follows_violations_not_warnings(capsys):
+    from compiler.cli import main
+
+    assert main(["explain", "idesc", "0x88200480", "--kind", "mxf4nvf4"]) == 0
+    assert main(["explain", "idesc", "0x88200484", "--kind", "mxf4nvf4"]) == 1
+    capsys.readouterr()
 
 
 @settings(max_examples=300)

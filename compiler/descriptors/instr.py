@@ -200,6 +200,15 @@ def decode_field(kind: str, field: IField, raw: int):
     return inverse[raw]
 
 
+def k96_problem(kind: str, sparse: bool, m: int) -> str:
+    """Why bit 31 (K = 96) does not fit this descriptor, naming the ISA's rule and, where it applies,
+    NVIDIA's own one-SM use that the ISA does not list (compiler/isa/tcgen05_kinds.py, K96)."""
+    from ..isa.tcgen05_kinds import K96
+
+    what = f"K = {K96.k} with{' sparse A and' if sparse else ''} M = {m}: {K96.contract()}"
+    return what + (f"; {K96.outside_note()}" if K96.outside_isa(kind, sparse, m) else "")
+
+
 @dataclass(frozen=True)
 class InstrDesc:
     kind: str
@@ -222,7 +231,7 @@ class InstrDesc:
     k96: bool = False
 
     def __post_init__(self) -> None:
-        from ..isa.tcgen05_kinds import SHAPE_RULES, check_major, check_types, kind_info
+        from ..isa.tcgen05_kinds import K96, SHAPE_RULES, check_major, check_types, kind_info
 
         info = kind_info(self.kind)
         check_types(self.kind, self.a_type, self.b_type, self.d_type)
@@ -247,9 +256,6 @@ class InstrDesc:
         if not self.sparse and self.sparsity_selector:
             raise SpecError("the sparsity selector is only meaningful for sparse MMAs (Table 42 bits 0-1)",
                             field="sparsity.selector")
-        if self.k96 and (self.sparse or self.m != 256):
-            raise SpecError("K = 96 exists only for dense MMAs with M = 256 (cta_group::2, sm_103a)",
-                            field="shape.K")
         layout = layout_of(self.kind)
         stored = {f.attr for f in layout if f.attr}
         for attr, implicit in IMPLICIT.items():
@@ -257,6 +263,10 @@ class InstrDesc:
                 raise SpecError(f"{attr} = {getattr(self, attr)!r} has no field in the kind::{self.kind} descriptor "
                                 f"({TABLE_NAME[layout]}); it must be {implicit!r}", field=SPEC_FIELD[attr])
         self.encode()        # every stored value must have a code
+        if self.k96 and not K96.lists(self.kind, self.sparse, self.m):
+            # last, so that `explain` can report NVIDIA's own one-SM K = 96 (K96.outside_isa) as a warning
+            # knowing every other field is valid
+            raise SpecError(k96_problem(self.kind, self.sparse, self.m), field="shape.K")
 
     def encode(self) -> int:
         value = 0

@@ -396,9 +396,6 @@ def explain_zcm(value: int, m: int | None = None, n: int | None = None):
 
 
 def _explanation(title, fields, violations):
-    try:
-        from ..explain import Explanation, Field
-    except ImportError:
-        return {"title": title, "fields": [dict(name=a, bits=b, raw=r, meaning=t) for a, b, r, t in fields],
-                "violations": violations}
+    from .explanation import Explanation, Field
+
     return Explanation(fields=[Field(*f) for f in fields], violations=violations, title=title)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import SpecError
 from .targets import TARGETS, Version, format_version
+from .tcgen05_kinds import K96 as _K96, KINDS
 
 # --------------------------------------------------------------------------------------------------
 # Spec fields blamed by each check: the keys the DSL front end records locations under
@@ -65,12 +66,10 @@ class KindForm:
 
     @property
     def ws(self) -> bool:                 # `.ws` / `.ws.sp` syntax groups list this kind
-        from .tcgen05_kinds import KINDS
         return KINDS[self.kind].ws
 
     @property
     def scale_input_d(self) -> bool:      # "scale-input-d is only valid for .kind::tf32 and .kind::f16"
-        from .tcgen05_kinds import KINDS
         return KINDS[self.kind].scale_input_d
 
 
@@ -241,17 +240,18 @@ class Tcgen05Mma:
     def _check_k96(self) -> None:
         if not self.k96:
             return
-        # Table 39 / digest §3: K = 96 only for dense mxf4/mxf4nvf4 with cta_group::2 (M = 256); the
-        # vector-size aliases of 9.7.16.10.9.1 define scale_vec::NX only "when K = 64 or 128", so K = 96
-        # takes .block16/.block32 (or mxf4's omitted size, which defaults to .block32).
+        # K96 (tcgen05_kinds): dense mxf4/mxf4nvf4 with cta_group::2 (M = 256) only; the vector-size aliases
+        # of 9.7.16.10.9.1 define scale_vec::NX only "when K = 64 or 128", so K = 96 takes .block16/.block32
+        # (or mxf4's omitted size, which defaults to .block32).
         field = FIELD["k96"]
-        if self.kind not in ("mxf4", "mxf4nvf4"):
-            raise SpecError(f"K = 96 exists only for .kind::mxf4 and .kind::mxf4nvf4, not .kind::{self.kind}",
+        if self.kind not in _K96.kinds:
+            raise SpecError(f"K = {_K96.k} exists only for .kind::mxf4 and .kind::mxf4nvf4, not .kind::{self.kind}",
                             field)
-        if self.cta_group != 2 or self.sparse:
-            raise SpecError("K = 96 exists only for dense cta_group::2 (M = 256) MMAs", field)
-        if self.block_scale not in ("block16", "block32", "implicit"):
-            raise SpecError(f"K = 96 needs .block16 or .block32, not .{self.block_scale}", FIELD["block_scale"],
+        if self.cta_group != _K96.cta_group or self.sparse != _K96.sparse:
+            raise SpecError(f"K = {_K96.k} exists only for dense cta_group::{_K96.cta_group} "
+                            f"(M = {'/'.join(map(str, _K96.ms))}) MMAs (PTX Table 39); {_K96.outside_note()}", field)
+        if self.block_scale not in _K96.block_scales:
+            raise SpecError(f"K = {_K96.k} needs .block16 or .block32, not .{self.block_scale}", FIELD["block_scale"],
                             hint=".scale_vec::NX aliases are defined only for K = 64 or 128")
 
     # ----------------------------------------------------------------------------------------------
@@ -417,7 +417,7 @@ FEATURES: tuple[Feature, ...] = (
             frozenset({"sm_100a", "sm_103a", "sm_110a"}),
             "Table 60 'tcgen05.mma.sp: Kind .kind::mxf4nvf4 and .kind::mxf4: 8.6 sm_100a, 8.8 sm_103a, "
             "9.0 sm_110a'; Table 61 excludes them from family targets; ptxas agrees"),
-    Feature("K = 96", lambda f: f.k96, (8, 8), frozenset({"sm_103a"}),
+    Feature("K = 96", lambda f: f.k96, _K96.min_ptx, frozenset(_K96.targets),
             "Table 60 'K shape value 96: 8.8 sm_103a'; 13.4 (8.8 notes). ptxas cannot check it (K is in "
             "the instruction descriptor)"),
 )

@@ -36,22 +36,26 @@ class Kind:
     ws: bool                           # .ws / .ws.sp exist (digest §3)
     scale_types: tuple[str, ...]       # () = not block scaled; else legal scale-factor types (Tables 43/44)
     vector_sizes: tuple[int, ...]      # elements per scale factor (block16 / block32)
-    k96: bool                          # dense K = 96 variant (Table 44 bit 31; sm_103a)
 
     @property
     def block_scaled(self) -> bool:
         return bool(self.scale_types)
 
+    @property
+    def k96(self) -> bool:
+        """The kind has the dense K = 96 variant (K96 below; Table 44 bit 31)."""
+        return self.name in K96.kinds
+
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    #    name        A/B types               D types          (A, D) pairs                          same  Kd  Ks  sparsity neg   trans  sat    sid    ws     scales              vec      k96
-    Kind("f16", ("f16", "bf16"), ("f16", "f32"), (("f16", "f16"), ("f16", "f32"), ("bf16", "f32")), True, 16, 32, "2:4", True, True, False, True, True, (), (), False),
-    Kind("tf32", ("tf32",), ("f32",), None, True, 8, 16, "1:2", True, True, False, True, True, (), (), False),
-    Kind("f8f6f4", F8F6F4_TYPES, ("f32", "f16"), None, False, 32, 64, "2:4", True, True, False, False, True, (), (), False),
-    Kind("i8", ("s8", "u8"), ("s32",), None, False, 32, 64, "2:4", False, True, True, False, True, (), (), False),
-    Kind("mxf8f6f4", F8F6F4_TYPES, ("f32",), None, False, 32, 64, "2:4", True, True, False, False, False, ("ue8m0",), (32,), False),
-    Kind("mxf4", ("e2m1",), ("f32",), None, True, 64, 128, "4:8", True, False, False, False, False, ("ue8m0",), (32,), True),
-    Kind("mxf4nvf4", ("e2m1",), ("f32",), None, True, 64, 128, "4:8", True, False, False, False, False, ("ue8m0", "ue4m3"), (16, 32), True),
+    #    name        A/B types               D types          (A, D) pairs                          same  Kd  Ks  sparsity neg   trans  sat    sid    ws     scales              vec
+    Kind("f16", ("f16", "bf16"), ("f16", "f32"), (("f16", "f16"), ("f16", "f32"), ("bf16", "f32")), True, 16, 32, "2:4", True, True, False, True, True, (), ()),
+    Kind("tf32", ("tf32",), ("f32",), None, True, 8, 16, "1:2", True, True, False, True, True, (), ()),
+    Kind("f8f6f4", F8F6F4_TYPES, ("f32", "f16"), None, False, 32, 64, "2:4", True, True, False, False, True, (), ()),
+    Kind("i8", ("s8", "u8"), ("s32",), None, False, 32, 64, "2:4", False, True, True, False, True, (), ()),
+    Kind("mxf8f6f4", F8F6F4_TYPES, ("f32",), None, False, 32, 64, "2:4", True, True, False, False, False, ("ue8m0",), (32,)),
+    Kind("mxf4", ("e2m1",), ("f32",), None, True, 64, 128, "4:8", True, False, False, False, False, ("ue8m0",), (32,)),
+    Kind("mxf4nvf4", ("e2m1",), ("f32",), None, True, 64, 128, "4:8", True, False, False, False, False, ("ue8m0", "ue4m3"), (16, 32)),
 )}
 
 # mxf4nvf4: UE4M3 scales only with 16-element vectors (block16 / scale_vec::4X); digest §2.2.
@@ -68,10 +72,10 @@ def mma_k(kind: str, sparse: bool = False, k96: bool = False) -> int:
     """K (elements of the dense problem) of one tcgen05.mma (Table 39)."""
     info = kind_info(kind)
     if k96:
-        if not info.k96 or sparse:
-            raise SpecError(f"K = 96 exists only for dense kind::mxf4 / mxf4nvf4, not {'sparse ' if sparse else ''}"
-                            f"kind::{kind}", field="shape.K")
-        return 96
+        if not info.k96 or sparse != K96.sparse:
+            raise SpecError(f"K = {K96.k} exists only for dense kind::mxf4 / mxf4nvf4, not "
+                            f"{'sparse ' if sparse else ''}kind::{kind}", field="shape.K")
+        return K96.k
     return info.sparse_k if sparse else info.dense_k
 
 
@@ -175,6 +179,57 @@ N8 = NSet(((8, 256, 8),))
 N16 = NSet(((16, 256, 16),))
 N32 = NSet(((32, 256, 32),))
 
+
+@dataclass(frozen=True)
+class K96Shape:
+    """The dense K = 96 MMA of the fp4 kinds: one fact, read by the shape rules, the instruction forms and
+    their targets, the instruction descriptor, the TMEM layouts, `verify` and `explain`.
+
+    PTX ISA 9.7.16.2.1 Table 39 and its target note list K = 96 only for dense kind::mxf4 / mxf4nvf4 with
+    cta_group::2 and M = 256 (Table 44 bit 31; "Arch-specific/Family-specific PTX Features Release History",
+    Table 60 in PTX ISA 9.2: "K shape value 96: 8.8, sm_103a"). That is tilec's contract for compiling. NVIDIA's own CUTLASS also issues K = 96 from one SM
+    (`SM103_MXF4_ULTRA_SS_VS`: cta_group::1, M = 128, instruction descriptor 0x88200480 with bit 31 set),
+    a combination the ISA does not list: `explain` reports it as a warning, compiling refuses it.
+    """
+    k: int
+    kinds: tuple[str, ...]
+    sparse: bool                     # K = 96 exists dense only
+    cta_group: int
+    ms: tuple[int, ...]
+    ns: NSet
+    min_ptx: tuple[int, int]
+    targets: tuple[str, ...]
+    block_scales: tuple[str, ...]    # the .scale_vec::NX aliases are defined only "when K = 64 or 128"
+    source: str
+    outside_cta_group: int           # NVIDIA's one-SM use, outside the ISA's table
+    outside_ms: tuple[int, ...]
+    outside_source: str
+
+    def lists(self, kind: str, sparse: bool, m: int) -> bool:
+        """The ISA's table lists K = 96 for this kind, sparsity and M."""
+        return kind in self.kinds and sparse == self.sparse and m in self.ms
+
+    def outside_isa(self, kind: str, sparse: bool, m: int) -> bool:
+        """Not in the ISA's table, but what NVIDIA's own one-SM K = 96 atom issues."""
+        return kind in self.kinds and sparse == self.sparse and m in self.outside_ms
+
+    def contract(self) -> str:
+        return (f"the PTX ISA ({self.source}) lists K = {self.k} only for dense "
+                f"{' / '.join('kind::' + k for k in self.kinds)} with cta_group::{self.cta_group}, "
+                f"M = {'/'.join(map(str, self.ms))}")
+
+    def outside_note(self) -> str:
+        return (f"{self.outside_source} issues K = {self.k} with cta_group::{self.outside_cta_group}, "
+                f"M = {'/'.join(map(str, self.outside_ms))}, which the ISA does not list")
+
+
+K96 = K96Shape(
+    k=96, kinds=("mxf4", "mxf4nvf4"), sparse=False, cta_group=2, ms=(256,), ns=N16, min_ptx=(8, 8),
+    targets=("sm_103a",), block_scales=("block16", "block32", "implicit"),
+    source="Table 39 and its target note; PTX 8.8, sm_103a",
+    outside_cta_group=1, outside_ms=(128,),
+    outside_source="CUTLASS's one-SM SM103 atom SM103_MXF4_ULTRA_SS_VS (instruction descriptor 0x88200480)")
+
 SHAPE_RULES: tuple[ShapeRule, ...] = (
     # Table 39, non-.ws rows
     ShapeRule(_FLOAT, 1, None, False, False, (64, 128), N8),
@@ -184,7 +239,7 @@ SHAPE_RULES: tuple[ShapeRule, ...] = (
     ShapeRule(("mxf8f6f4",) + _FP4, 1, None, False, False, (128,), N8),
     ShapeRule(("mxf8f6f4",) + _FP4, 2, False, False, False, (128, 256), N16),
     ShapeRule(("mxf8f6f4",) + _FP4, 2, True, False, False, (256,), N16),      # sparse 2-CTA: M = 256 only
-    ShapeRule(_FP4, 2, False, False, True, (256,), N16),                       # K = 96 (sm_103a): M = 256
+    ShapeRule(K96.kinds, K96.cta_group, K96.sparse, False, True, K96.ms, K96.ns),   # K = 96 (K96 above)
     # Table 39 .ws rows: cta_group::1 only, f16/tf32/f8f6f4/i8
     ShapeRule(_FLOAT + ("i8",), 1, False, True, False, (32, 64, 128), NSet.of(64, 128, 256)),
     ShapeRule(_FLOAT + ("i8",), 1, True, True, False, (32, 64, 128), NSet.of(64, 128)),
@@ -202,9 +257,10 @@ def shape_rule(kind: str, cta_group: int = 1, sparse: bool = False, ws: bool = F
     if ws and not info.ws:
         raise SpecError(f".ws does not exist for kind::{kind} (only f16, tf32, f8f6f4, i8)", field="engine.ws")
     if k96 and not info.k96:
-        raise SpecError(f"K = 96 exists only for kind::mxf4 / mxf4nvf4, not kind::{kind}", field="shape.K")
-    if k96 and (sparse or cta_group != 2):
-        raise SpecError("K = 96 exists only dense with cta_group::2 (M = 256)", field="shape.K")
+        raise SpecError(f"K = {K96.k} exists only for kind::mxf4 / mxf4nvf4, not kind::{kind}", field="shape.K")
+    if k96 and (sparse != K96.sparse or cta_group != K96.cta_group):
+        raise SpecError(f"K = {K96.k} exists only dense with cta_group::{K96.cta_group} "
+                        f"(M = {'/'.join(map(str, K96.ms))})", field="shape.K")
     for rule in SHAPE_RULES:
         if rule.matches(kind, cta_group, sparse, ws, k96):
             return rule

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import SpecError
+from .tcgen05_kinds import K96
 
 LANES = 128
 COLUMNS = 512
@@ -45,7 +46,7 @@ A_COLUMNS_PER_MMA = 8      # 256 bits of one row of A per MMA (CUTLASS "Logical 
 # Bits of one row of A per MMA, by K = 96 (Table 44 bit 31): every other shape reads 256 bits (above); a
 # K = 96 MMA reads 96 packed e2m1 values = 384 bits. Extrapolated: no source documents A in TMEM with K = 96
 # (CUTLASS's SM103 atoms read A from shared memory only); K packed along columns as for every other K.
-_A_ROW_BITS = {False: 256, True: 96 * 4}
+_A_ROW_BITS = {False: 256, True: K96.k * 4}          # e2m1: 4 bits per value
 
 
 def a_columns_per_mma(k96: bool = False) -> int:
@@ -234,8 +235,8 @@ SCALE_FACTORS_PER_MMA = {("mxf8f6f4", "scale_vec::1X"): 1, ("mxf8f6f4", "block32
 # "semantically equivalent to scale_vec::3X"; mxf4's omitted size is block32) and .2.5 / .3.5 "six scale
 # factors per row ... block size as 16" (block16, "scale_vec::6X"). The .scale_vec::NX spellings are
 # defined only for K = 64 / 128 (tcgen05_forms.Tcgen05Mma._check_k96).
-K96_SCALE_FACTORS_PER_MMA = {("mxf4", "block32"): 3, ("mxf4", "implicit"): 3,
-                             ("mxf4nvf4", "block32"): 3, ("mxf4nvf4", "block16"): 6}
+K96_SCALE_FACTORS_PER_MMA = {("mxf4", "block32"): K96.k // 32, ("mxf4", "implicit"): K96.k // 32,
+                             ("mxf4nvf4", "block32"): K96.k // 32, ("mxf4nvf4", "block16"): K96.k // 16}
 
 
 def scale_factors_per_mma(kind: str, block_scale: str, k96: bool = False) -> int:

@@ -21,10 +21,14 @@ _TCGEN05_SCALES = {"SFA": ("tmem",), "SFB": ("tmem",)}
 _MMA_SP_OPERANDS = {"A": ("global", "reg"), "B": ("global", "reg"), "C": ("global", "reg"),
                     "D": ("global", "reg")}
 _FIELD_ALIASES = {"satfinite": "saturate", "kind": "engine.kind", "name": "tile"}
-_K96_HINT = ("K = 96 is the dense kind::mxf4 / mxf4nvf4 MMA of a CTA pair: cta_group=2, M=256, block_scale "
-             "vec=32 (or vec=16 for mxf4nvf4), target sm_103a (PTX Table 39, Table 60)")
-_SPARSITY_OF_KIND = {"f16": "2:4", "tf32": "1:2", "f8f6f4": "2:4", "i8": "2:4", "mxf8f6f4": "2:4",
-                     "mxf4": "4:8", "mxf4nvf4": "4:8"}
+
+
+def _k96_hint() -> str:
+    from ..isa.tcgen05_kinds import K96
+
+    return (f"K = {K96.k} is the dense kind::{' / '.join(K96.kinds)} MMA of a CTA pair: "
+            f"cta_group={K96.cta_group}, M={'/'.join(map(str, K96.ms))}, block_scale vec=32 (or vec=16 for "
+            f"mxf4nvf4), target {' / '.join(K96.targets)} (PTX Table 39, Table 60)")
 
 
 def _check_operands(tile, ctx: PassContext, allowed: dict, optional: dict = {}):
@@ -112,8 +116,8 @@ class Verify(Pass):
     def tcgen05(self, tile, ctx: PassContext, fspec):
         from ..descriptors import InstrDesc
         from ..isa.tcgen05_forms import Tcgen05Mma, check_target, infer_ptx_version
-        from ..isa.tcgen05_kinds import (check_major, check_options, check_scale, check_shape, infer_kind,
-                                     kind_info, mma_k)
+        from ..isa.tcgen05_kinds import (K96, check_major, check_options, check_scale, check_shape, infer_kind,
+                                         kind_info, mma_k)
 
         spec = tile.payload
         if spec.schedule is not None:
@@ -131,7 +135,7 @@ class Verify(Pass):
         tile.attrs["kind"] = kind
         sparse = spec.sparsity is not None
         if sparse:
-            want = _SPARSITY_OF_KIND.get(kind)
+            want = kind_info(kind).sparsity
             if spec.sparsity.ratio != want:
                 raise SpecError(f"kind::{kind} sparse A is {want}, not {spec.sparsity.ratio}", "sparsity.ratio")
             if spec.sparsity.selector:
@@ -153,19 +157,21 @@ class Verify(Pass):
                                 "A.swizzle", "drop swizzle=")
         # K = 96 is its own Table 39 row (dense mxf4 / mxf4nvf4, cta_group::2, M = 256; idesc bit 31, Table
         # 44); no other row has K = 96, so `shape K=96` always asks for it and the row's rules blame the rest.
-        k96 = spec.k == 96
+        k96 = spec.k == K96.k
         if k96 and kind_info(kind).k96:
             # the K = 96 row's own conditions, blamed on the statement that breaks them
-            for broken, what, field in ((spec.cta_group != 2, "cta_group::2 (a CTA pair, M = 256)",
-                                         "engine.cta_group"),
-                                        (sparse, "a dense A (there is no sparse K = 96 MMA)", "sparsity")):
+            pair = f"cta_group::{K96.cta_group} (a CTA pair, M = {'/'.join(map(str, K96.ms))})"
+            for broken, what, field in ((spec.cta_group != K96.cta_group, f"{pair} (PTX Table 39); "
+                                         f"{K96.outside_note()}", "engine.cta_group"),
+                                        (sparse != K96.sparse, "a dense A (there is no sparse K = 96 MMA) "
+                                         "(PTX Table 39)", "sparsity")):
                 if broken:
-                    raise SpecError(f"K = 96 needs {what} (PTX Table 39)", field, _K96_HINT)
+                    raise SpecError(f"K = {K96.k} needs {what}", field, _k96_hint())
         try:
             check_shape(kind, spec.m, spec.n, cta_group=spec.cta_group, sparse=sparse, ws=spec.ws, k96=k96)
         except SpecError as e:
             if k96 and e.hint is None:
-                raise SpecError(e.message, e.field, _K96_HINT) from None
+                raise SpecError(e.message, e.field, _k96_hint()) from None
             raise
         want_k = mma_k(kind, sparse, k96)
         if spec.k != want_k:
