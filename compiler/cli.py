@@ -72,22 +72,24 @@ def _parser():
     sub = p.add_subparsers(dest="cmd", required=True)
 
     c = sub.add_parser("compile", help="compile a tile file to PTX", formatter_class=Formatter)
-    c.add_argument("file", help="input .tile file, or - for stdin")
+    c.add_argument("file", help="input .tile file or IR text (as --emit ir prints it), or - for stdin")
     c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
     c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
     c.add_argument("--ptx-version", help="PTX ISA version X.Y, overriding the file's 'ptx'")
     c.add_argument("--emit", choices=("ptx", "ir", "json", "func"), default="ptx",
-                   help="func: one .func per tile performing its MMA sequence, for embedding (README 'Embedding')")
+                   help="ir: the IR just before ptx-emission (compiling it gives the same PTX); func: one .func "
+                        "per tile performing its MMA sequence, for embedding (README 'Embedding')")
     c.add_argument("--variant", choices=("kernel", "smem-dump"), default="kernel",
                    help="smem-dump: an sm_90a kernel without tcgen05 that dumps its shared-memory images "
                         "(for checking the copy code and descriptors on Hopper)")
     c.add_argument("--print-ir-after-all", action="store_true", help="dump the IR after every pass (stderr)")
     c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
 
-    o = sub.add_parser("opt", help="run a pass pipeline and print the IR", formatter_class=Formatter)
-    o.add_argument("file")
+    o = sub.add_parser("opt", help="run passes on DSL or IR input and print the IR", formatter_class=Formatter)
+    o.add_argument("file", help="input .tile file or IR text, or - for stdin")
     o.add_argument("-o", "--output")
-    o.add_argument("--passes", help="comma-separated pass names (default: the whole pipeline)")
+    o.add_argument("--passes", help="comma-separated pass names (default: none; the input is read, "
+                                    "lowered when it is DSL, and printed)")
     o.add_argument("--arch")
     o.add_argument("--ptx-version")
     o.add_argument("--print-ir-after-all", action="store_true")
@@ -121,12 +123,17 @@ def _version(text: str | None):
 
 
 def _cmd_compile(args, opt_mode: bool) -> int:
-    from .driver import compile_source
+    """compile: the whole pipeline, then PTX (or --emit ir: the IR just before ptx-emission, which
+    `tilec compile X.ir` turns into the same PTX). opt: the named --passes only, then the IR; without
+    --passes, opt only reads (DSL: lowers) and prints, as mlir-opt does. Input that starts with the
+    `tilec.module` op is IR text (compiler/ir_parser.py), anything else the DSL."""
+    from .ir_parser import looks_like_ir
 
     text, name = _read_input(args.file)
+    is_ir = looks_like_ir(text)
     passes = None
-    if opt_mode and args.passes:
-        passes = [p.strip() for p in args.passes.split(",") if p.strip()]
+    if opt_mode:
+        passes = [p.strip() for p in args.passes.split(",") if p.strip()] if args.passes else []
     after = set(args.print_ir_after)
     if args.print_ir_after_all:
         after.add("*")
@@ -139,21 +146,47 @@ def _cmd_compile(args, opt_mode: bool) -> int:
     options = {}
     if getattr(args, "variant", "kernel") != "kernel":
         options["variant"] = args.variant
-    if not opt_mode and args.emit == "func":
+    emit = "ir" if opt_mode else args.emit
+    if is_ir and (args.arch or args.ptx_version):
+        raise UsageError("--arch and --ptx-version apply to DSL input; IR text names its target and version")
+    if emit == "func":
+        if is_ir:
+            raise UsageError("--emit func takes DSL input")
         return _emit_func(args, text, name, after, options)
-    result = compile_source(text, name, arch=args.arch, ptx_version=_version(args.ptx_version),
-                            passes=passes, print_ir_after=after, options=options)
+    if emit == "ir" and passes is None:
+        from .passes.manager import default_order
+
+        order = list(default_order())
+        passes = order[:order.index("ptx-emission")] if "ptx-emission" in order else order
+    if is_ir:
+        from .driver import compile_ir
+
+        if passes is not None:
+            from .ir_parser import parse_ir
+
+            done = parse_ir(text, name).attrs.get("passes", ())
+            passes = [n for n in passes if n not in done] if not opt_mode else passes
+        result = compile_ir(text, name, passes=passes, print_ir_after=after, options=options)
+    else:
+        from .driver import compile_source
+
+        result = compile_source(text, name, arch=args.arch, ptx_version=_version(args.ptx_version),
+                                passes=passes, print_ir_after=after, options=options)
     for dump in result.ir_dumps:
         sys.stderr.write(dump)
-    if opt_mode or args.emit == "ir":
+    if emit == "ir":
         out = result.ir() + "\n"
-    elif args.emit == "json":
+    elif emit == "json":
         import json
 
         out = json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
     else:
         if result.ptx is None:
-            raise UsageError("the pipeline produced no PTX")
+            from .diagnostics import CompileError, Diagnostic
+
+            raise CompileError([Diagnostic(f"{name}: this IR has been through ptx-emission; the PTX it produced "
+                                           "is not part of the IR", hint="compile the IR that `tilec compile "
+                                           "--emit ir` prints (the IR before ptx-emission)")])
         out = result.ptx
     write_output(args.output, out, args.file)
     return 0

@@ -19,14 +19,18 @@ class CompileResult:
     ir_dumps: list[str] = field(default_factory=list)
 
     @property
-    def tiles(self) -> dict[str, Op]:
-        return {o.sym: o for o in self.module.ops("tilec.tile") if o.sym is not None}
+    def tiles(self) -> dict[str, Any]:
+        """Per tile name: the tile op as a view (compiler/passes/derive.py TileView): its attributes and
+        ops, and `payload` (the TileSpec) and `facts` (form, layouts, plans) rebuilt from them."""
+        from .passes.derive import tile_view
+
+        return {o.sym: tile_view(o) for o in self.module.ops("tilec.tile") if o.sym is not None}
 
     @property
     def descriptors(self) -> dict[str, dict]:
         """Per tile: the instruction descriptor and the per-K-step smem descriptors, as integers."""
         out = {}
-        for name, tile in self.tiles.items():
+        for tile in self.module.ops("tilec.tile"):
             d: dict = {}
             idesc = tile.op("tilec.instr_desc")
             if idesc:
@@ -36,7 +40,7 @@ class CompileResult:
             z = tile.op("tilec.zero_column_mask")
             if z:
                 d["zero_column_mask"] = int(z.attrs["value"])
-            out[name] = d
+            out[tile.sym or ""] = d
         return out
 
     def ir(self) -> str:
@@ -44,8 +48,9 @@ class CompileResult:
 
     def to_json(self) -> dict:
         kernels = {}
+        abis = self.module.outputs.get("abi", {})
         for k in self.module.ops("ptx.kernel"):
-            kernels[k.sym] = {"entry": k.attrs["entry"], **(k.payload.get("abi", {}) if k.payload else {})}
+            kernels[k.sym] = {"entry": k.attrs["entry"], **abis.get(k.sym, {})}
         return {
             "target": self.module.attrs.get("target"),
             "ptx_version": self.module.attrs.get("ptx_version"),
@@ -77,16 +82,49 @@ def compile_spec(spec: FileSpec, source: str | None = None, passes: list[str] | 
     """Run the pipeline (default order, or `passes`) on a spec. `options` reach every pass through
     PassContext.options, e.g. {"variant": "smem-dump"} (the sm_90a verification variant)."""
     from .lowering import lower
-    from .passes import PassContext
-    from .passes.manager import PassManager
 
-    module = lower(spec)
+    return compile_module(lower(spec), source, passes, print_ir_after, options, spec=spec)
+
+
+def compile_module(module: Op, source: str | None = None, passes: list[str] | None = None,
+                   print_ir_after: set[str] | None = None, options: dict | None = None,
+                   spec: FileSpec | None = None) -> CompileResult:
+    """Run `passes` (default: the rest of the default pipeline after the module's `passes`) on a module."""
+    from .passes.derive import file_spec
+
     dumps: list[str] = []
-    kw = {"print_after": print_ir_after or set(), "ir_sink": dumps}
-    pm = PassManager.from_names(passes, **kw) if passes is not None else PassManager.default(**kw)
-    pm.run(module, PassContext(source=source, filename=spec.filename, options=dict(options or {})))
-    ptx = module.payload.get("ptx")
-    return CompileResult(module, ptx, spec, dumps)
+    module = run_passes(module, passes, options, source=source, print_ir_after=print_ir_after, ir_sink=dumps)
+    return CompileResult(module, module.outputs.get("ptx"), spec or file_spec(module), dumps)
+
+
+def compile_ir(text: str, filename: str = "<string>", passes: list[str] | None = None,
+               print_ir_after: set[str] | None = None, options: dict | None = None) -> CompileResult:
+    """Compile IR text (as `tilec compile --emit ir` or `tilec opt` print it): parse it and run the
+    passes it has not been through (or `passes`). Diagnostics point at the IR when the text is bad and
+    at the original .tile (its `loc(...)`) when the program is."""
+    from .ir_parser import parse_ir
+
+    module = parse_ir(text, filename)
+    try:
+        return compile_module(module, None, passes, print_ir_after, options)
+    except CompileError as e:
+        e.source = _located_source(e, filename, text)
+        raise
+
+
+def _located_source(err: CompileError, filename: str, text: str) -> str | None:
+    """The text the diagnostics' locations refer to: the IR itself, or the .tile file it came from."""
+    files = {d.loc.file for d in err.diagnostics if d.loc is not None}
+    if files == {filename}:
+        return text
+    if len(files) == 1:
+        (path,) = files
+        try:
+            with open(path, encoding="utf-8", errors="surrogateescape") as f:
+                return f.read()
+        except OSError:
+            return None
+    return None
 
 
 def compile_source(text: str, filename: str = "<string>", arch: str | None = None,
@@ -152,10 +190,6 @@ def compile_tile(spec: TileSpec, target: str, options: dict[str, Any] | None = N
 
 # ---- passes as a library -----------------------------------------------------------------------------
 
-# Ops `lower()` creates; a module holding anything else has been through passes already.
-_LOWERED_OPS = frozenset({"tilec.module", "tilec.tile", "tilec.operand", "tilec.sparsity"})
-
-
 def run_passes(module_or_spec: Op | FileSpec | TileSpec, passes: Sequence[str] | None = None,
                options: dict[str, Any] | None = None, *, target: str | None = None,
                source: str | None = None, print_ir_after: set[str] | None = None,
@@ -163,19 +197,22 @@ def run_passes(module_or_spec: Op | FileSpec | TileSpec, passes: Sequence[str] |
     """Run a pipeline prefix (or any valid pass list) and return the IR module.
 
     `module_or_spec`: a FileSpec (lowered here; `target=` overrides its target), a TileSpec (needs
-    `target=`; checked like compile_tile's), or a module returned by an
-    earlier run_passes call, which continues where that call stopped (passes already run are rejected,
-    requirements already provided are satisfied). `passes=None` runs the rest of the default pipeline.
-    Registered external passes (`register_pass`) may be named like built-in ones.
+    `target=`; checked like compile_tile's), or a module (returned by an earlier call, or parsed from
+    text by compiler.ir_parser.parse_ir), which continues where it stopped: its attribute `passes`
+    records the passes run so far (running one again is rejected; requirements already provided are
+    satisfied). `passes=None` runs the rest of the default pipeline. Registered external passes
+    (`register_pass`) may be named like built-in ones.
 
-    Where the results are (see README "Embedding"):
-      verify                      module.attrs["ptx_version"]; tile.attrs["kind"]; tile.facts["form"]
-      layout-selection            tilec.smem_layout @A/@B {major, swizzle, lbo, sbo, offset, size, k_block},
-                                  .facts["layout"] (a CanonicalLayout); tile.facts["smem_bytes"], ["k_block"]
-      sparse-metadata-packing     tilec.metadata {source, period, words}; tile.facts["static_metadata"]
-      descriptor-materialization  tilec.instr_desc {kind, value}, tile.facts["idesc"] (an InstrDesc);
-                                  tilec.smem_desc @A/@B {k_step, values}; tilec.zero_column_mask {value}
-      ptx-emission                ptx.kernel @tile {entry, lines}, .payload["abi"]; module.payload["ptx"]
+    Every result is a printed attribute or op of the IR (README "Embedding"; derive.tile_view rebuilds
+    the objects, e.g. the CanonicalLayout of a tilec.smem_layout):
+      verify                      module.attrs["ptx_version"]; tile.attrs["kind"]; tilec.mma_form {opcode, key}
+      layout-selection            tilec.smem_layout @A/@B {major, swizzle, lbo, sbo, offset, size, k_block};
+                                  tilec.pipeline {k_block, stages, smem_bytes}; tilec.tmem_plan {d, ..., allocated}
+      sparse-metadata-packing     tilec.metadata {source, period, words, words_per_row}
+      descriptor-materialization  tilec.instr_desc {kind, value}; tilec.smem_desc @A/@B {k_step, values};
+                                  tilec.zero_column_mask {value}
+      kernel-selection            tilec.kernel {kernel, config}
+      ptx-emission                ptx.kernel @tile {entry, lines}; module.outputs["ptx"], ["abi"]
     """
     from .lowering import lower
     from .passes import PassContext
@@ -185,9 +222,6 @@ def run_passes(module_or_spec: Op | FileSpec | TileSpec, passes: Sequence[str] |
         module = module_or_spec
         if module.name != "tilec.module":
             raise PipelineError(f"run_passes takes a 'tilec.module', not '{module.name}'")
-        if "passes_run" not in module.facts and any(o.name not in _LOWERED_OPS for o in module.walk()):
-            raise PipelineError("this module went through a pipeline run_passes did not record (compile_spec?); "
-                                "pass its spec, or a module returned by run_passes")
     else:
         if isinstance(module_or_spec, TileSpec):
             if target is None:
@@ -198,16 +232,13 @@ def run_passes(module_or_spec: Op | FileSpec | TileSpec, passes: Sequence[str] |
 
             module_or_spec = replace(module_or_spec, target=target)
         module = lower(module_or_spec)
-    done: list[str] = module.facts.setdefault("passes_run", [])
+    done = list(module.attrs.get("passes", ()))
     names = list(passes) if passes is not None else [n for n in default_order() if n not in done]
     again = [n for n in names if n in done] or [n for i, n in enumerate(names) if n in names[:i]]
     if again:
         raise PipelineError(f"pass '{again[0]}' already ran on this module")
     check_pipeline(done + names)        # names exist; each pass comes after what it requires
-    spec = module.payload["spec"]
-    ctx = PassContext(source=source, filename=spec.filename, options=dict(options or {}))
-    after = print_ir_after or set()
-    for n in names:                     # one at a time, so a failing pass leaves an accurate record
-        PassManager((n,), after, ir_sink).run(module, ctx)
-        done.append(n)
+    ctx = PassContext(source=source, filename=module.loc.file if module.loc else "<string>",
+                      options=dict(options or {}))
+    PassManager(tuple(names), print_ir_after or set(), ir_sink).run(module, ctx)
     return module

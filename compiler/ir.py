@@ -36,11 +36,23 @@ class Hex(int):
 
 # ---- attribute types ------------------------------------------------------------------------------
 
+class Problem(str):
+    """Why a value is not of its type."""
+
+
+class OutOfRange(Problem):
+    """An integer outside the range of the PTX type it lands in."""
+
+
+def _nested(p: Problem, where: str) -> Problem:
+    return type(p)(f"{where}: {p}")
+
+
 class AttrType:
     """The type of an attribute value: what values it admits and how it prints."""
     name = "?"
 
-    def problem(self, v: Any) -> str | None:
+    def problem(self, v: Any) -> Problem | None:
         """Why `v` is not a value of this type, or None."""
         raise NotImplementedError
 
@@ -66,9 +78,9 @@ class PtxInt(AttrType):
 
     def problem(self, v: Any) -> str | None:
         if isinstance(v, bool) or not isinstance(v, int):
-            return f"expected an integer ({self.name}), got {_describe(v)}"
+            return Problem(f"expected an integer ({self.name}), got {_describe(v)}")
         if not self.lo <= v <= self.hi:
-            return f"value {v} does not fit PTX type .{self.name} (range {self.lo}..{self.hi})"
+            return OutOfRange(f"value {v} does not fit PTX type .{self.name} (range {self.lo}..{self.hi})")
         return None
 
     def fmt(self, v: Any) -> str:
@@ -91,7 +103,7 @@ class Str(AttrType):
     name = "string"
 
     def problem(self, v: Any) -> str | None:
-        return None if isinstance(v, str) else f"expected a string, got {_describe(v)}"
+        return None if isinstance(v, str) else Problem(f"expected a string, got {_describe(v)}")
 
     def fmt(self, v: Any) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
@@ -107,7 +119,7 @@ class Enum(Str):
     def problem(self, v: Any) -> str | None:
         p = super().problem(v)
         if p is None and v not in self.values:
-            return f"'{v}' is not one of {', '.join(self.values)}"
+            return Problem(f"'{v}' is not one of {', '.join(self.values)}")
         return p
 
 
@@ -115,7 +127,7 @@ class Bool(AttrType):
     name = "bool"
 
     def problem(self, v: Any) -> str | None:
-        return None if isinstance(v, bool) else f"expected true or false, got {_describe(v)}"
+        return None if isinstance(v, bool) else Problem(f"expected true or false, got {_describe(v)}")
 
     def fmt(self, v: Any) -> str:
         return "true" if v else "false"
@@ -128,11 +140,11 @@ class ListOf(AttrType):
 
     def problem(self, v: Any) -> str | None:
         if not isinstance(v, (list, tuple)):
-            return f"expected a list ({self.name}), got {_describe(v)}"
+            return Problem(f"expected a list ({self.name}), got {_describe(v)}")
         for i, x in enumerate(v):
             p = self.elem.problem(x)
             if p is not None:
-                return f"element {i}: {p}"
+                return _nested(p, f"element {i}")
         return None
 
     def fmt(self, v: Any) -> str:
@@ -151,18 +163,18 @@ class Record(AttrType):
 
     def problem(self, v: Any) -> str | None:
         if not isinstance(v, dict):
-            return f"expected a record {{...}} ({self.name}), got {_describe(v)}"
+            return Problem(f"expected a record {{...}} ({self.name}), got {_describe(v)}")
         for k in v:
             if k not in self.fields:
-                return f"unknown field '{k}' of {self.name}"
+                return Problem(f"unknown field '{k}' of {self.name}")
         for k, o in self.fields.items():
             if k not in v:
                 if o.required:
-                    return f"missing field '{k}' of {self.name}"
+                    return Problem(f"missing field '{k}' of {self.name}")
                 continue
             p = o.type.problem(v[k])
             if p is not None:
-                return f"field '{k}': {p}"
+                return _nested(p, f"field '{k}'")
         return None
 
     def fmt(self, v: Any) -> str:
@@ -174,6 +186,29 @@ class Record(AttrType):
         return {k: (self.fields[k].type.coerce(x) if k in self.fields else x) for k, x in v.items()}
 
 
+class Config(AttrType):
+    """The fields of a configuration dataclass, printed one by one: integers (typed u32: they become
+    PTX immediates, loop bounds and sizes), booleans, strings. Objects the IR holds elsewhere (the
+    form, the metadata table, names) are not repeated here."""
+    name = "config"
+
+    def problem(self, v: Any) -> str | None:
+        if not isinstance(v, dict):
+            return Problem(f"expected a record {{...}}, got {_describe(v)}")
+        for k, x in v.items():
+            t = _CONFIG_TYPES.get(type(x))
+            if t is None:
+                return Problem(f"field '{k}': a configuration field is an integer, a boolean or a string, "
+                               f"not {_describe(x)}")
+            p = t.problem(x)
+            if p is not None:
+                return _nested(p, f"field '{k}'")
+        return None
+
+    def fmt(self, v: Any) -> str:
+        return "{" + ", ".join(f"{k} = {_CONFIG_TYPES[type(x)].fmt(x)}" for k, x in v.items()) + "}"
+
+
 @dataclass(frozen=True)
 class Opt:
     """An attribute or record field: its type, whether it must be present, and the tile field a
@@ -181,6 +216,9 @@ class Opt:
     type: AttrType
     required: bool = False
     blame: str | None = None
+
+
+_CONFIG_TYPES: dict[type, AttrType] = {int: U32, bool: Bool(), str: Str()}
 
 
 def _describe(v: Any) -> str:
@@ -197,8 +235,9 @@ class Op:
     body: list["Op"] = field(default_factory=list)
     loc: Loc | None = None
     locs: dict[str, Loc] = field(default_factory=dict)    # named locations (a tile's fields)
-    payload: Any = None                    # non-printed input data (the TileSpec of a tile)
-    facts: dict[str, Any] = field(default_factory=dict)   # non-printed analysis results of passes
+    # What the pipeline produces and no pass reads (the PTX text and kernel ABIs of ptx-emission, on the
+    # module). Everything a pass consumes is a printed attribute: the IR text is the whole program.
+    outputs: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def ops(self, name: str, sym: str | None = None) -> list["Op"]:
         return [o for o in self.body if o.name == name and (sym is None or o.sym == sym)]
@@ -227,8 +266,15 @@ def _attrs(**kw: "AttrType | Opt") -> dict[str, Opt]:
 SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B", "auto")
 _LAYOUT_SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B")
 
+_LBO_MODES = Enum("relative", "absolute")
+_MAJOR = Enum("K", "MN")
+
 OP_DEFS: dict[str, OpDef] = {
-    "tilec.module": OpDef(_attrs(target=Str(), ptx_version=Opt(Str())), ("tilec.tile", "ptx.kernel")),
+    # `passes`: the passes that have run, in order (run_passes continues after them; `tilec compile`
+    # of IR text runs the rest of the pipeline).
+    "tilec.module": OpDef(_attrs(target=Str(), ptx_version=Opt(Str()), passes=Opt(ListOf(Str()))),
+                          ("tilec.tile", "ptx.kernel")),
+    # ---- the tile as written (lowering): every TileSpec field ----
     "tilec.tile": OpDef(
         _attrs(engine=Str(), m=Opt(U32, True, "shape.M"), n=Opt(U32, True, "shape.N"),
                k=Opt(U32, True, "shape.K"), k_total=Opt(U32, True, "loop.K"), kind=Opt(Str()),
@@ -237,31 +283,79 @@ OP_DEFS: dict[str, OpDef] = {
                saturate=Opt(Bool()), max_shift=Opt(U32, blame="max_shift"),
                scale_input_d=Opt(U32, blame="scale_input_d.value"),
                disable_output_lane=Opt(ListOf(B32), blame="disable_output_lane.value")),
-        ("tilec.operand", "tilec.sparsity", "tilec.smem_layout", "tilec.smem_desc", "tilec.instr_desc",
-         "tilec.metadata", "tilec.zero_column_mask"), sym=True),
+        ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule", "tilec.mma_form",
+         "tilec.smem_layout", "tilec.pipeline", "tilec.tmem_plan", "tilec.metadata", "tilec.instr_desc",
+         "tilec.smem_desc", "tilec.zero_column_mask", "tilec.kernel"), sym=True),
     "tilec.operand": OpDef(_attrs(dtype=Str(), space=Enum("global", "smem", "tmem", "reg"),
-                                  major=Opt(Enum("K", "MN")), swizzle=Opt(Enum(*SWIZZLES))), sym=True),
-    "tilec.sparsity": OpDef(_attrs(ratio=Str(), metadata=Enum("runtime", "static"), selector=U32,
-                                   pattern=Opt(Str()))),
-    "tilec.smem_layout": OpDef(_attrs(major=Enum("K", "MN"), swizzle=Enum(*_LAYOUT_SWIZZLES), lbo=U32, sbo=U32,
-                                      offset=U32, size=U32, k_block=U32,
-                                      lbo_mode=Opt(Enum("relative", "absolute"))), sym=True),
-    "tilec.smem_desc": OpDef(_attrs(k_step=U32, values=ListOf(B64), lbo_mode=Opt(Enum("relative", "absolute"))),
-                             sym=True),
-    "tilec.instr_desc": OpDef(_attrs(kind=Str(), value=B32, step_values=Opt(ListOf(B32)))),
-    "tilec.metadata": OpDef(_attrs(source=Enum("runtime", "static"), words_per_row=Opt(U32),
+                                  major=Opt(_MAJOR), swizzle=Opt(Enum(*SWIZZLES))), sym=True),
+    # rows: per row, per chunk, the kept positions (one index or a pair)
+    "tilec.sparsity": OpDef(_attrs(ratio=Str(), metadata=Enum("runtime", "static"),
+                                   selector=Opt(U32, True, "sparsity.selector"), pattern=Opt(Str()),
+                                   rows=Opt(ListOf(ListOf(ListOf(U32))), blame="sparsity.rows"))),
+    "tilec.zero_columns": OpDef(_attrs(value=Opt(B64, blame="zero_columns"),
+                                       columns=Opt(ListOf(ListOf(U32)), blame="zero_columns"),
+                                       shift=Opt(U32, True, "zero_columns"))),
+    "tilec.schedule": OpDef(_attrs(cta_m=Opt(U32, True, "schedule.cta"), cta_n=Opt(U32, True, "schedule.cta"),
+                                   cta_k=Opt(U32, True, "schedule.cta"), warps_m=Opt(U32, True, "schedule.warps"),
+                                   warps_n=Opt(U32, True, "schedule.warps"),
+                                   stages=Opt(U32, True, "schedule.stages"), mma=Enum("sync", "wgmma"),
+                                   cluster=Opt(U32, True, "schedule.cluster"))),
+    # ---- verify: the instruction form, a key into the ISA tables (compiler/isa/) ----
+    # tcgen05: the fields of isa.tcgen05_forms.Tcgen05Mma; mma.sp: the arguments of isa.mma_sp.forms.find_form
+    "tilec.mma_form": OpDef(_attrs(
+        opcode=Str(), kind=Opt(Str()), cta_group=Opt(U32), sparse=Opt(Bool()), ws=Opt(Bool()),
+        a_in_tmem=Opt(Bool()), block_scale=Opt(Str()), collector=Opt(Str()), ashift=Opt(Bool()),
+        disable_output_lane=Opt(Bool()), scale_input_d=Opt(Bool()), zero_column_mask=Opt(Bool()),
+        k96=Opt(Bool()), scale_type=Opt(Str()),
+        shape=Opt(Str()), a=Opt(Str()), b=Opt(Str()), c=Opt(Str()), d=Opt(Str()), satfinite=Opt(Bool()))),
+    # ---- layout-selection: smem layouts (PTX 9.7.16.3), the K stage, the TMEM columns ----
+    "tilec.smem_layout": OpDef(_attrs(major=_MAJOR, swizzle=Enum(*_LAYOUT_SWIZZLES), lbo=U32, sbo=U32,
+                                      offset=U32, size=U32, k_block=Opt(U32, True, "loop.K"),
+                                      lbo_mode=Opt(_LBO_MODES)), sym=True),
+    "tilec.pipeline": OpDef(_attrs(k_block=Opt(U32, True, "loop.K"), stages=Opt(U32, True, "loop.K"),
+                                   smem_bytes=Opt(U32, True, "shape"))),
+    # column offsets of every TMEM region of one CTA (PTX 9.7.16.7.1: allocated = a power of 2 >= 32)
+    "tilec.tmem_plan": OpDef(_attrs(d=U32, d_columns=U32, scratch=Opt(U32), meta=Opt(U32), meta_columns=Opt(U32),
+                                    sfa=Opt(U32), sfa_columns=Opt(U32), sfb=Opt(U32), sfb_columns=Opt(U32),
+                                    a=Opt(U32), a_columns=Opt(U32), allocated=U32)),
+    # ---- sparse-metadata-packing: words = the periodic table, row-major over `period` ----
+    "tilec.metadata": OpDef(_attrs(source=Enum("runtime", "static"), words_per_row=Opt(U32, blame="loop.K"),
                                    period=Opt(ListOf(U32)), words=Opt(ListOf(B32)))),
+    # ---- descriptor-materialization (PTX 9.7.16.4) ----
+    "tilec.instr_desc": OpDef(_attrs(kind=Str(), value=B32, step_values=Opt(ListOf(B32)))),
+    "tilec.smem_desc": OpDef(_attrs(k_step=U32, values=ListOf(B64), lbo_mode=Opt(_LBO_MODES)), sym=True),
     "tilec.zero_column_mask": OpDef(_attrs(value=B64)),
+    # ---- kernel-selection: the kernel that implements the tile and its configuration ----
+    "tilec.kernel": OpDef(_attrs(kernel=Str(), config=Opt(Config()))),
+    # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),
 }
+
+
+def register_attr(op_name: str, attr: str, type: AttrType) -> None:
+    """Declare an optional attribute on an op kind (for passes defined outside the package). A pass
+    that records a result does so as a typed, printed attribute."""
+    d = OP_DEFS[op_name]
+    if attr in d.attrs and d.attrs[attr].type is not type:
+        raise ValueError(f"'{op_name}' already has an attribute '{attr}'")
+    d.attrs[attr] = Opt(type)
 
 
 class IRError(Exception):
     """An IR that breaks its op definitions. `op` and `attr` say where (for a located diagnostic)."""
 
-    def __init__(self, message: str, op: Op | None = None, attr: str | None = None):
+    def __init__(self, message: str, op: Op | None = None, attr: str | None = None, *,
+                 out_of_range: bool = False, tile: Op | None = None):
         super().__init__(message)
-        self.op, self.attr = op, attr
+        self.op, self.attr, self.out_of_range, self.tile = op, attr, out_of_range, tile
+
+    def hint(self) -> str | None:
+        if not self.out_of_range:
+            return None
+        d = OP_DEFS.get(self.op.name) if self.op is not None else None
+        blame = d.attrs[self.attr].blame if d and self.attr in d.attrs else None
+        return (f"it is derived from '{blame}'; use a smaller value there" if blame
+                else "the tile's sizes make this value too large; use smaller ones")
 
     def loc(self, tile: Op | None = None) -> Loc | None:
         """The source location to blame: the attribute's tile field when it names one, else the op's."""
@@ -279,8 +373,9 @@ class IRError(Exception):
         return self.op.loc or (tile.loc if tile is not None else None)
 
 
-def check_attrs(op: Op) -> None:
-    """Every attribute of `op` is declared, present when required, and a value of its type."""
+def check_attrs(op: Op, tile: Op | None = None) -> None:
+    """Every attribute of `op` is declared, present when required, and a value of its type: for an
+    integer that lands in PTX, within the range of that PTX type (the one range rule)."""
     d = OP_DEFS[op.name]
     for key, value in op.attrs.items():
         if key not in d.attrs:
@@ -288,7 +383,8 @@ def check_attrs(op: Op) -> None:
         p = d.attrs[key].type.problem(value)
         if p is not None:
             what = f"{op.name}{' @' + op.sym if op.sym else ''}"
-            raise IRError(f"attribute '{key}' of '{what}': {p}", op, key)
+            raise IRError(f"attribute '{key}' of '{what}': {p}", op, key,
+                          out_of_range=isinstance(p, OutOfRange), tile=tile)
     for key, o in d.attrs.items():
         if o.required and key not in op.attrs:
             raise IRError(f"'{op.name}' is missing attribute '{key}'", op, key)
@@ -296,7 +392,7 @@ def check_attrs(op: Op) -> None:
 
 def verify_module(module: Op) -> None:
     """Known ops, typed attributes in range, legal nesting, unique symbols."""
-    def check(op: Op) -> None:
+    def check(op: Op, tile: Op | None) -> None:
         d = OP_DEFS.get(op.name)
         if d is None:
             raise IRError(f"unknown op '{op.name}'", op)
@@ -304,7 +400,9 @@ def verify_module(module: Op) -> None:
             raise IRError(f"'{op.name}' needs an @symbol", op)
         if not d.sym and op.sym is not None:
             raise IRError(f"'{op.name}' takes no @symbol", op)
-        check_attrs(op)
+        if op.name == "tilec.tile":
+            tile = op
+        check_attrs(op, tile)
         if d.body is None and op.body:
             raise IRError(f"'{op.name}' cannot have a body", op)
         seen = set()
@@ -316,11 +414,11 @@ def verify_module(module: Op) -> None:
                 if key in seen:
                     raise IRError(f"duplicate '{child.name} @{child.sym}'", child)
                 seen.add(key)
-            check(child)
+            check(child, tile)
 
     if module.name != "tilec.module":
         raise IRError("top-level op must be 'tilec.module'", module)
-    check(module)
+    check(module, None)
 
 
 # ---- printing -------------------------------------------------------------------------------------

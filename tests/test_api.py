@@ -39,7 +39,7 @@ def test_compile_source_gives_ptx_ir_and_tiles(result):
     assert result.ptx.splitlines()[4:6] == [".version 8.6", ".target sm_100a"]
     assert ".visible .entry gemm_bf16(" in result.ptx
     assert list(result.tiles) == ["gemm_bf16"]
-    assert result.ir().startswith('tilec.module {target = "sm_100a", ptx_version = "8.6"}')
+    assert result.ir().startswith('tilec.module {target = "sm_100a", ptx_version = "8.6", passes = ["verify", ')
     assert result.spec.target == "sm_100a" and result.spec.tiles[0].total_k == 64
 
 
@@ -123,7 +123,8 @@ def test_partial_pipeline_and_ir_dumps():
     r = compile_source(SOURCE, print_ir_after={"*"})
     assert [d.splitlines()[0] for d in r.ir_dumps] == [
         f"// -----// IR Dump After {n} //----- //" for n in
-        ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization", "ptx-emission")]
+        ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization", "kernel-selection",
+         "ptx-emission")]
 
 
 def test_compile_spec_from_code():

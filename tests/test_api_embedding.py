@@ -14,6 +14,8 @@ from compiler import (CompileError, FileSpec, OperandSpec, Pass, PassContext, Pi
                       TileSpec, compile_source, compile_tile, print_file, register_pass, run_passes,
                       unregister_pass)
 from compiler.ptxas import assemble
+from compiler.ir import U32, print_op, register_attr
+from compiler.passes.derive import tile_view
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,7 +95,7 @@ PREFIX = ["verify", "layout-selection", "descriptor-materialization"]
 def test_pipeline_prefix_holds_the_materialized_descriptors():
     tile = gemm_tile()
     module = run_passes(tile, PREFIX, target="sm_100a")
-    assert module.facts["passes_run"] == PREFIX
+    assert list(module.attrs["passes"]) == PREFIX
     assert not module.ops("ptx.kernel")                        # ptx-emission did not run
     (t,) = module.ops("tilec.tile")
     full = compile_tile(tile, "sm_100a").descriptors["gemm"]
@@ -102,15 +104,15 @@ def test_pipeline_prefix_holds_the_materialized_descriptors():
     lay = t.op("tilec.smem_layout", "B")
     # 256 rows x 64 bf16 = 128 bytes per row, 128B swizzle: SBO = 8 rows x 128 B (PTX 9.7.16.3.2)
     assert (lay.attrs["sbo"], lay.attrs["size"]) == (8 * 128, 256 * 64 * 2)
-    assert t.facts["idesc"].encode() == full["idesc"]
+    assert tile_view(t).facts["idesc"].encode() == full["idesc"]      # the InstrDesc, decoded from the IR
 
 
 def test_run_passes_continues_a_module_and_reaches_the_same_ptx():
     tile = gemm_tile()
     module = run_passes(tile, PREFIX, target="sm_100a")
     module = run_passes(module)                                # the rest of the default pipeline
-    assert module.facts["passes_run"][-1] == "ptx-emission"
-    assert module.payload["ptx"] == compile_tile(tile, "sm_100a").ptx
+    assert module.attrs["passes"][-1] == "ptx-emission"
+    assert module.outputs["ptx"] == compile_tile(tile, "sm_100a").ptx
 
 
 def test_run_passes_checks_the_pipeline():
@@ -122,7 +124,8 @@ def test_run_passes_checks_the_pipeline():
         run_passes(module, ["verify", "layout-selection"])
     with pytest.raises(PipelineError, match="needs target="):
         run_passes(gemm_tile(), ["verify"])
-    with pytest.raises(PipelineError, match="did not record"):
+    # a compiled module records its whole pipeline too
+    with pytest.raises(PipelineError, match="'verify' already ran"):
         run_passes(compile_tile(gemm_tile(), "sm_100a").module, ["verify"])
 
 
@@ -145,24 +148,26 @@ class SmemReport(Pass):
 
     def apply(self, module, ctx: PassContext) -> None:
         for tile in module.ops("tilec.tile"):
-            tile.facts["smem_report"] = sum(op.attrs["size"] for op in tile.ops("tilec.smem_layout"))
+            tile.attrs["smem_report"] = sum(op.attrs["size"] for op in tile.ops("tilec.smem_layout"))
 
 
 def test_external_pass_is_placed_by_requires_and_provides():
+    register_attr("tilec.tile", "smem_report", U32)       # its result is a typed, printed attribute
     register_pass(SmemReport)
     try:
         assert "smem-report" in compiler.pass_names()
         module = run_passes(gemm_tile(), target="sm_100a")          # the whole (now extended) pipeline
-        order = module.facts["passes_run"]
+        order = module.attrs["passes"]
         assert order.index("smem-report") > order.index("descriptor-materialization")
         # A: 128 x 64 bf16, B: 256 x 64 bf16 (2 bytes each)
-        assert module.ops("tilec.tile")[0].facts["smem_report"] == (128 + 256) * 64 * 2
+        assert module.ops("tilec.tile")[0].attrs["smem_report"] == (128 + 256) * 64 * 2
+        assert f"smem_report = {(128 + 256) * 64 * 2}" in print_op(module)
         # ... and run by name in a prefix
         module = run_passes(gemm_tile(), PREFIX + ["smem-report"], target="sm_100a")
-        assert module.facts["passes_run"][-1] == "smem-report"
+        assert module.attrs["passes"][-1] == "smem-report"
         # compile_source's default pipeline picks it up too
         result = compile_tile(gemm_tile(), "sm_100a")
-        assert result.tiles["gemm"].facts["smem_report"] == (128 + 256) * 64 * 2
+        assert result.tiles["gemm"].attrs["smem_report"] == (128 + 256) * 64 * 2
     finally:
         unregister_pass("smem-report")
     assert "smem-report" not in compiler.pass_names()

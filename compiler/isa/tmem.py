@@ -1,5 +1,5 @@
 """Where tcgen05 operands live in Tensor Memory: data-path layouts, sparse metadata, block-scale factors
-and A in TMEM (the column plan of one kernel is compiler/ptx/tcgen05_tmem.py).
+and A in TMEM (the column plan of one kernel is compiler/passes/plans.py).
 
 Pure Python (no numpy): the kernel emitter (compiler/ptx/tcgen05_kernel.py) turns these rules into per-thread PTX
 arithmetic, and the tests check them cell by cell against the PTX figures' decodings and the reference

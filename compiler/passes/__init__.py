@@ -35,11 +35,19 @@ class PassContext:
                 try:
                     fn(tile)
                 except SpecError as e:
-                    self.spec_error(e, tile.payload)
+                    self.spec_error(e, tile)
 
     def spec_error(self, err: SpecError, tile, default_field: str | None = None):
-        """Turn a SpecError from a pure module into a located diagnostic on `tile`'s field."""
-        loc = tile.loc(err.field or default_field) if tile is not None else None
+        """Turn a SpecError from a pure module into a located diagnostic on `tile`'s field (`tile`: a
+        tile op, whose named locations are its fields', or a TileSpec)."""
+        if tile is None:
+            loc = None
+        elif hasattr(tile, "locs") and hasattr(tile, "attrs"):
+            from .derive import tile_loc
+
+            loc = tile_loc(tile, err.field or default_field)
+        else:
+            loc = tile.loc(err.field or default_field)
         raise CompileError([Diagnostic(err.message, loc, err.hint)], self.source)
 
 
@@ -61,7 +69,9 @@ _BUILTIN = {
     "layout-selection": ".layout_selection:LayoutSelection",
     "sparse-metadata-packing": ".sparse_metadata_packing:SparseMetadataPacking",
     "descriptor-materialization": ".descriptor_materialization:DescriptorMaterialization",
-    "ptx-emission": ".ptx_emission:PtxEmission",
+    # codegen passes: they build the PTX layer's kernels, so they live there (compiler/ptx/emission.py)
+    "kernel-selection": "..ptx.emission:KernelSelection",
+    "ptx-emission": "..ptx.emission:PtxEmission",
 }
 
 _EXTERNAL: dict[str, type] = {}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..ir import Hex, Op
 from . import Pass, PassContext
+from .derive import mma_form, pipeline, scale_layouts, scale_type, smem_layout, tile_spec
 
 
 @dataclass(frozen=True)
@@ -26,16 +27,16 @@ class DescriptorMaterialization(Pass):
         ctx.each_tile(module, "tcgen05", self.tile)
 
     @staticmethod
-    def step_fields(tile: Op, step: int) -> dict:
-        """Instruction-descriptor fields of MMA `step` of a stage that differ from step to step."""
+    def step_fields(tile: Op, step: int, scales=None) -> dict:
+        """Instruction-descriptor fields of MMA `step` of a stage that differ from step to step
+        (`scales`: the tile's SFA/SFB TMEM layouts, derive.scale_layouts)."""
         fields = {}
-        if tile.payload.sparsity is not None:
+        if tile.op("tilec.sparsity") is not None:
             from ..isa.tmem import metadata_format
 
             selector, _ = metadata_format(tile.attrs["kind"]).selector_and_column(step)
             if selector:
                 fields["sparsity_selector"] = selector
-        scales = tile.facts.get("scale_layouts")
         if scales is not None:
             (_, a_id), (_, b_id) = (lay.step_position(step) for lay in scales)
             if a_id or b_id:
@@ -47,21 +48,22 @@ class DescriptorMaterialization(Pass):
         from ..layout import smem_descriptors
         from ..isa.tcgen05_kinds import mma_k
 
-        spec = tile.payload
+        spec = tile_spec(tile)
+        form = mma_form(tile)
+        scales = scale_layouts(tile, spec, form)
         kind = tile.attrs["kind"]
         sparse = spec.sparsity is not None
-        k96 = tile.facts["form"].k96                # Table 44 bit 31 "K Dimension": 1 = dense K 96
+        k96 = form.k96                # Table 44 bit 31 "K Dimension": 1 = dense K 96
         a, b, d = (spec.operands[x] for x in "ABD")
         lay_a, lay_b = tile.op("tilec.smem_layout", "A"), tile.op("tilec.smem_layout", "B")
         base = dict(a_major=(lay_a.attrs["major"] if lay_a else (a.major or "K")), b_major=lay_b.attrs["major"],
                     negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse, saturate=spec.saturate,
                     max_shift=spec.max_shift, k96=k96,
-                    scale_type=tile.facts.get("scale_type",
-                                              spec.operands["SFA"].dtype if "SFA" in spec.operands else None))
+                    scale_type=scale_type(tile))
         idesc = InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n, **base)
         attrs = {"kind": kind, "value": Hex(idesc.encode())}
-        steps = tile.facts["k_block"] // mma_k(kind, sparse, k96)
-        per_step = [self.step_fields(tile, s) for s in range(steps)]
+        steps = pipeline(tile)["k_block"] // mma_k(kind, sparse, k96)
+        per_step = [self.step_fields(tile, s, scales) for s in range(steps)]
         if any(per_step):
             # The fields that change from MMA to MMA of a stage: the f16/tf32 sparsity selector = the
             # metadata column's parity (digest §4.3) and the scale-factor IDs = byte offsets of the
@@ -70,12 +72,11 @@ class DescriptorMaterialization(Pass):
                                                        **base, **f).encode()) for f in per_step)
             attrs["value"] = attrs["step_values"][0]
         tile.body.append(Op("tilec.instr_desc", None, attrs, loc=spec.loc("engine")))
-        tile.facts["idesc"] = idesc
         step = mma_k(kind, sparse, k96)
         for lay_op in (lay_a, lay_b):
             if lay_op is None:
                 continue
-            lay = lay_op.facts["layout"]
+            lay = smem_layout(tile, lay_op, spec)
             k_step = step // 2 if (lay_op.sym == "A" and sparse) else step
             # bit 52 (9.7.16.4.1 / 9.7.16.3.1): "absolute" for K = 96 tiles (layout-selection's LBO_MODE); then
             # the LBO field holds the shared address of each step's second piece, relative to the buffer

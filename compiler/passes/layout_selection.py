@@ -7,7 +7,7 @@ For every tcgen05 operand in shared memory this pass fixes
   stage budget, else the largest power-of-two fraction that does),
 - the canonical layout of PTX 9.7.16.3.3 (compiler/layout.py) with its LBO/SBO (9.7.16.3.1/.3.2),
 - the operand's offset in the kernel's shared buffer (aligned to the swizzle repeat, so base offset 0),
-- the Tensor Memory plan of the kernel (compiler/ptx/tcgen05_tmem.py): D, then per stage the sparse
+- the Tensor Memory plan of the kernel (compiler/passes/plans.py): D, then per stage the sparse
   metadata, the scale factors and A when A lives in TMEM; `k_block` also shrinks until that fits the
   512 columns (PTX 9.7.16.1).
 K = 96 tiles (sm_103a) store A and B 128B-swizzled with the 48-byte MMA steps packed along K, and their
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..diagnostics import SpecError
 from ..ir import Op
 from . import Pass, PassContext
+from .derive import mma_form, operand_extents, tile_spec, tmem_plan_attrs
 
 STAGE_BUDGET = 96 * 1024     # bytes of A+B per K stage; leaves room on every sm_100 part (228 KB)
 
@@ -48,14 +49,6 @@ def k_quantum(step_k: int, container_bits: int, k96: bool) -> int:
     return math.lcm(step_k, 8 * 128 // container_bits) if k96 else step_k
 
 
-def operand_extents(spec, name: str) -> tuple[int, int]:
-    """(MN, K) elements of operand `name` held by one CTA for one MMA's full K loop."""
-    sparse = spec.sparsity is not None
-    if name == "A":
-        return spec.m // spec.cta_group, (spec.total_k // 2 if sparse else spec.total_k)
-    return spec.n // spec.cta_group if spec.cta_group == 2 else spec.n, spec.total_k
-
-
 @dataclass(frozen=True)
 class LayoutSelection(Pass):
     name = "layout-selection"
@@ -70,10 +63,11 @@ class LayoutSelection(Pass):
         from ..layout import canonical_layout, choose_swizzle, container_bits_for
         from ..isa.tcgen05_kinds import check_major, mma_k
 
-        spec = tile.payload
+        spec = tile_spec(tile)
+        form = mma_form(tile)
         kind = tile.attrs["kind"]
         sparse = spec.sparsity is not None
-        k96 = tile.facts["form"].k96
+        k96 = form.k96
         step_k = mma_k(kind, sparse, k96)
         smem = [n for n in ("A", "B") if spec.operands[n].space == "smem"]
         quantum = step_k
@@ -123,7 +117,7 @@ class LayoutSelection(Pass):
         def fits(k_block: int):
             layouts, total = plan(k_block)
             try:
-                tmem = tmem_plan(tile, k_block // step_k)
+                tmem = tmem_plan(spec, kind, form, k_block // step_k)
             except SpecError as e:
                 return layouts, total, None, e
             return layouts, total, tmem, None
@@ -138,35 +132,28 @@ class LayoutSelection(Pass):
                             f"{STAGE_BUDGET}-byte budget", "shape.N", "use a smaller M or N")
         if tmem is None:
             raise tmem_error
-        tile.facts["tmem_plan"] = tmem
         for name, (lay, offset) in layouts.items():
             a = {"major": lay.major, "swizzle": lay.swizzle, "lbo": lay.lbo, "sbo": lay.sbo,
                  "offset": offset, "size": lay.size_bytes, "k_block": k_block}
             if k96:
                 a["lbo_mode"] = LBO_MODE[k96]          # relative is the default: only absolute is printed
-            op = Op("tilec.smem_layout", name, a, loc=spec.loc(name))
-            op.facts["layout"] = lay
-            tile.body.append(op)
-        tile.facts["smem_bytes"] = total
-        tile.facts["k_block"] = k_block
+            tile.body.append(Op("tilec.smem_layout", name, a, loc=spec.loc(name)))
+        tile.body.append(Op("tilec.pipeline", None, {"k_block": k_block, "stages": spec.total_k // k_block,
+                                                     "smem_bytes": total}, loc=spec.loc("loop")))
+        tile.body.append(Op("tilec.tmem_plan", None, tmem_plan_attrs(tmem), loc=spec.loc("engine")))
 
 
-def tmem_plan(tile: Op, steps: int):
-    """The TMEM columns of one CTA for a stage of `steps` MMAs (compiler/ptx/tcgen05_tmem.py)."""
-    from ..ptx.tcgen05_kernel import collector_priming
+def tmem_plan(spec, kind: str, form, steps: int):
+    """The TMEM columns of one CTA for a stage of `steps` MMAs (compiler/passes/plans.py)."""
     from ..isa.tmem import a_columns_per_mma, data_path, metadata_format, scale_layouts
-    from ..ptx.tcgen05_tmem import plan_tmem
+    from .plans import collector_priming, plan_tmem
 
-    spec = tile.payload
-    kind = tile.attrs["kind"]
     sparse = spec.sparsity is not None
     dp = data_path(spec.m, spec.cta_group, sparse, spec.ws)
     meta_cols = steps * metadata_format(kind).words_per_mma if sparse else 0
     sfa_cols = sfb_cols = 0
-    form = tile.facts["form"]
     if form.block_scale is not None:
         sfa, sfb = scale_layouts(kind, form.block_scale, dp, spec.n, k96=form.k96)
-        tile.facts["scale_layouts"] = (sfa, sfb)
         sfa_cols, sfb_cols = sfa.columns(steps), sfb.columns(steps)
     a_cols = steps * a_columns_per_mma(form.k96) if spec.operands["A"].space == "tmem" else 0
     return plan_tmem(dp.d_columns(spec.n), meta_cols, sfa_cols, sfb_cols, a_cols,

@@ -27,9 +27,10 @@ def registry_key(names: list[str]) -> str:
 BAKED_KEY = ("verify<>verified;layout-selection<verified>layouts;"
              "sparse-metadata-packing<verified>metadata;"
              "descriptor-materialization<layouts>descriptors;"
-             "ptx-emission<descriptors,metadata>ptx")
+             "kernel-selection<descriptors,metadata>kernels;"
+             "ptx-emission<kernels>ptx")
 BAKED_ORDER = ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization",
-               "ptx-emission")
+               "kernel-selection", "ptx-emission")
 
 
 def build_graph(names: list[str]):
@@ -107,11 +108,17 @@ class PassManager:
         return cls(tuple(names), **kw)
 
     def run(self, module, ctx: PassContext):
+        """Run the passes in order; after each, record it in the module's `passes` and verify the IR.
+        A value that does not fit the PTX type it is emitted as is the input's fault (a located
+        diagnostic naming the value and the type); any other broken IR is a bug of the pass."""
         for n in self.names:
             get_pass_class(n)().apply(module, ctx)
+            module.attrs["passes"] = (*module.attrs.get("passes", ()), n)
             try:
                 verify_module(module)
-            except IRError as e:   # a compiler bug, not a user error: say which pass broke the IR
+            except IRError as e:
+                if e.out_of_range:
+                    raise CompileError([Diagnostic(str(e), e.loc(e.tile), e.hint())], ctx.source) from None
                 raise CompileError([Diagnostic(f"internal error: IR invalid after pass '{n}': {e}")],
                                    ctx.source) from e
             if self.ir_sink is not None and ("*" in self.print_after or n in self.print_after):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ..diagnostics import SpecError
 from ..ir import Hex, Op
 from . import Pass, PassContext
+from .derive import mma_form, tile_spec
 
 
 @dataclass(frozen=True)
@@ -33,23 +34,22 @@ class SparseMetadataPacking(Pass):
 
     def apply(self, module, ctx: PassContext) -> None:
         for tile in module.ops("tilec.tile"):
-            spec = tile.payload
-            if spec.sparsity is None:
+            if tile.op("tilec.sparsity") is None:
                 continue
             try:
                 self.tile(tile, module)
             except SpecError as e:
-                ctx.spec_error(e, spec, "sparsity")
+                ctx.spec_error(e, tile, "sparsity")
 
     def tile(self, tile: Op, module) -> None:
-        spec = tile.payload
+        spec = tile_spec(tile)
         sp = spec.sparsity
         if tile.attrs["engine"] == "mma.sp":
             from ..isa.mma_sp.forms import ORDERED_METADATA_PTX
             from ..isa.mma_sp.metadata import static_metadata
             from ..isa.targets import parse_version
 
-            form = tile.facts["form"]
+            form = mma_form(tile)
             if sp.metadata == "runtime":
                 tile.body.append(Op("tilec.metadata", None, {"source": "runtime"}, loc=spec.loc("sparsity")))
                 return
@@ -60,11 +60,11 @@ class SparseMetadataPacking(Pass):
                 where = "sparsity.pattern" if sp.pattern else "sparsity.rows"
                 raise SpecError(e.message, where if e.field in (None, "sparsity", "sparsity.pattern", "sparsity.rows")
                                 else e.field, e.hint) from None
-            tile.facts["static_metadata"] = table
-            # Print the words of the first 16-row tile and K step (lanes 0..31); the rest repeat.
+            # table[16-row tile % pm][K step % pk] = the words of lanes 0..31; period = [pm, pk] and
+            # `words` is the table row-major, so the first 32 are the first tile and K step
             tile.body.append(Op("tilec.metadata", None,
                                 {"source": "static", "period": (len(table), len(table[0])),
-                                 "words": tuple(Hex(w) for w in table[0][0])},
+                                 "words": tuple(Hex(w) for t in table for step in t for w in step)},
                                 loc=spec.loc("sparsity")))
             return
         self.tcgen05(tile, spec)
@@ -76,7 +76,6 @@ class SparseMetadataPacking(Pass):
 
         from ..isa.mma_sp.metadata import PATTERNS, expand_pattern, legal_nibbles, validate_nibbles
         from ..isa.tmem import METADATA_CHUNK, pack_metadata_words
-        from ..ptx.tcgen05_tmem import Tcgen05Metadata
         from ..isa.tcgen05_kinds import kind_info, mma_k
 
         sp = spec.sparsity
@@ -88,8 +87,6 @@ class SparseMetadataPacking(Pass):
         lay = SparseLayout(k=mma_k(kind, True), storage_bits=8, granularity=GRANULARITIES[kind_info(kind).sparsity],
                            fragment_section="9.7.16.10.8")
         if sp.metadata == "runtime":
-            meta = Tcgen05Metadata("runtime", kind, chunk, words_per_row)
-            tile.facts["tcgen05_metadata"] = meta
             tile.body.append(Op("tilec.metadata", None, {"source": "runtime", "words_per_row": words_per_row},
                                 loc=spec.loc("sparsity")))
             return
@@ -115,9 +112,9 @@ class SparseMetadataPacking(Pass):
             raise SpecError(e.message, where if e.field in (None, "sparsity", "sparsity.pattern", "sparsity.rows",
                                                             "sparsity.metadata") else e.field, e.hint) from None
         table = tuple(tuple(pack_metadata_words(row)) for row in nibbles)
-        meta = Tcgen05Metadata("static", kind, chunk, words_per_row, table)
-        tile.facts["tcgen05_metadata"] = meta
+        # table[row % period rows][word % period words], natural words (compiler/passes/plans.py
+        # Tcgen05Metadata); `words` is the table row-major
         tile.body.append(Op("tilec.metadata", None,
-                            {"source": "static", "period": (meta.period_rows, meta.period_words),
-                             "words": tuple(Hex(w) for w in table[0])},
+                            {"source": "static", "period": (len(table), len(table[0])),
+                             "words": tuple(Hex(w) for row in table for w in row), "words_per_row": words_per_row},
                             loc=spec.loc("sparsity")))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..diagnostics import CompileError, Diagnostic, SpecError
 from ..isa.targets import MAX_PTX, TARGETS, format_version, is_released, version_problem
 from . import Pass, PassContext
+from .derive import form_op, module_spec, tile_loc, tile_spec
 
 # Operands each engine needs, and the spaces each may live in.
 _TCGEN05_OPERANDS = {"A": ("smem", "tmem"), "B": ("smem",), "D": ("tmem",)}
@@ -32,7 +33,7 @@ def _k96_hint() -> str:
 
 
 def _check_operands(tile, ctx: PassContext, allowed: dict, optional: dict = {}):
-    spec = tile.payload
+    spec = tile_spec(tile)
     for name, spaces in allowed.items():
         if name not in spec.operands:
             ctx.fail(f"{spec.engine} tile '{spec.name}' needs operand {name}", spec.loc("tile"),
@@ -72,19 +73,19 @@ class Verify(Pass):
     description = "check every tile against the PTX tables; resolve kind and PTX version"
 
     def apply(self, module, ctx: PassContext) -> None:
-        fspec = module.payload["spec"]
+        fspec = module_spec(module)
         target = TARGETS[fspec.target]
         needed = target.min_ptx
         if fspec.ptx_version is not None and not is_released(fspec.ptx_version):
             # a version given in code (compile_source(ptx_version=...)); text is checked by the front end
             message, hint = version_problem(format_version(fspec.ptx_version))
             ctx.fail(message, fspec.loc("ptx"), hint)
-        from ..ptx.builder import is_ptx_identifier
+        from ..isa.identifiers import is_ptx_identifier
 
         for tile in module.ops("tilec.tile"):
             if not is_ptx_identifier(tile.sym or ""):
                 ctx.fail(f"tile name '{tile.sym}' is not a PTX identifier (it names the kernel's .entry)",
-                         tile.payload.loc("tile"), "use letters, digits and '_', starting with a letter")
+                         tile_loc(tile, "tile"), "use letters, digits and '_', starting with a letter")
             try:
                 if tile.attrs["engine"] == "tcgen05":
                     v = self.tcgen05(tile, ctx, fspec)
@@ -92,11 +93,11 @@ class Verify(Pass):
                     v = self.mma_sp(tile, ctx, fspec)
                 else:
                     ctx.fail("dense warp-level 'mma' is not supported; tilec emits sparse 'mma.sp'",
-                             tile.payload.loc("engine.name"), "write 'engine mma.sp;' and a 'sparsity' statement")
+                             tile_loc(tile, "engine.name"), "write 'engine mma.sp;' and a 'sparsity' statement")
             except SpecError as e:
                 # Tables name some fields by their PTX words; the spec records the DSL's.
                 field = _FIELD_ALIASES.get(e.field or "", e.field)
-                ctx.spec_error(SpecError(e.message, field, e.hint), tile.payload)
+                ctx.spec_error(SpecError(e.message, field, e.hint), tile)
             needed = max(needed, v)
         if needed > MAX_PTX:
             ctx.fail(f"this file needs PTX ISA {format_version(needed)}, newer than the supported "
@@ -119,7 +120,7 @@ class Verify(Pass):
         from ..isa.tcgen05_kinds import (K96, check_major, check_options, check_scale, check_shape, infer_kind,
                                          kind_info, mma_k)
 
-        spec = tile.payload
+        spec = tile_spec(tile)
         if spec.schedule is not None:
             raise SpecError("'schedule' describes warp-level mma.sp GEMMs; tcgen05 tiles are scheduled by "
                             "their shape and loop", "schedule")
@@ -225,15 +226,14 @@ class Verify(Pass):
             check_target(form, fspec.target, fspec.ptx_version)
         except SpecError as e:
             raise SpecError(e.message, e.field or "target", e.hint) from None
-        tile.facts["form"] = form
-        tile.facts["scale_type"] = scale_type
+        tile.body.append(form_op("tcgen05", form, scale_type, spec.loc("engine")))
         return infer_ptx_version([form], fspec.target)
 
     # -- mma.sp ------------------------------------------------------------------------------------
     def mma_sp(self, tile, ctx: PassContext, fspec):
         from ..isa.mma_sp.forms import find_form
 
-        spec = tile.payload
+        spec = tile_spec(tile)
         _check_operands(tile, ctx, _MMA_SP_OPERANDS)
         if spec.sparsity is None:
             ctx.fail("an mma.sp tile needs a 'sparsity' statement", spec.loc("tile"),
@@ -255,7 +255,7 @@ class Verify(Pass):
         if err:
             raise err
         tile.attrs["kind"] = form.kind or "none"
-        tile.facts["form"] = form
+        tile.body.append(form_op("mma.sp", form, None, spec.loc("engine")))
         if spec.schedule is not None:
             sc = spec.schedule
             for what, value, unit, field in (("cta M", sc.cta_m, spec.m * sc.warps_m, "schedule.cta"),

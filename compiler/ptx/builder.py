@@ -29,15 +29,7 @@ from contextlib import contextmanager
 from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
 
-# PTX 4.4 identifiers: a letter then letters/digits/_/$, or _/$/% followed by at least one of those.
-# Tile names become `.entry` names, so they must be identifiers.
-PTX_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_$]*|[_$%][A-Za-z0-9_$]+")
-# PTX 4.4 "Predefined Identifiers" that are plain words (ptxas 13.0 rejects an entry named WARP_SZ).
-PTX_PREDEFINED = ("WARP_SZ",)
-
-
-def is_ptx_identifier(name: str) -> bool:
-    return bool(PTX_IDENTIFIER.fullmatch(name)) and name not in PTX_PREDEFINED
+from ..isa.identifiers import PTX_IDENTIFIER, PTX_PREDEFINED, is_ptx_identifier  # noqa: F401 (the kernels' names)
 
 
 def require_kernel_name(name: str) -> None:

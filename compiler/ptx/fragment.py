@@ -46,6 +46,7 @@ from typing import Any
 
 from ..diagnostics import SpecError
 from ..ir import Op
+from ..passes.derive import OpView, TileView
 from ..isa.targets import Version, format_version, parse_version
 from .builder import PtxBuilder, function_head, module_header
 
@@ -200,7 +201,7 @@ def _load_params(kb: PtxBuilder, params: Sequence[FragmentParam]) -> dict[str, s
     return regs
 
 
-def _required_op(tile: Op, name: str, sym: str | None) -> Op:
+def _required_op(tile: TileView, name: str, sym: str | None) -> OpView:
     op = tile.op(name, sym)
     if op is None:      # FRAGMENT_PASSES ran, so this is a tilec bug
         raise RuntimeError(f"tile '{tile.sym}' has no {name}{f' @{sym}' if sym else ''}; did its passes run?")
@@ -235,7 +236,7 @@ TCGEN05_FRAGMENT_LIMITS: tuple[tuple[Callable[[Any], bool], str, str, str | None
      "collector ::use / ::lastuse would read a buffer holding another K step's operand", "use ::fill or ::discard"),
 )
 
-def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
+def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     from ..isa.tcgen05_forms import tcgen05_commit
 
     spec = tile.payload
@@ -372,7 +373,7 @@ def _tcgen05_fragment(tile: Op, module: Op, name: str) -> Fragment:
 
 # ---- warp-level mma.sp -----------------------------------------------------------------------------
 
-def _mma_sp_fragment(tile: Op, module: Op, name: str) -> Fragment:
+def _mma_sp_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     spec = tile.payload
     form = tile.facts["form"]
     if form.block_scale is not None:
@@ -432,7 +433,7 @@ FRAGMENT_PASSES: dict[str, tuple[str, ...]] = {
     "tcgen05": ("verify", "layout-selection", "descriptor-materialization"),
     "mma.sp": ("verify", "sparse-metadata-packing"),
 }
-FRAGMENT_EMITTERS: dict[str, Callable[[Op, Op, str], Fragment]] = {
+FRAGMENT_EMITTERS: dict[str, Callable[[TileView, Op, str], Fragment]] = {
     "tcgen05": _tcgen05_fragment,
     "mma.sp": _mma_sp_fragment,
 }
@@ -449,8 +450,11 @@ def fragment_name(tile_name: str, prefix: str | None = None) -> str:
     return name
 
 
-def emit_fragment_for_tile(tile: Op, module: Op, prefix: str | None = None) -> Fragment:
+def emit_fragment_for_tile(tile_op: Op, module: Op, prefix: str | None = None) -> Fragment:
     """The fragment of one tile op of a module that has run FRAGMENT_PASSES[engine]."""
+    from ..passes.derive import tile_view
+
+    tile = tile_view(tile_op)       # the TileSpec and plans, rebuilt from the tile's attributes
     engine = tile.attrs["engine"]
     if engine not in FRAGMENT_EMITTERS:
         raise SpecError(f"no fragment emitter for engine '{engine}'", "engine.name",

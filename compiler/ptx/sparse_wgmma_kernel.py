@@ -909,7 +909,7 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
 
 
 # --------------------------------------------------------------------------------------------------
-# DSL: `schedule ... mma=wgmma` (compiler/passes/verify.py checks, compiler/passes/ptx_emission.py emits)
+# DSL: `schedule ... mma=wgmma` (compiler/passes/verify.py checks, compiler/ptx/emission.py emits)
 # --------------------------------------------------------------------------------------------------
 
 def config_from_schedule(name: str, form: Form, target: str, ptx_version: Version | None, schedule,

@@ -55,6 +55,7 @@ from dataclasses import dataclass, replace
 from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
 from ..ir import Op
+from ..passes.plans import collector_priming
 from ..isa.types import TYPES
 from .builder import PtxBuilder
 
@@ -64,20 +65,6 @@ VARIANTS = (None, SMEM_DUMP)
 SMEM_DUMP_TARGET = "sm_90a"
 # PTX 8.0 introduced sm_90a; the dump kernel uses nothing newer (ld/st, bar.sync, fence.proxy.async).
 SMEM_DUMP_PTX = "8.0"
-
-
-# --------------------------------------------------------------------------------------------------
-# Collector reuse
-
-def collector_priming(spec) -> bool:
-    """`::use` / `::lastuse` read the collector buffer an earlier MMA filled with the same operand
-    (9.7.16.10.9.1 .collector_usage: buffer ::a holds A, .ws buffers ::b0-::b3 hold B). Every K step of
-    this kernel reads a new A and B, so for such a tile each K step first issues a *priming* MMA with
-    the same operands and `::fill` that writes its product to a scratch D region of TMEM (enable-input-d
-    false, no other effect), then the tile's MMA, which reads the filled buffer. The priming MMA never
-    carries .ashift ("illegal ... .collector::a::fill along with .ashift"): a plain MMA fills, the
-    .ashift MMA reads with ::lastuse - the pairing the rule leaves."""
-    return spec.collector is not None and spec.collector.split("::")[-1] in ("use", "lastuse")
 
 
 # --------------------------------------------------------------------------------------------------

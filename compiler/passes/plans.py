@@ -1,4 +1,6 @@
-"""The TMEM column plan of a tcgen05 kernel and the source of its sparse metadata words.
+"""Plans the passes make for a kernel: the TMEM column plan of a tcgen05 kernel, the source of its sparse
+metadata words, and whether it primes the collector buffer. The IR prints them (tilec.tmem_plan,
+tilec.metadata); compiler/passes/derive.py rebuilds these objects from the printed attributes.
 
 The facts these plans follow (TMEM geometry, data-path layouts, metadata and scale-factor layouts) live in
 compiler/isa/tmem.py; this module only places one kernel's regions.
@@ -102,3 +104,17 @@ class Tcgen05Metadata:
 
     def word(self, row: int, w: int) -> int:
         return self.table[row % self.period_rows][w % self.period_words]
+
+
+# --------------------------------------------------------------------------------------------------
+# Collector reuse
+
+def collector_priming(spec) -> bool:
+    """`::use` / `::lastuse` read the collector buffer an earlier MMA filled with the same operand
+    (9.7.16.10.9.1 .collector_usage: buffer ::a holds A, .ws buffers ::b0-::b3 hold B). Every K step of
+    this kernel reads a new A and B, so for such a tile each K step first issues a *priming* MMA with
+    the same operands and `::fill` that writes its product to a scratch D region of TMEM (enable-input-d
+    false, no other effect), then the tile's MMA, which reads the filled buffer. The priming MMA never
+    carries .ashift ("illegal ... .collector::a::fill along with .ashift"): a plain MMA fills, the
+    .ashift MMA reads with ::lastuse - the pairing the rule leaves."""
+    return spec.collector is not None and spec.collector.split("::")[-1] in ("use", "lastuse")

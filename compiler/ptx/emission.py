@@ -1,0 +1,178 @@
+"""The codegen passes (registered in compiler/passes/__init__.py like every pass; they live here because
+they build the PTX layer's kernel configurations):
+
+`kernel-selection`: the kernel that implements each tile, printed as `tilec.kernel {kernel, config}`:
+- tcgen05: the tcgen05 kernel (compiler/ptx/tcgen05_kernel.py), wholly determined by the tile's plans;
+- mma.sp with `schedule ... mma=wgmma`: the warpgroup GEMM (sparse_wgmma_kernel.SparseWgmmaConfig);
+- mma.sp with a `schedule` of 2 or more stages, runtime metadata and a form the pipelined kernel serves
+  (PIPELINED_A_TYPES at the k-wide shape): the pipelined sparse GEMM (sparse_gemm_kernel.SparseGemmConfig);
+- otherwise the one-instruction-tile kernel (mma_sp_kernel.MmaSpKernelConfig), its warp grid from the
+  schedule.
+`config` holds the configuration dataclass's fields one by one, less those the IR holds elsewhere (the
+name = the tile's symbol, the form = tilec.mma_form, the target and PTX version = the module's, the
+static metadata = tilec.metadata); `kernel_config` rebuilds the dataclass from them.
+
+`ptx-emission`: one `.entry` per tile from its tilec.kernel, behind a `.version`/`.target` header derived
+by `verify`. The PTX text and each kernel's ABI are the pipeline's output (module.outputs["ptx"],
+["abi"]); the IR gets a `ptx.kernel @tile {entry, lines}` per kernel.
+Option `variant` (PassContext.options): None for the real kernels; "smem-dump" emits every tcgen05
+tile's kernel for `.target sm_90a` with its tcgen05 instructions left out and the shared buffer written
+to a parameter S after each K stage (compiler/ptx/tcgen05_kernel.py), for checking copies and layouts on
+a Hopper GPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir import Op
+from ..passes import Pass, PassContext
+from ..passes.derive import required, tile_view
+
+# configuration fields the IR holds elsewhere (see the module docstring)
+_HELD_ELSEWHERE = ("name", "form", "target", "ptx_version", "static_metadata")
+
+
+def _kernel_classes() -> dict[str, type]:
+    from .mma_sp_kernel import MmaSpKernelConfig
+    from .sparse_gemm_kernel import SparseGemmConfig
+    from .sparse_wgmma_kernel import SparseWgmmaConfig
+
+    return {"mma_sp": MmaSpKernelConfig, "sparse_gemm": SparseGemmConfig, "sparse_wgmma": SparseWgmmaConfig}
+
+
+def _config_attr(config: Any) -> dict[str, Any]:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if f.name not in _HELD_ELSEWHERE and getattr(config, f.name) is not None}
+
+
+def kernel_config(view, module: Op) -> Any:
+    """The configuration dataclass of an mma.sp tile's `tilec.kernel` (view: derive.tile_view)."""
+    from ..isa.targets import parse_version
+
+    op = required(view.ir, "tilec.kernel", "kernel-selection")
+    cls = _kernel_classes()[op.attrs["kernel"]]
+    held = {"name": view.sym, "form": view.facts["form"], "target": module.attrs["target"],
+            "ptx_version": parse_version(module.attrs["ptx_version"])}
+    if any(f.name == "static_metadata" for f in dataclasses.fields(cls)):
+        held["static_metadata"] = view.facts.get("static_metadata")
+    return cls(**held, **dict(op.attrs.get("config", {})))
+
+
+def _select_mma_sp(view, module: Op) -> tuple[str, Any]:
+    from ..isa.targets import parse_version
+    from .mma_sp_kernel import MmaSpKernelConfig
+    from .sparse_gemm_kernel import SparseGemmConfig, pipelined_form
+
+    spec, form, sc = view.payload, view.facts["form"], view.payload.schedule
+    ptx = parse_version(module.attrs["ptx_version"])
+    static = view.facts.get("static_metadata")
+    target = module.attrs["target"]
+    if sc is not None and sc.mma == "wgmma":          # warpgroup wgmma.mma_async.sp, TMA-fed (sm_90a)
+        from .sparse_wgmma_kernel import config_from_schedule
+
+        return "sparse_wgmma", config_from_schedule(spec.name, form, target, ptx, sc, spec.sparsity.selector, static)
+    if sc is not None and sc.stages >= 2 and static is None and pipelined_form(form):
+        return "sparse_gemm", SparseGemmConfig(
+            name=spec.name, form=form, target=target, ptx_version=ptx, cta_m=sc.cta_m, cta_n=sc.cta_n,
+            cta_k=sc.cta_k, warps_m=sc.warps_m, warps_n=sc.warps_n, stages=sc.stages, selector=spec.sparsity.selector)
+    grid = {}
+    if sc is not None:        # warps and per-warp instruction tiles of the CTA tile
+        grid = dict(warps_m=sc.warps_m, warps_n=sc.warps_n, tiles_m=sc.cta_m // (spec.m * sc.warps_m),
+                    tiles_n=sc.cta_n // (spec.n * sc.warps_n))
+    return "mma_sp", MmaSpKernelConfig(name=spec.name, form=form, target=target, ptx_version=ptx,
+                                       selector=spec.sparsity.selector, static_metadata=static, **grid)
+
+
+@dataclass(frozen=True)
+class KernelSelection(Pass):
+    name = "kernel-selection"
+    requires = ("descriptors", "metadata")
+    provides = ("kernels",)
+    description = "choose each tile's kernel and print its configuration"
+
+    def apply(self, module, ctx: PassContext) -> None:
+        from ..diagnostics import SpecError
+
+        for tile in module.ops("tilec.tile"):
+            if tile.attrs["engine"] == "tcgen05":
+                tile.body.append(Op("tilec.kernel", None, {"kernel": "tcgen05"}, loc=tile.loc))
+                continue
+            try:
+                kernel, config = _select_mma_sp(tile_view(tile), module)
+            except SpecError as e:        # located on the schedule field the kernel names
+                ctx.spec_error(e, tile, "schedule")
+            tile.body.append(Op("tilec.kernel", None, {"kernel": kernel, "config": _config_attr(config)},
+                                loc=tile.locs.get("schedule", tile.loc)))
+
+
+@dataclass(frozen=True)
+class PtxEmission(Pass):
+    name = "ptx-emission"
+    requires = ("kernels",)
+    provides = ("ptx",)
+    description = "print each tile as a complete PTX kernel"
+
+    def apply(self, module, ctx: PassContext) -> None:
+        from ..diagnostics import SpecError
+        from ..passes.derive import tile_loc
+        from .builder import module_header
+        from .tcgen05_kernel import SMEM_DUMP, SMEM_DUMP_PTX, SMEM_DUMP_TARGET, VARIANTS
+
+        variant = (ctx.options or {}).get("variant")
+        if variant not in VARIANTS:
+            ctx.fail(f"unknown kernel variant '{variant}'",
+                     hint="variants: " + ", ".join(v for v in VARIANTS if v))
+        if variant == SMEM_DUMP:
+            header = module_header(SMEM_DUMP_PTX, SMEM_DUMP_TARGET)
+        else:
+            header = module_header(module.attrs["ptx_version"], module.attrs["target"])
+        parts = [header]
+        abis: dict[str, dict] = {}
+        for tile in list(module.ops("tilec.tile")):
+            if tile.attrs["engine"] == "tcgen05":
+                from .tcgen05_kernel import emit_tcgen05_kernel
+
+                try:
+                    text, abi = emit_tcgen05_kernel(tile_view(tile), variant)
+                except SpecError as e:
+                    ctx.spec_error(e, tile)
+            elif variant == SMEM_DUMP:
+                ctx.fail(f"the {SMEM_DUMP} variant exists for tcgen05 tiles only; tile '{tile.sym}' is "
+                         f"{tile.attrs['engine']}", tile_loc(tile, "engine"))
+            else:
+                try:
+                    text, abi = _mma_sp_entry(tile, module)
+                except SpecError as e:        # located on the schedule field the emitter names
+                    ctx.spec_error(e, tile, "schedule")
+            parts.append(text)
+            abis[tile.sym or ""] = abi
+            module.body.append(Op("ptx.kernel", tile.sym, {"entry": tile.sym, "lines": text.count("\n")},
+                                  loc=tile.loc))
+        module.outputs["ptx"] = "\n".join(parts)
+        module.outputs["abi"] = abis
+
+
+def _mma_sp_entry(tile: Op, module: Op) -> tuple[str, dict]:
+    """The mma.sp kernel of a tile (its tilec.kernel), without its module header."""
+    from .mma_sp_kernel import KernelPTX, emit_mma_sp_kernel
+    from .sparse_gemm_kernel import emit_sparse_gemm
+
+    view = tile_view(tile)
+    config = kernel_config(view, module)
+    kernel = tile.op("tilec.kernel").attrs["kernel"]
+    k: KernelPTX
+    if kernel == "sparse_wgmma":
+        from .sparse_wgmma_kernel import emit_sparse_wgmma
+
+        k = emit_sparse_wgmma(config)
+    elif kernel == "sparse_gemm":
+        k = emit_sparse_gemm(config)
+    else:
+        k = emit_mma_sp_kernel(config)
+    body = [ln for ln in k.text.splitlines()
+            if not ln.startswith((".version", ".target", ".address_size"))]
+    while body and (not body[0].strip() or body[0].startswith("//")):
+        body.pop(0)
+    return "\n".join(body) + "\n", k.abi
