@@ -29,11 +29,13 @@ def required(tile: Op, name: str, provider: str, sym: str | None = None) -> Op:
 
 def module_spec(module: Op):
     """The file-level part of the FileSpec (target, PTX version as written, their locations)."""
-    from ..isa.targets import parse_version
     from ..spec import FileSpec
 
     v = module.attrs.get("ptx_version")
-    return FileSpec(module.attrs["target"], [], parse_version(v) if v else None, locs=dict(module.locs))
+    # as spelled (verify, not the reader, decides whether it is a released version)
+    major, _, minor = (v or "").partition(".")
+    version = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+    return FileSpec(module.attrs["target"], [], version, locs=dict(module.locs))
 
 
 def file_spec(module: Op):
