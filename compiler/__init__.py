@@ -21,6 +21,9 @@ surface, frozen by tests/test_public_api.py):
   passes
     run_passes(module_or_spec, passes=None, options=None, *, target=None) -> Op
     register_pass, unregister_pass, pass_names, Pass, PassContext, PassManager, PipelineError, Op
+  emulation (CPU; numpy)
+    emulate(result, tile=None, *, shape=None, seed=0, order="forward", mode="eager", ptx=None) -> Emulation
+    (.d, .reference, .ok, .mismatches, .stats), EmulationError
 """
 from __future__ import annotations
 
@@ -58,6 +61,9 @@ _WHERE = {
     "PassContext": ".passes",
     "PassManager": ".passes.manager",
     "PipelineError": ".passes.manager",
+    "emulate": ".emulator.api",
+    "Emulation": ".emulator.api",
+    "EmulationError": ".emulator.parse",
 }
 
 if TYPE_CHECKING:      # the same names, visible to type checkers (kept equal to _WHERE by a test)
@@ -65,6 +71,8 @@ if TYPE_CHECKING:      # the same names, visible to type checkers (kept equal to
     from .diagnostics import CompileError, Diagnostic, Loc, SpecError
     from .driver import (CompileResult, compile_file, compile_source, compile_spec, compile_tile, parse_source,
                          run_passes)
+    from .emulator.api import Emulation, emulate
+    from .emulator.parse import EmulationError
     from .ir import Op
     from .passes import Pass, PassContext, pass_names, register_pass, unregister_pass
     from .passes.manager import PassManager, PipelineError

@@ -18,7 +18,7 @@ PUBLIC_NAMES = (
     "PassContext", "PassManager", "PipelineError", "SparsitySpec", "SpecError", "TileSpec", "ZeroColumnsSpec",
     "compile_file", "compile_source", "compile_spec", "compile_tile", "emit_fragment", "emit_fragments",
     "link_fragments", "parse_source", "pass_names", "print_file", "print_tile", "register_pass", "run_passes",
-    "unregister_pass",
+    "unregister_pass", "emulate", "Emulation", "EmulationError",
 )
 
 # Leading parameters of the embedding entry points (names and order), as README "Embedding" uses them.
@@ -34,6 +34,7 @@ SIGNATURES = {
     "print_tile": ["tile"],
     "parse_source": ["text", "filename", "arch"],
     "register_pass": ["cls"],
+    "emulate": ["result", "tile", "shape", "seed", "order", "mode"],
 }
 
 # Public modules whose own definitions must be fully annotated (mypy --disallow-untyped-defs), and

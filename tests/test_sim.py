@@ -13,7 +13,7 @@ from compiler.diagnostics import SpecError
 from compiler.sim import numerics
 from compiler.sim.smem import (chunk_addresses, decode_smem_desc, element_addresses, encode_smem_desc,
                                read_operand, read_operand_bits, write_operand_bits)
-from compiler.sim.tcgen05 import (compress_sparse, decode_instr_desc, decode_sparse_metadata,
+from compiler.sim.tcgen05 import (ashift_rows, compress_sparse, decode_instr_desc, decode_sparse_metadata,
                                   encode_instr_desc, encode_sparse_metadata, expand_sparse, mma,
                                   zero_column_mask_bits)
 
@@ -511,6 +511,49 @@ def test_a_from_tensor_memory():
     idesc = encode_instr_desc("f16", a_type="f16", b_type="f16", m=128, n=64)
     np.testing.assert_array_equal(mma(p.image, None, p.b_desc, idesc, "f16", a_tmem=tmem),
                                   mma(p.image, p.a_desc, p.b_desc, idesc, "f16"))
+
+
+def test_ashift_moves_a_rows_down_after_the_product():
+    """PTX ISA 9.7.16.10.9.1, .ashift: A's rows in Tensor Memory move down by one row, all but the last;
+    only with A in TMEM and M = 128 / 256. The model (compiler.sim.tcgen05.ashift_rows) applies the shift
+    after the MMA has read A, so the first MMA computes A B and the second (A now shifted) computes
+    row i from old row i - 1 (row 0 kept); columns past this MMA's A are untouched."""
+    p = Problem()
+    codes = numerics.encode(p.a, "f16").astype(np.uint32)
+    tmem = np.zeros((128, 12), np.uint32)
+    tmem[:, :8] = codes[:, 0::2] | codes[:, 1::2] << 16                 # K = 16 f16: 8 columns
+    tmem[:, 8:] = np.arange(128 * 4, dtype=np.uint32).reshape(128, 4)    # another MMA's columns
+    original = tmem.copy()
+    idesc = encode_instr_desc("f16", a_type="f16", b_type="f16", m=128, n=64)
+    first = mma(p.image, None, p.b_desc, idesc, "f16", a_tmem=tmem, ashift=True)
+    np.testing.assert_array_equal(first, (p.a @ p.b.T).astype(np.float32))
+    # row i + 1 <- row i for i = 0..126 (the old row 127 is gone), row 0 kept
+    np.testing.assert_array_equal(tmem[1:, :8], original[:-1, :8])
+    np.testing.assert_array_equal(tmem[0, :8], original[0, :8])
+    np.testing.assert_array_equal(tmem[:, 8:], original[:, 8:])
+    second = mma(p.image, None, p.b_desc, idesc, "f16", a_tmem=tmem, ashift=True)
+    shifted = np.concatenate([p.a[:1], p.a[:-1]])
+    np.testing.assert_array_equal(second, (shifted @ p.b.T).astype(np.float32))
+    np.testing.assert_array_equal(tmem[2:, :8], original[:-2, :8])
+
+
+def test_ashift_rules():
+    """9.7.16.10.9.1: .ashift only with A in TMEM and M = 128 or 256; M = 256 (cta_group::2) shifts each
+    CTA's 128 rows (the last row of each Tensor Memory stays behind)."""
+    p = Problem()
+    idesc = encode_instr_desc("f16", a_type="f16", b_type="f16", m=128, n=64)
+    with pytest.raises(SpecError, match="tensor memory"):
+        mma(p.image, p.a_desc, p.b_desc, idesc, "f16", ashift=True)
+    idesc64 = encode_instr_desc("f16", a_type="f16", b_type="f16", m=64, n=64)
+    with pytest.raises(SpecError, match="M = 128 or 256"):
+        mma(p.image, None, p.b_desc, idesc64, "f16", a_tmem=np.zeros((128, 8), np.uint32), ashift=True)
+    with pytest.raises(SpecError, match="numpy"):
+        mma(p.image, None, p.b_desc, idesc, "f16", a_tmem=np.zeros((128, 8), np.uint32).tolist(), ashift=True)
+    images = [np.arange(128 * 8, dtype=np.uint32).reshape(128, 8) + 10_000 * c for c in range(2)]
+    for c, image in enumerate(images):
+        after = ashift_rows(image, 256, 2, "f16", "f16", 16)
+        np.testing.assert_array_equal(after[1:], image[:-1])
+        np.testing.assert_array_equal(after[0], image[0])
 
 
 def test_tf32_transpose_needs_128b_base32b():

@@ -6,9 +6,9 @@ ptxas, configuration errors and DSL wiring.
    32 banks x 4 B, PTX ISA ldmatrix reads 8 rows of 16 B per matrix); the copies of one
    stage write every byte of the stage exactly once; every fragment load reads the logical bytes the
    mma.sp fragment tables name (digest §6.1/§6.2).
-2. Execution model: the emulator's warp machine (compiler/emulate/warp.py) runs the emitted PTX text
+2. Execution model: the emulator's warp machine (compiler/emulator/warp.py) runs the emitted PTX text
    itself warp by warp, with numpy registers of 32 lanes: ldmatrix (PTX ISA ldmatrix: lane 4r+c receives
-   elements 2c, 2c+1 of row r of matrix j in register j), mma.sp (compiler/emulate/mma_sp.py, built on
+   elements 2c, 2c+1 of row r of matrix j in register j), mma.sp (compiler/emulator/mma_sp.py, built on
    compiler/isa/mma_sp; checked here against closed forms of the ISA fragment figures, 9.7.14.6.2 A, B and
    C/D, 9.7.14.6.1 metadata suppliers, written independently of compiler/isa/mma_sp/fragments.py), cp.async
    with commit/wait groups (PTX ISA cp.async) and bar.sync. Warps run one at a time between barriers,
@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 
 from compiler.diagnostics import SpecError
-from compiler.emulate.mma_sp import mma_sp_warp
-from compiler.emulate.sparse_host import run_sparse_gemm
+from compiler.emulator.mma_sp import mma_sp_warp
+from compiler.emulator.sparse_host import run_sparse_gemm
 from compiler.isa.mma_sp.forms import find_form
 from compiler.ptx.sparse_gemm_kernel import (CHUNK, SparseGemmConfig, copy_accesses, emit_sparse_gemm,
                                              fragment_accesses, physical_offsets, swizzle)
@@ -202,7 +202,7 @@ def _decode(bits: np.ndarray, dtype: str) -> np.ndarray:
 
 def closed_form_mma_sp_warp(form, a, b, c, e, sel):
     """One warp's mma.sp from the closed forms above: a, b, c = [regs][32] words, e = [32] words -> d
-    words [4][32]. The emulator's mma.sp (compiler/emulate/mma_sp.py, built on compiler/isa/mma_sp) must
+    words [4][32]. The emulator's mma.sp (compiler/emulator/mma_sp.py, built on compiler/isa/mma_sp) must
     agree with it (test_emulator_mma_sp_matches_the_closed_forms)."""
     tab = _mma_tables(form)
     av = np.concatenate([_decode(a[r], form.a_type) for r in range(len(a))], -1)    # [32][elements]

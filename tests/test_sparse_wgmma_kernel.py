@@ -1,7 +1,7 @@
 """The sparse wgmma GEMM (compiler/ptx/sparse_wgmma_kernel.py): execution model, geometry, ptxas,
 configuration errors and DSL wiring.
 
-1. Execution model: the emulator's warp machine (compiler/emulate/warp.py) runs the emitted PTX text itself,
+1. Execution model: the emulator's warp machine (compiler/emulator/warp.py) runs the emitted PTX text itself,
    warp by warp with numpy registers of 32 lanes, and implements from the PTX ISA text the pieces this
    kernel relies on:
    * mbarrier (9.7.13.15): init count, arrive, arrive.expect_tx, complete_tx, try_wait.parity (the
@@ -40,8 +40,8 @@ import numpy as np
 import pytest
 
 from compiler.diagnostics import SpecError
-from compiler.emulate import EmulationError
-from compiler.emulate.sparse_host import run_sparse_wgmma
+from compiler.emulator import EmulationError
+from compiler.emulator.sparse_host import run_sparse_wgmma
 from compiler.layout import swizzle_bytes
 from compiler.isa.mma_sp.forms import find_form
 from compiler.isa.wgmma import wgmma_descriptor

@@ -308,12 +308,12 @@ def test_smem_dump_variant_assembles_for_sm90a(ptxas):
 
 
 # --------------------------------------------------------------------------------------------------
-# The kernels compute D: run on the CPU emulator (compiler/emulate/tcgen05.py) against a layout-free reference
+# The kernels compute D: run on the CPU emulator (compiler/emulator/tcgen05.py) against a layout-free reference
 
 def _emulate(text: str, m_tiles: int = 1, n_tiles: int = 1, seed: int = 0):
     import numpy as np
 
-    from compiler.emulate.tcgen05 import host_problem, reference_d, run_problem
+    from compiler.emulator.tcgen05 import host_problem, reference_d, run_problem
 
     result = compile_source(text, "e.tile")
     problem = host_problem(result, m_tiles=m_tiles, n_tiles=n_tiles, seed=seed)
@@ -410,12 +410,55 @@ def test_multi_stage_kernel_on_the_emulator():
     assert not len(bad)
 
 
+ASHIFT = {
+    # as examples/tcgen05_a_tmem.tile: M = 128, cta_group::1 (layout D), ::lastuse after a priming ::fill
+    "m128": _tile("kind=f16 ashift collector=a::lastuse", "shape M=128 N=64 K=16;", "bf16 tmem", "bf16 smem",
+                  "f32 tmem", loop=64),
+    # M = 256, cta_group::2 (layout A): each CTA shifts its own 128 rows
+    "m256_cta2": _tile("kind=f16 cta_group=2 ashift", "shape M=256 N=32 K=16;", "f16 tmem", "f16 smem", "f32 tmem",
+                       loop=32),
+    # tf32 (one value per column), sparse: the shift covers the K/2 kept values
+    "sp_tf32": _tile("kind=tf32 ashift", "shape M=128 N=32 K=16;", "tf32 tmem", "tf32 smem", "f32 tmem",
+                     "sparsity 1:2 metadata=runtime;", loop=32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASHIFT))
+def test_ashift_kernel_on_the_emulator_equals_the_reference_model(name):
+    """.ashift (PTX ISA 9.7.16.10.9.1: A's rows in Tensor Memory move down one row, all but the last;
+    M = 128 / 256, A in TMEM): the emulated kernel computes D = A B (the MMA reads A before the shift), and
+    after every .ashift MMA each CTA's TMEM A columns equal the reference model's `ashift_rows` of what
+    they held before it (the emulator finds rows through its own data-path layouts)."""
+    import numpy as np
+
+    from compiler.emulator.tcgen05 import host_problem, reference_d, run_kernel
+    from compiler.sim.tcgen05 import ashift_rows
+
+    result = compile_source(ASHIFT[name], "e.tile")
+    spec = result.tiles["e"].payload
+    problem = host_problem(result, m_tiles=2, n_tiles=1, seed=11)
+    machine = run_kernel(result.ptx, problem.args, problem.grid, problem.entry, record_ashift=True)
+    d_type = {"f32": np.float32}[problem.d_type]
+    got = machine.gmem.array("D").view(d_type).reshape(problem.args["m_total"], problem.args["n_total"])
+    np.testing.assert_array_equal(got, reference_d(problem))
+    log = machine.tmem_log
+    mmas = spec.total_k // problem.mma_k
+    # one entry per .ashift MMA and CTA, for each of the 2 tiles the grid runs
+    assert len(log) == 2 * mmas * spec.cta_group
+    kind, a_type = result.tiles["e"].attrs["kind"], spec.operands["A"].dtype
+    k_a = problem.mma_k // 2 if spec.sparsity is not None else problem.mma_k
+    for entry in log:
+        want = ashift_rows(entry["before"], spec.m, spec.cta_group, kind, a_type, k_a)
+        np.testing.assert_array_equal(entry["after"], want)
+    assert any(not np.array_equal(e["before"], e["after"]) for e in log)     # the shift moved data
+
+
 @pytest.mark.parametrize("mutation", ["descriptor", "metadata_shift", "scale_byte"])
 def test_emulator_detects_wrong_kernels(mutation):
     """The check is not vacuous: a kernel with one wrong constant computes a different D."""
     import numpy as np
 
-    from compiler.emulate.tcgen05 import host_problem, reference_d, run_problem
+    from compiler.emulator.tcgen05 import host_problem, reference_d, run_problem
 
     text = {"descriptor": EMULATED["f16_d"], "metadata_shift": EMULATED["sp_f16_runtime"],
             "scale_byte": EMULATED["mxf8f6f4_1x"]}[mutation]
@@ -438,11 +481,10 @@ def test_emulator_detects_wrong_kernels(mutation):
 
 @pytest.mark.slow
 def test_every_form_computes_d_on_the_emulator():
-    """Every expressible form but .ashift (not modelled) on a 2 x 2 grid."""
+    """Every expressible form (.ashift included: it shifts A in TMEM after the product, so D is A B) on a
+    2 x 2 grid."""
     problems = []
     for i, form in enumerate(EXPRESSIBLE):
-        if form.ashift:
-            continue
         target = sorted(form.requirements().targets)[0]
         _, bad, _, _ = _emulate(tile_text(form, target, "e", i), m_tiles=1 + i % 2, n_tiles=1 + i // 2 % 2, seed=i)
         if len(bad):
@@ -458,7 +500,7 @@ def test_smem_dump_variant_matches_the_kernels_shared_memory(name):
     S + ((ctaid.y * nctaid.x + ctaid.x) * n_stages + stage) * smem_bytes."""
     import numpy as np
 
-    from compiler.emulate.tcgen05 import host_problem, run_kernel
+    from compiler.emulator.tcgen05 import host_problem, run_kernel
 
     text = EMULATED[name]
     real = compile_source(text, "e.tile")

@@ -13,7 +13,7 @@ Facts checked (PTX ISA 9.0/9.1 sections; digest = /work/shared/reference/ptx-dig
 How tilec places the data (compiler/passes/layout_selection.py, compiler/isa/tmem.py): the 48-byte
 steps are packed along K in 128B-swizzled K atoms, a step past the end of a 128-byte row continuing at line 0
 of the next atom (as CUTLASS's SM103 mainloop does), so a stage is 768 K (8 MMAs, 3 rows of 128 bytes).
-The kernels are run on the CPU emulator (compiler/emulate/tcgen05.py), which reads shared memory through the
+The kernels are run on the CPU emulator (compiler/emulator/tcgen05.py), which reads shared memory through the
 descriptors with the independent reference model (compiler/sim/smem.py), against a layout-free reference D.
 Nothing here ran on Blackwell silicon.
 """
@@ -148,7 +148,7 @@ def test_k96_scale_factor_layout(kind, vec, nsf, stride, ids):
 # Kernels on the CPU emulator
 
 def _emulate(text: str, m_tiles: int, n_tiles: int, seed: int, shared_base: int = 1024, ptx: str | None = None):
-    from compiler.emulate.tcgen05 import host_problem, reference_d, run_kernel
+    from compiler.emulator.tcgen05 import host_problem, reference_d, run_kernel
 
     result = compile_source(text, "k.tile")
     problem = host_problem(result, m_tiles=m_tiles, n_tiles=n_tiles, seed=seed)
@@ -241,7 +241,7 @@ def _mutate(ptx: str, what: str) -> str:
 def test_emulator_detects_wrong_k96_kernels(what):
     """The emulated check is not vacuous: one wrong K = 96 detail changes D (or is rejected)."""
     from compiler.diagnostics import SpecError
-    from compiler.emulate.tcgen05 import EmulationError
+    from compiler.emulator.tcgen05 import EmulationError
 
     text = k96_tile(n=32)
     result = compile_source(text, "k.tile")
@@ -257,7 +257,7 @@ def test_emulator_detects_wrong_k96_kernels(what):
 def test_smem_dump_variant_matches_the_kernels_shared_memory():
     """The sm_90a smem-dump kernel of a K = 96 tile writes the same stage images the tcgen05 kernel's MMAs
     read (the Hopper-side check of copies and layouts, compiler/ptx/tcgen05_kernel.py)."""
-    from compiler.emulate.tcgen05 import host_problem, run_kernel
+    from compiler.emulator.tcgen05 import host_problem, run_kernel
 
     text = k96_tile(n=16, loop=1536)
     real = compile_source(text, "k.tile")

@@ -35,6 +35,7 @@ _WHERE = {
     "compress_sparse": ".tcgen05",
     "expand_sparse": ".tcgen05",
     "d_row_lanes": ".tcgen05",
+    "ashift_rows": ".tcgen05",
     "decode": ".numerics",
     "encode": ".numerics",
 }

@@ -516,6 +516,32 @@ def _read_a_tmem(a_tmem, type_name: str, kind: str, lanes: np.ndarray, k: int) -
     return (words >> shift.astype(np.uint64)) & np.uint64((1 << value_bits) - 1)
 
 
+def ashift_rows(a_tmem, m: int, cta_group: int, kind: str, a_type: str, k: int) -> np.ndarray:
+    """One CTA's A image (uint lanes x columns, column 0 = [a-tmem]) after `.ashift`.
+
+    PTX ISA 9.7.16.10.9.1 (tcgen05.mma, the .ashift qualifier): the rows of A in Tensor Memory are shifted
+    down by one row, all but the last row; allowed only with M = 128 or 256. Read here the way
+    tcgen05.shift (9.7.16.9.3) describes its own downward shift of every row but the last by one row:
+    within the rows one CTA holds (row i in the lane of the
+    data-path layout, `d_row_lanes`), row i moves to row i + 1 for every row but the last, whose old
+    contents are overwritten; row 0 keeps its contents; only the columns holding this MMA's A (its k
+    elements, `tmem_element_slots` per column) change. The ISA does not say when the shift happens
+    relative to the product; this model applies it after the MMA has read A (the A read by the MMA is
+    the unshifted one), so consecutive .ashift MMAs see A slide by one row each, as a convolution's
+    activation-stationary loop needs. Not confirmed on silicon.
+    """
+    if m not in (128, 256):
+        raise SpecError(f".ashift needs M = 128 or 256, not {m} (PTX 9.7.16.10.9.1)")
+    lanes = d_row_lanes(m, cta_group)
+    _, per_word, _ = tmem_element_slots(a_type, kind)
+    cols = -(-k // per_word)
+    image = np.array(a_tmem, copy=True)
+    if image.ndim != 2 or lanes.max() >= image.shape[0] or cols > image.shape[1]:
+        raise SpecError(f"A TMEM image of shape {image.shape} is too small")
+    image[lanes[1:], :cols] = np.asarray(a_tmem)[lanes[:-1], :cols]
+    return image
+
+
 def _lane_mask(disable_output_lane, cta_group: int) -> np.ndarray:
     """(cta_group, 128) booleans, True = lane not written. Word w bit b = lane 32*w + b (digest §2.2);
     with cta_group::2 words 0-3 belong to the first CTA of the pair and 4-7 to the second (assumption).
@@ -560,7 +586,7 @@ def _scale_blocks(spec: KindSpec, f: InstrFields, scale_vec: str | None) -> int:
 def mma(smem, a_desc, b_desc, idesc, kind, d=None, enable_input_d=False, scale_input_d=0,
         tmem_meta=None, zero_column_mask=None, scale_a=None, scale_b=None,
         disable_output_lane=None, cta_group=1, a_tmem=None, *, ws=False, scale_vec=None,
-        lane_base=0) -> np.ndarray:
+        lane_base=0, ashift=False) -> np.ndarray:
     """One `tcgen05.mma{.sp}{.ws}` on byte images; returns the new D (M x N, D's numpy type).
 
     smem          shared-memory image (bytes / uint8), byte 0 = address 0; a pair with cta_group=2
@@ -578,6 +604,9 @@ def mma(smem, a_desc, b_desc, idesc, kind, d=None, enable_input_d=False, scale_i
     ws            model the .ws variant (M = 32/64/128, zero-column mask allowed).
     scale_vec     "1X" | "2X" | "4X" | "block16" | "block32" for the block-scaled kinds.
     lane_base     L0 in {0, 16} for M = 64 (lane field of d-tmem / a-tmem / sp-meta-tmem).
+    ashift        `.ashift` (A in TMEM, M = 128 or 256, not .ws, not block-scaled): after the product,
+                  the rows of A in `a_tmem` (numpy arrays, written in place: they are Tensor Memory)
+                  move down by one row (`ashift_rows`, PTX 9.7.16.10.9.1).
     """
     spec = KINDS.get(kind)
     if spec is None:
@@ -601,6 +630,14 @@ def mma(smem, a_desc, b_desc, idesc, kind, d=None, enable_input_d=False, scale_i
         raise SpecError("a sparse idesc (bit 2) needs the metadata TMEM image (tmem_meta)")
     if a_tmem is not None and f.a_major != "K":
         raise SpecError("A in tensor memory cannot be transposed (digest §2.2)")
+    if ashift:
+        # 9.7.16.10.9.1: .ashift appears only in the syntax groups with [a-tmem] and without block scaling
+        # or .ws; "Qualifier .ashift is only allowed with M = 128 or M = 256"
+        if a_tmem is None or ws or spec.block_scaled:
+            raise SpecError(".ashift needs A in tensor memory and a non-.ws, non-block-scaled MMA "
+                            "(PTX 9.7.16.10.9.1)")
+        if f.m not in (128, 256):
+            raise SpecError(f".ashift needs M = 128 or 256, not {f.m} (PTX 9.7.16.10.9.1)")
     images = _per_cta(smem, cta_group, "smem")
     metas = _per_cta(tmem_meta, cta_group, "tmem_meta") if f.sparse else [None] * cta_group
     a_images = _per_cta(a_tmem, cta_group, "a_tmem") if a_tmem is not None else [None] * cta_group
@@ -668,6 +705,11 @@ def mma(smem, a_desc, b_desc, idesc, kind, d=None, enable_input_d=False, scale_i
         lanes = d_row_lanes(f.m, cta_group, ws=ws, lane_base=lane_base)
         keep_rows = np.concatenate([masked[cta][lanes] for cta in range(cta_group)])
         result = np.where(keep_rows[:, None], previous, result)
+    if ashift:
+        for image in a_images:
+            if not isinstance(image, np.ndarray):
+                raise SpecError("with ashift, pass a_tmem as numpy arrays: the shift writes them")
+            image[...] = ashift_rows(image, f.m, cta_group, kind, f.a_type, k_a)
     return result
 
 

@@ -47,8 +47,10 @@ def sparse_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accum
     bt = sparse.pack_b(b, form.b_type, form.shape)
     c = None
     if accumulate_c:
-        c = (sparse.random_values(rng, (m, n), "f16").astype(np.float32) if form.c_type == "f32"
-             else rng.integers(-1000, 1000, (m, n)).astype(np.int32))
+        if form.c_type == "s32":
+            c = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+        else:
+            c = sparse.random_values(rng, (m, n), "f16").astype(np.float32 if form.c_type == "f32" else np.float16)
     return SparseProblem(a, b, c, values, meta, bt)
 
 
@@ -61,27 +63,36 @@ def reference(form, p: SparseProblem, out_type: str) -> np.ndarray:
     if form.a_type == "tf32":
         af = (p.a.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
         bf = (p.b.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+    if form.c_type == "f16":
+        # f16 accumulators: every mma.sp step rounds D to f16 (9.7.14.6.3: the accumulator is the f16 C/D)
+        d = p.c.astype(np.float64) if p.c is not None else np.zeros((af.shape[0], bf.shape[1]))
+        for k0 in range(0, af.shape[1], form.k):
+            d = (af[:, k0:k0 + form.k] @ bf[k0:k0 + form.k] + d).astype(np.float16).astype(np.float64)
+        return d.astype(out_dtype(out_type))
     ref = af @ bf + (p.c.astype(np.float64) if p.c is not None else 0)
     return ref.astype(np.float32).astype(out_dtype(out_type))
 
 
-def run_sparse_gemm(text: str, name: str, form, grid: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
-                    out_type: str, accumulate_c: bool, *, land: str = "eager", order: str = "forward",
-                    seed: int = 0, problem: SparseProblem | None = None):
-    """The cp.async + ldmatrix + mma.sp kernels (pipelined and simple): run `text` on a random problem;
-    returns (D, reference D, machine stats). Parameters `<name>_a_values`, `_a_metadata`, `_b`, `_c`,
-    `_d`, `_M`, `_N`, `_K`; the dynamic shared window at address 0."""
-    rng = np.random.default_rng(seed)
+def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], threads: int, smem_bytes: int, m: int,
+                    n: int, k: int, out_type: str, accumulate_c: bool, *, land: str = "eager", order: str = "forward",
+                    seed: int = 0, problem: SparseProblem | None = None, rng: np.random.Generator | None = None,
+                    runtime_metadata: bool = True):
+    """The cp.async + ldmatrix + mma.sp kernels (pipelined and simple): run `text` on a random problem
+    (or `problem`); returns (D, reference D, machine stats). Parameters `<name>_a_values`, `_a_metadata`
+    (runtime metadata only), `_b`, `_c`, `_d`, `_M`, `_N`, `_K`; the dynamic shared window at address 0."""
+    rng = rng or np.random.default_rng(seed)
     p = problem or sparse_problem(form, m, n, k, rng, accumulate_c)
     out_np = out_dtype(out_type)
     mem = FlatMemory()
-    params = {f"{name}_a_values": mem.add("a_values", p.values), f"{name}_a_metadata": mem.add("a_metadata", p.meta),
-              f"{name}_b": mem.add("b", p.bt)}
+    params = {f"{name}_a_values": mem.add("a_values", p.values), f"{name}_b": mem.add("b", p.bt)}
+    if runtime_metadata:
+        params[f"{name}_a_metadata"] = mem.add("a_metadata", p.meta)
     if p.c is not None:
         params[f"{name}_c"] = mem.add("c", p.c)
     params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)    # poison
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
-    machine = WarpMachine(parse_kernel(text, name), mem, params, (grid, 1), threads, order=order, land=land,
+    grid = grid if isinstance(grid, tuple) else (grid, 1)
+    machine = WarpMachine(parse_kernel(text, name), mem, params, grid, threads, order=order, land=land,
                           rng=rng, dynamic_smem=smem_bytes)
     machine.run()
     d = mem.array("d").view(out_np).reshape(m, n).copy()

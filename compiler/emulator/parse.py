@@ -50,7 +50,7 @@ class Kernel:
     name: str
     params: list[tuple[str, str]]                     # (full parameter name, "u32" | "u64")
     shared: list[SharedDecl]
-    globals_: dict[str, list[int]]                    # module-scope `.global` tables (u32 words)
+    globals_: dict[str, list[int]]                    # module-scope `.global` / `.const` tables (u32 words)
     code: list[Instr]
     labels: dict[str, int]
     cluster: tuple[int, int, int] = (1, 1, 1)         # `.reqnctapercluster`
@@ -84,7 +84,7 @@ class Module:
 
 
 _ENTRY = re.compile(r"\.visible\s+\.entry\s+([\w$]+)\s*\(")
-_GLOBAL = re.compile(r"\.global\s+\.align\s+\d+\s+\.b32\s+([\w$]+)\[(\d+)\]\s*=\s*\{([^}]*)\};")
+_GLOBAL = re.compile(r"\.(?:global|const)\s+\.align\s+\d+\s+\.b32\s+([\w$]+)\[(\d+)\]\s*=\s*\{([^}]*)\};")
 _PARAM = re.compile(r"\.param\s+\.(u32|u64|b32|b64)\s+([\w$]+)")
 _SHARED = re.compile(r"(\.extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.(b8|b16|b32|b64)\s+([\w$]+)(?:\[(\d*)\])?;")
 _LABEL = re.compile(r"^([\w$]+):$")
@@ -179,7 +179,7 @@ def _parse_entry(text: str, name: str, globals_: dict[str, list[int]], first_lin
             kernel.reqntid = dims
         else:
             kernel.maxntid = dims
-    line_no = first_line + head.count("\n")
+    line_no = first_line + head.count("\n") - 1       # the loop counts the rest of the `{` line first
     depth = 1
     for raw in body.splitlines():
         line_no += 1

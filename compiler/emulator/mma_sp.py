@@ -118,7 +118,10 @@ def mma_sp_warp(form, a: list[np.ndarray], b: list[np.ndarray], c: list[np.ndarr
         row, col = cd_map[i]
         if integer:
             cv = c[i].astype(np.uint32).view(np.int32).astype(np.int64)
-            out.append(((prod[row, col] + cv) & 0xFFFFFFFF).astype(np.uint64))
+            total = prod[row, col] + cv
+            if form.satfinite:                # .satfinite clamps to the s32 range instead of wrapping
+                total = np.clip(total, -2**31, 2**31 - 1)
+            out.append((total & 0xFFFFFFFF).astype(np.uint64))
         else:
             cv = c[i].astype(np.uint32).view(np.float32).astype(np.float64)
             with np.errstate(all="ignore"):

@@ -9,7 +9,7 @@ numpy reference.
 - `sparse_host`, `tcgen05`: problems in each kernel's ABI and the reference D.
 - `emulate(result, tile, shape=...)`: any engine, one call (`tilec run --emulate` calls it).
 
-Imported lazily: `import compiler.emulate` costs nothing until a name is used.
+Imported lazily: `import compiler.emulator` costs nothing until a name is used.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The warp machine: runs a parsed kernel (compiler/emulate/parse.py) over a grid, a cluster of CTAs at a
+"""The warp machine: runs a parsed kernel (compiler/emulator/parse.py) over a grid, a cluster of CTAs at a
 time, warp by warp with numpy registers of 32 lanes.
 
 Threads, warps, CTAs, clusters: `threads` per CTA in warps of 32; every warp of every CTA of a cluster
@@ -20,7 +20,7 @@ Pending work is kept in lists the scheduler drains, so a later change can delay 
 Instruction families: integer ALU (add/sub/mul/mad/and/or/xor/shl/shr/min/div/rem/bfe/bfi/selp/setp,
 cvt/cvta/mov), f16x2/bf16x2 packing cvt, predicates; ld/st (.param, .global, .shared, vectors);
 cp.async + commit/wait groups; ldmatrix (9.7.9.x, m8n8.x4 .b16: lane 4r+c receives word c of row r of
-matrix j in register j); mma.sp (compiler/emulate/mma_sp.py); wgmma.mma_async.sp with descriptors
+matrix j in register j); mma.sp (compiler/emulator/mma_sp.py); wgmma.mma_async.sp with descriptors
 (9.7.15.5.1.2.2) and the Figure 149 accumulator fragment; mbarrier (9.7.13.15: init, arrive,
 arrive.expect_tx, try_wait.parity; complete_tx by TMA); TMA with swizzle and multicast; mapa and
 shared::cluster addresses; bar.sync with ids and counts; barrier.cluster arrive/wait; fences; divergent
@@ -28,7 +28,7 @@ shared::cluster addresses; bar.sync with ids and counts; barrier.cluster arrive/
 
 Shared memory starts as garbage (random bytes) unless told otherwise; the dynamic window can be placed
 at an address that is not aligned, to check kernels that round it up. Global memory is
-compiler/emulate/memory.py's `FlatMemory`: named buffers with gaps between them; a buffer not marked
+compiler/emulator/memory.py's `FlatMemory`: named buffers with gaps between them; a buffer not marked
 writable cannot be stored to, and one not marked loadable only by TMA.
 
 numpy is imported here: this module is for tests and host tools, never on the compile path.
@@ -106,6 +106,9 @@ class WarpMachine:
         self.pending: list = []
         self.ctas: list[Cta] = []
         self._forms: dict[str, object] = {}
+        # module-scope `.global` / `.const` tables (static metadata) live in global memory
+        self.global_syms = {name: memory.add(name, np.asarray(words, np.uint32))
+                            for name, words in kernel.globals_.items()}
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -230,6 +233,8 @@ class WarpMachine:
             return np.full(32, int(x, 0) & 0xFFFFFFFFFFFFFFFF, np.uint64)
         if x in w.cta.symbols:
             return np.full(32, w.cta.symbols[x], np.uint64)
+        if x in self.global_syms:
+            return np.full(32, self.global_syms[x], np.uint64)
         raise EmulationError(f"unknown operand {x}")
 
     def check_free(self, w: Warp, reg: str) -> None:
@@ -421,9 +426,14 @@ class WarpMachine:
             kind = next((p.removeprefix("kind::") for p in parts if p.startswith("kind::")), None)
             types = [p for p in parts[parts.index(shape) + 1:] if p not in ("row", "col")]
             types = [p for p in types if not p.startswith(("kind::", "block_scale", "scale_vec"))]
+            kw = {"satfinite": "satfinite" in parts}
+            types = [p for p in types if p != "satfinite"]
+            if "block_scale" in parts:          # ...block_scale.scale_vec::NX.D.A.B.C.stype (9.7.14.6.3 syntax)
+                kw["scale_type"] = types.pop()
+                vec = next((p for p in parts if p.startswith("scale_vec::")), None)
+                if vec:
+                    kw["scale_vec"] = vec.removeprefix("scale_vec::")
             d_type, a_type, b_type, c_type = types[-4:]
-            stype = types[-5] if len(types) > 4 else None
-            kw = {"scale_type": stype} if stype else {}
             form = find_form(shape, a_type, b_type, c_type, d_type, kind, **kw)
             self._forms[op] = form
         return form
@@ -437,7 +447,7 @@ class WarpMachine:
         regs = lambda x: [self.val(w, r) for r in vector(x)]          # noqa: E731
         if form.block_scale is not None:
             # operands: d, a, b, c, e, selector, scale-a-data, {byte-id, thread-id}, scale-b-data, {..}
-            unit = {"ue8m0": 0x7F, "ue4m3": 0x38}[form.scale_type]
+            unit = {"ue8m0": 0x7F, "ue4m3": 0x38}[form.block_scale.scale_type]
             for x in (ops[6], ops[8]):
                 word = self.val(w, x)
                 if not (word & np.uint64(0xFF) == unit).all():
@@ -643,12 +653,13 @@ class WarpMachine:
             a = self.addr(w, ops[1])
             rows = np.stack([self.sread(cta, int(x), 16) for x in a]).view(np.uint32)   # [lane][4 words]
             lane = np.arange(32)
-            for j, reg in enumerate(vector(ops[0])):  # matrix j: rows from lanes 8j..8j+7; lane 4r+c gets word c of row r
+            # matrix j: rows from lanes 8j..8j+7; lane 4r+c gets word c of row r
+            for j, reg in enumerate(vector(ops[0])):
                 self.setr(w, reg, rows[8 * j + lane // 4, lane % 4].astype(np.uint64), act)
             self.stats["ldmatrix"] += 1
         elif base.startswith("mma"):
             self._mma_sp(w, op, ops, act)
-        elif base == "ld" and parts[1] in ("shared", "global"):
+        elif base == "ld" and parts[1] in ("shared", "global", "const"):
             regs = vector(ops[0])
             size = int(re.sub(r"\D", "", parts[-1])) // 8
             a = self.addr(w, ops[1])

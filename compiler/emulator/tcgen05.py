@@ -1,5 +1,5 @@
 """Run a tilec tcgen05 kernel on the CPU: the tcgen05 kernel's machine over the one PTX parser
-(compiler/emulate/parse.py), with Tensor Memory, mbarriers and `tcgen05.mma` itself delegated to the
+(compiler/emulator/parse.py), with Tensor Memory, mbarriers and `tcgen05.mma` itself delegated to the
 reference model (compiler/sim).
 
 For tests (no Blackwell GPU here): the global->shared copies, the descriptors, the TMEM staging of A,
@@ -17,8 +17,8 @@ cta_group, scale factors are repeated in all four lane partitions (9.7.16.10.7).
 Execution: every thread of a cluster (1 or 2 CTAs) runs until it blocks (bar.sync, barrier.cluster,
 an unfinished mbarrier phase) or returns; blocked threads resume when the barrier completes. An MMA is
 performed when it is issued and `tcgen05.commit` arrives at once (the mbarrier still orders the
-threads). Not modelled: `.ashift` (EmulationError), data-path layouts the reference model lacks for A in
-TMEM / metadata (it raises SpecError).
+threads). `.ashift` shifts A's rows in TMEM after the product (`Machine._ashift`). Not modelled: data-path
+layouts the reference model lacks for A in TMEM / metadata (it raises SpecError).
 
 numpy is imported here: this module is for tests and host tools, never on the compile path.
 """
@@ -125,7 +125,7 @@ def _mask(v: int, bits: int) -> int:
 
 class Machine:
     def __init__(self, kernel: Kernel, args: dict[str, np.ndarray | int], grid: tuple[int, int],
-                 sim_options: dict | None = None, shared_base: int = 0):
+                 sim_options: dict | None = None, shared_base: int = 0, record_ashift: bool = False):
         self.k = kernel
         # shared address of the first .shared symbol: 0 by default; a nonzero base (e.g. 1024, past the
         # reserved shared memory of sm_90+ parts) checks that addresses baked into descriptors are relocated
@@ -145,6 +145,8 @@ class Machine:
         self.cta_groups: set[int] = set()
         self.collector: dict[str, tuple | None] = {}
         self.mma_count = 0
+        # with record_ashift: every .ashift's TMEM A columns before and after it, per CTA (for tests)
+        self.tmem_log: list[dict] | None = [] if record_ashift else None
         # (ctaid, shared memory) of every CTA the MMAs of a stage read, at the stage's commit
         self.smem_snapshots: list[tuple[tuple[int, int], np.ndarray]] = []
 
@@ -473,8 +475,7 @@ class Machine:
         kind = _qualifier(op, "kind")
         cta_group = int(_qualifier(op, "cta_group"))
         ws, sparse = "ws" in q, "sp" in q
-        if "ashift" in q:
-            raise EmulationError(".ashift is not modelled")
+        ashift = "ashift" in q
         vec_q = re.search(r"block_scale(?:\.(block16|block32|scale_vec::\dX))?", op)
         args = list(ins.args)
         d_addr = self.addr(th, args.pop(0))
@@ -523,7 +524,35 @@ class Machine:
         rows = f.m // cta_group
         for i, c in enumerate(ctas):
             dl.write(c.tmem, d_col, result[i * rows:(i + 1) * rows], f.d_type)
+        if ashift:
+            self._ashift(ctas, f, kind, dl, self.addr(th, a_arg) & 0xFFFF, ins)
         self.mma_count += 1
+
+    def _ashift(self, ctas, f, kind, dl, a_col: int, ins) -> None:
+        """`.ashift` (PTX 9.7.16.10.9.1): after the product, the rows of this MMA's A move down by one row
+        in every CTA's Tensor Memory, all but the last (whose old contents are overwritten); row 0 keeps
+        its contents (the reading compiler.sim.tcgen05.ashift_rows documents). Rows are found through
+        the data-path layout; only the columns holding this MMA's K elements of A change."""
+        from ..sim.numerics import tmem_element_slots
+
+        if not ins.args[1].startswith("["):
+            raise EmulationError(".ashift needs A in Tensor Memory (PTX 9.7.16.10.9.1)")
+        if f.m not in (128, 256):
+            raise EmulationError(f".ashift with M = {f.m} (PTX 9.7.16.10.9.1: M = 128 or 256 only)")
+        k_a = f.k // 2 if f.sparse else f.k
+        per_word = tmem_element_slots(f.a_type, kind)[1]
+        cols = slice(a_col, a_col + -(-k_a // per_word))
+        if dl.organization == "folded":         # every lane group holds a copy of the rows: shift each
+            copies = [np.arange(dl.rows) + dl.rows * g for g in range(128 // dl.rows)]
+        else:
+            copies = [np.array([dl.row_lane(i) for i in range(dl.rows)])]
+        for c in ctas:
+            before = c.tmem[:, cols].copy()
+            for lanes in copies:
+                c.tmem[lanes[1:], cols] = before[lanes[:-1]]
+            if self.tmem_log is not None:
+                self.tmem_log.append({"op": ins.op, "cta": c.rank, "columns": (cols.start, cols.stop),
+                                      "before": before, "after": c.tmem[:, cols].copy()})
 
     def _mma_math(self, ctas, f, kind, dl, a_arg, th, b_desc, meta_addr, prev, enable, scale_input_d, zcm,
                   scale_a, scale_b, disable, ws) -> np.ndarray:
@@ -722,9 +751,9 @@ class DataPathLayout:
 
 
 def run_kernel(ptx: str, args: dict, grid: tuple[int, int], entry: str | None = None,
-               shared_base: int = 0) -> Machine:
+               shared_base: int = 0, record_ashift: bool = False) -> Machine:
     """Parse and run one kernel; returns the machine (`machine.gmem.array(name)` reads a buffer back)."""
-    machine = Machine(parse_kernel(ptx, entry), args, grid, shared_base=shared_base)
+    machine = Machine(parse_kernel(ptx, entry), args, grid, shared_base=shared_base, record_ashift=record_ashift)
     machine.run()
     return machine
 

@@ -1,0 +1,173 @@
+"""`emulate(result, tile, shape=...)`: run any compiled tile's kernel on the CPU emulator against numpy.
+
+One entry point for every engine (what `tilec run --emulate` calls):
+  * tcgen05 kernels (compiler/ptx/tcgen05_kernel.py): compiler/emulator/tcgen05.py's machine, the problem
+    and reference of `host_problem` / `reference_d` (scale factors, sparsity, masks included);
+  * warp-level mma.sp kernels (the one-instruction-tile kernel of compiler/ptx/mma_sp_kernel.py and the
+    pipelined cp.async kernel of compiler/ptx/sparse_gemm_kernel.py) and the TMA + wgmma.sp kernel
+    (compiler/ptx/sparse_wgmma_kernel.py): the warp machine (compiler/emulator/warp.py) on a random
+    structured-sparse problem (compiler/emulator/sparse_host.py).
+Inputs have few significant bits, so a correct kernel reproduces the reference bit for bit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .parse import EmulationError
+
+if TYPE_CHECKING:
+    from ..driver import CompileResult
+
+
+@dataclass
+class Emulation:
+    """What one emulated run gave: D from the kernel, the numpy reference, and machine statistics."""
+    tile: str
+    engine: str
+    kernel: str                        # "tcgen05", "mma_sp", "sparse_gemm" or "sparse_wgmma"
+    shape: tuple[int, int, int]        # problem M, N, K
+    d: np.ndarray
+    reference: np.ndarray
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def mismatches(self) -> int:
+        """Elements whose bytes differ from the reference's."""
+        a = np.ascontiguousarray(self.d)
+        b = np.ascontiguousarray(self.reference).astype(a.dtype)
+        size = a.dtype.itemsize
+        return int(np.count_nonzero((a.view(np.uint8) != b.view(np.uint8)).reshape(-1, size).any(-1)))
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+
+def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int, int, int] | None = None, seed: int = 0,
+            order: str = "forward", mode: str = "eager", ptx: str | None = None) -> Emulation:
+    """Run tile `tile` (default: the only / first tile) of a CompileResult on the CPU emulator.
+
+    Builds random inputs in the kernel's ABI for a problem of `shape` = (M, N, K) (default: one CTA tile,
+    K = the tile's loop K), runs the emitted PTX and returns an `Emulation` with D and the numpy reference
+    (`.ok` when they agree bit for bit). M and N must be multiples of the kernel's tile; the tcgen05
+    kernel's K is fixed at the tile's loop K, the mma.sp kernels take any multiple of their K step.
+    `seed` draws the inputs and the scheduler's choices; `order` ("forward", "reverse", "random") is the
+    warp order of the warp machine and `mode` when its asynchronous copies and wgmma groups complete
+    ("eager", "lazy", "late_mma"; see compiler/emulator/warp.py). Raises EmulationError when the kernel
+    breaks a rule the emulator checks, or for a shape the kernel cannot take. `ptx` runs that module
+    text instead of `result.ptx` with the tile's ABI (a hand-edited kernel).
+    """
+    if tile is None:
+        if not result.tiles:
+            raise EmulationError("the compile result has no tiles")
+        tile = next(iter(result.tiles))
+    if tile not in result.tiles:
+        raise EmulationError(f"no tile '{tile}' (tiles: {', '.join(result.tiles)})")
+    t = result.tiles[tile]
+    engine = t.attrs["engine"]
+    text = result.ptx if ptx is None else ptx
+    if engine == "tcgen05":
+        return _tcgen05(result, text, tile, shape, seed)
+    if engine == "mma.sp":
+        return _mma_sp(result, text, tile, shape, seed, order, mode)
+    raise EmulationError(f"engine {engine} has no emulator")
+
+
+def _tiles(shape, tm: int, tn: int, what: str) -> tuple[int, int]:
+    m, n = shape[0], shape[1]
+    if m <= 0 or n <= 0 or m % tm or n % tn:
+        raise EmulationError(f"shape M = {m}, N = {n}: the {what} kernel needs multiples of {tm} x {tn}")
+    return m // tm, n // tn
+
+
+def _tcgen05(result, text: str, tile: str, shape, seed: int) -> Emulation:
+    from .tcgen05 import host_problem, reference_d, run_problem
+
+    spec = result.tiles[tile].payload
+    k = spec.total_k
+    m_tiles = n_tiles = 1
+    if shape is not None:
+        m_tiles, n_tiles = _tiles(shape, spec.m, spec.n, "tcgen05")
+        if shape[2] != k:
+            raise EmulationError(f"shape K = {shape[2]}: the tcgen05 kernel's K is the tile's loop K = {k}")
+    problem = host_problem(result, tile, m_tiles=m_tiles, n_tiles=n_tiles, seed=seed)
+    d = run_problem(text, problem)
+    return Emulation(tile, "tcgen05", "tcgen05", (spec.m * m_tiles, spec.n * n_tiles, k), d, reference_d(problem))
+
+
+def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: str) -> Emulation:
+    from .sparse_host import WGMMA_MODES, run_sparse_gemm, sparse_problem
+
+    t = result.tiles[tile]
+    spec = t.payload
+    form = t.facts["form"]
+    abi = result.to_json()["tiles"][tile]["kernel"]
+    kind = abi.get("kernel_kind") or "mma_sp"
+    tm, tn, tk = abi["tile_m"], abi["tile_n"], abi["tile_k"]
+    if shape is None:
+        shape = (tm * (2 if abi.get("cluster", [1])[0] == 2 else 1), tn, spec.total_k if kind == "mma_sp" else tk)
+    m, n, k = shape
+    m_tiles, n_tiles = _tiles(shape, tm, tn, kind)
+    if k <= 0 or k % tk:
+        raise EmulationError(f"shape K = {k}: the {kind} kernel needs a multiple of {tk}")
+    name = abi["entry"]
+    threads = abi["block"][0]
+    params = {p["name"] for p in abi["params"]}
+    out_type = spec.operands["D"].dtype
+    accumulate_c = "c" in params
+    if kind == "sparse_wgmma":
+        if m_tiles * n_tiles % abi["cluster"][0]:
+            raise EmulationError(f"shape M = {m}: CTA pairs need an even number of tiles")
+        return _wgmma(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c)
+    land = WGMMA_MODES[mode][0]
+    rng = np.random.default_rng(seed)
+    problem = sparse_problem(form, m, n, k, rng, accumulate_c)
+    if abi.get("metadata") == "static":
+        problem = _static_problem(t, form, problem, m, k)
+    if kind == "sparse_gemm":
+        tiles = m_tiles * n_tiles
+        grid = (min(tiles, 3) if abi.get("persistent") else tiles, 1)
+    else:
+        grid = (n_tiles, m_tiles)
+    d, ref, stats = run_sparse_gemm(text, name, form, grid, threads, abi.get("dynamic_smem_bytes", 0), m, n,
+                                    k, out_type, accumulate_c, land=land, order=order, problem=problem, rng=rng,
+                                    runtime_metadata="a_metadata" in params)
+    return Emulation(tile, "mma.sp", kind, (m, n, k), d, ref, stats)
+
+
+def _static_problem(t, form, problem, m: int, k: int):
+    """Static metadata: A must be sparse the way the kernel's embedded table says
+    (compiler.isa.mma_sp.metadata.static_metadata: 16-row tile mt, k-step ks use entry [mt % pm][ks % pk])."""
+    from .. import sparse
+
+    table = np.asarray(t.facts["static_metadata"], np.uint32)
+    pm, pk = table.shape[:2]
+    steps = k // form.layout.k
+    meta = np.stack([np.stack([table[mt % pm, ks % pk] for ks in range(steps)]) for mt in range(m // 16)])
+    problem.meta = np.ascontiguousarray(meta)
+    problem.a = sparse.decompress(problem.values, problem.meta, form.a_type, form.shape)
+    return problem
+
+
+class _KernelShim:
+    """The two things run_sparse_wgmma reads from an emitted kernel, from the compile result's ABI."""
+
+    def __init__(self, text: str, abi: dict):
+        self.text, self.abi = text, abi
+
+    def grid(self, m: int, n: int, k: int):
+        return ((m // self.abi["tile_m"]) * (n // self.abi["tile_n"]), 1, 1)
+
+
+def _wgmma(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c) -> Emulation:
+    from .sparse_host import run_sparse_wgmma
+
+    m, n, k = shape
+    kern = _KernelShim(text, abi)
+    d, ref, stats = run_sparse_wgmma(kern, abi["entry"], form, abi["cluster"][0], abi["block"][0],
+                                     abi["dynamic_smem_bytes"], m, n, k, out_type, accumulate_c, mode=mode,
+                                     order=order, seed=seed)
+    return Emulation(tile, "mma.sp", "sparse_wgmma", shape, d, ref, stats)
