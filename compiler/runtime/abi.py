@@ -1,0 +1,189 @@
+"""A compiled kernel's launch contract, read from its ABI (the per-tile `kernel` object of
+CompileResult.to_json() / `tilec compile --emit json`): the problem-size names, the `requires` conditions,
+the launch grid, block, cluster and dynamic shared memory, and each buffer parameter's element type and
+shape for a problem size. Pure Python (no numpy, no CUDA): the argument checks are testable anywhere.
+
+Two ABI families exist:
+* the mma.sp-engine kernels (one-instruction-tile mma.sp, pipelined cp.async GEMM, TMA + wgmma.sp) name
+  their problem sizes M, N, K and describe every buffer under `buffers` (element, shape expressions);
+* the tcgen05 kernels name them m_total, n_total (K is the tile's own `k`, fixed at compile time) and give
+  each parameter a `layout` string such as '[m_total][64] bf16 row-major (K-major)'.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+# bytes per element of the element types the ABIs name (4-bit types: `packed`, two per byte, handled below)
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s32": 4, "u32": 4, "s8": 1, "u8": 1,
+                 "e4m3": 1, "e5m2": 1, "ue4m3": 1, "ue8m0": 1, "e2m1": 1, "e2m3": 1, "e3m2": 1}
+
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.Mod: lambda a, b: a % b, ast.FloorDiv: lambda a, b: a // b}
+
+
+class AbiError(ValueError):
+    """An ABI the runtime cannot read (an unknown expression or parameter): a bug or a newer compiler."""
+
+
+def eval_expr(expr, names: dict[str, int]):
+    """An ABI expression ('(M / 128) * (N / 256)', 'N / tile_n', 'M % 16 == 0',
+    'min(tiles, multiprocessors * max_ctas_per_sm)', or an int) for the given names. `/` must divide
+    exactly (the ABI's sizes are whole: ValueError otherwise); anything but integer arithmetic, ==, min /
+    max and the given names is refused (AbiError)."""
+    if isinstance(expr, int):
+        return expr
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise AbiError(f"{expr!r}: unknown name {node.id!r}")
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            a, b = ev(node.left), ev(node.right)
+            if b == 0 or a % b:
+                raise ValueError(f"{expr!r}: {a} / {b} is not whole")
+            return a // b
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            return ev(node.left) == ev(node.comparators[0])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
+                and node.args and not node.keywords:
+            return (min if node.func.id == "min" else max)(ev(a) for a in node.args)
+        raise AbiError(f"{expr!r}: not an ABI expression")
+
+    try:
+        tree = ast.parse(str(expr), mode="eval")
+    except SyntaxError:
+        raise AbiError(f"{expr!r}: not an ABI expression") from None
+    return ev(tree)
+
+
+def is_tcgen05(abi: dict) -> bool:
+    """The tcgen05 family names its sizes m_total / n_total (see the module docstring)."""
+    return any(p["name"] == "m_total" for p in abi["params"])
+
+
+def entry(abi: dict) -> str:
+    return abi.get("entry") or abi["kernel"]
+
+
+def fixed_k(abi: dict) -> int | None:
+    """The K a kernel was compiled for (tcgen05: the tile's `k`), or None when K is a launch argument."""
+    return abi["k"] if is_tcgen05(abi) else None
+
+
+def names(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None) -> dict[str, int]:
+    """The names an ABI's expressions use, for problem M x N x K (and, for persistent kernels, the
+    device's multiprocessor count)."""
+    out = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n}
+    out.update({key: abi[key] for key in ("tile_m", "tile_n", "tile_k", "max_ctas_per_sm") if key in abi})
+    if multiprocessors is not None:
+        out["multiprocessors"] = multiprocessors
+    if "tiles" in abi:
+        try:
+            out["tiles"] = eval_expr(abi["tiles"], out)
+        except ValueError:            # M or N not whole tiles: `requires` says so (unmet)
+            pass
+    return out
+
+
+def requires(abi: dict) -> list[str]:
+    """The conditions on M, N, K: the ABI's `requires`, or (tcgen05) the parameters' `constraint`s and
+    the compiled K."""
+    if not is_tcgen05(abi):
+        return list(abi.get("requires", []))
+    out = []
+    for p in abi["params"]:
+        c = re.fullmatch(r"multiple of (\d+)", p.get("constraint", ""))
+        if c:
+            out.append(f"{'M' if p['name'] == 'm_total' else 'N'} % {c.group(1)} == 0")
+    out.append(f"K == {abi['k']}")
+    return out
+
+
+def unmet(abi: dict, m: int, n: int, k: int) -> list[str]:
+    """The conditions problem M x N x K breaks (empty: it can run)."""
+    if min(m, n, k) <= 0:
+        return [f"M, N, K > 0 (got {m} x {n} x {k})"]
+    env = names(abi, m, n, k)
+    return [r for r in requires(abi) if not eval_expr(r, env)]
+
+
+def cluster(abi: dict) -> tuple[int, int, int]:
+    c = list(abi.get("cluster", [1, 1, 1])) + [1, 1]
+    return int(c[0]), int(c[1]), int(c[2])
+
+
+def grid_blocks(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None) -> tuple[int, int, int]:
+    """The grid in CTAs (the ABI's `grid`) for problem M x N x K; ValueError naming the broken `requires`."""
+    bad = unmet(abi, m, n, k)
+    if bad:
+        raise ValueError(f"problem {m} x {n} x {k} breaks the kernel's requirements: {', '.join(bad)}")
+    env = names(abi, m, n, k, multiprocessors)
+    x, y, z = (int(eval_expr(g, env)) for g in abi["grid"])
+    return x, y, z
+
+
+def launch_dims(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None):
+    """(grid in clusters, cluster, block, dynamic shared bytes) as a cluster launch takes them: with a
+    cluster, the launch grid counts clusters (cuLaunchKernelEx's gridDim is in blocks, a multiple of the
+    cluster's; cuda.core's LaunchConfig takes clusters)."""
+    gx, gy, gz = grid_blocks(abi, m, n, k, multiprocessors)
+    cx, cy, cz = cluster(abi)
+    if gx % cx or gy % cy or gz % cz:
+        raise AbiError(f"grid {gx, gy, gz} is not whole clusters of {cx, cy, cz}")
+    block = tuple(int(b) for b in (list(abi["block"]) + [1, 1])[:3])
+    return (gx // cx, gy // cy, gz // cz), (cx, cy, cz), block, int(abi.get("dynamic_smem_bytes", 0))
+
+
+# --------------------------------------------------------------------------------------------------
+# Buffers: what the kernel reads and writes, for a problem size
+# --------------------------------------------------------------------------------------------------
+
+class Buffer:
+    """One buffer parameter: its ABI name, element type, storage shape (elements; 4-bit packed types
+    in bytes), whether it is written, and its required byte alignment."""
+    __slots__ = ("name", "element", "shape", "written", "align", "packed")
+
+    def __init__(self, name: str, element: str, shape: tuple[int, ...], written: bool = False,
+                 align: int = 16, packed: bool = False) -> None:
+        self.name, self.element, self.shape, self.written = name, element, shape, written
+        self.align, self.packed = align, packed
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}: {self.element}{list(self.shape)}{' written' if self.written else ''})"
+
+
+_LAYOUT = re.compile(r"((?:\[\w+\])+)\s+(\w+)(\s+packed)?")
+
+
+def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
+    """Every pointer parameter of the kernel but the tensor maps, by ABI name, for problem M x N x K."""
+    env = names(abi, m, n, k)
+    out: dict[str, Buffer] = {}
+    if not is_tcgen05(abi):
+        for name, b in abi["buffers"].items():
+            if name == "tensor_maps":
+                continue
+            shape = tuple(int(eval_expr(s, env)) for s in b["shape"])
+            out[name] = Buffer(name, b["element"], shape, written=name == "d")
+        return out
+    for p in abi["params"]:
+        if p["type"] != "u64":
+            continue
+        match = _LAYOUT.match(p.get("layout", ""))
+        if not match:
+            raise AbiError(f"parameter {p['name']}: unreadable layout {p.get('layout')!r}")
+        dims = [int(eval_expr(d, env)) if not d.isdigit() else int(d)
+                for d in re.findall(r"\[(\w+)\]", match.group(1))]
+        element, packed = match.group(2), bool(match.group(3))
+        if packed:            # two 4-bit elements per byte: the storage row is half as many bytes
+            dims[-1] //= 2
+        out[p["name"]] = Buffer(p["name"], element, tuple(dims), written=p["name"] == "D", packed=packed)
+    return out

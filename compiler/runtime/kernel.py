@@ -1,0 +1,384 @@
+"""Kernel: one compiled tile, launched from Python on device arrays (see compiler/runtime/__init__.py)."""
+from __future__ import annotations
+
+import ctypes
+import re
+import sys
+
+from . import abi as abi_mod
+from .arrays import ArrayView, allocate_like, row_major_strides, view
+from .errors import ArgumentError, DeviceError, TilecRuntimeError
+
+# element types a buffer accepts beyond its own name: metadata words are bit patterns (s32 or u32 arrays);
+# tf32 is stored as f32; 4-bit and scale-factor types are bytes to every array library
+_ACCEPTS = {"u32": ("u32", "s32"), "tf32": ("f32", "tf32"), "e2m1": ("u8", "s8"), "e2m3": ("u8", "s8"),
+            "e3m2": ("u8", "s8"), "ue4m3": ("u8", "e4m3"), "ue8m0": ("u8",)}
+ALIGN = 16          # bytes: the kernels' widest global access (16-byte cp.async / vector ld/st, TMA base)
+_BIG_SMEM = 48 * 1024   # beyond this a kernel must opt in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+
+
+def target_runs_on(target: str, sm: int) -> bool:
+    """Can code for `target` (sm_NN, sm_NNa, sm_NNf) run on a device of compute capability `sm`? Plain
+    targets run on that capability and later ones, arch-specific `a` targets on exactly that capability,
+    family-specific `f` targets on later capabilities of the same family (PTX ISA, `.target` directive)."""
+    match = re.fullmatch(r"sm_(\d+)([af]?)", target)
+    if not match:
+        raise ValueError(f"{target!r} is not an sm_ target")
+    want, suffix = int(match.group(1)), match.group(2)
+    if suffix == "a":
+        return sm == want
+    if suffix == "f":
+        return sm // 10 == want // 10 and sm >= want
+    return sm >= want
+
+
+class SparseA:
+    """A structured-sparse A packed for a kernel (Kernel.pack_a): compressed values (M x K/2 elements)
+    and metadata words, as device arrays, for an M x K dense A."""
+
+    def __init__(self, values, metadata, element: str, m: int, k: int) -> None:
+        self.values, self.metadata, self.element, self.m, self.k = values, metadata, element, m, k
+
+    def __repr__(self) -> str:
+        return f"SparseA({self.element}, {self.m} x {self.k})"
+
+
+def _host(x):
+    """A host (numpy) copy of an array: torch, cupy, numpy or anything numpy can read. Synchronising."""
+    import numpy as np
+
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        t = x.detach()
+        if str(t.dtype) == "torch.bfloat16":
+            import ml_dtypes
+
+            return t.view(sys.modules["torch"].int16).cpu().numpy().view(ml_dtypes.bfloat16)
+        return t.cpu().numpy()
+    if mod.startswith("cupy"):
+        return x.get()
+    return np.asarray(x)
+
+
+def _upload(host, like, element: str):
+    """A host array's bytes as a device array of the library of `like` (torch or cupy), typed where the
+    library has the type."""
+    import numpy as np
+
+    raw = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
+    mod = type(like).__module__
+    if mod.startswith("torch") or (not mod.startswith("cupy") and "torch" in sys.modules):
+        torch = sys.modules["torch"]
+        dev = like.device if mod.startswith("torch") and like.device.type == "cuda" else "cuda"
+        t = torch.from_numpy(raw.copy()).to(dev)
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "tf32": torch.float32,
+              "u32": torch.int32, "s8": torch.int8, "u8": torch.uint8, "e4m3": torch.float8_e4m3fn,
+              "e5m2": torch.float8_e5m2}.get(element, torch.uint8)
+        return t.view(dt).reshape(host.shape) if dt is not torch.uint8 or host.dtype.itemsize == 1 \
+            else t.reshape(host.shape + (host.dtype.itemsize,))
+    if mod.startswith("cupy") or "cupy" in sys.modules:
+        cupy = sys.modules["cupy"]
+        dt = {"f16": "float16", "f32": "float32", "tf32": "float32", "u32": "uint32", "s8": "int8",
+              "u8": "uint8"}.get(element)
+        d = cupy.asarray(raw)
+        return d.view(dt).reshape(host.shape) if dt else d.view(f"u{host.dtype.itemsize}").reshape(host.shape)
+    raise TilecRuntimeError("pack_a needs torch or cupy to hold the packed A on the GPU")
+
+
+class Kernel:
+    """One compiled tile. `kernel(A, B, C=None, *, out=None, stream=None)` launches it and returns D.
+
+    * A: an M x K array (tcgen05 kernels), or for the mma.sp-engine kernels a SparseA from
+      `kernel.pack_a(A_dense)` (which checks the 2:4 pattern and compresses on the host).
+    * B: K x N, stored transposed (N x K, K contiguous), i.e. `Bt.T` of a contiguous N x K array.
+    * C: M x N row-major in the accumulator type, for kernels computing D = A*B + C (None: zeros).
+    * out: D (M x N row-major), written in place; None allocates it with the inputs' library.
+    * tcgen05 extras as keywords: scale_a / scale_b (SFA / SFB), metadata (META).
+    * stream: a cuda.core Stream, a torch or cupy stream, an object with __cuda_stream__, or an int handle;
+      None: the current stream of the inputs' library (torch / cupy), else the legacy default stream.
+    The launch is asynchronous and never synchronises (capturable in a CUDA graph); the first launch
+    loads the module (ptxas through the kernel cache), and a TMA kernel's first launch on a new set of
+    buffers encodes and uploads their tensor maps synchronously (later launches and captures reuse them).
+    """
+
+    def __init__(self, abi: dict, target: str, *, ptx: str | None = None, cubin: bytes | None = None,
+                 tile: str | None = None) -> None:
+        if ptx is None and cubin is None:
+            raise TilecRuntimeError("a kernel needs its PTX text or a cubin")
+        self.abi, self.target, self.ptx, self.cubin, self.tile = abi, target, ptx, cubin, tile
+        self.entry = abi_mod.entry(abi)
+        self.tcgen05 = abi_mod.is_tcgen05(abi)
+        self.params = [(p["name"], p["type"]) for p in abi["params"]]
+        self._fn = None
+        self._device = None
+        self._sms = None
+        self._streams: dict[int, object] = {}
+        self._maps: dict[tuple, int] = {}
+
+    def __repr__(self) -> str:
+        return f"<tilec Kernel {self.entry} ({self.target})>"
+
+    # ------------------------------------------------------------------ launch geometry
+    def unmet(self, m: int, n: int, k: int) -> list[str]:
+        return abi_mod.unmet(self.abi, m, n, k)
+
+    def launch_dims(self, m: int, n: int, k: int, multiprocessors: int | None = None):
+        """(grid in clusters, cluster, block, dynamic shared bytes) for problem M x N x K."""
+        if multiprocessors is None and "multiprocessors" in str(self.abi.get("grid")):
+            multiprocessors = self._sms
+        return abi_mod.launch_dims(self.abi, m, n, k, multiprocessors)
+
+    # ------------------------------------------------------------------ operands
+    def pack_a(self, a) -> SparseA:
+        """A dense M x K structured-sparse A (torch, cupy or numpy) as this kernel reads it: the pattern is
+        checked (ArgumentError naming the first row and chunk that breaks it) and compressed on the host
+        (compiler.sparse.compress: synchronising), the result uploaded with A's library."""
+        if self.tcgen05 or "a_values" not in self.abi.get("buffers", {}):
+            raise TilecRuntimeError(f"{self.entry} takes a dense A (it has no packed 2:4 operand)")
+        from .. import sparse
+        from ..diagnostics import SpecError
+
+        element = self.abi["buffers"]["a_values"]["element"]
+        host = _host(a)
+        if host.ndim != 2:
+            raise ArgumentError("A", "shape", "a 2-D M x K array", f"shape {tuple(host.shape)}")
+        try:
+            values, meta = sparse.compress(host, element, self.abi["form"].split(".")[0],
+                                           self.abi.get("selector", 0))
+        except SpecError as e:
+            what = "sparsity pattern" if "sparse" in str(e) else "shape"
+            raise ArgumentError("A", what, f"a {element} M x K matrix the kernel's sparsity allows", str(e)) from None
+        m, k = host.shape
+        return SparseA(_upload(values, a, element), _upload(meta, a, "u32"), element, m, k)
+
+    def _sizes(self, a, b: ArrayView) -> tuple[int, int, int]:
+        if len(b.shape) != 2:
+            raise ArgumentError("B", "shape", "a 2-D K x N array", f"shape {b.shape}")
+        kb, n = b.shape
+        if self.tcgen05:
+            if isinstance(a, SparseA):
+                raise ArgumentError("A", "type", "an array (tcgen05 kernels take A as stored, META separately)",
+                                    "a SparseA")
+            if len(a.shape) != 2:
+                raise ArgumentError("A", "shape", "a 2-D M x K array", f"shape {a.shape}")
+            k = self.abi["k"]
+            packed = any(p["name"] == "B" and " packed" in p.get("layout", "") for p in self.abi["params"])
+            if kb != (k // 2 if packed else k):
+                stored = f"{k // 2} bytes (two 4-bit elements a byte)" if packed else str(k)
+                raise ArgumentError("B", "shape", f"K x N with K = {stored} (the tile's loop K, fixed when compiled)",
+                                    f"shape {b.shape}")
+            return a.shape[0], n, k
+        if not isinstance(a, SparseA):
+            raise ArgumentError("A", "type", "a packed structured-sparse A: kernel.pack_a(A)",
+                                f"{type(a).__module__}.{type(a).__name__}",
+                                hint="pack_a checks the sparsity pattern and compresses A once; reuse it")
+        if kb != a.k:
+            raise ArgumentError("B", "shape", f"K x N with K = {a.k} (A is {a.m} x {a.k})", f"shape {b.shape}")
+        return a.m, n, a.k
+
+    def _check(self, name: str, arg: str, v: ArrayView, want, device: int | None,
+               transposed: bool = False) -> None:
+        shape = tuple(reversed(want.shape)) if transposed else want.shape
+        accepts = _ACCEPTS.get(want.element, (want.element,))
+        if v.element not in accepts:
+            raise ArgumentError(arg, "dtype", f"{want.element} elements", f"{v.element}")
+        if v.shape != shape:
+            raise ArgumentError(arg, "shape", f"{shape}", f"{v.shape}")
+        strides = row_major_strides(want.shape, v.itemsize)
+        if transposed:
+            strides = tuple(reversed(strides))
+        if any(s != t and d > 1 for s, t, d in zip(v.strides, strides, shape)):
+            how = ("column-major K x N strides (B stored transposed: pass Bt.T of a contiguous N x K Bt)"
+                   if transposed else "C-contiguous strides")
+            raise ArgumentError(arg, "stride", f"{how} {strides} bytes", f"{v.strides} bytes")
+        if v.ptr % ALIGN:
+            raise ArgumentError(arg, "alignment", f"a {ALIGN}-byte aligned address", hex(v.ptr))
+        if device is not None and v.device is not None and v.device != device:
+            raise ArgumentError(arg, "device", f"cuda:{device} (where A is)",
+                                f"cuda:{v.device}")
+        if want.written and v.readonly:
+            raise ArgumentError(arg, "writability", "a writable array", "a read-only one")
+
+    # ------------------------------------------------------------------ loading
+    def _load(self, device_id: int | None) -> None:
+        try:
+            from cuda.bindings import driver
+            from cuda.core import Device, ObjectCode
+        except ImportError as e:
+            raise DeviceError(f"the runtime needs NVIDIA's cuda-core and cuda-bindings (pip install 'tilec[gpu]'): "
+                              f"{e}") from None
+        try:
+            dev = Device(device_id) if device_id is not None else Device()
+            dev.set_current()
+        except Exception as e:          # no driver, no GPU
+            raise DeviceError(f"no usable CUDA GPU ({type(e).__name__}: {e}); "
+                              "`tilec run --emulate` runs a tile on the CPU emulator") from None
+        major, minor = dev.compute_capability
+        sm = major * 10 + minor
+        if not target_runs_on(self.target, sm):
+            raise DeviceError(f"{self.entry} is compiled for {self.target}; this GPU ({dev.name}, sm_{sm}) cannot "
+                              "run it (`tilec run --emulate` runs it on the CPU emulator)")
+        if self.cubin is not None:
+            code = ObjectCode.from_cubin(self.cubin)
+        else:
+            from ..ptxas import find_ptxas
+
+            exe = find_ptxas()
+            if exe is None:            # the driver's JIT (it keeps its own cache)
+                code = ObjectCode.from_ptx(self.ptx)
+            else:
+                from .cache import cubin
+
+                arch = self.target if self.target[-1] in "af" else f"sm_{sm}"
+                err, drv = driver.cuDriverGetVersion()
+                image, _ = cubin(self.ptx, arch, int(drv), exe)
+                code = ObjectCode.from_cubin(image)
+        fn = code.get_kernel(self.entry)
+        smem = int(self.abi.get("dynamic_smem_bytes", 0))
+        if smem > _BIG_SMEM:
+            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            (err,) = driver.cuKernelSetAttribute(attr, smem, fn.handle, driver.CUdevice(dev.device_id))
+            if err != driver.CUresult.CUDA_SUCCESS:
+                raise DeviceError(f"{self.entry}: cannot opt in to {smem} bytes of dynamic shared memory ({err})")
+        self._code, self._fn, self._dev = code, fn, dev
+        self._device = dev.device_id
+        self._sms = dev.properties.multiprocessor_count
+        from cuda.core import LaunchConfig, launch
+
+        self._launch, self._LaunchConfig = launch, LaunchConfig
+        self._configs: dict[tuple, object] = {}
+
+    def load(self, device: int | None = None) -> Kernel:
+        """Load the module now (otherwise the first launch does); returns self."""
+        if self._fn is None:
+            self._load(device)
+        return self
+
+    # ------------------------------------------------------------------ streams
+    def _stream(self, stream, library: str):
+        from cuda.core import LEGACY_DEFAULT_STREAM, Stream
+
+        if isinstance(stream, Stream):
+            return stream
+        if stream is None:
+            if library == "torch":
+                handle = sys.modules["torch"].cuda.current_stream().cuda_stream
+            elif library == "cupy":
+                handle = sys.modules["cupy"].cuda.get_current_stream().ptr
+            else:
+                handle = 0
+        elif isinstance(stream, int):
+            handle = stream
+        elif hasattr(stream, "cuda_stream"):            # torch.cuda.Stream
+            handle = stream.cuda_stream
+        elif hasattr(stream, "__cuda_stream__"):
+            handle = stream.__cuda_stream__()[1]
+        elif hasattr(stream, "ptr"):                    # cupy.cuda.Stream
+            handle = stream.ptr
+        else:
+            raise ArgumentError("stream", "type", "a cuda.core Stream, a torch or cupy stream or an int handle",
+                                type(stream).__name__)
+        s = self._streams.get(handle)
+        if s is None:
+            s = LEGACY_DEFAULT_STREAM if handle == 0 else Stream.from_handle(handle)
+            self._streams[handle] = s
+        return s
+
+    def _tensor_maps(self, m: int, n: int, k: int, ptrs: dict[str, int]) -> int:
+        """A device copy of the kernel's TMA tensor maps for these buffers, encoded by the driver
+        (cuTensorMapEncodeTiled) and cached per (buffers, problem)."""
+        key = (m, n, k, ptrs["a_values"], ptrs["a_metadata"], ptrs["b"])
+        hit = self._maps.get(key)
+        if hit is not None:
+            return hit
+        from cuda.bindings import driver
+
+        from ..ptx.sparse_wgmma_kernel import encode_tensor_maps
+
+        data = encode_tensor_maps(self.abi, m, n, k, ptrs)
+        err, dptr = driver.cuMemAlloc(len(data))      # 256-byte aligned: the maps need 64
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise DeviceError(f"cannot allocate the tensor maps ({err})")
+        (err,) = driver.cuMemcpyHtoD(dptr, data, len(data))
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise DeviceError(f"cannot upload the tensor maps ({err})")
+        self._maps[key] = int(dptr)
+        return int(dptr)
+
+    # ------------------------------------------------------------------ the launch
+    def __call__(self, A, B, C=None, *, out=None, stream=None, scale_a=None, scale_b=None, metadata=None):
+        sparse_a = isinstance(A, SparseA)
+        a = A if sparse_a else view(A, "A")
+        b = view(B, "B")
+        m, n, k = self._sizes(a, b)
+        bad = abi_mod.unmet(self.abi, m, n, k)
+        if bad:
+            raise ArgumentError("A, B", "problem size", f"M x N x K meeting {', '.join(bad)}",
+                                f"{m} x {n} x {k}")
+        want = abi_mod.buffers(self.abi, m, n, k)
+        lead = view(a.values, "A.values") if sparse_a else a
+        dev = lead.device
+        ptrs: dict[str, int] = {}
+        if sparse_a:
+            if a.element != want["a_values"].element:
+                raise ArgumentError("A", "dtype", f"A packed for {want['a_values'].element}",
+                                    f"A packed for {a.element}")
+            for key, arr, arg in (("a_values", a.values, "A.values"), ("a_metadata", a.metadata, "A.metadata")):
+                v = view(arr, arg)
+                w = want[key]
+                if v.element in ("u16", "s16") and w.element in ("f16", "bf16"):
+                    v.element = w.element       # pack_a's raw 16-bit storage (cupy has no bfloat16)
+                self._check(key, arg, v, w, dev)
+                ptrs[key] = v.ptr
+        else:
+            self._check("A", "A", a, want["A"], dev)
+            ptrs["A"] = a.ptr
+        bname = "B" if self.tcgen05 else "b"
+        self._check(bname, "B", b, want[bname], dev, transposed=True)
+        ptrs[bname] = b.ptr
+        for key, arr, arg in (("SFA", scale_a, "scale_a"), ("SFB", scale_b, "scale_b"), ("META", metadata, "metadata")):
+            if key in want:
+                if arr is None:
+                    raise ArgumentError(arg, "value", f"an array ({key} of {self.entry})", "None")
+                v = view(arr, arg)
+                self._check(key, arg, v, want[key], dev)
+                ptrs[key] = v.ptr
+            elif arr is not None:
+                raise ArgumentError(arg, "value", f"None ({self.entry} has no {key} parameter)", "an array")
+        if "c" in want:
+            if C is None:
+                C = allocate_like(lead, want["c"].shape, want["c"].element, fill_zero=True)
+            v = view(C, "C")
+            self._check("c", "C", v, want["c"], dev)
+            ptrs["c"] = v.ptr
+        elif C is not None:
+            raise ArgumentError("C", "value", f"None ({self.entry} computes D = A*B, without C)", "an array")
+        dname = "D" if self.tcgen05 else "d"
+        if out is None:
+            out = allocate_like(lead, want[dname].shape, want[dname].element)
+        v = view(out, "out")
+        self._check(dname, "out", v, want[dname], dev)
+        ptrs[dname] = v.ptr
+        if self._fn is None:
+            self._load(dev)
+        if dev is not None and dev != self._device:
+            raise ArgumentError("A", "device", f"cuda:{self._device} (where this kernel was loaded)", f"cuda:{dev}")
+        if "tensor_maps" in self.abi.get("buffers", {}):
+            ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs)
+        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n}
+        args = []
+        for name, typ in self.params:
+            if typ == "u64":
+                args.append(ctypes.c_uint64(ptrs[name]))
+            elif typ == "u32":
+                args.append(ctypes.c_uint32(sizes[name]))
+            else:
+                raise TilecRuntimeError(f"{self.entry}: parameter {name} of type {typ} is unknown to the runtime")
+        config = self._configs.get((m, n, k))
+        if config is None:
+            grid, cluster, block, smem = self.launch_dims(m, n, k, self._sms)
+            kw = {"cluster": cluster} if cluster != (1, 1, 1) else {}
+            config = self._LaunchConfig(grid=grid, block=block, shmem_size=smem, **kw)
+            self._configs[(m, n, k)] = config
+        self._launch(self._stream(stream, lead.library), config, self._fn, *args)
+        return out

@@ -1,0 +1,245 @@
+"""compiler.runtime without a GPU: launch geometry from the ABI, argument checks on fake device arrays
+(objects exposing __cuda_array_interface__), the compiled-kernel cache, and that the CLI never imports it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from compiler.runtime import ArgumentError, DeviceError, SparseA, load, target_runs_on
+from compiler.runtime import abi as rabi
+from compiler.runtime import cache
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EX = os.path.join(ROOT, "examples")
+
+_SIZES = {"f2": 2, "f4": 4, "i4": 4, "u4": 4, "i1": 1, "u1": 1, "V2": 2}
+
+
+class Fake:
+    """A device array as __cuda_array_interface__ (version 3) describes it; nothing is allocated."""
+    _next = 1 << 32
+
+    def __init__(self, shape, typestr="<f2", strides=None, ptr=None, readonly=False):
+        if ptr is None:
+            ptr = Fake._next
+            Fake._next += 1 << 24
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, readonly),
+                                         "strides": strides, "version": 3}
+
+    @property
+    def T(self):
+        cai = self.__cuda_array_interface__
+        size = _SIZES[cai["typestr"][1:]]
+        shape = cai["shape"]
+        strides = cai["strides"] or (shape[1] * size, size)
+        return Fake(shape[::-1], cai["typestr"], tuple(strides[::-1]), cai["data"][0])
+
+
+class FakeCupy(Fake):
+    """A fake whose library is cupy, so the runtime reads its device (x.device.id)."""
+    __module__ = "cupy._fake"
+
+    def __init__(self, *a, device=0, **kw):
+        super().__init__(*a, **kw)
+        self.device = type("Dev", (), {"id": device})()
+
+
+def sparse_args(m=256, n=256, k=128, cls=Fake):
+    """Valid fake operands of examples/sparse_gemm_f16.tile (f16 A/B, f32 C/D; ABI `buffers`)."""
+    a = SparseA(cls((m, k // 2), "<f2"), cls((m // 16, k // 32, 32), "<u4"), "f16", m, k)
+    return a, cls((n, k), "<f2").T, cls((m, n), "<f4"), cls((m, n), "<f4")
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    return load(os.path.join(EX, "sparse_gemm_f16.tile"))
+
+
+# ---------------------------------------------------------------------------------------- geometry
+
+def test_launch_dims_follow_each_kernels_abi():
+    # sparse_gemm_f16: grid ['tiles', 1, 1], tiles = (M / 128) * (N / 256); 256 threads; 129024 bytes
+    k = load(os.path.join(EX, "sparse_gemm_f16.tile"))
+    assert k.launch_dims(512, 512, 128) == ((4 * 2, 1, 1), (1, 1, 1), (256, 1, 1), 129024)
+    # sparse_wgmma_f16: 2-CTA clusters along M: (512/128)*(512/256) = 8 CTAs = 4 clusters of (2, 1, 1)
+    k = load(os.path.join(EX, "sparse_wgmma_f16.tile"))
+    assert k.launch_dims(512, 512, 128) == ((4, 1, 1), (2, 1, 1), (384, 1, 1), 173120)
+    # sparse_f16 (one mma.sp tile per warp): grid ['N / tile_n', 'M / tile_m', 1] = (64/8, 32/16)
+    k = load(os.path.join(EX, "sparse_f16.tile"))
+    assert k.launch_dims(32, 64, 32) == ((8, 2, 1), (1, 1, 1), (32, 1, 1), 0)
+    # tcgen05_2cta: grid ['2 * n_total / 128', 'm_total / 256', '1'] = (4, 2, 1) CTAs; cluster (2, 1, 1);
+    # static shared memory only (shared_bytes), so no dynamic bytes
+    k = load(os.path.join(EX, "tcgen05_2cta.tile"))
+    assert k.launch_dims(512, 256, 128) == ((2, 2, 1), (2, 1, 1), (128, 1, 1), 0)
+
+
+def test_unmet_requirements_are_named():
+    k = load(os.path.join(EX, "sparse_gemm_f16.tile"))
+    assert k.unmet(128, 256, 64) == []
+    assert k.unmet(100, 256, 64) == ["M % 128 == 0"]
+    k = load(os.path.join(EX, "gemm_bf16.tile"))         # tcgen05: K is the tile's own k = 64
+    assert k.unmet(128, 256, 64) == []
+    assert k.unmet(128, 256, 128) == ["K == 64"]
+    with pytest.raises(ValueError, match="N % 256 == 0"):
+        rabi.grid_blocks(k.abi, 128, 128, 64)
+
+
+def test_tcgen05_buffers_from_layouts():
+    k = load(os.path.join(EX, "tcgen05_block_scaled.tile"))
+    b = rabi.buffers(k.abi, 256, 128, 256)
+    # '[m_total][256] e2m1 packed': two 4-bit elements per byte -> 128 bytes a row
+    assert b["A"].shape == (256, 128) and b["A"].element == "e2m1"
+    assert b["SFA"].shape == (256, 16) and b["SFB"].shape == (128, 16)
+    assert b["D"].written and b["D"].shape == (256, 128)
+
+
+def test_abi_expressions_refuse_anything_else():
+    with pytest.raises(rabi.AbiError):
+        rabi.eval_expr("__import__('os')", {})
+    with pytest.raises(ValueError, match="not whole"):
+        rabi.eval_expr("M / 128", {"M": 100})
+
+
+def test_target_runs_on():
+    assert target_runs_on("sm_80", 90) and not target_runs_on("sm_90a", 100)
+    assert target_runs_on("sm_90a", 90) and not target_runs_on("sm_100a", 90)
+    assert target_runs_on("sm_100f", 103) and not target_runs_on("sm_100f", 120)
+
+
+# ---------------------------------------------------------------------------------------- arguments
+
+def _err(kernel, *args, **kw) -> ArgumentError:
+    with pytest.raises(ArgumentError) as e:
+        kernel(*args, **kw)
+    return e.value
+
+
+def test_valid_arguments_reach_the_device(gemm):
+    # every check passes; with no GPU here the load is the error, and it points at the emulator
+    a, b, c, d = sparse_args()
+    with pytest.raises(DeviceError, match="emulate|cuda-core"):
+        gemm(a, b, c, out=d)
+
+
+def test_wrong_dtype(gemm):
+    a, b, c, d = sparse_args()
+    e = _err(gemm, a, Fake((256, 128), "<f4").T, c, out=d)
+    assert (e.argument, e.what, e.expected, e.got) == ("B", "dtype", "f16 elements", "f32")
+    e = _err(gemm, a, b, c, out=Fake((256, 256), "<f2"))
+    assert (e.argument, e.what) == ("out", "dtype") and "f32" in e.expected
+
+
+def test_wrong_shape(gemm):
+    a, b, c, d = sparse_args()
+    e = _err(gemm, a, b, c, out=Fake((256, 128), "<f4"))
+    assert (e.argument, e.what, e.expected, e.got) == ("out", "shape", "(256, 256)", "(256, 128)")
+    e = _err(gemm, a, Fake((256, 64), "<f2").T, c, out=d)       # K of B != K of A
+    assert e.argument == "B" and "K = 128" in e.expected
+
+
+def test_wrong_problem_size(gemm):
+    a, b, c, d = sparse_args(m=192)
+    e = _err(gemm, a, b, c, out=d)
+    assert e.what == "problem size" and "M % 128 == 0" in e.expected and e.got == "192 x 256 x 128"
+
+
+def test_wrong_stride(gemm):
+    a, b, c, d = sparse_args()
+    e = _err(gemm, a, Fake((128, 256), "<f2"), c, out=d)          # row-major K x N: not B stored transposed
+    assert (e.argument, e.what) == ("B", "stride") and "Bt.T" in e.expected
+    e = _err(gemm, a, b, Fake((256, 256), "<f4", strides=(2048, 4)), out=d)    # a column slice of a wider C
+    assert (e.argument, e.what) == ("C", "stride") and e.got == "(2048, 4) bytes"
+
+
+def test_wrong_alignment(gemm):
+    a, b, c, d = sparse_args()
+    e = _err(gemm, a, b, c, out=Fake((256, 256), "<f4", ptr=(1 << 33) + 4))
+    assert (e.argument, e.what, e.got) == ("out", "alignment", hex((1 << 33) + 4))
+
+
+def test_wrong_device(gemm):
+    a, b, c, d = sparse_args(cls=FakeCupy)
+    d.device.id = 1
+    e = _err(gemm, a, b, c, out=d)
+    assert (e.argument, e.what, e.expected, e.got) == ("out", "device", "cuda:0 (where A is)", "cuda:1")
+
+
+def test_host_arrays_and_unpacked_a_are_refused(gemm):
+    np = pytest.importorskip("numpy")
+    a, b, c, d = sparse_args()
+    e = _err(gemm, a, np.zeros((128, 256), np.float16), c, out=d)
+    assert (e.argument, e.what) == ("B", "device") and "host memory" in e.got
+    e = _err(gemm, Fake((256, 128)), b, c, out=d)
+    assert (e.argument, e.what) == ("A", "type") and "pack_a" in e.expected
+
+
+def test_read_only_output(gemm):
+    a, b, c, _ = sparse_args()
+    e = _err(gemm, a, b, c, out=Fake((256, 256), "<f4", readonly=True))
+    assert (e.argument, e.what) == ("out", "writability")
+
+
+def test_sparsity_pattern_is_checked_by_pack_a(gemm):
+    np = pytest.importorskip("numpy")
+    dense = np.ones((128, 64), np.float16)                   # 4 non-zeros in every 4-element chunk
+    with pytest.raises(ArgumentError) as e:
+        gemm.pack_a(dense)
+    assert e.value.what == "sparsity pattern" and "row 0, chunk 0" in e.value.got
+
+
+def test_tcgen05_extras_and_fixed_k():
+    k = load(os.path.join(EX, "tcgen05_block_scaled.tile"))
+    a, b, d = Fake((128, 128), "|u1"), Fake((128, 128), "|u1").T, Fake((128, 128), "<f4")
+    e = _err(k, a, b, out=d)
+    assert (e.argument, e.what) == ("scale_a", "value")
+    e = _err(k, a, Fake((128, 256), "|u1").T, out=d)
+    assert e.argument == "B" and "K = 128 bytes" in e.expected   # K = 256 e2m1 elements, packed
+    e = _err(k, a, b, out=d, scale_a=Fake((128, 16), "|u1"), scale_b=Fake((128, 16), "|u1"),
+             metadata=Fake((128, 8), "<u4"))
+    assert (e.argument, e.what) == ("metadata", "value")
+
+
+# ---------------------------------------------------------------------------------------- cache
+
+def test_cache_entries_round_trip_and_corrupt_ones_are_rebuilt(tmp_path, monkeypatch):
+    from compiler.ptxas import find_ptxas
+
+    exe = find_ptxas()
+    if exe is None:
+        pytest.skip("no ptxas")
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    from compiler.driver import compile_file
+
+    ptx = compile_file(os.path.join(EX, "sparse_f16.tile")).ptx
+    first, hit = cache.cubin(ptx, "sm_80", 13000, exe)
+    assert not hit and first[:4] == b"\x7fELF"
+    again, hit = cache.cubin(ptx, "sm_80", 13000, exe)
+    assert hit and again == first
+    (entry,) = (tmp_path / "kernels").iterdir()
+    data = entry.read_bytes()
+    entry.write_bytes(data[:-100])                           # truncated
+    rebuilt, hit = cache.cubin(ptx, "sm_80", 13000, exe)
+    assert not hit and rebuilt == first
+    entry.write_bytes(b"garbage")
+    assert cache.read(str(entry)) is None and not entry.exists()
+    # every part of the key matters
+    base = cache.key(ptx, "sm_80", "v1", (), 13000)
+    assert len({base, cache.key(ptx + " ", "sm_80", "v1", (), 13000), cache.key(ptx, "sm_86", "v1", (), 13000),
+                cache.key(ptx, "sm_80", "v2", (), 13000), cache.key(ptx, "sm_80", "v1", ("-O0",), 13000),
+                cache.key(ptx, "sm_80", "v1", (), 13010)}) == 6
+
+
+def test_cache_lives_beside_the_parser_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    assert cache.cache_dir() == os.path.join(str(tmp_path), "kernels")
+
+
+def test_cli_start_up_does_not_import_the_runtime():
+    code = ("import sys; from compiler.cli import main; "
+            f"rc = main(['compile', {os.path.join(EX, 'gemm_bf16.tile')!r}, '-o', '/dev/null']); "
+            "assert rc == 0; bad = [m for m in sys.modules if m.startswith(('compiler.runtime', 'cuda'))]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
