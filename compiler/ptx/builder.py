@@ -22,14 +22,12 @@ text byte for byte. Output is a pure function of the calls made (byte-identical 
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
-
-from ..isa.identifiers import PTX_IDENTIFIER, PTX_PREDEFINED, is_ptx_identifier  # noqa: F401 (the kernels' names)
+from ..isa.identifiers import is_ptx_identifier
 
 
 def require_kernel_name(name: str) -> None:
@@ -131,6 +129,12 @@ class PtxBuilder:
         self.ins(f"// {text}")
 
     # ---- shared instruction sequences ----------------------------------------------------------------
+    def constant_pred(self, value: bool) -> str:
+        """A fresh predicate register that is always `value`."""
+        p = self.reg("p")
+        self.ins(f"setp.{'eq' if value else 'ne'}.u32 {p}, 0, 0;")
+        return p
+
     def ld_param(self, ptx_type: str, reg: str, name: str, note: str = "") -> None:
         self.ins(f"ld.param.{ptx_type.lstrip('.')} {reg}, [{self.param(name)}];{note}")
 
@@ -193,6 +197,18 @@ class PtxBuilder:
         self.ins(f"add.u32 {c}, {c}, {stride};")
         self.ins(f"bra.uni {top};")
         self.put(done)
+
+    def thread_rounds(self, item: str, tid: str, threads: int, total: int, pred: str) -> Iterator[str]:
+        """`total` items spread over `threads` threads, unrolled: round r sets `item` = tid + r * threads
+        and yields the guard prefix of its instructions ("" or `@pred ` in a last round that runs past
+        `total`)."""
+        for r in range(-(-total // threads)):
+            self.ins(f"add.u32 {item}, {tid}, {r * threads};")
+            guard = ""
+            if (r + 1) * threads > total:
+                self.ins(f"setp.lt.u32 {pred}, {item}, {total};")
+                guard = f"@{pred} "
+            yield guard
 
     def wait_parity(self, pred: str, barrier: str, parity: str, label: str, *, uni: bool) -> None:
         """Spin until the phase of parity `parity` of the mbarrier at `barrier` completed (PTX ISA

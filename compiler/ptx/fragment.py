@@ -49,6 +49,7 @@ from ..ir import Op
 from ..passes.derive import OpView, TileView
 from ..isa.targets import Version, format_version, parse_version
 from .builder import PtxBuilder, function_head, module_header
+from .tcgen05_issue import descriptor, descriptor_base, idesc_registers, issue_mmas, trailing_operands
 
 DEFAULT_PREFIX = "tilec_"
 NAME_SUFFIX = "_mma"
@@ -237,8 +238,6 @@ TCGEN05_FRAGMENT_LIMITS: tuple[tuple[Callable[[Any], bool], str, str, str | None
 )
 
 def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
-    from ..isa.tcgen05_forms import tcgen05_commit
-
     spec = tile.payload
     for applies, field_name, message, hint in TCGEN05_FRAGMENT_LIMITS:
         if applies(spec):
@@ -292,50 +291,28 @@ def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     # The caller's barrier ordered its smem writes and TMEM setup before this thread; order the MMAs after
     # it (PTX 9.7.16.6.4 tcgen05.fence::after_thread_sync).
     e("tcgen05.fence::after_thread_sync;")
-    base4 = {}
-    for n in ("A", "B"):
-        # The descriptor start-address field holds address >> 4 (PTX 9.7.16.4.1); shared addresses are
-        # below 2^18, so adding the base cannot carry out of the 14-bit field.
-        r32, r64 = kb.reg("r"), kb.reg("rd")
-        e(f"shr.u32 {r32}, {regs[n.lower() + '_smem']}, 4;")
-        e(f"cvt.u64.u32 {r64}, {r32};")
-        base4[n] = r64
-    p_acc, p_true = kb.reg("p"), kb.reg("p")
+    base4 = {n: descriptor_base(kb, regs[n.lower() + "_smem"]) for n in ("A", "B")}
+    p_acc = kb.reg("p")
     e(f"setp.ne.u32 {p_acc}, {regs['accumulate']}, 0;")
-    e(f"setp.eq.u32 {p_true}, 0, 0;")
-    # Optional trailing operands in ISA order (9.7.16.10.9.1), as the kernel emitter passes them.
-    extra: dict[str, Any] = {}
-    if spec.disable_output_lane is not None:
-        lanes = kb.regs("r", len(spec.disable_output_lane))
-        for reg, mask in zip(lanes, spec.disable_output_lane):
-            e(f"mov.b32 {reg}, {mask:#010x};")
-        extra["disable_lanes"] = lanes
-    if spec.scale_input_d is not None:
-        extra["scale_input_d"] = spec.scale_input_d
+    p_true = kb.constant_pred(True)
     zcm_op = tile.op("tilec.zero_column_mask")
-    if zcm_op is not None:
-        zcm = kb.reg("rd")
-        e(f"mov.b64 {zcm}, {int(zcm_op.attrs['value']):#018x};")
-        extra["zcm"] = zcm
-    idesc_regs: dict[int, str] = {}
-    for value in idescs:
-        if value not in idesc_regs:
-            idesc_regs[value] = kb.reg("r")
-            e(f"mov.b32 {idesc_regs[value]}, {value:#010x};")
+    extra = trailing_operands(kb, spec, None if zcm_op is None else zcm_op.attrs["value"])
+    idesc_regs = idesc_registers(kb, idescs)
     meta_regs: dict[int, str] = {0: regs["meta_tmem"]} if sparse else {}
-    for s in range(steps):
-        ra, rb = kb.regs("rd", 2)
-        e(f"add.u64 {ra}, {base4['A']}, {descs['A'][s]:#018x};")
-        e(f"add.u64 {rb}, {base4['B']}, {descs['B'][s]:#018x};")
-        meta = None
-        if sparse:
-            column = step_meta[s][0]
-            if column not in meta_regs:      # TMEM address: bits 15-0 = column (PTX 9.7.16.1)
-                meta_regs[column] = kb.reg("r")
-                e(f"add.u32 {meta_regs[column]}, {regs['meta_tmem']}, {column};")
-            meta = meta_regs[column]
-        e(form.render(regs["d_tmem"], ra, rb, idesc_regs[idescs[s]], p_acc if s == 0 else p_true, meta=meta, **extra))
-    e(tcgen05_commit(regs["mbar"], form.cta_group))
+
+    def step_operands(s: int) -> dict[str, str]:
+        if not sparse:
+            return {}
+        column = step_meta[s][0]
+        if column not in meta_regs:      # TMEM address: bits 15-0 = column (PTX 9.7.16.1)
+            meta_regs[column] = kb.reg("r")
+            e(f"add.u32 {meta_regs[column]}, {regs['meta_tmem']}, {column};")
+        return {"meta": meta_regs[column]}
+
+    issue_mmas(kb, form, regs["d_tmem"], steps, a_operand=lambda s: descriptor(kb, base4["A"], descs["A"][s]),
+               b_operand=lambda s: descriptor(kb, base4["B"], descs["B"][s]), step_operands=step_operands,
+               idesc=lambda s: idesc_regs[idescs[s]], first_enable=p_acc, enable=p_true, extra=extra,
+               mbar=regs["mbar"])
     e("ret;")
 
     total_k, k_block = spec.total_k, tile.facts["k_block"]      # k_block: layout-selection's K stage
@@ -441,7 +418,7 @@ FRAGMENT_EMITTERS: dict[str, Callable[[TileView, Op, str], Fragment]] = {
 
 def fragment_name(tile_name: str, prefix: str | None = None) -> str:
     """`<prefix><tile>_mma` (prefix default "tilec_"), checked as a PTX identifier (PTX 4.4)."""
-    from .builder import is_ptx_identifier
+    from ..isa.identifiers import is_ptx_identifier
 
     name = f"{DEFAULT_PREFIX if prefix is None else prefix}{tile_name}{NAME_SUFFIX}"
     if not is_ptx_identifier(name):

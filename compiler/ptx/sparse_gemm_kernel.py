@@ -229,20 +229,26 @@ class SparseGemmConfig(RingGeometry):
 
 
 @dataclass(frozen=True)
-class Region:
-    """One operand's part of a pipeline stage: `rows` rows of `row_bytes`, copied from a global matrix
-    whose row `row0 + r` starts at `r * stride` (stride in bytes, a power-of-two multiple of K)."""
+class SlotRegion:
+    """One operand's part of a ring slot of the pipelined kernels: `rows` rows of `row_bytes` at
+    `offset` within the slot."""
     name: str
     rows: int
     row_bytes: int
-    offset: int              # within the stage
-    swizzled: bool
-    stride_num: int          # global row stride = K * stride_num / stride_den bytes
-    stride_den: int
+    offset: int
 
     @property
     def bytes(self) -> int:
         return self.rows * self.row_bytes
+
+
+@dataclass(frozen=True)
+class Region(SlotRegion):
+    """A SlotRegion copied from a global matrix whose row `row0 + r` starts at `r * stride` (stride in
+    bytes, a power-of-two multiple of K)."""
+    swizzled: bool
+    stride_num: int          # global row stride = K * stride_num / stride_den bytes
+    stride_den: int
 
     @property
     def chunks_per_row(self) -> int:
@@ -724,12 +730,7 @@ class _Writer(PtxBuilder):
         cpr = cfg.cta_n * dbytes // CHUNK                      # 16-byte chunks per D row
         chunks = cfg.cta_m * cpr
         ins(f"shl.b32 %z, %N, {log2(dbytes)};                 // D row stride in bytes")
-        for r in range(-(-chunks // T)):
-            ins(f"add.u32 %x, %thr, {r * T};")
-            guard = ""
-            if (r + 1) * T > chunks:
-                ins(f"setp.lt.u32 %pj, %x, {chunks};")
-                guard = "@%pj "
+        for guard in self.thread_rounds("%x", "%thr", T, chunks, "%pj"):
             ins(f"div.u32 %pm, %x, {cpr};                        // tile row")
             ins(f"rem.u32 %pn, %x, {cpr};                        // chunk in the row")
             ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")

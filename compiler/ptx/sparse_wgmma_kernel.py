@@ -94,7 +94,7 @@ from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, W
                          WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
 from .builder import HAND_SCHEDULED, PtxBuilder, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head
-from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK, RingGeometry, operand_buffers
+from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK, RingGeometry, SlotRegion, operand_buffers
 
 # --------------------------------------------------------------------------------------------------
 # Tables (the wgmma.mma_async.sp forms and the matrix descriptor are ISA facts: compiler/isa/wgmma.py)
@@ -131,18 +131,10 @@ def _is_int(v) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Region:
-    """One operand's part of a ring slot: `rows` K-major rows of `row_bytes`, at `offset` in the slot,
-    in the canonical layout of `layout` (compiler/layout.py; its K atoms hold `atom_bytes` of a row)."""
-    name: str
-    rows: int
-    row_bytes: int
-    offset: int
+class Region(SlotRegion):
+    """A SlotRegion of K-major rows in the canonical layout of `layout` (compiler/layout.py; its K atoms
+    hold `atom_bytes` of a row)."""
     swizzle: str
-
-    @property
-    def bytes(self) -> int:
-        return self.rows * self.row_bytes
 
     @property
     def atom_bytes(self) -> int:
@@ -802,12 +794,7 @@ class _Writer(PtxBuilder):
         self.global_pointer("%gd", "d")
         ins(f"mul.wide.u32 %off, %N, {db};")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
-        for rnd in range(-(-total // WG_THREADS)):
-            ins(f"add.u32 %z, %q, {rnd * WG_THREADS};")
-            guard = ""
-            if (rnd + 1) * WG_THREADS > total:
-                ins(f"setp.lt.u32 %p6, %z, {total};")
-                guard = "@%p6 "
+        for guard in self.thread_rounds("%z", "%q", WG_THREADS, total, "%p6"):
             ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
             ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
             ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")

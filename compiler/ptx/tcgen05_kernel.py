@@ -50,7 +50,7 @@ buffer to S (see `_abi`), for checking the copies and layouts on a Hopper GPU.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
@@ -58,6 +58,7 @@ from ..ir import Op
 from ..passes.plans import collector_priming
 from ..isa.types import TYPES
 from .builder import PtxBuilder
+from .tcgen05_issue import descriptor, descriptor_base, idesc_registers, issue_mmas, trailing_operands
 
 THREADS = 128
 SMEM_DUMP = "smem-dump"
@@ -255,12 +256,7 @@ class _Kernel:
         self.twarp = kb.reg("r")
         e(f"shl.b32 {lane_off}, {self.warp}, 21;")      # (32*warp) << 16: the lane field (9.7.16.1)
         e(f"add.u32 {self.twarp}, {self.taddr}, {lane_off};")
-        # Descriptor base: the 14-bit start-address field holds (address >> 4); materialized descriptors
-        # carry the offset inside the buffer, the kernel adds the buffer's own address (PTX 9.7.16.4.1).
-        sb4 = kb.reg("r")
-        self.sb4w = kb.reg("rd")
-        e(f"shr.u32 {sb4}, {self.sbase}, 4;")
-        e(f"cvt.u64.u32 {self.sb4w}, {sb4};")
+        self.sb4w = descriptor_base(kb, self.sbase)
         # Absolute-LBO descriptors (K = 96, bit 52: 9.7.16.3.1.2) hold a second address in the LBO field
         # (bits 16-29, also address >> 4): relocate it as well.
         self.desc_base = {"relative": self.sb4w}
@@ -269,8 +265,7 @@ class _Kernel:
             e(f"shl.b64 {both}, {self.sb4w}, 16;")
             e(f"or.b64 {both}, {both}, {self.sb4w};")
             self.desc_base["absolute"] = both
-        self.p_true = kb.reg("p")
-        e(f"setp.eq.u32 {self.p_true}, 0, 0;")
+        self.p_true = kb.constant_pred(True)
         self.operands_setup()
 
     def operands_setup(self) -> None:
@@ -278,26 +273,9 @@ class _Kernel:
         {disable-output-lane} masks, scale-input-d immediate, .ws zero-column mask descriptor)."""
         kb, e, spec = self.kb, self.e, self.spec
         idesc_op = self.op("tilec.instr_desc")
-        self.idesc_regs: dict[int, str] = {}
-        values = list(idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],)))
-        for v in values:
-            if int(v) not in self.idesc_regs:
-                r = kb.reg("r")
-                e(f"mov.b32 {r}, {int(v):#010x};")
-                self.idesc_regs[int(v)] = r
-        self.extra: dict = {}
-        if spec.disable_output_lane is not None:
-            lanes = kb.regs("r", len(spec.disable_output_lane))
-            for reg, mask in zip(lanes, spec.disable_output_lane):
-                e(f"mov.b32 {reg}, {mask:#010x};")
-            self.extra["disable_lanes"] = lanes
-        if spec.scale_input_d is not None:
-            self.extra["scale_input_d"] = spec.scale_input_d
+        self.idesc_regs = idesc_registers(kb, idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],)))
         zcm_op = self.tile.op("tilec.zero_column_mask")
-        if zcm_op is not None:
-            zcm = kb.reg("rd")
-            e(f"mov.b64 {zcm}, {int(zcm_op.attrs['value']):#018x};")
-            self.extra["zcm"] = zcm
+        self.extra = trailing_operands(kb, spec, None if zcm_op is None else zcm_op.attrs["value"])
         if self.cta_group == 2:
             self.cta_mask = kb.reg("h")
             e(f"mov.b16 {self.cta_mask}, 3;")      # both CTAs of the pair (%cluster_ctarank 0 and 1)
@@ -307,8 +285,7 @@ class _Kernel:
         else:
             self.p_issue = self.p_t0
         if self.priming:
-            self.p_false = kb.reg("p")
-            e(f"setp.ne.u32 {self.p_false}, 0, 0;")
+            self.p_false = kb.constant_pred(False)
             self.scratch = kb.reg("r")
             e(f"add.u32 {self.scratch}, {self.taddr}, {self.plan.scratch};")
 
@@ -568,8 +545,7 @@ class _Kernel:
 
     # ---- MMA issue -------------------------------------------------------------------------------
     def issue_mmas(self) -> None:
-        from ..isa.tcgen05_forms import tcgen05_commit
-        from ..isa.tmem import metadata_format
+        from ..isa.tmem import a_columns_per_mma, metadata_format
 
         kb, e, spec = self.kb, self.e, self.spec
         skip = kb.label("mma_done")
@@ -578,25 +554,24 @@ class _Kernel:
         e(f"setp.ne.u32 {p_acc}, {self.kreg}, 0;")
         idesc_op = self.op("tilec.instr_desc")
         step_values = idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * self.steps)
-        from ..isa.tmem import a_columns_per_mma
-
         da = self.tile.op("tilec.smem_desc", "A")       # None when A is in TMEM
         db_op = self.op("tilec.smem_desc", "B")
-        db = db_op.attrs["values"]
         fmt = metadata_format(self.kind) if self.sparse else None
         sfa, sfb = self.tile.facts.get("scale_layouts", (None, None))
         a_cols = a_columns_per_mma(self.k96)
-        for s in range(self.steps):
+
+        def a_operand(s: int) -> str:
             if self.a_tmem:
                 a = kb.reg("r")
                 e(f"add.u32 {a}, {self.taddr}, {self.plan.a + a_cols * s};")
-            else:
-                assert da is not None
-                a = kb.reg("rd")
-                base = self.desc_base[da.attrs.get("lbo_mode", "relative")]
-                e(f"add.u64 {a}, {base}, {int(da.attrs['values'][s]):#018x};")
-            b = kb.reg("rd")
-            e(f"add.u64 {b}, {self.desc_base[db_op.attrs.get('lbo_mode', 'relative')]}, {int(db[s]):#018x};")
+                return a
+            assert da is not None
+            return descriptor(kb, self.desc_base[da.attrs.get("lbo_mode", "relative")], da.attrs["values"][s])
+
+        def b_operand(s: int) -> str:
+            return descriptor(kb, self.desc_base[db_op.attrs.get("lbo_mode", "relative")], db_op.attrs["values"][s])
+
+        def step_operands(s: int) -> dict[str, str]:
             operands = {}
             if fmt is not None:
                 _, col = fmt.selector_and_column(s)
@@ -610,20 +585,19 @@ class _Kernel:
                 e(f"add.u32 {ra}, {self.taddr}, {self.plan.sfa + acol};")
                 e(f"add.u32 {rb}, {self.taddr}, {self.plan.sfb + sfb_col};")
                 operands["scale_a"], operands["scale_b"] = ra, rb
-            enable = p_acc if s == 0 else self.p_true
-            idesc = self.idesc_regs[int(step_values[s])]
-            if self.priming:
-                # fill the collector: same operands, product into the scratch region (see collector_priming)
-                buffer = str(self.form.collector).split("::")[0]
-                prime = replace(self.form, collector=f"{buffer}::fill", ashift=False, disable_output_lane=False,
-                                scale_input_d=False)
-                extra = {k: v for k, v in self.extra.items() if k == "zcm"}
-                e(prime.render(f"[{self.scratch}]", a, b, idesc, self.p_false, **operands, **extra))
-            e(self.form.render(f"[{self.taddr}]", a, b, idesc, enable, **operands, **self.extra))
-        if self.cta_group == 2:
-            e(tcgen05_commit(self.mbar, 2, cta_mask=self.cta_mask))
-        else:
-            e(tcgen05_commit(self.mbar, 1))
+            return operands
+
+        primer = None
+        if self.priming:
+            # fill the collector: same operands, product into the scratch region (see collector_priming)
+            buffer = str(self.form.collector).split("::")[0]
+            prime = replace(self.form, collector=f"{buffer}::fill", ashift=False, disable_output_lane=False,
+                            scale_input_d=False)
+            primer = (prime, f"[{self.scratch}]", self.p_false)
+        issue_mmas(kb, self.form, f"[{self.taddr}]", self.steps, a_operand=a_operand, b_operand=b_operand,
+                   step_operands=step_operands, idesc=lambda s: self.idesc_regs[int(step_values[s])],
+                   first_enable=p_acc, enable=self.p_true, extra=self.extra, mbar=self.mbar,
+                   cta_mask=self.cta_mask if self.cta_group == 2 else None, primer=primer)
         kb.put_label(skip)
 
     # ---- epilogue --------------------------------------------------------------------------------
