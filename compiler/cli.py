@@ -266,7 +266,7 @@ def _check_explain_usage(what: str, value: int, opts: dict) -> None:
     if bits is not None and not 0 <= value < 1 << bits:
         raise UsageError(f"explain {what}: {_shown(value)} does not fit the {bits}-bit descriptor")
     if what == "idesc":
-        from .descriptors.instr import LAYOUTS
+        from .isa.descriptors import LAYOUTS
 
         kind = opts.get("kind")
         if kind not in LAYOUTS:

@@ -5,7 +5,7 @@ registered in `EXPLAINERS` by name; other modules add theirs with `register()` (
 explainer lives in compiler/descriptors/zero_column_mask.py and is registered lazily as "zcm"). The report
 types (`Explanation`, `Field`) live in compiler/descriptors/explanation.py, below both, so the descriptors
 never import this module.
-The field tables are the encoders' own (descriptors/instr.py, descriptors/smem.py), so an explanation
+The field tables are the encoders' own (compiler/isa/descriptors.py, read by descriptors/instr.py and smem.py), so an explanation
 can never disagree with what the compiler emits.
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ def _describe(attr: str, value) -> str:
 def explain_idesc(value: int, kind: str | None = None) -> Explanation:
     """Every field of the instruction descriptor for `kind`, plus violations (reserved bits, invalid codes,
     illegal type combinations, M/N out of range). Never raises."""
-    from .descriptors.instr import CODES, IMPLICIT, LAYOUTS, TABLE_NAME, InstrDesc
+    from .descriptors.instr import InstrDesc
+    from .isa.descriptors import CODES, IMPLICIT, LAYOUTS, TABLE_NAME
     from .diagnostics import SpecError
     from .isa.tcgen05_kinds import K96
 
@@ -96,7 +97,8 @@ def explain_idesc(value: int, kind: str | None = None) -> Explanation:
 
 def explain_smem_desc(value: int) -> Explanation:
     """Every field of a tcgen05 shared-memory descriptor, plus violations. Never raises."""
-    from .descriptors import smem
+    from .descriptors.smem import check_bits
+    from .isa import descriptors as smem      # the smem-descriptor field table (PTX 9.7.16.4.1)
 
     violations: list[str] = []
     value = _as_unsigned(value, 64, violations)
@@ -125,7 +127,7 @@ def explain_smem_desc(value: int) -> Explanation:
 
     table = sorted(smem.FIELDS + smem.RESERVED, key=lambda f: f.lo)
     fields = [Field(f.name, f.bits, f.extract(value), meaning(f, f.extract(value))) for f in table]
-    violations.extend(smem.check_bits(value))
+    violations.extend(check_bits(value))
     mode = "absolute" if absolute else "relative"
     return Explanation(fields, violations, f"smem-desc {value:#018x} ({swizzle or 'invalid swizzle'}, {mode} LBO)")
 

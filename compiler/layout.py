@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from .bits import log2
 from .descriptors.smem import SmemDesc
 from .diagnostics import SpecError
+from .isa.tcgen05_kinds import SUBBYTE_CONTAINER_BITS
 from .isa.types import TYPES
 
 CHUNK_BYTES = 16          # PTX 9.7.16.3: matrices are normalised to 128-bit elements
@@ -100,9 +101,6 @@ _STRIDE_ROLES: dict[tuple[str, bool], tuple[str, str]] = {
 }
 UNUSED_LBO = 16   # bytes; encodes as 1 ("assumed 1")
 
-# Sub-byte storage per kind (module docstring): padded 16-element chunks for the f8f6f4 kinds, packed
-# nibbles for the fp4-only kinds.
-_SUBBYTE_CONTAINER_BITS: dict[str, int] = {"f8f6f4": 8, "mxf8f6f4": 8, "mxf4": 4, "mxf4nvf4": 4}
 # (value bits, container bits) pairs that exist: native widths, and the two padded formats.
 _STORAGE_FORMATS: dict[tuple[int, int], str] = {
     (4, 4): "packed 4-bit (.b4x16)",
@@ -123,8 +121,8 @@ def container_bits_for(dtype: str, kind: str | None = None) -> int:
     bits = _elem_bits(dtype)
     if bits >= 8:
         return bits
-    if kind in _SUBBYTE_CONTAINER_BITS:
-        return max(bits, _SUBBYTE_CONTAINER_BITS[kind])
+    if kind in SUBBYTE_CONTAINER_BITS:       # padded (f8f6f4 kinds) or packed (fp4-only kinds)
+        return max(bits, SUBBYTE_CONTAINER_BITS[kind])
     return 8 if bits == 6 else bits      # a 6-bit value has no packed form (128 / 6 is not whole)
 
 

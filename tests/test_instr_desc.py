@@ -6,7 +6,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from compiler.descriptors import InstrDesc
-from compiler.descriptors.instr import LAYOUTS
+from compiler.isa.descriptors import LAYOUTS
 from compiler.diagnostics import SpecError
 from compiler.isa.tcgen05_kinds import KINDS, SHAPE_RULES
 

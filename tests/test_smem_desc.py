@@ -3,7 +3,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from compiler.descriptors import SmemDesc
-from compiler.descriptors.smem import SWIZZLE_CODES, check_bits
+from compiler.descriptors.smem import check_bits
+from compiler.isa.descriptors import SWIZZLE_CODES
 from compiler.diagnostics import SpecError
 
 FIXED_BIT46 = 1 << 46      # bits 46-48 = 0b001 (PTX 9.7.16.4.1)

@@ -127,7 +127,7 @@ def test_each_step_is_two_pieces_inside_aligned_128_byte_rows():
     ("mxf4nvf4", "block16", 6, 6, [0, 2] * 4),
 ])
 def test_k96_scale_factor_layout(kind, vec, nsf, stride, ids):
-    from compiler.descriptors.instr import CODES
+    from compiler.isa.descriptors import CODES
     from compiler.isa.tmem import data_path, scale_layouts
 
     sfa, sfb = scale_layouts(kind, vec, data_path(256, 2), 128, k96=True)

@@ -4,8 +4,8 @@ One field table per descriptor format drives `encode`, `decode` and `explain` (c
 - Table 42: .kind::tf32, .kind::f16, .kind::f8f6f4, .kind::i8
 - Table 43: .kind::mxf8f6f4
 - Table 44: .kind::mxf4, .kind::mxf4nvf4
-Each row is (bit range, attribute of `InstrDesc`, how the value is stored); the per-kind value codes
-live in `CODES`, transcribed from the "Values" columns of the tables.
+The field tables and per-kind value codes (`LAYOUTS`, `CODES`, transcribed from the "Values" columns) are
+ISA facts and live in compiler/isa/descriptors.py; this module encodes, decodes and checks with them.
 
 `m` is the full MMA M (both CTAs for cta_group::2). `max_shift` is the maximum shift amount in
 rows (0, 8, 16 or 32; Table 42 bits 30-31, meaningful only for `.ws`).
@@ -15,134 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields as dc_fields
 
 from ..diagnostics import SpecError
-from .smem import BitField
+from ..isa.descriptors import CODES, IMPLICIT, LAYOUTS, TABLE_NAME, IField
 
-
-@dataclass(frozen=True)
-class IField:
-    bits: BitField
-    attr: str | None          # InstrDesc attribute; None = reserved, must be 0
-    shift: int | None = None  # dimension fields: raw = value >> shift; None = look the value up in CODES
-    meaning: str = ""
-
-
-def _f(name: str, lo: int, width: int, attr: str | None, meaning: str, shift: int | None = None) -> IField:
-    return IField(BitField(name, lo, width), attr, shift, meaning)
-
-
-def _reserved(lo: int, width: int) -> IField:
-    return _f("reserved", lo, width, None, "reserved, must be 0")
-
-
-# Bits 13-22 are identical in all three tables.
-_COMMON = (
-    _f("negate_a", 13, 1, "negate_a", "negate A"),
-    _f("negate_b", 14, 1, "negate_b", "negate B"),
-    _f("transpose_a", 15, 1, "a_major", "transpose A (1 = MN-major)"),
-    _f("transpose_b", 16, 1, "b_major", "transpose B (1 = MN-major)"),
-    _f("n", 17, 6, "n", "N >> 3", shift=3),
-)
-
-TABLE_42 = (
-    _f("sparsity_selector", 0, 2, "sparsity_selector", "sparsity selector"),
-    _f("sparse", 2, 1, "sparse", "sparse"),
-    _f("saturate", 3, 1, "saturate", "saturate"),
-    _f("d_type", 4, 2, "d_type", "D type"),
-    _reserved(6, 1),
-    _f("a_type", 7, 3, "a_type", "A type"),
-    _f("b_type", 10, 3, "b_type", "B type"),
-    *_COMMON,
-    _reserved(23, 1),
-    _f("m", 24, 5, "m", "M >> 4", shift=4),
-    _reserved(29, 1),
-    _f("max_shift", 30, 2, "max_shift", "maximum shift for B reuse in .ws"),
-)
-
-TABLE_43 = (
-    _reserved(0, 2),
-    _f("sparse", 2, 1, "sparse", "sparse"),
-    _reserved(3, 1),
-    _f("b_scale_id", 4, 2, "b_scale_id", "B scale factor data ID"),
-    _reserved(6, 1),
-    _f("a_type", 7, 3, "a_type", "A type"),
-    _f("b_type", 10, 3, "b_type", "B type"),
-    *_COMMON,
-    _f("scale_type", 23, 1, "scale_type", "scale matrix type (scale_A and scale_B)"),
-    _reserved(24, 3),
-    _f("m", 27, 2, "m", "M >> 7", shift=7),
-    _f("a_scale_id", 29, 2, "a_scale_id", "A scale factor data ID"),
-    _reserved(31, 1),
-)
-
-TABLE_44 = (
-    _reserved(0, 2),
-    _f("sparse", 2, 1, "sparse", "sparse"),
-    _reserved(3, 1),
-    _f("b_scale_id", 4, 2, "b_scale_id", "B scale factor data ID"),
-    _reserved(6, 1),
-    _f("a_type", 7, 3, "a_type", "A type"),
-    _f("b_type", 10, 2, "b_type", "B type"),          # 2 bits in Table 44
-    _reserved(12, 1),
-    *_COMMON,
-    _f("scale_type", 23, 1, "scale_type", "scale matrix type (scale_A and scale_B)"),
-    _reserved(24, 3),
-    _f("m", 27, 2, "m", "M >> 7", shift=7),
-    _f("a_scale_id", 29, 2, "a_scale_id", "A scale factor data ID"),
-    _f("k96", 31, 1, "k96", "dense K = 96 (0: dense K 64 / sparse K 128)"),
-)
-
-LAYOUTS: dict[str, tuple[IField, ...]] = {
-    "tf32": TABLE_42, "f16": TABLE_42, "f8f6f4": TABLE_42, "i8": TABLE_42,
-    "mxf8f6f4": TABLE_43, "mxf4": TABLE_44, "mxf4nvf4": TABLE_44,
-}
-TABLE_NAME = {TABLE_42: "Table 42", TABLE_43: "Table 43", TABLE_44: "Table 44"}
-
-_BOOL = {False: 0, True: 1}
-_FALSE_ONLY = {False: 0}
-_MAJOR = {"K": 0, "MN": 1}                 # transpose bit: "No Transpose = 0; Transpose = 1"
-_K_ONLY = {"K": 0}
-_SELECTOR = {v: v for v in range(4)}       # Table 42 bits 0-1: 0-3
-_SCALE_ID_ANY = {v: v for v in range(4)}   # Table 43 bits 4-5 / 29-30: 0-3
-_SCALE_ID_0_2 = {0: 0, 2: 2}               # Table 44 bits 4-5 / 29-30: 0 or 2
-_MAX_SHIFT = {0: 0, 8: 1, 16: 2, 32: 3}    # Table 42 bits 30-31: no shift 0, 8 -> 1, 16 -> 2, 32 -> 3
-# Table 42/43 "E4M3 = 0; E5M2 = 1; E2M3 = 3; E3M2 = 4; E2M1 = 5"
-_F8F6F4 = {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5}
-
-# Per-kind value codes ("Values" columns of Tables 42-44).
-CODES: dict[str, dict[str, dict]] = {
-    "tf32": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _FALSE_ONLY,
-             "d_type": {"f32": 1}, "a_type": {"tf32": 2}, "b_type": {"tf32": 2},
-             "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
-             "max_shift": _MAX_SHIFT},
-    "f16": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _FALSE_ONLY,
-            "d_type": {"f16": 0, "f32": 1}, "a_type": {"f16": 0, "bf16": 1}, "b_type": {"f16": 0, "bf16": 1},
-            "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
-            "max_shift": _MAX_SHIFT},
-    # Table 42 lists only "F32 = 1" as f8f6f4 dtype, but the kind table (Table 39 / digest §3) allows an
-    # f16 accumulator; F16 = 0 is the code kind::f16 uses for it.
-    "f8f6f4": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _FALSE_ONLY,
-               "d_type": {"f16": 0, "f32": 1}, "a_type": _F8F6F4, "b_type": _F8F6F4,
-               "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
-               "max_shift": _MAX_SHIFT},
-    "i8": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _BOOL,
-           "d_type": {"s32": 2}, "a_type": {"u8": 0, "s8": 1}, "b_type": {"u8": 0, "s8": 1},
-           "negate_a": _FALSE_ONLY, "negate_b": _FALSE_ONLY, "a_major": _MAJOR, "b_major": _MAJOR,
-           "max_shift": _MAX_SHIFT},
-    "mxf8f6f4": {"sparse": _BOOL, "b_scale_id": _SCALE_ID_ANY, "a_type": _F8F6F4, "b_type": _F8F6F4,
-                 "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
-                 "scale_type": {"ue8m0": 1}, "a_scale_id": _SCALE_ID_ANY},
-    "mxf4": {"sparse": _BOOL, "b_scale_id": _SCALE_ID_0_2, "a_type": {"e2m1": 1}, "b_type": {"e2m1": 1},
-             "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _K_ONLY, "b_major": _K_ONLY,
-             "scale_type": {"ue8m0": 1}, "a_scale_id": _SCALE_ID_0_2, "k96": _BOOL},
-    "mxf4nvf4": {"sparse": _BOOL, "b_scale_id": _SCALE_ID_0_2, "a_type": {"e2m1": 1}, "b_type": {"e2m1": 1},
-                 "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _K_ONLY, "b_major": _K_ONLY,
-                 "scale_type": {"ue4m3": 0, "ue8m0": 1}, "a_scale_id": _SCALE_ID_0_2, "k96": _BOOL},
-}
-
-# Attributes a format does not store take these values (mx kinds: D is always f32 and the selector
-# is "assumed 0"; Table 42 kinds have no scale fields).
-IMPLICIT = {"sparsity_selector": 0, "saturate": False, "max_shift": 0, "d_type": "f32",
-            "scale_type": None, "a_scale_id": 0, "b_scale_id": 0, "k96": False}
 
 # Spec field blamed for each attribute (compiler/spec.py field paths).
 SPEC_FIELD = {"a_type": "A.dtype", "b_type": "B.dtype", "d_type": "D.dtype", "m": "shape.M", "n": "shape.N",

@@ -4,72 +4,17 @@ Byte quantities go in; `encode()` packs them. Every bit position below is PTX 9.
 PTX ISA 9.0/9.1); cross-checked in ../shared/reference/ptx-digest.md section 1 against CUTLASS
 `UMMA::SmemDescriptor` and the LLVM `nvvm.tcgen05.mma_smem_desc` lowering.
 
-`BitField` is the small table row shared by this descriptor and the instruction descriptor
-(`instr.py`): one row per field drives encode, decode and `explain`.
+The field table (and `BitField`, the row shared with the instruction descriptor) is an ISA fact and lives in
+compiler/isa/descriptors.py; this module encodes, decodes and checks values with it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..diagnostics import SpecError
-
-
-@dataclass(frozen=True)
-class BitField:
-    """One field of a packed descriptor: bits lo .. lo+width-1."""
-    name: str
-    lo: int
-    width: int
-
-    @property
-    def mask(self) -> int:
-        return (1 << self.width) - 1
-
-    @property
-    def bits(self) -> str:
-        """Bit range as PTX tables print it: "17-22", or "46" for a single bit."""
-        hi = self.lo + self.width - 1
-        return str(self.lo) if hi == self.lo else f"{self.lo}-{hi}"
-
-    def extract(self, value: int) -> int:
-        return (value >> self.lo) & self.mask
-
-    def insert(self, raw: int) -> int:
-        assert 0 <= raw <= self.mask, (self.name, raw)
-        return raw << self.lo
-
-
-# PTX 9.7.16.4.1: byte quantities are stored as (x & 0x3FFFF) >> 4, i.e. address bits 4..17.
-ADDRESS_LIMIT = 1 << 18          # bytes; anything at or above does not survive the 0x3FFFF mask
-ADDRESS_ALIGN = 16               # PTX 9.7.16.4.1: start address, LBO and SBO are multiples of 16 B
-
-# Field table, PTX 9.7.16.4.1 (Table 40). Reserved/fixed fields carry their required value.
-START = BitField("start_address", 0, 14)           # bits 0-13: enc(matrix start address)
-LBO = BitField("leading_byte_offset", 16, 14)      # bits 16-29: enc(LBO) or enc(absolute LBO address)
-SBO = BitField("stride_byte_offset", 32, 14)       # bits 32-45: enc(SBO)
-FIXED = BitField("fixed_0b001", 46, 3)             # bits 46-48: fixed constant 0b001 (bit 46 = 1)
-BASE_OFFSET = BitField("base_offset", 49, 3)       # bits 49-51: matrix base offset
-LBO_MODE = BitField("lbo_mode", 52, 1)             # bit 52: 0 relative offset, 1 absolute address
-SWIZZLE = BitField("swizzle", 61, 3)               # bits 61-63: swizzling mode
-RESERVED = (BitField("reserved", 14, 2),           # bits 14-15
-            BitField("reserved", 30, 2),           # bits 30-31
-            BitField("fixed_zero", 53, 8))         # bits 53-60: fixed 0 (Table 40 prints "0xb00000000": means 0, digest §9.5)
-FIXED_VALUE = 0b001
-
-FIELDS = (START, LBO, SBO, FIXED, BASE_OFFSET, LBO_MODE, SWIZZLE)
-
-# Swizzle mode codes, bits 61-63 (PTX 9.7.16.4.1; CUTLASS UMMA::LayoutType agrees). 3, 5, 7 are invalid.
-SWIZZLE_CODES: dict[str, int] = {
-    "none": 0,            # no swizzle ("interleave")
-    "128B_base32B": 1,    # 128-byte swizzle with 32-byte atomicity
-    "128B": 2,            # 128-byte swizzle (16-byte atomicity)
-    "64B": 4,
-    "32B": 6,
-}
-SWIZZLE_NAMES: dict[int, str] = {code: name for name, code in SWIZZLE_CODES.items()}
-
-LBO_MODES: dict[str, int] = {"relative": 0, "absolute": 1}     # bit 52 (PTX 9.7.16.3.1)
-LBO_MODE_NAMES: dict[int, str] = {v: k for k, v in LBO_MODES.items()}
+from ..isa.descriptors import (BitField, ADDRESS_LIMIT, ADDRESS_ALIGN, START, LBO, SBO, FIXED, BASE_OFFSET,
+                               LBO_MODE, SWIZZLE, RESERVED, FIXED_VALUE, SWIZZLE_CODES, SWIZZLE_NAMES,
+                               LBO_MODES, LBO_MODE_NAMES)
 
 
 def encode_bytes(value: int, what: str, field: str | None = None) -> int:

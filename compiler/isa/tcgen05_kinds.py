@@ -17,6 +17,11 @@ from ..diagnostics import SpecError
 
 F8F6F4_TYPES = ("e4m3", "e5m2", "e2m3", "e3m2", "e2m1")
 SUBBYTE_TYPES = ("e2m3", "e3m2", "e2m1")      # 6- and 4-bit values (PTX "f6"/"f4")
+# Bits one 4- or 6-bit element occupies in shared memory and TMEM, per kind: padded to a byte under
+# .kind::f8f6f4 / mxf8f6f4 (PTX 9.7.16.10.4.3-4: "contiguously packed along with padding", the .b4x16_p64 /
+# .b6x16_p32 formats; in TMEM one element per 8-bit container), packed two per byte under .kind::mxf4 /
+# mxf4nvf4 (9.7.16.10.4 packing formats).
+SUBBYTE_CONTAINER_BITS: dict[str, int] = {"f8f6f4": 8, "mxf8f6f4": 8, "mxf4": 4, "mxf4nvf4": 4}
 
 
 @dataclass(frozen=True)

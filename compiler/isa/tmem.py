@@ -251,7 +251,7 @@ def scale_factors_per_mma(kind: str, block_scale: str, k96: bool = False) -> int
 def scale_id_step(kind: str) -> int:
     """Granularity (bytes) of the SF IDs the kind's instruction descriptor can hold: Table 43 bits 29-30 /
     4-5 take 0-3 (any byte of the word), Table 44 takes 0 or 2 (half words)."""
-    from ..descriptors.instr import CODES
+    from .descriptors import CODES
 
     ids = sorted(CODES[kind]["a_scale_id"])
     return min(b - a for a, b in zip(ids, ids[1:])) if len(ids) > 1 else 4

@@ -738,10 +738,10 @@ def emit_tcgen05_kernel(tile: Op, variant: str | None = None) -> tuple[str, dict
 def _tmem_container_bits(dtype: str, kind: str) -> int:
     """Bits per element of A in TMEM: fp4/fp6 under f8f6f4/mxf8f6f4 one per byte (PTX 9.7.16.10.4.3),
     packed fp4 under mxf4*, else the type's width."""
+    from ..isa.tcgen05_kinds import SUBBYTE_CONTAINER_BITS
+
     bits = TYPES[dtype].bits
-    if bits in (4, 6) and kind in ("f8f6f4", "mxf8f6f4"):
-        return 8
-    return bits
+    return max(bits, SUBBYTE_CONTAINER_BITS.get(kind, bits)) if bits < 8 else bits
 
 
 def _global_layout(spec, name: str, kind: str) -> str:

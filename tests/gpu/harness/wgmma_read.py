@@ -131,10 +131,11 @@ def wgmma_descriptor(tcgen05_desc: int) -> int:
     the fixed bit 46 is dropped and the swizzle name is re-encoded at bits 62-63. SpecError for the
     tcgen05-only features (module docstring).
     """
-    from compiler.descriptors import smem as tc
+    from compiler.descriptors.smem import SmemDesc
     from compiler.diagnostics import SpecError
+    from compiler.isa import descriptors as tc          # the tcgen05 field table (PTX 9.7.16.4.1)
 
-    desc = tc.SmemDesc.decode(tcgen05_desc)          # rejects reserved bits, missing bit 46, bad codes
+    desc = SmemDesc.decode(tcgen05_desc)          # rejects reserved bits, missing bit 46, bad codes
     if desc.swizzle not in WGMMA_SWIZZLE_CODES:
         raise SpecError(f"swizzle {desc.swizzle} (tcgen05 code {tc.SWIZZLE_CODES[desc.swizzle]}) has no wgmma "
                         "equivalent: wgmma's 2-bit field knows none/128B/64B/32B (PTX 9.7.15.5.1.2.2)",
