@@ -16,9 +16,8 @@ from ..isa.targets import MAX_PTX, TARGETS, format_version, is_released, version
 from . import Pass, PassContext
 from .derive import form_op, module_spec, tile_loc, tile_spec
 
-# Operands each engine needs, and the spaces each may live in.
-_TCGEN05_OPERANDS = {"A": ("smem", "tmem"), "B": ("smem",), "D": ("tmem",)}
-_TCGEN05_SCALES = {"SFA": ("tmem",), "SFB": ("tmem",)}
+# Operands each engine needs, and the spaces each may live in (tcgen05: compiler/isa/tcgen05_forms.py;
+# mma.sp: the spaces tilec's warp-level kernels read their fragments from).
 _MMA_SP_OPERANDS = {"A": ("global", "reg"), "B": ("global", "reg"), "C": ("global", "reg"),
                     "D": ("global", "reg")}
 _FIELD_ALIASES = {"satfinite": "saturate", "kind": "engine.kind", "name": "tile"}
@@ -116,7 +115,8 @@ class Verify(Pass):
     # -- tcgen05 -----------------------------------------------------------------------------------
     def tcgen05(self, tile, ctx: PassContext, fspec):
         from ..descriptors import InstrDesc
-        from ..isa.tcgen05_forms import Tcgen05Mma, check_target, infer_ptx_version
+        from ..isa.tcgen05_forms import (BLOCK_VECTOR_ELEMENTS, OPERAND_SPACES, SCALE_OPERAND_SPACES, Tcgen05Mma,
+                                         check_target, infer_ptx_version)
         from ..isa.tcgen05_kinds import (K96, check_major, check_options, check_scale, check_shape, infer_kind,
                                          kind_info, mma_k)
 
@@ -124,7 +124,7 @@ class Verify(Pass):
         if spec.schedule is not None:
             raise SpecError("'schedule' describes warp-level mma.sp GEMMs; tcgen05 tiles are scheduled by "
                             "their shape and loop", "schedule")
-        _check_operands(tile, ctx, _TCGEN05_OPERANDS, _TCGEN05_SCALES)
+        _check_operands(tile, ctx, OPERAND_SPACES, SCALE_OPERAND_SPACES)
         a, b, d = (spec.operands[x] for x in "ABD")
         scaled = spec.block_scale is not None or "SFA" in spec.operands or "SFB" in spec.operands
         kind = spec.kind
@@ -205,7 +205,7 @@ class Verify(Pass):
         if "SFB" in spec.operands and spec.operands["SFB"].dtype != scale_type:
             raise SpecError("SFA and SFB must have the same scale type (one idesc field, Tables 43/44)",
                             "SFB.dtype")
-        vec = {"block16": 16, "block32": 32}.get(spec.block_scale or "")
+        vec = BLOCK_VECTOR_ELEMENTS.get(spec.block_scale or "")
         check_scale(kind, scale_type, vec)
         # The instruction descriptor's constructor checks the types for the kind (Tables 42-44).
         InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
