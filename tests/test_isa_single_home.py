@@ -21,7 +21,7 @@ COMPILER = Path(__file__).resolve().parents[1] / "compiler"
 ALLOWED = {
     "sim/": "the independent reference model: it derives the ISA from the PTX text on its own, never from "
             "tilec's tables, so that checking tilec against it is not circular (compiler/sim/__init__.py)",
-    "emulate/": "the PTX interpreter that executes what tilec emitted: it reads the instruction text and "
+    "emulator/": "the PTX interpreter that executes what tilec emitted: it reads the instruction text and "
                 "applies the ISA's semantics independently of the tables that chose the instruction",
 }
 
@@ -118,3 +118,22 @@ def test_allow_list_is_short_and_needed():
         assert len(why) > 40, prefix
         assert any(_problems(m, kinds) for m in sorted((COMPILER / prefix).rglob("*.py"))), \
             f"{prefix} no longer restates ISA facts: remove it from ALLOWED"
+
+
+def test_isa_imports_only_downward():
+    """compiler/isa/ is read by every layer and imports none of them (frontend, ir, passes, ptx, ...)."""
+    allowed = {"diagnostics", "isa"}          # SpecError; isa's own modules
+    bad = []
+    for path in sorted((COMPILER / "isa").rglob("*.py")):
+        depth = len(path.relative_to(COMPILER).parts) - 1          # isa/x.py: 1, isa/mma_sp/x.py: 2
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                up = node.level - 1                                 # packages climbed above the module's own
+                top = ("isa" if up < depth else (node.module or "").split(".")[0])
+                if top not in allowed:
+                    bad.append(f"{path.relative_to(COMPILER)}:{node.lineno}: from {'.' * node.level}{node.module}")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                bad += [f"{path.relative_to(COMPILER)}:{node.lineno}: import {n}" for n in names
+                        if n.split(".")[0] == "compiler"]
+    assert not bad, "\n".join(bad)
