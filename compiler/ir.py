@@ -42,10 +42,14 @@ class Problem(str):
 
 class OutOfRange(Problem):
     """An integer outside the range of the PTX type it lands in."""
+    type_name = "?"
 
 
 def _nested(p: Problem, where: str) -> Problem:
-    return type(p)(f"{where}: {p}")
+    out = type(p)(f"{where}: {p}")
+    if isinstance(p, OutOfRange):
+        out.type_name = p.type_name
+    return out
 
 
 class AttrType:
@@ -80,7 +84,9 @@ class PtxInt(AttrType):
         if isinstance(v, bool) or not isinstance(v, int):
             return Problem(f"expected an integer ({self.name}), got {_describe(v)}")
         if not self.lo <= v <= self.hi:
-            return OutOfRange(f"value {v} does not fit PTX type .{self.name} (range {self.lo}..{self.hi})")
+            p = OutOfRange(f"value {v} does not fit PTX type .{self.name} (range {self.lo}..{self.hi})")
+            p.type_name = self.name
+            return p
         return None
 
     def fmt(self, v: Any) -> str:
@@ -326,7 +332,10 @@ OP_DEFS: dict[str, OpDef] = {
     "tilec.smem_desc": OpDef(_attrs(k_step=U32, values=ListOf(B64), lbo_mode=Opt(_LBO_MODES)), sym=True),
     "tilec.zero_column_mask": OpDef(_attrs(value=B64)),
     # ---- kernel-selection: the kernel that implements the tile and its configuration ----
-    "tilec.kernel": OpDef(_attrs(kernel=Str(), config=Opt(Config()))),
+    # The tcgen05 kernel's immediates derived from the loop K: the bytes of one row of A / B in global
+    # memory (K-major operands; A in TMEM: in its TMEM containers) and of one row of scale factors.
+    "tilec.kernel": OpDef(_attrs(kernel=Str(), config=Opt(Config()), a_row_bytes=Opt(U32, blame="loop.K"),
+                                 b_row_bytes=Opt(U32, blame="loop.K"), sf_row_bytes=Opt(U32, blame="loop.K"))),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),
 }
@@ -348,14 +357,16 @@ class IRError(Exception):
                  out_of_range: bool = False, tile: Op | None = None):
         super().__init__(message)
         self.op, self.attr, self.out_of_range, self.tile = op, attr, out_of_range, tile
+        self.type_name = "?"
 
     def hint(self) -> str | None:
         if not self.out_of_range:
             return None
         d = OP_DEFS.get(self.op.name) if self.op is not None else None
         blame = d.attrs[self.attr].blame if d and self.attr in d.attrs else None
-        return (f"it is derived from '{blame}'; use a smaller value there" if blame
-                else "the tile's sizes make this value too large; use smaller ones")
+        what = blame.replace(".", " ") if blame else None
+        return (f"the kernel uses it as a .{self.type_name} immediate and it grows with {what}; use a smaller "
+                f"{what}" if what else "the tile's sizes make this value too large; use smaller ones")
 
     def loc(self, tile: Op | None = None) -> Loc | None:
         """The source location to blame: the attribute's tile field when it names one, else the op's."""
@@ -383,8 +394,10 @@ def check_attrs(op: Op, tile: Op | None = None) -> None:
         p = d.attrs[key].type.problem(value)
         if p is not None:
             what = f"{op.name}{' @' + op.sym if op.sym else ''}"
-            raise IRError(f"attribute '{key}' of '{what}': {p}", op, key,
+            err = IRError(f"attribute '{key}' of '{what}': {p}", op, key,
                           out_of_range=isinstance(p, OutOfRange), tile=tile)
+            err.type_name = p.type_name if isinstance(p, OutOfRange) else "?"
+            raise err
     for key, o in d.attrs.items():
         if o.required and key not in op.attrs:
             raise IRError(f"'{op.name}' is missing attribute '{key}'", op, key)

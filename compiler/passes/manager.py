@@ -108,19 +108,25 @@ class PassManager:
         return cls(tuple(names), **kw)
 
     def run(self, module, ctx: PassContext):
-        """Run the passes in order; after each, record it in the module's `passes` and verify the IR.
-        A value that does not fit the PTX type it is emitted as is the input's fault (a located
-        diagnostic naming the value and the type); any other broken IR is a bug of the pass."""
+        """Verify the IR, then run the passes in order; after each, record it in the module's `passes`
+        and verify the IR again. A value that does not fit the PTX type it is emitted as is the input's
+        fault (a located diagnostic naming the value and the type); any other broken IR is a bug of the
+        pass that produced it."""
+        self.verify(module, ctx, None)
         for n in self.names:
             get_pass_class(n)().apply(module, ctx)
             module.attrs["passes"] = (*module.attrs.get("passes", ()), n)
-            try:
-                verify_module(module)
-            except IRError as e:
-                if e.out_of_range:
-                    raise CompileError([Diagnostic(str(e), e.loc(e.tile), e.hint())], ctx.source) from None
-                raise CompileError([Diagnostic(f"internal error: IR invalid after pass '{n}': {e}")],
-                                   ctx.source) from e
+            self.verify(module, ctx, n)
             if self.ir_sink is not None and ("*" in self.print_after or n in self.print_after):
                 self.ir_sink.append(f"// -----// IR Dump After {n} //----- //\n{print_op(module)}\n")
         return module
+
+    @staticmethod
+    def verify(module, ctx: PassContext, after: str | None) -> None:
+        try:
+            verify_module(module)
+        except IRError as e:
+            if e.out_of_range:
+                raise CompileError([Diagnostic(str(e), e.loc(e.tile), e.hint())], ctx.source) from None
+            where = f"after pass '{after}'" if after else "before the first pass"
+            raise CompileError([Diagnostic(f"internal error: IR invalid {where}: {e}")], ctx.source) from e
