@@ -3,9 +3,11 @@ runs it, and host helpers that build a random problem for a compiled tile, run i
 numpy reference.
 
 - `parse`: `parse_module` / `parse_kernel` (no numpy).
-- `warp`: the warp machine (threads, warps, CTAs, clusters; registers, predicates, shared and global
-  memory; ALU, ld/st, cp.async, ldmatrix, mma.sp, mbarrier, TMA, wgmma.mma_async.sp), seeded scheduling.
-- `tcgen05`: the tcgen05 kernels' machine (Tensor Memory, tcgen05.*, the MMA through compiler.sim).
+- `warp`: the one machine (threads, warps, CTAs, clusters, divergent branches; registers, predicates,
+  shared and global memory; ALU, ld/st, cp.async, ldmatrix, mma.sp, mbarrier, TMA, wgmma.mma_async.sp),
+  seeded scheduling.
+- `tcgen05`: the warp machine plus Tensor Memory and the tcgen05 family (alloc, st/ld, mma through
+  compiler.sim, commit, .ashift).
 - `sparse_host`, `tcgen05`: problems in each kernel's ABI and the reference D.
 - `emulate(result, tile, shape=...)`: any engine, one call (`tilec run --emulate` calls it).
 

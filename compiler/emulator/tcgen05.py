@@ -14,22 +14,24 @@ Checks the hardware would make or that PTX demands: a warp touches only its TMEM
 follow a `::fill` with the same operand (9.7.16.10.9.1), every tcgen05 op of a kernel uses one
 cta_group, scale factors are repeated in all four lane partitions (9.7.16.10.7).
 
-Execution: every thread of a cluster (1 or 2 CTAs) runs until it blocks (bar.sync, barrier.cluster,
-an unfinished mbarrier phase) or returns; blocked threads resume when the barrier completes. An MMA is
-performed when it is issued and `tcgen05.commit` arrives at once (the mbarrier still orders the
-threads). `.ashift` shifts A's rows in TMEM after the product (`Machine._ashift`). Not modelled: data-path
-layouts the reference model lacks for A in TMEM / metadata (it raises SpecError).
+Execution: the warp machine of compiler/emulator/warp.py (warps of a cluster interleaved, divergent
+branches, bar.sync, barrier.cluster, mbarrier phases) with Tensor Memory per CTA and the tcgen05 family
+added here. An MMA is performed when it is issued and `tcgen05.commit` arrives at once (the mbarrier
+still orders the threads). `.ashift` shifts A's rows in TMEM after the product (`Machine._ashift`). Not
+modelled: data-path layouts the reference model lacks for A in TMEM / metadata (it raises SpecError).
 
 numpy is imported here: this module is for tests and host tools, never on the compile path.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from .parse import EmulationError, Instr, Kernel, parse_kernel
+from .memory import FlatMemory
+from .parse import EmulationError, Kernel, parse_kernel, vector
+from .warp import Cta, Warp, WarpMachine
 
 THREADS = 128
 TMEM_LANES, TMEM_COLS = 128, 512
@@ -38,75 +40,19 @@ TMEM_LANES, TMEM_COLS = 128, 512
 # --------------------------------------------------------------------------------------------------
 # Memory
 
-class GlobalMemory:
-    """Named buffers at distinct 2^32-aligned bases (addresses are plain integers)."""
-
-    def __init__(self):
-        self.buffers: dict[str, tuple[int, np.ndarray]] = {}
-
-    def add(self, name: str, data: np.ndarray) -> int:
-        base = (len(self.buffers) + 1) << 32
-        self.buffers[name] = (base, np.ascontiguousarray(data).view(np.uint8).reshape(-1).copy())
-        return base
-
-    def _find(self, addr: int, size: int) -> tuple[np.ndarray, int]:
-        for name, (base, buf) in self.buffers.items():
-            if base <= addr and addr + size <= base + len(buf):
-                return buf, addr - base
-        raise EmulationError(f"global access of {size} B at {addr:#x} outside every buffer")
-
-    def read(self, addr: int, size: int) -> int:
-        buf, off = self._find(addr, size)
-        return int.from_bytes(buf[off:off + size].tobytes(), "little")
-
-    def write(self, addr: int, size: int, value: int) -> None:
-        buf, off = self._find(addr, size)
-        buf[off:off + size] = np.frombuffer(int(value).to_bytes(size, "little"), dtype=np.uint8)
-
-    def array(self, name: str) -> np.ndarray:
-        return self.buffers[name][1]
+@dataclass(frozen=True)
+class _Issued:
+    """The opcode and operands of an instruction one thread issues (what the MMA reads)."""
+    op: str
+    args: tuple
 
 
-@dataclass
-class Cta:
-    rank: int
-    ctaid: tuple[int, int]
-    smem: np.ndarray
-    symbols: dict[str, int]
-    tmem: np.ndarray = field(default_factory=lambda: np.zeros((TMEM_LANES, TMEM_COLS), dtype=np.uint64))
-    allocated: int = 0
-    mbar: dict[int, list[int]] = field(default_factory=dict)     # addr -> [expected, arrived, phase]
-    bar_waiting: int = 0
-    bar_generation: int = 0
+class _Lane:
+    """One thread of a warp, for the instructions one thread issues (tcgen05.mma, tcgen05.commit)."""
+    __slots__ = ("w", "lane", "cta")
 
-    def sread(self, addr: int, size: int) -> int:
-        return int.from_bytes(self.smem[addr:addr + size].tobytes(), "little")
-
-    def swrite(self, addr: int, size: int, value: int) -> None:
-        self.smem[addr:addr + size] = np.frombuffer(int(value).to_bytes(size, "little"), dtype=np.uint8)
-
-
-@dataclass
-class Thread:
-    cta: Cta
-    tid: int
-    regs: dict[str, int] = field(default_factory=dict)
-    pc: int = 0
-    done: bool = False
-    blocked: tuple | None = None
-
-
-_WIDTH = {"u8": 8, "b8": 8, "b16": 16, "u16": 16, "u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64}
-
-
-_IMMEDIATE = re.compile(r"-?(0x[0-9a-fA-F]+|\d+)")
-_IMMEDIATES: dict[str, int | None] = {}
-
-
-def _immediate(a: str) -> int | None:
-    if a not in _IMMEDIATES:
-        _IMMEDIATES[a] = int(a, 0) if _IMMEDIATE.fullmatch(a) else None
-    return _IMMEDIATES[a]
+    def __init__(self, w: Warp, lane: int):
+        self.w, self.lane, self.cta = w, lane, w.cta
 
 
 def _qualifier(op: str, name: str) -> str:
@@ -116,355 +62,135 @@ def _qualifier(op: str, name: str) -> str:
     return m.group(1)
 
 
-def _mask(v: int, bits: int) -> int:
-    return v & ((1 << bits) - 1)
+class Machine(WarpMachine):
+    """The warp machine (compiler/emulator/warp.py) with Tensor Memory and the tcgen05 family. `args` maps
+    the kernel's parameter names (without the `<kernel>_param_` prefix) to arrays (u64 parameters: global
+    buffers; D and S writable) or integers."""
 
-
-# --------------------------------------------------------------------------------------------------
-# The machine
-
-class Machine:
     def __init__(self, kernel: Kernel, args: dict[str, np.ndarray | int], grid: tuple[int, int],
-                 sim_options: dict | None = None, shared_base: int = 0, record_ashift: bool = False):
-        self.k = kernel
+                 sim_options: dict | None = None, shared_base: int = 0, record_ashift: bool = False,
+                 order: str = "forward", seed: int = 0):
+        mem = FlatMemory()
+        params: dict[str, int] = {}
+        for full, ptype in kernel.params:
+            name = kernel.param_short(full)
+            value = args[name]
+            if ptype == "u64":
+                params[full] = mem.add(name, np.asarray(value), writable=name in ("D", "S"))
+            else:
+                params[full] = int(value)
+        threads = kernel.reqntid[0] if kernel.reqntid else THREADS
         # shared address of the first .shared symbol: 0 by default; a nonzero base (e.g. 1024, past the
         # reserved shared memory of sm_90+ parts) checks that addresses baked into descriptors are relocated
-        self.shared_base = shared_base
-        self.gmem = GlobalMemory()
-        self.param_values: dict[str, int] = {}
-        for full, ptype in kernel.params:
-            pname = kernel.param_short(full)
-            value = args[pname]
-            if ptype == "u64":
-                self.param_values[pname] = self.gmem.add(pname, np.asarray(value))
-            else:
-                self.param_values[pname] = int(value)
-        self.global_syms = {n: self.gmem.add(n, np.asarray(v, dtype=np.uint32)) for n, v in kernel.globals_.items()}
-        self.grid = grid
+        super().__init__(kernel, mem, params, grid, threads, order=order, rng=seed, shared_base=shared_base,
+                         garbage_smem=False)
+        self.gmem = mem
         self.sim_options = sim_options or {}
         self.cta_groups: set[int] = set()
         self.collector: dict[str, tuple | None] = {}
         self.mma_count = 0
-        # with record_ashift: every .ashift's TMEM A columns before and after it, per CTA (for tests)
-        self.tmem_log: list[dict] | None = [] if record_ashift else None
         # (ctaid, shared memory) of every CTA the MMAs of a stage read, at the stage's commit
         self.smem_snapshots: list[tuple[tuple[int, int], np.ndarray]] = []
+        # with record_ashift: every .ashift's TMEM A columns before and after it, per CTA (for tests)
+        self.tmem_log: list[dict] | None = [] if record_ashift else None
 
-    def run(self) -> None:
-        gx, gy = self.grid
-        size = self.k.cluster_size
-        if gx % size:
-            raise EmulationError("grid x must be a multiple of the cluster size")
-        for y in range(gy):
-            for x0 in range(0, gx, size):
-                self.run_cluster([(x0 + r, y) for r in range(size)])
+    # ---- CTAs with Tensor Memory ------------------------------------------------------------------
+    def new_cta(self, rank, ctaid, smem, lo, symbols) -> Cta:
+        cta = super().new_cta(rank, ctaid, smem, lo, symbols)
+        cta.tmem = np.zeros((TMEM_LANES, TMEM_COLS), dtype=np.uint64)
+        cta.allocated = 0
+        return cta
 
-    # ---- one cluster ---------------------------------------------------------------------------
-    def run_cluster(self, ids) -> None:
-        ctas = []
-        for rank, cid in enumerate(ids):
-            symbols, at = {}, self.shared_base
-            for decl in self.k.shared:
-                at = -(-at // decl.align) * decl.align
-                symbols[decl.name] = at
-                at += decl.size
-            ctas.append(Cta(rank, cid, np.zeros(at + 16, dtype=np.uint8), symbols))
-        self.ctas = ctas
-        threads = [Thread(c, t) for c in ctas for t in range(THREADS)]
-        self.threads = threads
-        self.cluster_arrived = 0
-        self.cluster_generation = 0
-        steps = 0
-        while True:
-            progressed = False
-            for th in threads:
-                if th.done or (th.blocked and not self._unblocked(th)):
-                    continue
-                th.blocked = None
-                steps += self._run_thread(th)
-                progressed = True
-            if all(t.done for t in threads):
-                break
-            if not progressed:
-                where = {t.blocked for t in threads if not t.done}
-                raise EmulationError(f"deadlock: threads blocked on {where}")
+    def cluster_done(self, ctas) -> None:
         for c in ctas:
             if c.allocated:
                 raise EmulationError(f"CTA {c.ctaid} exited with {c.allocated} TMEM columns allocated")
 
-    def _unblocked(self, th: Thread) -> bool:
-        blocked = th.blocked
-        assert blocked is not None
-        if blocked[0] == "bar":
-            return th.cta.bar_generation != blocked[1]
-        if blocked[0] == "cluster":
-            return self.cluster_generation != blocked[1]
-        if blocked[0] == "mbar":
-            return self._mbar_done(th.cta, blocked[1], blocked[2])
-        raise AssertionError(blocked)
+    # ---- one thread's operands ---------------------------------------------------------------------
+    def _lval(self, th: _Lane, a: str) -> int:
+        return int(self.val(th.w, a)[th.lane])
 
-    def _run_thread(self, th: Thread) -> int:
-        n = 0
-        code = self.k.code
-        while not th.done and th.blocked is None:
-            ins = code[th.pc]
-            th.pc += 1
-            n += 1
-            if ins.pred is not None:
-                p = th.regs.get(ins.pred, 0)
-                if bool(p) == ins.negate:
-                    continue
-            self.execute(th, ins)
-            if n > 5_000_000:
-                raise EmulationError("runaway thread")
-        return n
-
-    # ---- operands ------------------------------------------------------------------------------
-    def val(self, th: Thread, a: str) -> int:
-        regs = th.regs
-        if a in regs:
-            return regs[a]
-        if a[0] == "%":
-            if a == "%tid.x":
-                return th.tid
-            special = {"%ctaid.x": th.cta.ctaid[0], "%ctaid.y": th.cta.ctaid[1], "%nctaid.x": self.grid[0],
-                       "%cluster_ctarank": th.cta.rank}
-            if a in special:
-                return special[a]
-            raise EmulationError(f"read of unset register {a}")
-        imm = _immediate(a)
-        if imm is not None:
-            return imm
-        if a in th.cta.symbols:
-            return th.cta.symbols[a]
-        if a in self.global_syms:
-            return self.global_syms[a]
-        raise EmulationError(f"unknown operand {a}")
-
-    def addr(self, th: Thread, a: str) -> int:
-        inner = a.strip()[1:-1]
-        base, plus, off = inner.partition("+")
-        base = base.strip()
-        if base.startswith(f"{self.k.name}_param_"):
-            return self.param_values[base.removeprefix(f"{self.k.name}_param_")]
-        return self.val(th, base) + (int(off, 0) if plus else 0)
-
-    def vec(self, a: str) -> list[str]:
-        return [x.strip() for x in a.strip()[1:-1].split(",")]
-
-    # ---- execution -----------------------------------------------------------------------------
-    def execute(self, th: Thread, ins: Instr) -> None:
-        op, a = ins.op, ins.args
-        parts = op.split(".")
-        head = parts[0]
-        r = th.regs
-        if head in ("mov", "cvta", "cvt"):
-            bits = _WIDTH.get(parts[-1], 32) if head != "cvt" else _WIDTH[parts[1]]
-            r[a[0]] = _mask(self.val(th, a[1]), bits)
-        elif head in ("add", "sub", "and", "or", "xor", "shl", "shr", "min", "div", "rem"):
-            bits = _WIDTH[parts[-1]]
-            x, y = self.val(th, a[1]), self.val(th, a[2])
-            if head == "add":
-                v = x + y
-            elif head == "sub":
-                v = x - y
-            elif head == "and":
-                v = x & y
-            elif head == "or":
-                v = x | y
-            elif head == "xor":
-                v = x ^ y
-            elif head == "shl":
-                v = x << y if y < bits else 0
-            elif head == "shr":
-                v = x >> y if y < bits else 0
-            elif head == "min":
-                v = min(x, y)
-            elif head == "div":
-                v = x // y
-            else:
-                v = x % y
-            r[a[0]] = _mask(v, bits)
-        elif head == "mul":
-            x, y = self.val(th, a[1]), self.val(th, a[2])
-            r[a[0]] = _mask(x * y, 64 if parts[1] == "wide" else 32)
-        elif head == "mad":
-            r[a[0]] = _mask(self.val(th, a[1]) * self.val(th, a[2]) + self.val(th, a[3]), 32)
-        elif head == "bfe":
-            x, pos, ln = (self.val(th, v) for v in a[1:4])
-            r[a[0]] = (x >> pos) & ((1 << ln) - 1)
-        elif head == "bfi":
-            x, y, pos, ln = (self.val(th, v) for v in a[1:5])
-            m = ((1 << ln) - 1) << pos
-            r[a[0]] = (y & ~m & 0xFFFFFFFF) | ((x << pos) & m)
-        elif head == "setp":
-            x, y = self.val(th, a[1]), self.val(th, a[2])
-            cmp = {"eq": x == y, "ne": x != y, "lt": x < y, "ge": x >= y, "gt": x > y, "le": x <= y}[parts[1]]
-            if parts[2] == "and":
-                cmp = cmp and bool(r.get(a[3], 0))
-            r[a[0]] = int(cmp)
-        elif head == "bra":
-            th.pc = self.k.labels[a[0]]
-        elif head == "ld":
-            self._load(th, parts, a)
-        elif head == "st":
-            self._store(th, parts, a)
-        elif head == "bar":
-            self._bar(th)
-        elif head == "barrier":
-            self._cluster_barrier(th, parts)
-        elif head == "fence":
-            pass
-        elif head == "mbarrier":
-            self._mbarrier(th, parts, a)
-        elif head == "tcgen05":
-            self._tcgen05(th, parts, a, ins)
-        elif head == "ret":
-            th.done = True
-        else:
-            raise EmulationError(f"unsupported instruction: {ins.text}")
-
-    def _load(self, th, parts, a):
-        space = parts[1]
-        if space == "param":
-            th.regs[a[0]] = self.addr(th, a[1])
-            return
-        vec = parts[2] if parts[2].startswith("v") else None
-        typ = parts[-1]
-        size = _WIDTH[typ] // 8
-        dests = self.vec(a[0]) if vec else [a[0]]
-        base = self.addr(th, a[1])
-        for i, d in enumerate(dests):
-            at = base + i * size
-            v = self.gmem.read(at, size) if space == "global" else th.cta.sread(at, size)
-            th.regs[d] = v
-
-    def _store(self, th, parts, a):
-        space = parts[1]
-        vec = parts[2] if parts[2].startswith("v") else None
-        size = _WIDTH[parts[-1]] // 8
-        srcs = self.vec(a[1]) if vec else [a[1]]
-        base = self.addr(th, a[0])
-        for i, s in enumerate(srcs):
-            v = _mask(self.val(th, s), 8 * size)
-            if space == "global":
-                self.gmem.write(base + i * size, size, v)
-            else:
-                th.cta.swrite(base + i * size, size, v)
-
-    def _bar(self, th):
-        c = th.cta
-        c.bar_waiting += 1
-        gen = c.bar_generation
-        if c.bar_waiting == sum(1 for t in self.threads if t.cta is c and not t.done):
-            c.bar_waiting = 0
-            c.bar_generation += 1
-        else:
-            th.blocked = ("bar", gen)
-
-    def _cluster_barrier(self, th, parts):
-        if parts[2] == "arrive":
-            self.cluster_arrived += 1
-            th.regs["__cluster_gen"] = self.cluster_generation
-            if self.cluster_arrived == sum(1 for t in self.threads if not t.done):
-                self.cluster_arrived = 0
-                self.cluster_generation += 1
-        else:                               # wait: for the generation this thread arrived in
-            gen = th.regs.pop("__cluster_gen")
-            if self.cluster_generation == gen:
-                th.blocked = ("cluster", gen)
-
-    def _mbarrier(self, th, parts, a):
-        if parts[1] == "init":
-            th.cta.mbar[self.addr(th, a[0])] = [self.val(th, a[1]), 0, 0]
-        elif parts[1] == "try_wait":
-            addr, parity = self.addr(th, a[1]), self.val(th, a[2])
-            done = self._mbar_done(th.cta, addr, parity)
-            th.regs[a[0]] = int(done)
-            if not done:
-                th.blocked = ("mbar", addr, parity)
-                th.pc -= 1                  # retry the try_wait when the phase completes
-        else:
-            raise EmulationError(f"unsupported mbarrier op {'.'.join(parts)}")
-
-    @staticmethod
-    def _mbar_done(cta: Cta, addr: int, parity: int) -> bool:
-        _, _, phase = cta.mbar[addr]
-        # phase k completes when `phase` becomes k + 1; try_wait.parity p succeeds once the current phase's
-        # parity differs from p (9.7.13.15.16)
-        return (phase & 1) != parity
-
-    def _arrive(self, cta: Cta, addr: int) -> None:
-        state = cta.mbar.get(addr)
-        if state is None:
-            raise EmulationError(f"arrive on an uninitialized mbarrier at {addr:#x}")
-        state[1] += 1
-        if state[1] == state[0]:
-            state[1] = 0
-            state[2] += 1
+    def _laddr(self, th: _Lane, a: str) -> int:
+        return int(self.addr(th.w, a)[th.lane])
 
     # ---- tcgen05 -------------------------------------------------------------------------------
-    def _tcgen05(self, th, parts, a, ins):
-        what = parts[1]
-        if what.startswith("fence") or what.startswith("wait") or what == "relinquish_alloc_permit":
-            if "cta_group::" in ins.op:
-                self._cta_group(ins.op)
+    def execute(self, w: Warp, op: str, ops, act) -> None:
+        if not op.startswith("tcgen05."):
+            super().execute(w, op, ops, act)
             return
-        if what == "alloc":
-            self._cta_group(ins.op)
-            ncols = self.val(th, a[1])
-            th.cta.allocated = ncols
-            th.cta.swrite(self.addr(th, a[0]), 4, 0)       # TMEM address: lane 0, column 0
+        what = op.split(".")[1]
+        cta = w.cta
+        if what.startswith("fence") or what.startswith("wait") or what == "relinquish_alloc_permit":
+            if "cta_group::" in op:
+                self._cta_group(op)
+        elif what == "alloc":                      # .sync.aligned: the warp allocates once
+            self._cta_group(op)
+            cta.allocated = int(self.val(w, ops[1])[act][0])
+            # the TMEM address (lane 0, column 0) goes to shared memory
+            self.swrite(cta, int(self.addr(w, ops[0])[act][0]), np.zeros(4, np.uint8))
         elif what == "dealloc":
-            self._cta_group(ins.op)
-            th.cta.allocated = 0
+            self._cta_group(op)
+            cta.allocated = 0
         elif what in ("st", "ld"):
-            self._tmem_move(th, parts, a, store=what == "st")
+            self._tmem_move(w, op, ops, act, store=what == "st")
         elif what == "mma":
-            self._cta_group(ins.op)
-            self._mma(th, ins)
+            self._cta_group(op)
+            for lane in np.flatnonzero(act):
+                self._mma(_Lane(w, int(lane)), _Issued(op, ops))
         elif what == "commit":
-            self._cta_group(ins.op)
-            for c in (self.ctas if "cta_group::2" in ins.op else [th.cta]):
-                self.smem_snapshots.append((c.ctaid, c.smem.copy()))
-            addr = self.addr(th, a[0])
-            if "multicast" in ins.op:
-                mask = self.val(th, a[1])
-                for c in self.ctas:
-                    if mask >> c.rank & 1:
-                        self._arrive(c, addr)
-            else:
-                self._arrive(th.cta, addr)
+            self._cta_group(op)
+            for lane in np.flatnonzero(act):
+                th = _Lane(w, int(lane))
+                for c in (self.ctas if "cta_group::2" in op else [cta]):
+                    self.smem_snapshots.append((c.ctaid, c.smem.copy()))
+                addr = self._laddr(th, ops[0])
+                if "multicast" in op:
+                    mask = self._lval(th, ops[1])
+                    for c in self.ctas:
+                        if mask >> c.rank & 1:
+                            self.bar_arrive(c, addr)
+                else:
+                    self.bar_arrive(cta, addr)
         else:
-            raise EmulationError(f"unsupported tcgen05 instruction: {ins.text}")
+            raise EmulationError(f"unsupported tcgen05 instruction {op}")
 
+    def _tmem_move(self, w: Warp, op: str, ops, act, store: bool) -> None:
+        """tcgen05.st / .ld .32x32b (9.7.16.8.3-4): lane t of the warp moves its registers to / from TMEM
+        lane (lane field of the address) + t; a warp reaches only its own lane quarter."""
+        parts = op.split(".")
+        shape = next(p for p in parts if re.fullmatch(r"\d+x\d+b\w*", p))
+        if shape != "32x32b":
+            raise EmulationError(f"tcgen05 shape {shape} not modelled")
+        addrs = self.addr(w, ops[0] if store else ops[1])[act]
+        if not (addrs == addrs[0]).all():
+            raise EmulationError("tcgen05.st/ld address not uniform across the warp")
+        addr = int(addrs[0])
+        regs = vector(ops[1] if store else ops[0])
+        lane0, col0 = addr >> 16, addr & 0xFFFF
+        warp = int(w.tid[0]) // 32
+        if lane0 != 32 * (warp % 4):
+            raise EmulationError(f"warp {warp} addresses TMEM lanes from {lane0} (9.7.16.8.3: only "
+                                 f"{32 * (warp % 4)}..{32 * (warp % 4) + 31})")
+        if col0 + len(regs) > w.cta.allocated:
+            raise EmulationError(f"TMEM columns {col0}..{col0 + len(regs) - 1} outside the "
+                                 f"{w.cta.allocated} allocated")
+        lanes = lane0 + np.flatnonzero(act)
+        tmem = w.cta.tmem
+        for j, reg in enumerate(regs):
+            if store:
+                tmem[lanes, col0 + j] = self.val(w, reg)[act] & np.uint64(0xFFFFFFFF)
+            else:
+                full = np.zeros(32, np.uint64)
+                full[act] = tmem[lanes, col0 + j]
+                self.setr(w, reg, full, act)
+
+    # ---- tcgen05 -------------------------------------------------------------------------------
     def _cta_group(self, op: str) -> None:
         m = re.search(r"cta_group::(\d)", op)
         if m:
             self.cta_groups.add(int(m.group(1)))
             if len(self.cta_groups) > 1:
                 raise EmulationError("tcgen05 instructions with different cta_group in one kernel")
-
-    def _tmem_move(self, th, parts, a, store: bool):
-        shape = next(p for p in parts if re.fullmatch(r"\d+x\d+b\w*", p))
-        if shape != "32x32b":
-            raise EmulationError(f"tcgen05 shape {shape} not modelled")
-        addr = self.addr(th, a[0] if store else a[1])
-        regs = self.vec(a[1] if store else a[0])
-        lane0, col0 = addr >> 16, addr & 0xFFFF
-        warp = th.tid // 32
-        if lane0 != 32 * (warp % 4):
-            raise EmulationError(f"warp {warp} addresses TMEM lanes from {lane0} (9.7.16.8.3: only "
-                                 f"{32 * (warp % 4)}..{32 * (warp % 4) + 31})")
-        lane = lane0 + th.tid % 32
-        if col0 + len(regs) > th.cta.allocated:
-            raise EmulationError(f"TMEM columns {col0}..{col0 + len(regs) - 1} outside the "
-                                 f"{th.cta.allocated} allocated")
-        for j, reg in enumerate(regs):
-            if store:
-                th.cta.tmem[lane, col0 + j] = self.val(th, reg) & 0xFFFFFFFF
-            else:
-                th.regs[reg] = int(th.cta.tmem[lane, col0 + j])
 
     # ---- the MMA -------------------------------------------------------------------------------
     def _mma(self, th, ins) -> None:
@@ -478,28 +204,28 @@ class Machine:
         ashift = "ashift" in q
         vec_q = re.search(r"block_scale(?:\.(block16|block32|scale_vec::\dX))?", op)
         args = list(ins.args)
-        d_addr = self.addr(th, args.pop(0))
+        d_addr = self._laddr(th, args.pop(0))
         a_arg = args.pop(0)
-        b_desc = self.val(th, args.pop(0))
-        meta_addr = self.addr(th, args.pop(0)) if sparse else None
-        idesc = self.val(th, args.pop(0))
+        b_desc = self._lval(th, args.pop(0))
+        meta_addr = self._laddr(th, args.pop(0)) if sparse else None
+        idesc = self._lval(th, args.pop(0))
         f = decode_instr_desc(idesc, kind)
         sfa_addr = sfb_addr = None
         if vec_q:
-            sfa_addr, sfb_addr = self.addr(th, args.pop(0)), self.addr(th, args.pop(0))
+            sfa_addr, sfb_addr = self._laddr(th, args.pop(0)), self._laddr(th, args.pop(0))
         disable = None
         if args and args[0].startswith("{"):
-            disable = [self.val(th, x) for x in self.vec(args.pop(0))]
-        enable = bool(th.regs[args.pop(0)])
+            disable = [self._lval(th, x) for x in vector(args.pop(0))]
+        enable = bool(self._lval(th, args.pop(0)))
         scale_input_d = int(args.pop(0), 0) if args and not args[0].startswith("%") else 0
-        zcm = self.val(th, args.pop(0)) if args else None
+        zcm = self._lval(th, args.pop(0)) if args else None
         ctas = self.ctas if cta_group == 2 else [th.cta]
         # collector bookkeeping (9.7.16.10.9.1 .collector_usage)
         coll = re.search(r"collector::(\w+)::(\w+)", op)
         if coll:
             buffer, use = coll.groups()
             if buffer == "a":       # the A operand: its descriptor, or its TMEM address
-                key = ("tmem", self.addr(th, a_arg)) if a_arg.startswith("[") else ("desc", self.val(th, a_arg))
+                key = ("tmem", self._laddr(th, a_arg)) if a_arg.startswith("[") else ("desc", self._lval(th, a_arg))
             else:                   # .ws buffers hold B
                 key = ("desc", b_desc)
             if use == "fill":
@@ -525,7 +251,7 @@ class Machine:
         for i, c in enumerate(ctas):
             dl.write(c.tmem, d_col, result[i * rows:(i + 1) * rows], f.d_type)
         if ashift:
-            self._ashift(ctas, f, kind, dl, self.addr(th, a_arg) & 0xFFFF, ins)
+            self._ashift(ctas, f, kind, dl, self._laddr(th, a_arg) & 0xFFFF, ins)
         self.mma_count += 1
 
     def _ashift(self, ctas, f, kind, dl, a_col: int, ins) -> None:
@@ -574,7 +300,7 @@ class Machine:
         a_parts, b_parts = [], []
         for c in ctas:
             if a_arg.startswith("["):
-                col = self.addr(th, a_arg) & 0xFFFF
+                col = self._laddr(th, a_arg) & 0xFFFF
                 image = dl.logical_image(c.tmem[:, col:], "A")
                 container, per_word, lsb = tmem_element_slots(f.a_type, kind)
                 kk = np.arange(k_a)
@@ -582,7 +308,7 @@ class Machine:
                 a_codes = (words >> ((kk % per_word) * container + lsb).astype(np.uint64)) & \
                     np.uint64((1 << TYPES[f.a_type].bits) - 1)
             else:
-                a_codes = read_operand_bits(c.smem, self.val(th, a_arg), f.a_type, f.a_major, rows, k_a, kind=kind)
+                a_codes = read_operand_bits(c.smem, self._lval(th, a_arg), f.a_type, f.a_major, rows, k_a, kind=kind)
             a_vals = decode(a_codes, f.a_type)
             if f.sparse:
                 col = meta_addr & 0xFFFF

@@ -47,18 +47,25 @@ CLUSTER_BIT = 24          # shared::cluster addresses: (rank + 1) << 24 | CTA-lo
 _INT = re.compile(r"-?(0x[0-9a-fA-F]+|\d+)")
 
 
+def _bits(type_name: str) -> int:
+    """Width of a PTX type name (u16 -> 16, b64 -> 64, pred -> 1)."""
+    digits = re.sub(r"\D", "", type_name)
+    return int(digits) if digits else 1
+
+
 class Deadlock(EmulationError):
     """Every unfinished warp waits and nothing asynchronous is left to complete."""
 
 
 class Warp:
-    __slots__ = ("cta", "index", "tid", "pc", "alive", "r", "cp_open", "cp_groups", "open", "groups",
+    __slots__ = ("cta", "index", "tid", "pc", "lane_pc", "alive", "r", "cp_open", "cp_groups", "open", "groups",
                  "fenced", "bar", "done", "branches", "cluster_gen")
 
     def __init__(self, cta, index: int):
         self.cta, self.index = cta, index
         self.tid = np.arange(32) + 32 * index
         self.pc = 0
+        self.lane_pc: np.ndarray | None = None      # per-lane pcs while the warp is diverged
         self.alive = np.ones(32, bool)
         self.r: dict[str, np.ndarray] = {}
         self.cp_open: list = []
@@ -149,7 +156,7 @@ class WarpMachine:
         for rank, cid in enumerate(ids):
             smem = (self.rng.integers(0, 256, hi, dtype=np.uint8) if self.garbage_smem
                     else np.zeros(hi, np.uint8))
-            ctas.append(Cta(rank, cid, smem, lo, dict(symbols)))
+            ctas.append(self.new_cta(rank, cid, smem, lo, dict(symbols)))
         self.ctas = ctas
         self.pending = []
         self.cluster_arrived, self.cluster_generation = 0, 0
@@ -184,6 +191,7 @@ class WarpMachine:
                 self.land_copy(self.pending.pop(int(self.rng.integers(len(self.pending)))))
         if self.pending:
             raise EmulationError("copies still in flight at exit")
+        self.cluster_done(ctas)
         for w in warps:
             if w.groups or w.open:
                 raise EmulationError("wgmma in flight at exit")
@@ -191,6 +199,13 @@ class WarpMachine:
                 pending = sum(len(g) for g in w.cp_groups) + len(w.cp_open)
                 if pending:
                     raise EmulationError("cp.async copies in flight at exit")
+
+    def new_cta(self, rank: int, ctaid: tuple[int, int], smem: np.ndarray, lo: int, symbols: dict[str, int]) -> Cta:
+        """A CTA of the cluster being started (a family with per-CTA state, e.g. Tensor Memory, adds it)."""
+        return Cta(rank, ctaid, smem, lo, symbols)
+
+    def cluster_done(self, ctas: list[Cta]) -> None:
+        """Checks when every warp of a cluster has returned."""
 
     def _release_barriers(self, warps) -> bool:
         """Release a group once `count` threads wait on the same (CTA, id) / the cluster barrier."""
@@ -459,32 +474,51 @@ class WarpMachine:
 
     # -- one warp until it blocks -----------------------------------------------------------------------
     def step_warp(self, w: Warp):
-        """Run until ret / a barrier / a failed try_wait / a release; returns (state, progressed)."""
+        """Run until ret / a barrier / a failed try_wait / a release; returns (state, progressed).
+
+        Divergence: while every live lane is at the same instruction the warp runs as one (`w.pc`); a
+        branch that only some lanes take gives each lane its own pc (`w.lane_pc`), and the lanes at the
+        lowest pc run first, so they catch up with the others and the warp reconverges where the paths
+        meet. `bra.uni` must be uniform (PTX ISA 9.7.12.1); barriers need the whole warp converged."""
         code, labels = self.k.code, self.k.labels
         progressed = False
         while True:
-            ins = code[w.pc]
-            w.pc += 1
+            if w.lane_pc is None:
+                pc = w.pc
+                here = w.alive
+            else:
+                pc = int(w.lane_pc[w.alive].min())
+                here = w.alive & (w.lane_pc == pc)
+            ins = code[pc]
+            self._advance(w, here, pc + 1)
             op, ops = ins.op, ins.args
-            act = w.alive.copy()
+            act = here.copy()
             if ins.pred is not None:
                 act &= w.r[ins.pred].astype(bool) ^ ins.negate
             if op == "bra.uni" or op == "bra":
-                if act.any() and not act[w.alive].all():
-                    raise EmulationError(f"line {ins.line}: non-uniform branch: {ins.text}")
+                taken = act.any()
+                if taken and not act[here].all():
+                    if op == "bra.uni":
+                        raise EmulationError(f"line {ins.line}: non-uniform branch: {ins.text}")
+                    if w.lane_pc is None:
+                        w.lane_pc = np.full(32, w.pc, np.int64)
+                    w.lane_pc[act] = labels[ops[0]]
+                elif taken:
+                    self._advance(w, here, labels[ops[0]])
                 w.branches += 1
-                if act.any():
-                    w.pc = labels[ops[0]]
+                self._reconverge(w)
                 continue
             if not act.any():
+                self._reconverge(w)
                 continue
             if op == "ret":
                 w.alive &= ~act
                 if not w.alive.any():
                     return "ret", True
+                self._reconverge(w)
                 continue
             if op == "bar.sync" or op.startswith("barrier.cluster.arrive"):
-                if not (act.all() and w.alive.all()):
+                if not (act.all() and w.alive.all() and w.lane_pc is None):
                     raise EmulationError(f"line {ins.line}: {op} by part of a warp")
                 if op == "bar.sync":
                     w.bar = (w.cta.rank, int(self.val(w, ops[0])[0]), int(ops[1]) if len(ops) > 1 else None)
@@ -512,6 +546,21 @@ class WarpMachine:
             if op.startswith("mbarrier.arrive.shared"):
                 return "yield", True             # a release: whoever waits on it may run before this warp goes on
 
+    @staticmethod
+    def _advance(w: Warp, lanes: np.ndarray, pc: int) -> None:
+        if w.lane_pc is None:
+            w.pc = pc
+        else:
+            w.lane_pc[lanes] = pc
+
+    @staticmethod
+    def _reconverge(w: Warp) -> None:
+        if w.lane_pc is not None:
+            live = w.lane_pc[w.alive]
+            if (live == live[0]).all():
+                w.pc = int(live[0])
+                w.lane_pc = None
+
     def execute(self, w: Warp, op: str, ops, act) -> None:
         v = lambda x: self.val(w, x)                      # noqa: E731
         parts = op.split(".")
@@ -522,8 +571,18 @@ class WarpMachine:
             if name not in self.params:
                 raise EmulationError(f"no value for parameter {name}")
             self.setr(w, ops[0], np.full(32, self.params[name], np.uint64), act)
-        elif base in ("mov", "cvta"):
-            self.setr(w, ops[0], v(ops[1]), act)
+        elif base in ("mov", "cvta") or (base == "cvt" and parts[1][0] in "usb"):
+            # integer moves and conversions keep the destination's width (cvt: the first type)
+            bits = _bits(parts[1] if base == "cvt" else parts[-1])
+            value = v(ops[1])
+            self.setr(w, ops[0], value & np.uint64((1 << bits) - 1) if bits < 64 else value, act)
+        elif base == "bfe":                                # unsigned bit-field extract (9.7.1.x bfe)
+            x, pos, ln = (v(o) for o in ops[1:4])
+            self.setr(w, ops[0], (x >> pos) & ((np.uint64(1) << ln) - np.uint64(1)), act)
+        elif base == "bfi":
+            x, y, pos, ln = (v(o) for o in ops[1:5])
+            field = ((np.uint64(1) << ln) - np.uint64(1)) << pos
+            self.setr(w, ops[0], ((y & ~field) | ((x << pos) & field)) & M32, act)
         elif op == "and.pred":
             self.setr(w, ops[0], v(ops[1]).astype(bool) & v(ops[2]).astype(bool), act)
         elif op == "or.pred":
@@ -550,17 +609,17 @@ class WarpMachine:
         elif op in ("mul.wide.u32", "mad.wide.u32"):
             r = (v(ops[1]) & M32) * (v(ops[2]) & M32) + (v(ops[3]) if base == "mad" else np.uint64(0))
             self.setr(w, ops[0], r, act)
-        elif op in ("cvt.u64.u32", "cvt.u32.u64"):
-            self.setr(w, ops[0], v(ops[1]) & M32, act)
         elif base == "setp":
+            # setp.CmpOp{.BoolOp}.type d, a, b{, c} (9.7.3.x setp)
             a, b = v(ops[1]), v(ops[2])
-            if parts[2].startswith("s"):
-                width = int(parts[2][1:])
+            if parts[-1].startswith("s"):
+                width = int(parts[-1][1:])
                 a = (a.astype(np.int64) << (64 - width)) >> (64 - width)
                 b = (b.astype(np.int64) << (64 - width)) >> (64 - width)
             r = {"gt": a > b, "lt": a < b, "ge": a >= b, "le": a <= b, "ne": a != b, "eq": a == b}[parts[1]]
-            if len(parts) > 3 and parts[3] == "and":
-                r = r & v(ops[3]).astype(bool)
+            if len(parts) == 4:
+                c = v(ops[3]).astype(bool)
+                r = {"and": r & c, "or": r | c, "xor": r ^ c}[parts[2]]
             self.setr(w, ops[0], r, act)
         elif base == "selp":
             self.setr(w, ops[0], np.where(v(ops[3]).astype(bool), v(ops[1]), v(ops[2])), act)
