@@ -48,7 +48,8 @@ from ..diagnostics import SpecError
 from ..ir import Op
 from ..passes.derive import OpView, TileView
 from ..isa.targets import Version, format_version, parse_version
-from .builder import PtxBuilder, function_head, module_header
+from .builder import PtxBuilder, function_head, module_header, vector
+from .mma_sp_kernel import mma_sp_instruction
 from .tcgen05_issue import descriptor, descriptor_base, idesc_registers, issue_mmas, trailing_operands
 
 DEFAULT_PREFIX = "tilec_"
@@ -376,16 +377,13 @@ def _mma_sp_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     opcode = form.instruction(req.ptx_version)
     selector = spec.sparsity.selector
 
-    def vec(names: Sequence[str]) -> str:
-        return "{" + ", ".join(names) + "}"
-
     c = [regs[f"c{i}"] for i in range(form.c_regs)]
     for s in range(steps):
         a = [regs[f"a{s}_{j}"] for j in range(form.a_regs)]
         b = [regs[f"b{s}_{j}"] for j in range(form.b_regs)]
-        # 9.7.14.6.3: d, a, b, c, e, f; later K steps accumulate into D
-        e(f"{opcode} {vec(acc)}, {vec(a)}, {vec(b)}, {vec(c if s == 0 else acc)}, {regs[f'e{s}']}, {selector};")
-    e(f"st.param.v{form.d_regs}.{c_type} [{result.ptx_name}], {vec(acc)};")
+        # later K steps accumulate into D
+        e(mma_sp_instruction(opcode, acc, a, b, c if s == 0 else acc, regs[f"e{s}"], selector))
+    e(f"st.param.v{form.d_regs}.{c_type} [{result.ptx_name}], {vector(acc)};")
     e("ret;")
 
     constants: dict[str, Any] = {"k_steps": steps, "selector": selector}

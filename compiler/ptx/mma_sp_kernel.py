@@ -16,6 +16,7 @@ encodes 1.0), so they compute exactly D = A*B + C as well.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..bits import log2
@@ -24,7 +25,7 @@ from ..isa.mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
 from ..isa.mma_sp.metadata import unpack_metadata, validate_nibbles
 from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
-from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, require_kernel_name, target_lines
+from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, require_kernel_name, target_lines, vector
 
 # Scale-factor byte that encodes 1.0 (9.7.14.5.14 block scaling, scale types):
 #   ue8m0: value 2^(e - 127) -> e = 127 = 0x7F
@@ -87,6 +88,13 @@ class KernelPTX:
     @property
     def block(self) -> tuple[int, int, int]:
         return tuple(self.abi["block"])     # type: ignore[return-value]
+
+
+def mma_sp_instruction(opcode: str, d: Sequence[str], a: Sequence[str], b: Sequence[str], c: Sequence[str],
+                       meta: str, selector: int, scale_operands: str = "") -> str:
+    """One warp-level mma.sp: operands d, a, b, c, e (metadata), f (selector) in the order of PTX
+    9.7.14.6.3, then the block-scale operands (`scale_operands`, with its leading comma) if any."""
+    return f"{opcode} {vector(d)}, {vector(a)}, {vector(b)}, {vector(c)}, {meta}, {selector}{scale_operands};"
 
 
 def mma_sp_ptx_version(form: Form, target: str, ptx_version: Version | None, selector: int) -> Version:
@@ -319,13 +327,12 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     for line in meta_load:
         ins(line)
     opcode = form.instruction(ptx)
+    scales = ", %sa, {0, 0}, %sb, {0, 0}" if form.block_scale else ""
     for i in range(tm):
         for q in range(tn):
-            acc = "{" + ", ".join(f"%acc{(i * tn + q) * cr + r}" for r in range(cr)) + "}"
-            a = "{" + ", ".join(f"%a{i * ar + j}" for j in range(ar)) + "}"
-            b = "{" + ", ".join(f"%b{q * br + j}" for j in range(br)) + "}"
-            tail = ", %sa, {0, 0}, %sb, {0, 0}" if form.block_scale else ""
-            ins(f"{opcode} {acc}, {a}, {b}, {acc}, %e{i}, {cfg.selector}{tail};")
+            acc = [f"%acc{(i * tn + q) * cr + r}" for r in range(cr)]
+            ins(mma_sp_instruction(opcode, acc, [f"%a{i * ar + j}" for j in range(ar)],
+                                   [f"%b{q * br + j}" for j in range(br)], acc, f"%e{i}", cfg.selector, scales))
     a_step = (form.k // 2) * sbits // 8
     b_step = form.k * sbits // 8
     for i in range(2 * tm):

@@ -66,7 +66,7 @@ from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N, Form
 from ..isa.targets import TARGETS, Version, format_version
 from ..isa.types import TYPES
 from .builder import HAND_SCHEDULED, PtxBuilder, require_kernel_name, target_lines
-from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_ptx_version
+from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_instruction, mma_sp_ptx_version
 
 # Bytes of one k-step of one instruction tile for the forms this kernel takes (a_regs = b_regs = 4:
 # 4 words x 32 lanes = 512 B = 16 A rows x 32 B = 8 B columns x 64 B; digest §6.1/§6.2).
@@ -681,10 +681,10 @@ class _Writer(PtxBuilder):
         opcode = self.form.instruction(self.ptx)
         for i in range(tm):
             for q in (range(tn) if i % 2 == 0 else range(tn - 1, -1, -1)):   # serpentine: B stays hot
-                c = "{" + ", ".join(f"%acc{(i * tn + q) * 4 + r}" for r in range(4)) + "}"
-                a = "{" + ", ".join(f"%ra{(buf * tm + i) * 4 + j}" for j in range(4)) + "}"
-                b = "{" + ", ".join(f"%rb{(buf * tn + q) * 4 + j}" for j in range(4)) + "}"
-                self.ins(f"{opcode} {c}, {a}, {b}, {c}, %re{buf * tm + i}, {cfg.selector};")
+                c = [f"%acc{(i * tn + q) * 4 + r}" for r in range(4)]
+                self.ins(mma_sp_instruction(opcode, c, [f"%ra{(buf * tm + i) * 4 + j}" for j in range(4)],
+                                            [f"%rb{(buf * tn + q) * 4 + j}" for j in range(4)], c,
+                                            f"%re{buf * tm + i}", cfg.selector))
 
     def ring_step(self, regs: list[str], pred_wrap: str) -> None:
         """Persistent CTAs: move base registers one ring slot on (back to slot 0 where `pred_wrap`)."""
