@@ -188,8 +188,19 @@ def _cmd_compile(args, opt_mode: bool) -> int:
                                            "is not part of the IR", hint="compile the IR that `tilec compile "
                                            "--emit ir` prints (the IR before ptx-emission)")])
         out = result.ptx
+        _warn_if_ptxas_too_old(out)
     write_output(args.output, out, args.file)
     return 0
+
+
+def _warn_if_ptxas_too_old(ptx: str) -> None:
+    """A warning (not an error: the PTX may be assembled elsewhere) when the ptxas in use cannot take the
+    `.version` written; cached per ptxas, so a warm run costs a stat and a small read (ptxas_version.py)."""
+    from .ptxas_version import warn_if_ptxas_too_old
+
+    warning = warn_if_ptxas_too_old(ptx)
+    if warning:
+        sys.stderr.write(warning + "\n")
 
 
 def _emit_func(args, text: str, name: str, after: set[str], options: dict) -> int:
@@ -202,7 +213,9 @@ def _emit_func(args, text: str, name: str, after: set[str], options: dict) -> in
     fragments = emit_fragments(spec, source=text, options=options, print_ir_after=after, ir_sink=dumps)
     for dump in dumps:
         sys.stderr.write(dump)
-    write_output(args.output, link_fragments(fragments), args.file)
+    out = link_fragments(fragments)
+    _warn_if_ptxas_too_old(out)
+    write_output(args.output, out, args.file)
     return 0
 
 

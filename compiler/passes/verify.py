@@ -15,6 +15,8 @@ from ..diagnostics import CompileError, Diagnostic, SpecError
 from ..isa.targets import MAX_PTX, TARGETS, format_version, is_released, version_problem
 from . import Pass, PassContext
 from .derive import form_op, module_spec, tile_loc, tile_spec
+from .limits import check_limits
+from .symbols import symbol_collision
 
 # Operands each engine needs, and the spaces each may live in (tcgen05: compiler/isa/tcgen05_forms.py;
 # mma.sp: the spaces tilec's warp-level kernels read their fragments from).
@@ -93,11 +95,15 @@ class Verify(Pass):
                 else:
                     ctx.fail("dense warp-level 'mma' is not supported; tilec emits sparse 'mma.sp'",
                              tile_loc(tile, "engine.name"), "write 'engine mma.sp;' and a 'sparsity' statement")
+                check_limits(tile)          # budgets on the code the tile's kernel unrolls (limits.py)
             except SpecError as e:
                 # Tables name some fields by their PTX words; the spec records the DSL's.
                 field = _FIELD_ALIASES.get(e.field or "", e.field)
                 ctx.spec_error(SpecError(e.message, field, e.hint), tile)
             needed = max(needed, v)
+        clash = symbol_collision(module.ops("tilec.tile"))      # module-scope names (symbols.py)
+        if clash is not None:
+            ctx.fail(clash[1], tile_loc(clash[0], "tile"), "rename the tile")
         if needed > MAX_PTX:
             ctx.fail(f"this file needs PTX ISA {format_version(needed)}, newer than the supported "
                      f"{format_version(MAX_PTX)}", fspec.loc("target"))
