@@ -2,7 +2,8 @@
 
 - tcgen05 kinds (compiler/isa/tcgen05_kinds.py: KINDS, SHAPE_RULES — PTX Table 39, Tables 42-44, 49);
 - tcgen05 features x targets with the minimum PTX version (compiler/isa/tcgen05_forms.py: FEATURES);
-- warp-level mma.sp forms (compiler/isa/mma_sp/forms.py: FORM_ROWS).
+- warp-level mma.sp forms (compiler/isa/mma_sp/forms.py: FORM_ROWS);
+- warpgroup wgmma.mma_async.sp forms (compiler/isa/wgmma.py: WGMMA_SP_FORMS).
 
 `python -m compiler.support_matrix` prints it; `--write README.md` replaces the text between the
 support-matrix markers; tests/test_support_matrix.py fails when README is stale.
@@ -74,6 +75,18 @@ def mma_sp_table() -> str:
     return "\n".join(rows)
 
 
+def wgmma_sp_table() -> str:
+    from .isa.wgmma import MIXED_INT_PTX, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET
+
+    rows = ["| wgmma.mma_async.sp A/B type | shape | N | sp-sel | accumulator (tilec) | min PTX | target |",
+            "|---|---|---|---|---|---|---|"]
+    for t, f in WGMMA_SP_FORMS.items():
+        mixed = f" (mixed s8/u8: {_v(MIXED_INT_PTX)})" if f.acc_type == "s32" else ""
+        rows.append(f"| {t} | m{WGMMA_M}nNk{f.k} | {f.describe_n().removeprefix('N = ')} "
+                    f"| {', '.join(map(str, f.selectors))} | {f.acc_type} | {_v(f.min_ptx)}{mixed} | {WGMMA_TARGET} |")
+    return "\n".join(rows)
+
+
 def render() -> str:
     return "\n\n".join([
         BEGIN,
@@ -83,6 +96,8 @@ def render() -> str:
         tcgen05_targets_table(),
         "### Warp-level mma.sp forms (PTX 9.7.14.6; `.sp::ordered_metadata` from PTX 8.5)",
         mma_sp_table(),
+        "### Warpgroup wgmma.mma_async.sp forms (PTX 9.7.15.6.3; `schedule ... mma=wgmma`)",
+        wgmma_sp_table(),
         END,
     ])
 

@@ -137,3 +137,20 @@ def test_isa_imports_only_downward():
                 bad += [f"{path.relative_to(COMPILER)}:{node.lineno}: import {n}" for n in names
                         if n.split(".")[0] == "compiler"]
     assert not bad, "\n".join(bad)
+
+
+def test_table_entries_cite_the_ptx_isa():
+    """Each entry of the form tables names its PTX ISA section or table (never the reading aid, the digest)."""
+    import re
+
+    from compiler.isa.mma_sp.forms import FORM_ROWS
+    from compiler.isa.tcgen05_forms import FEATURES
+    from compiler.isa.tcgen05_kinds import K96
+
+    section = re.compile(r"\b\d+\.\d+\.\d+(\.\d+)*\b|\bTable \d+\b|ISA notes")
+    for row in FORM_ROWS:
+        assert row.cite.startswith("PTX ") and section.search(row.cite), row.describe()
+    for feat in FEATURES:
+        assert "digest" not in feat.source and (section.search(feat.source) or feat.source.startswith("as ")), \
+            feat.name
+    assert section.search(K96.source) and "digest" not in K96.source

@@ -22,3 +22,7 @@ def test_matrix_rows_come_from_the_tables():
     for f in FEATURES:
         assert f"\n| {f.name} |" in out
     assert out.count("\n| m16n8k") == len(FORM_ROWS)
+    from compiler.isa.wgmma import WGMMA_SP_FORMS
+
+    for t, f in WGMMA_SP_FORMS.items():
+        assert f"\n| {t} | m64nNk{f.k} |" in out

@@ -406,7 +406,7 @@ FEATURES: tuple[Feature, ...] = (
             hint="scale D separately, or target sm_100a/sm_100f/sm_103a/sm_103f"),
     Feature("scale_vec::1X", lambda f: f.block_scale == "scale_vec::1X", (8, 6), frozenset({"sm_100a"}),
             "Target ISA notes: '.scale_vec::1X/2X/4X requires sm_100a'; Table 60. ptxas 13.0 also "
-            "takes sm_103a/sm_110a (digest §9.6) - not documented, so not allowed here",
+            "takes sm_103a/sm_110a - not documented, so not allowed here",
             hint=SCALE_VEC_HINT),
     Feature("scale_vec::2X", lambda f: f.block_scale == "scale_vec::2X", (8, 6), frozenset({"sm_100a"}),
             "as scale_vec::1X", hint=SCALE_VEC_HINT),
@@ -420,7 +420,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("block_scale without a vector size (= block32)", lambda f: f.block_scale == "implicit", (8, 8),
             _family("sm_100f") | _family("sm_110f"),
             "the omitted size defaults to .block32 (9.7.16.10.9.1); ptxas 13.0 then demands PTX 8.8 "
-            "(digest §2.3, §9.7)", hint="write scale_vec::1X (mxf8f6f4) / 2X (mxf4) for PTX 8.6"),
+            "('.block32' requires PTX ISA .version 8.8)", hint="write scale_vec::1X (mxf8f6f4) / 2X (mxf4) for PTX 8.6"),
     Feature("sparse kind::mxf4/mxf4nvf4", lambda f: f.sparse and f.kind in ("mxf4", "mxf4nvf4"), (8, 6),
             frozenset({"sm_100a", "sm_103a", "sm_110a"}),
             "Table 60 'tcgen05.mma.sp: Kind .kind::mxf4nvf4 and .kind::mxf4: 8.6 sm_100a, 8.8 sm_103a, "

@@ -253,42 +253,51 @@ _SEC_4BIT = "9.7.14.6.2.7/.8 (m16n8k64 / m16n8k128 with 4-bit types)"
 FORM_ROWS: tuple[FormRow, ...] = (
     # f16/bf16, 2:4 (9.7.14.6.1 "half-precision and .bf16"); .dtype == .ctype; bf16 accumulates in f32 only
     *(FormRow(shape, ("f16",), ("f16",), ("f16", "f32"), "2:4", 16, None, (7, 1), SM80_PLUS,
-              fragment_section=_SEC_16BIT, cite="digest §5 rows m16n8k16/k32 f16")
+              fragment_section=_SEC_16BIT,
+              cite="PTX 9.7.14.6.3 mma.sp syntax .f16 (m16n8k16/k32); PTX ISA notes 7.1; Target ISA notes sm_80")
       for shape in ("m16n8k16", "m16n8k32")),
     *(FormRow(shape, ("bf16",), ("bf16",), ("f32",), "2:4", 16, None, (7, 1), SM80_PLUS,
-              fragment_section=_SEC_16BIT, cite="digest §5 rows m16n8k16/k32 bf16")
+              fragment_section=_SEC_16BIT,
+              cite="PTX 9.7.14.6.3 mma.sp syntax .bf16 (m16n8k16/k32); PTX ISA notes 7.1; Target ISA notes sm_80")
       for shape in ("m16n8k16", "m16n8k32")),
     # tf32, 1:2 (9.7.14.6.1 ".tf32 type")
     *(FormRow(shape, ("tf32",), ("tf32",), ("f32",), "1:2", 32, None, (7, 1), SM80_PLUS,
-              fragment_section=_SEC_TF32, cite="digest §5 rows m16n8k8/k16 tf32")
+              fragment_section=_SEC_TF32,
+              cite="PTX 9.7.14.6.3 mma.sp syntax .tf32 (m16n8k8/k16); PTX ISA notes 7.1; Target ISA notes sm_80")
       for shape in ("m16n8k8", "m16n8k16")),
     # s8/u8, 2:4; A and B signedness chosen independently; .satfinite optional (9.7.14.6.3 syntax)
     *(FormRow(shape, ("s8", "u8"), ("s8", "u8"), ("s32",), "2:4", 8, None, (7, 1), SM80_PLUS,
               same_ab=False, satfinite=True, fragment_section=_SEC_8BIT,
-              cite="digest §5 rows m16n8k32/k64 s8/u8")
+              cite="PTX 9.7.14.6.3 mma.sp syntax .s8/.u8 (m16n8k32/k64); PTX ISA notes 7.1; Target ISA notes sm_80")
       for shape in ("m16n8k32", "m16n8k64")),
     # s4/u4, 4:8 pairwise
     *(FormRow(shape, ("s4", "u4"), ("s4", "u4"), ("s32",), "4:8", 4, None, (7, 1), SM80_PLUS,
               same_ab=False, satfinite=True, fragment_section=_SEC_4BIT,
-              cite="digest §5 rows m16n8k64/k128 s4/u4")
+              cite="PTX 9.7.14.6.3 mma.sp syntax .s4/.u4 (m16n8k64/k128); PTX ISA notes 7.1; Target ISA notes sm_80")
       for shape in ("m16n8k64", "m16n8k128")),
     # e4m3/e5m2 without .kind: f32 accumulate only, sm_89+, PTX 8.4 (ptxas: f16 accumulate rejected)
     FormRow("m16n8k64", ("e4m3", "e5m2"), ("e4m3", "e5m2"), ("f32",), "2:4", 8, None, (8, 4), SM89_PLUS,
-            same_ab=False, fragment_section=_SEC_8BIT, cite="digest §5 row m16n8k64 (no .kind)"),
+            same_ab=False, fragment_section=_SEC_8BIT,
+            cite=("PTX 9.7.14.6.3 mma.sp syntax .e4m3/.e5m2 without .kind (m16n8k64); PTX ISA notes 8.4; "
+                  "Target ISA notes sm_89")),
     # .kind::f8f6f4: 8-bit containers, f32 or f16 accumulate, ordered metadata only, sm_120a/sm_120f
     FormRow("m16n8k64", F8F6F4, F8F6F4, ("f32", "f16"), "2:4", 8, "f8f6f4", (8, 7), SM120_ARCH_OR_FAMILY,
             same_ab=False, ordered_only=True, fragment_section=_SEC_8BIT,
-            cite="digest §5 row .kind::f8f6f4; ptxas rejects plain .sp"),
+            cite=("PTX 9.7.14.6.3 mma.sp::ordered_metadata .kind::f8f6f4 (m16n8k64); "
+                  "PTX 8.7, sm_120a/sm_120f (Release History, Table 60); ptxas 13.0 rejects plain .sp")),
     # block-scaled kinds (f32 accumulate; scale type after the C type)
     FormRow("m16n8k64", F8F6F4, F8F6F4, ("f32",), "2:4", 8, "mxf8f6f4", (8, 7), SM120_ARCH_OR_FAMILY,
             same_ab=False, block_scaled=True, ordered_only=True, fragment_section=_SEC_8BIT,
-            cite="digest §5 row .kind::mxf8f6f4"),
+            cite=("PTX 9.7.14.6.3 mma.sp::ordered_metadata .kind::mxf8f6f4.block_scale (m16n8k64); "
+                  "PTX 8.7, sm_120a/sm_120f")),
     FormRow("m16n8k128", ("e2m1",), ("e2m1",), ("f32",), "4:8", 4, "mxf4", (8, 7), SM120_ARCH,
             block_scaled=True, ordered_only=True, fragment_section=_SEC_4BIT,
-            cite="digest §5 row .kind::mxf4; ptxas rejects sparse block scale on sm_120f"),
+            cite=("PTX 9.7.14.6.3 mma.sp::ordered_metadata .kind::mxf4.block_scale (m16n8k128); "
+                  "PTX 8.7, sm_120a (Table 60: sm_120a, sm_121a); ptxas 13.0 rejects it on sm_120f")),
     FormRow("m16n8k128", ("e2m1",), ("e2m1",), ("f32",), "4:8", 4, "mxf4nvf4", (8, 7), SM120_ARCH,
             block_scaled=True, ordered_only=True, fragment_section=_SEC_4BIT,
-            cite="digest §5 row .kind::mxf4nvf4"),
+            cite=("PTX 9.7.14.6.3 mma.sp::ordered_metadata .kind::mxf4nvf4.block_scale (m16n8k128); "
+                  "PTX 8.7, sm_120a (Table 60: sm_120a, sm_121a)")),
 )
 
 KINDS: tuple[str, ...] = tuple(sorted({r.kind for r in FORM_ROWS if r.kind}))
