@@ -105,6 +105,25 @@ def _parser():
     e.add_argument("--m", type=int, help="M (zcm)")
     e.add_argument("--n", type=int, help="N (zcm)")
     e.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("run", help="run a tile on the GPU (or the CPU emulator) with random data and check or time it",
+                       formatter_class=Formatter,
+                       description="Compile FILE and run each tile's kernel on random data: --check (the default) "
+                                   "compares D with numpy + ml-dtypes, --bench times it; --emulate runs it on the "
+                                   "CPU emulator instead of a GPU (any engine, any target).")
+    r.add_argument("file", help="input .tile file, or - for stdin")
+    r.add_argument("--tile", help="run only this tile (default: every tile of the file)")
+    r.add_argument("--shape", metavar="M,N,K",
+                   help="problem size (default: two kernel tiles along M and N, K = the tile's loop K). M and N are "
+                        "multiples of the kernel's tile. K may differ from the tile's `loop K` for the mma.sp "
+                        "kernels (any multiple of their K step); a tcgen05 kernel takes only its loop K")
+    r.add_argument("--check", action="store_true", help="compare D with the numpy reference (the default)")
+    r.add_argument("--bench", action="store_true", help="time the kernel: median of --iters launches after --warmup")
+    r.add_argument("--emulate", action="store_true", help="run on the CPU emulator (no GPU needed)")
+    r.add_argument("--iters", type=int, default=100, help="timed launches (--bench; default 100)")
+    r.add_argument("--warmup", type=int, default=10, help="untimed launches first (--bench; default 10)")
+    r.add_argument("--seed", type=int, default=0, help="random data seed (default 0)")
+    r.add_argument("--arch", help="target, overriding the file's 'target'")
     return p
 
 
@@ -317,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_passes(args)
         if args.cmd == "explain":
             return _cmd_explain(args)
+        if args.cmd == "run":
+            from .run import cmd_run
+
+            return cmd_run(args)
     except CompileError as e:
         sys.stderr.write(e.render() + "\n")
         return 1

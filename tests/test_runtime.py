@@ -243,3 +243,10 @@ def test_cli_start_up_does_not_import_the_runtime():
             "assert rc == 0; bad = [m for m in sys.modules if m.startswith(('compiler.runtime', 'cuda'))]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_launch_overhead_benchmark_starts_without_a_gpu():
+    # cupy / torch / cuda.core are imported only once it runs
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "launch_overhead.py"), "--help"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0 and "--launches" in proc.stdout, proc.stderr

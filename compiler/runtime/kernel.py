@@ -60,29 +60,43 @@ def _host(x):
     return np.asarray(x)
 
 
-def _upload(host, like, element: str):
-    """A host array's bytes as a device array of the library of `like` (torch or cupy), typed where the
-    library has the type."""
+_ITEM = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "u32": 4, "s32": 4}
+
+
+def library_of(x) -> str:
+    """'torch' or 'cupy' for a device array of that library, else the library a host array goes to:
+    torch where it is imported, else cupy."""
+    mod = type(x).__module__
+    if mod.startswith(("torch", "cupy")):
+        return mod.split(".")[0]
+    if "torch" in sys.modules:
+        return "torch"
+    if "cupy" in sys.modules:
+        return "cupy"
+    raise TilecRuntimeError("packing needs torch or cupy to hold the packed arrays on the GPU")
+
+
+def upload(host, library: str, element: str, shape: tuple | None = None, device=None):
+    """A host array's bytes as a device array of `library` (torch or cupy) with the element type
+    `element` where the library has it (else raw unsigned integers of its size), reshaped to `shape`
+    (default: the host array's). Synchronous (a host-to-device copy)."""
     import numpy as np
 
     raw = np.ascontiguousarray(host).view(np.uint8).reshape(-1)
-    mod = type(like).__module__
-    if mod.startswith("torch") or (not mod.startswith("cupy") and "torch" in sys.modules):
-        torch = sys.modules["torch"]
-        dev = like.device if mod.startswith("torch") and like.device.type == "cuda" else "cuda"
-        t = torch.from_numpy(raw.copy()).to(dev)
+    size = _ITEM.get(element, 1)
+    shape = tuple(host.shape) if shape is None else tuple(shape)
+    if library == "torch":
+        torch = sys.modules.get("torch") or __import__("torch")
+        t = torch.from_numpy(raw.copy()).to(device if device is not None else "cuda")
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "tf32": torch.float32,
-              "u32": torch.int32, "s8": torch.int8, "u8": torch.uint8, "e4m3": torch.float8_e4m3fn,
+              "u32": torch.int32, "s32": torch.int32, "s8": torch.int8, "e4m3": torch.float8_e4m3fn,
               "e5m2": torch.float8_e5m2}.get(element, torch.uint8)
-        return t.view(dt).reshape(host.shape) if dt is not torch.uint8 or host.dtype.itemsize == 1 \
-            else t.reshape(host.shape + (host.dtype.itemsize,))
-    if mod.startswith("cupy") or "cupy" in sys.modules:
-        cupy = sys.modules["cupy"]
-        dt = {"f16": "float16", "f32": "float32", "tf32": "float32", "u32": "uint32", "s8": "int8",
-              "u8": "uint8"}.get(element)
-        d = cupy.asarray(raw)
-        return d.view(dt).reshape(host.shape) if dt else d.view(f"u{host.dtype.itemsize}").reshape(host.shape)
-    raise TilecRuntimeError("pack_a needs torch or cupy to hold the packed A on the GPU")
+        return t.view(dt).reshape(shape)
+    cupy = sys.modules.get("cupy") or __import__("cupy")
+    dt = {"f16": "float16", "f32": "float32", "tf32": "float32", "u32": "uint32", "s32": "int32",
+          "s8": "int8"}.get(element, f"u{size}")
+    with cupy.cuda.Device(device if device is not None else cupy.cuda.runtime.getDevice()):
+        return cupy.asarray(raw).view(dt).reshape(shape)
 
 
 class Kernel:
@@ -129,10 +143,11 @@ class Kernel:
         return abi_mod.launch_dims(self.abi, m, n, k, multiprocessors)
 
     # ------------------------------------------------------------------ operands
-    def pack_a(self, a) -> SparseA:
+    def pack_a(self, a, library: str | None = None) -> SparseA:
         """A dense M x K structured-sparse A (torch, cupy or numpy) as this kernel reads it: the pattern is
         checked (ArgumentError naming the first row and chunk that breaks it) and compressed on the host
-        (compiler.sparse.compress: synchronising), the result uploaded with A's library."""
+        (compiler.sparse.compress: synchronising), the result uploaded with A's library (a host A: `library`,
+        'torch' or 'cupy', default torch where it is imported)."""
         if self.tcgen05 or "a_values" not in self.abi.get("buffers", {}):
             raise TilecRuntimeError(f"{self.entry} takes a dense A (it has no packed 2:4 operand)")
         from .. import sparse
@@ -149,7 +164,10 @@ class Kernel:
             what = "sparsity pattern" if "sparse" in str(e) else "shape"
             raise ArgumentError("A", what, f"a {element} M x K matrix the kernel's sparsity allows", str(e)) from None
         m, k = host.shape
-        return SparseA(_upload(values, a, element), _upload(meta, a, "u32"), element, m, k)
+        library = library or library_of(a)
+        device = a.device if library == "torch" and type(a).__module__.startswith("torch") else None
+        return SparseA(upload(values, library, element, device=device), upload(meta, library, "u32", device=device),
+                       element, m, k)
 
     def _sizes(self, a, b: ArrayView) -> tuple[int, int, int]:
         if len(b.shape) != 2:
@@ -218,6 +236,7 @@ class Kernel:
         if not target_runs_on(self.target, sm):
             raise DeviceError(f"{self.entry} is compiled for {self.target}; this GPU ({dev.name}, sm_{sm}) cannot "
                               "run it (`tilec run --emulate` runs it on the CPU emulator)")
+        self.image = self.cubin       # the cubin loaded (None: the driver JIT-compiled the PTX)
         if self.cubin is not None:
             code = ObjectCode.from_cubin(self.cubin)
         else:
@@ -231,8 +250,8 @@ class Kernel:
 
                 arch = self.target if self.target[-1] in "af" else f"sm_{sm}"
                 err, drv = driver.cuDriverGetVersion()
-                image, _ = cubin(self.ptx, arch, int(drv), exe)
-                code = ObjectCode.from_cubin(image)
+                self.image, _ = cubin(self.ptx, arch, int(drv), exe)
+                code = ObjectCode.from_cubin(self.image)
         fn = code.get_kernel(self.entry)
         smem = int(self.abi.get("dynamic_smem_bytes", 0))
         if smem > _BIG_SMEM:
@@ -308,7 +327,7 @@ class Kernel:
     # ------------------------------------------------------------------ the launch
     def __call__(self, A, B, C=None, *, out=None, stream=None, scale_a=None, scale_b=None, metadata=None):
         sparse_a = isinstance(A, SparseA)
-        a = A if sparse_a else view(A, "A")
+        a = A if sparse_a or not self.tcgen05 else view(A, "A")      # _sizes refuses an unpacked sparse A
         b = view(B, "B")
         m, n, k = self._sizes(a, b)
         bad = abi_mod.unmet(self.abi, m, n, k)
@@ -324,6 +343,8 @@ class Kernel:
                 raise ArgumentError("A", "dtype", f"A packed for {want['a_values'].element}",
                                     f"A packed for {a.element}")
             for key, arr, arg in (("a_values", a.values, "A.values"), ("a_metadata", a.metadata, "A.metadata")):
+                if key not in want:           # static metadata: embedded in the kernel
+                    continue
                 v = view(arr, arg)
                 w = want[key]
                 if v.element in ("u16", "s16") and w.element in ("f16", "bf16"):

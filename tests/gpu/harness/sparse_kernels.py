@@ -17,15 +17,15 @@ numpy and the compiler's host modules are imported here; cupy and torch are pass
 """
 from __future__ import annotations
 
-import ast
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
 from compiler import sparse
+from compiler.runtime import abi as runtime_abi
+from compiler.runtime.kernel import target_runs_on  # noqa: F401  (the harness's name for it)
 
 # --------------------------------------------------------------------------------------------------
 # The schedules the benchmarks time
@@ -164,72 +164,24 @@ def load_function(cp, text: str, entry: str, smem_bytes: int = 0):
 # Launches from a kernel's ABI
 # --------------------------------------------------------------------------------------------------
 
-_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-        ast.Mod: lambda a, b: a % b, ast.FloorDiv: lambda a, b: a // b}
-
-
-def eval_abi(expr, names: dict[str, int]):
-    """An ABI expression ('(M / 128) * (N / 256)', 'N / tile_n', 'M % 16 == 0',
-    'min(tiles, multiprocessors * max_ctas_per_sm)', or an int) for the given names. `/` must divide
-    exactly (the ABI's sizes are whole); anything but integer arithmetic, ==, min / max and the given
-    names is refused."""
-    if isinstance(expr, int):
-        return expr
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in names:
-                raise ValueError(f"{expr!r}: unknown name {node.id!r}")
-            return names[node.id]
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            a, b = ev(node.left), ev(node.right)
-            if a % b:
-                raise ValueError(f"{expr!r}: {a} / {b} is not whole")
-            return a // b
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
-            return ev(node.left) == ev(node.comparators[0])
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
-                and node.args and not node.keywords:
-            return (min if node.func.id == "min" else max)(ev(a) for a in node.args)
-        raise ValueError(f"{expr!r}: not an ABI expression")
-
-    return ev(ast.parse(str(expr), mode="eval"))
+# The ABI reading itself is the runtime's (compiler/runtime/abi.py); these names keep the harness's API.
+eval_abi = runtime_abi.eval_expr
 
 
 def abi_names(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None) -> dict[str, int]:
     """The names an ABI's expressions use, for problem M x N x K (and, for persistent kernels, the
     device's multiprocessor count)."""
-    names = {"M": m, "N": n, "K": k}
-    names.update({key: abi[key] for key in ("tile_m", "tile_n", "tile_k", "max_ctas_per_sm") if key in abi})
-    if multiprocessors is not None:
-        names["multiprocessors"] = multiprocessors
-    if "tiles" in abi:
-        try:
-            names["tiles"] = eval_abi(abi["tiles"], names)
-        except ValueError:            # M or N not whole tiles: `requires` says so (abi_unmet)
-            pass
-    return names
+    return runtime_abi.names(abi, m, n, k, multiprocessors)
 
 
 def abi_unmet(abi: dict, m: int, n: int, k: int) -> list[str]:
     """The ABI's `requires` conditions that M x N x K breaks."""
-    names = abi_names(abi, m, n, k)
-    return [r for r in abi.get("requires", []) if not eval_abi(r, names)]
+    return runtime_abi.unmet(abi, m, n, k)
 
 
 def abi_grid(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None) -> tuple[int, int, int]:
-    unmet = abi_unmet(abi, m, n, k)
-    if unmet:
-        raise ValueError(f"{m} x {n} x {k} breaks {unmet}")
-    names = abi_names(abi, m, n, k, multiprocessors)
-    x, y, z = (int(eval_abi(g, names)) for g in abi["grid"])
-    return x, y, z
+    """The grid in CTAs (ValueError naming the broken `requires`)."""
+    return runtime_abi.grid_blocks(abi, m, n, k, multiprocessors)
 
 
 def abi_problem_size(abi: dict, scale: tuple[int, int, int] = (2, 2, 4)) -> tuple[int, int, int]:
@@ -269,21 +221,6 @@ def abi_arguments(abi: dict, device_buffers: dict, m: int, n: int, k: int) -> tu
         else:
             raise ValueError(f"parameter {p['name']} of type {p['type']} is not a sparse kernel's")
     return tuple(args)
-
-
-def target_runs_on(target: str, sm: int) -> bool:
-    """Can code for `target` (sm_NN, sm_NNa, sm_NNf) run on a device of compute capability `sm`? Plain
-    targets run on that capability and later ones, arch-specific `a` targets on exactly that capability,
-    family-specific `f` targets on later capabilities of the same family (PTX ISA, `.target` directive)."""
-    match = re.fullmatch(r"sm_(\d+)([af]?)", target)
-    if not match:
-        raise ValueError(f"{target!r} is not an sm_ target")
-    want, suffix = int(match.group(1)), match.group(2)
-    if suffix == "a":
-        return sm == want
-    if suffix == "f":
-        return sm // 10 == want // 10 and sm >= want
-    return sm >= want
 
 
 def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int | None = None) -> np.ndarray:

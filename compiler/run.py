@@ -1,0 +1,287 @@
+"""`tilec run`: a compiled tile on the GPU (compiler.runtime) with random data, checked against numpy and
+ml-dtypes (`--check`) or timed (`--bench`), or on the CPU emulator (`--emulate`, compiler.emulator).
+
+The random operands have few significant bits (the emulator's problems: compiler/emulator/sparse_host.py
+and compiler/emulator/tcgen05.py), so every partial sum is exact and D is, in practice, bit for bit the
+numpy reference; --check still allows the rounding of D's type (tolerance(): README 'tilec run').
+Imported only by the `run` command: nothing here is on the CLI's start-up path.
+"""
+from __future__ import annotations
+
+import math
+import re
+import sys
+
+# unit of D's type, relative to sum_k |a||b| + |c| (the classic GEMM error bound's scale): one ulp
+# (2^-(mantissa bits)) for f16 (10 bits) and bf16 (7 bits); a few f32 ulps (2^-23) of accumulation for f32;
+# integer sums are exact (they wrap mod 2^32 like the reference).
+TOLERANCE = {"f32": 2.0 ** -21, "f16": 2.0 ** -10, "bf16": 2.0 ** -7, "s32": 0.0}
+
+
+class RunError(Exception):
+    """A tile that cannot run here (exit 1; the message says why and what to do instead)."""
+
+
+def parse_shape(text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        from .cli import UsageError
+
+        raise UsageError(f"--shape must be M,N,K (three positive integers), got '{text}'")
+    m, n, k = (int(p) for p in parts)
+    return m, n, k
+
+
+def _granule(reqs: list[str], name: str) -> int:
+    for r in reqs:
+        match = re.fullmatch(rf"{name} % (\d+) == 0", r)
+        if match:
+            return int(match.group(1))
+    return 1
+
+
+def default_shape(abi: dict, loop_k: int) -> tuple[int, int, int]:
+    """Two kernel tiles (CTA pairs) along M and N; K = the tile's loop K (tcgen05: the only K it takes),
+    rounded up to the kernel's K step and at least 4 K steps for the pipelined kernels."""
+    from .runtime import abi as rabi
+
+    reqs = rabi.requires(abi)
+    gm, gn, gk = (_granule(reqs, x) for x in "MNK")
+    if rabi.is_tcgen05(abi):
+        return 2 * gm, 2 * gn, abi["k"]
+    k = max(loop_k, 4 * gk if abi.get("kernel_kind") else 0)
+    return 2 * gm, 2 * gn, -(-k // gk) * gk
+
+
+def tolerance(d_type: str) -> float:
+    return TOLERANCE.get(d_type, 2.0 ** -7)
+
+
+def mismatches(d, ref, bound_scale, d_type: str) -> tuple[int, int]:
+    """(elements outside the tolerance, elements not bit-identical) of D against the reference; a NaN
+    (the poison of unwritten elements) is always outside."""
+    import numpy as np
+
+    a, r = np.asarray(d).astype(np.float64), np.asarray(ref).astype(np.float64)
+    bad = ~(np.abs(a - r) <= tolerance(d_type) * bound_scale)
+    same = np.ascontiguousarray(d).view(np.uint8).reshape(d.size, -1) == \
+        np.ascontiguousarray(np.asarray(ref).astype(d.dtype)).view(np.uint8).reshape(d.size, -1)
+    return int(bad.sum()), int((~same.all(-1)).sum())
+
+
+# --------------------------------------------------------------------------------------------------
+# the emulator
+# --------------------------------------------------------------------------------------------------
+
+def emulate_tile(result, tile: str, shape, seed: int) -> tuple[bool, str]:
+    from .emulator.api import emulate
+
+    e = emulate(result, tile, shape=shape, seed=seed)
+    m, n, k = e.shape
+    where = f"{tile}: {m} x {n} x {k} on the CPU emulator ({e.engine}, {e.kernel} kernel)"
+    if e.ok:
+        return True, f"{where}: D matches the numpy reference bit for bit ({e.d.size} elements)"
+    return False, f"{where}: {e.mismatches} of {e.d.size} elements of D differ from the numpy reference"
+
+
+# --------------------------------------------------------------------------------------------------
+# the GPU
+# --------------------------------------------------------------------------------------------------
+
+def _array_library():
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return "torch", torch
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        return "cupy", cupy
+    except ImportError:
+        raise RunError("tilec run needs torch or cupy on the GPU to hold its arrays "
+                       "(or run it on the CPU emulator: --emulate)") from None
+
+
+class _Problem:
+    """Host operands, device arguments and the reference of one random problem."""
+
+    def __init__(self, args: tuple, kwargs: dict, ref, scale, d_type: str, out) -> None:
+        self.args, self.kwargs, self.ref, self.scale, self.d_type, self.out = args, kwargs, ref, scale, d_type, out
+
+
+def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib) -> _Problem:
+    import numpy as np
+
+    from .emulator.sparse_host import reference, sparse_problem
+    from .runtime.kernel import upload
+
+    t = result.tiles[tile]
+    form = t.facts["form"]
+    d_type = t.payload.operands["D"].dtype
+    names = {p["name"] for p in kernel.abi["params"]}
+    rng = np.random.default_rng(seed)
+    p = sparse_problem(form, m, n, k, rng, "c" in names)
+    if kernel.abi.get("metadata") == "static":
+        from .emulator.api import _static_problem
+
+        p = _static_problem(t, form, p, m, k)
+    a = kernel.pack_a(p.a)
+    b = upload(p.bt, lib.__name__, form.b_type).T
+    c = upload(p.c, lib.__name__, form.c_type) if p.c is not None else None
+    ref = reference(form, p, d_type)
+    scale = np.abs(p.a.astype(np.float64)) @ np.abs(p.b.astype(np.float64))
+    if p.c is not None:
+        scale = scale + np.abs(p.c.astype(np.float64))
+    return _Problem((a, b, c), {}, ref, scale, d_type, None)
+
+
+def _tcgen05_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib) -> _Problem:
+    import numpy as np
+
+    from .emulator.tcgen05 import host_problem, reference_d
+    from .runtime import abi as rabi
+    from .runtime.kernel import upload
+
+    spec = result.tiles[tile].payload
+    p = host_problem(result, tile, m_tiles=m // spec.m, n_tiles=n // spec.n, seed=seed)
+    want = rabi.buffers(kernel.abi, m, n, k)
+    # the emulator's arguments are the kernel's global-memory images: their bytes, typed as the ABI says
+    dev = {name: upload(p.args[name], lib.__name__, want[name].element, want[name].shape)
+           for name in want if name in p.args and name != "D"}
+    kwargs = {kw: dev[name] for kw, name in (("scale_a", "SFA"), ("scale_b", "SFB"), ("metadata", "META"))
+              if name in dev}
+    ref = reference_d(p)
+    scale = np.abs(p.a.astype(np.float64)) @ np.abs(p.b.astype(np.float64)).T
+    return _Problem((dev["A"], dev["B"].T), kwargs, ref, scale, p.d_type, None)
+
+
+def _host_d(d, lib, d_type: str):
+    import numpy as np
+
+    from .emulator.sparse_host import out_dtype
+
+    if type(d).__module__.startswith("torch"):
+        raw = d.contiguous().view(lib.uint8).cpu().numpy()
+    else:
+        raw = lib.asnumpy(d.view(lib.uint8))
+    return raw.view(out_dtype(d_type)).reshape(d.shape)
+
+
+def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, warmup: int,
+             seed: int) -> tuple[bool, list[str]]:
+    from .runtime import DeviceError, Kernel, load
+
+    kernel: Kernel = load(result, tile)
+    m, n, k = shape or default_shape(kernel.abi, result.tiles[tile].payload.total_k)
+    bad = kernel.unmet(m, n, k)
+    if bad:
+        from .cli import UsageError
+
+        raise UsageError(f"--shape {m},{n},{k} breaks what tile {tile}'s kernel takes: {', '.join(bad)}")
+    try:
+        kernel.load()
+    except DeviceError as e:
+        raise RunError(str(e) if "emulate" in str(e) else f"{e} (or run it on the CPU emulator: --emulate)") \
+            from None
+    name, lib = _array_library()
+    make = _tcgen05_problem if kernel.tcgen05 else _sparse_problem
+    prob = make(kernel, result, tile, m, n, k, seed, lib)
+    lines, ok = [], True
+    where = f"{tile}: {m} x {n} x {k} on {kernel._dev.name} (sm_{''.join(map(str, kernel._dev.compute_capability))})"
+    if check:
+        d = kernel(*prob.args, **prob.kwargs)
+        if name == "torch":
+            lib.cuda.synchronize()
+        else:
+            lib.cuda.runtime.deviceSynchronize()
+        host = _host_d(d, lib, prob.d_type)
+        outside, inexact = mismatches(host, prob.ref, prob.scale, prob.d_type)
+        tol = tolerance(prob.d_type)
+        tol_text = "exact" if tol == 0 else f"2^{int(math.log2(tol))}·(|A||B|+|C|)"
+        if outside:
+            ok = False
+            lines.append(f"{where}: CHECK FAILED: {outside} of {host.size} elements of D outside the {prob.d_type} "
+                         f"tolerance ({tol_text}) of the numpy reference")
+        else:
+            lines.append(f"{where}: D matches numpy ({prob.d_type} tolerance {tol_text}; "
+                         f"{host.size - inexact} of {host.size} elements bit-identical)")
+    if bench:
+        times = _bench(kernel, prob, name, lib, iters, warmup)
+        med = sorted(times)[len(times) // 2]
+        flops = 2.0 * m * n * k / (med * 1e-6) / 1e12
+        lines.append(f"{where}: median {med:.1f} us over {iters} launches after {warmup} warm-up "
+                     f"({flops:.1f} TFLOP/s, dense-equivalent 2*M*N*K)")
+    return ok, lines
+
+
+def _bench(kernel, prob, name: str, lib, iters: int, warmup: int) -> list[float]:
+    d = kernel(*prob.args, **prob.kwargs)
+    for _ in range(warmup):
+        kernel(*prob.args, out=d, **prob.kwargs)
+    if name == "torch":
+        events = [(lib.cuda.Event(enable_timing=True), lib.cuda.Event(enable_timing=True)) for _ in range(iters)]
+        for start, end in events:
+            start.record()
+            kernel(*prob.args, out=d, **prob.kwargs)
+            end.record()
+        lib.cuda.synchronize()
+        return [s.elapsed_time(e) * 1e3 for s, e in events]
+    events = [(lib.cuda.Event(), lib.cuda.Event()) for _ in range(iters)]
+    for start, end in events:
+        start.record()
+        kernel(*prob.args, out=d, **prob.kwargs)
+        end.record()
+    lib.cuda.runtime.deviceSynchronize()
+    return [lib.cuda.get_elapsed_time(s, e) * 1e3 for s, e in events]
+
+
+def cmd_run(args) -> int:
+    from .cli import UsageError, _read_input
+    from .driver import compile_source
+
+    if args.emulate and args.bench:
+        raise UsageError("--bench times the GPU; the CPU emulator (--emulate) only checks")
+    if args.iters <= 0 or args.warmup < 0:
+        raise UsageError("--iters must be positive and --warmup not negative")
+    shape = parse_shape(args.shape)
+    text, name = _read_input(args.file)
+    result = compile_source(text, name, arch=args.arch)
+    tiles = list(result.tiles)
+    if args.tile is not None:
+        if args.tile not in tiles:
+            raise UsageError(f"--tile {args.tile}: no such tile in {name} (tiles: {', '.join(tiles)})")
+        tiles = [args.tile]
+    check = args.check or not args.bench
+    ok = True
+    for tile in tiles:
+        if args.emulate:
+            from .emulator.parse import EmulationError
+
+            if shape is not None:
+                from .runtime import abi as rabi
+
+                abi = result.to_json()["tiles"][tile]["kernel"]
+                bad = rabi.unmet(abi, *shape)
+                if bad:
+                    raise UsageError(f"--shape {args.shape} breaks what tile {tile}'s kernel takes: {', '.join(bad)}")
+            try:
+                good, line = emulate_tile(result, tile, shape, args.seed)
+            except EmulationError as e:
+                good, line = False, f"{tile}: the CPU emulator stopped: {e}"
+            ok &= good
+            sys.stdout.write(line + "\n")
+            continue
+        try:
+            good, lines = run_tile(result, tile, shape, check=check, bench=args.bench, iters=args.iters,
+                                   warmup=args.warmup, seed=args.seed)
+        except RunError as e:
+            sys.stderr.write(f"tilec: error: {tile}: {e}\n")
+            return 1
+        ok &= good
+        sys.stdout.write("".join(line + "\n" for line in lines))
+    return 0 if ok else 1
