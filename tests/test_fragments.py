@@ -250,10 +250,21 @@ def test_two_mma_sp_fragments_link_into_a_host_kernel(ptxas):
     assert verdict.ok, verdict.output + ptx
 
 
-def test_block_scaled_mma_sp_fragment_is_refused():
-    tile = mma_sp_tile("mx", ab="e4m3", k=64, kind="mxf8f6f4")
-    with pytest.raises(CompileError, match="block-scaled"):
-        emit_fragment(tile, "sm_120a")
+def test_block_scaled_mma_sp_fragment_takes_scale_registers(ptxas):
+    """Block-scaled fragments take this lane's scale-a-data / scale-b-data per K step as .b32 parameters
+    (32-bit scalars, as nvcc declares them) and read them with {byte-id 0, thread-id 0} (PTX 9.7.14.3)."""
+    sf = OperandSpec("ue8m0", "reg")
+    tile = mma_sp_tile("mx", ab="e4m3", k=64, k_total=128, kind="mxf8f6f4", block_scale="scale_vec::1X")
+    tile.operands.update(SFA=sf, SFB=sf)
+    f = emit_fragment(tile, "sm_120a")
+    names = [p.name for p in f.params]
+    assert names[4 + 11:] == [*(f"a1_{j}" for j in range(4)), *(f"b1_{j}" for j in range(4)), "e1", "sa1", "sb1"]
+    assert [p.type for p in f.params if p.name in ("sa0", "sb0", "sa1", "sb1")] == ["b32"] * 4
+    # C 4 + 2 K steps x (A 4 + B 4 + e + sa + sb)
+    assert len(f.params) == 4 + 2 * (4 + 4 + 3)
+    assert ".block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0" in f.text and ", {0, 0};" in f.text
+    verdict = assemble(link_fragments([f]), "sm_120a", ptxas, extra=["-c"])
+    assert verdict.ok, verdict.output + f.text
 
 
 # ---- linking, naming, CLI -------------------------------------------------------------------------------

@@ -315,13 +315,23 @@ def test_deterministic_output():
         assert emit_mma_sp_kernel(cfg).text == emit_mma_sp_kernel(cfg).text
 
 
-def test_block_scaled_forms_use_unit_scales():
-    # ue8m0 1.0 = 2^(127-127) -> 0x7F per byte; ue4m3 1.0 = exponent 7 (bias 7), mantissa 0 -> 0x38
-    mx = find_form("m16n8k64", "e4m3", "e2m1", "f32", "f32", "mxf8f6f4")
-    nv = find_form("m16n8k128", "e2m1", "e2m1", "f32", "f32", "mxf4nvf4", scale_type="ue4m3")
-    assert "mov.b32 %sa, 0x7f7f7f7f;" in kernel(mx, "sm_120a", "k")
-    text = kernel(nv, "sm_120a", "k")
-    assert "mov.b32 %sa, 0x38383838;" in text and ", %sa, {0, 0}, %sb, {0, 0};" in text
+def test_block_scaled_kernels_read_sfa_sfb():
+    """Block-scaled forms take SFA/SFB buffers (PTX 9.7.14.3): per k-step each lane loads the `vector`
+    scale bytes of its row (SFA row m0 + 16i + g + 8*(t&1), SFB row n0 + 8q + g) in one load of vector
+    bytes, and the instruction reads them with {byte-id 0, thread-id 0}."""
+    mx = find_form("m16n8k64", "e4m3", "e2m1", "f32", "f32", "mxf8f6f4")                       # 1X
+    nv4 = find_form("m16n8k128", "e2m1", "e2m1", "f32", "f32", "mxf4nvf4", scale_type="ue4m3")  # 4X
+    nv2 = find_form("m16n8k128", "e2m1", "e2m1", "f32", "f32", "mxf4nvf4", scale_vec="2X")
+    for form, load, blk in ((mx, "ld.global.u8", 64), (nv2, "ld.global.u16", 64), (nv4, "ld.global.b32", 32)):
+        k = emit_mma_sp_kernel(MmaSpKernelConfig("k", form, "sm_120a", tiles_m=2, tiles_n=2))
+        assert [p["name"] for p in k.abi["params"]][:7] == ["a_values", "a_metadata", "b", "c", "d", "sfa", "sfb"]
+        # blk = K step / vector: 64 / 1, 128 / 2, 128 / 4 (Table 35: scale_A is M x vector)
+        assert k.abi["buffers"]["sfa"]["shape"] == ["M", f"K/{blk}"]
+        assert k.abi["buffers"]["sfb"]["shape"] == ["N", f"K/{blk}"]
+        assert k.abi["buffers"]["sfa"]["element"] == form.block_scale.scale_type
+        assert f"{load} %sa1, [%psa1];" in k.text and f"{load} %sb1, [%psb1];" in k.text
+        assert ", %sa1, {0, 0}, %sb0, {0, 0};" in k.text
+        assert "0x7f7f7f7f" not in k.text and "0x38383838" not in k.text     # no unit scales left
 
 
 def test_hw_check_host_side_dry_run():

@@ -68,10 +68,40 @@ def _decompress(values: np.ndarray, meta: np.ndarray, form) -> np.ndarray:
     return dense.reshape(m, k)
 
 
+def scale_matrices(form, sa: np.ndarray, sel_a: tuple[int, int], sb: np.ndarray, sel_b: tuple[int, int]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """scale_A (16 x vector) and scale_B^T (8 x vector) as float64, gathered from the lanes' scale-a-data /
+    scale-b-data registers by {byte-id, thread-id} (PTX 9.7.14.3; compiler/isa/mma_sp/block_scale.py)."""
+    from ..diagnostics import SpecError
+    from ..isa.mma_sp.block_scale import SCALE_VECTOR, check_selectors, decode_scale, scale_a_lane, scale_b_lane, scale_byte
+
+    bs = form.block_scale
+    try:
+        check_selectors(bs.scale_vec, sel_a[0], sel_a[1], sel_b[0], sel_b[1])
+    except SpecError as e:
+        raise EmulationError(f"{form.name}: {e.message}") from None
+    vec = SCALE_VECTOR[bs.scale_vec]
+    table = np.array([decode_scale(x, bs.scale_type) for x in range(256)])
+    words_a, words_b = np.asarray(sa, np.uint64), np.asarray(sb, np.uint64)
+    out = []
+    for words, (byte_id, thread_id), lane_of, count in ((words_a, sel_a, scale_a_lane, 16),
+                                                        (words_b, sel_b, scale_b_lane, 8)):
+        m = np.empty((count, vec))
+        for r in range(count):
+            word = int(words[lane_of(r, thread_id)])
+            for j in range(vec):
+                m[r, j] = table[(word >> (8 * scale_byte(byte_id, j))) & 0xFF]
+        out.append(m)
+    return out[0], out[1]
+
+
 def mma_sp_warp(form, a: list[np.ndarray], b: list[np.ndarray], c: list[np.ndarray], e: np.ndarray,
-                selector: int) -> list[np.ndarray]:
+                selector: int, scales=None) -> list[np.ndarray]:
     """One warp's `mma.sp{::ordered_metadata}` of `form` (a compiler.isa.mma_sp Form): a, b, c are the
-    operand registers (lists of 32-lane uint64 arrays), e the metadata register; returns D's registers."""
+    operand registers (lists of 32-lane uint64 arrays), e the metadata register; returns D's registers.
+    Block-scaled forms take `scales` = (scale-a-data, (byte-id-a, thread-id-a), scale-b-data, (..)):
+    D = (A * scale_A)(B * scale_B) + C, every row of A / column of B cut into `vector` chunks of K
+    (PTX 9.7.14.3, Table 35)."""
     from .. import sparse
     from ..isa.mma_sp.fragments import metadata_suppliers
 
@@ -101,6 +131,14 @@ def mma_sp_warp(form, a: list[np.ndarray], b: list[np.ndarray], c: list[np.ndarr
     else:
         wide = np.int64 if integer else np.float64
         av, bv = dense_a.astype(wide), dense_b.astype(wide)
+    if form.block_scale is not None:
+        if scales is None:
+            raise EmulationError(f"{form.name} needs its scale operands")
+        sfa, sfb = scale_matrices(form, *scales)
+        blk = k // sfa.shape[1]
+        with np.errstate(all="ignore"):
+            av = av * np.repeat(sfa, blk, axis=1)
+            bv = bv * np.repeat(sfb.T, blk, axis=0)
     with np.errstate(all="ignore"):            # unwritten shared memory may decode to NaN / inf
         prod = av @ bv                        # 16 x 8
     out = []

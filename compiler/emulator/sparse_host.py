@@ -36,6 +36,21 @@ class SparseProblem:
     values: np.ndarray
     meta: np.ndarray
     bt: np.ndarray
+    sfa: np.ndarray | None = None      # block-scaled forms: u8 [M][K/blk] scale bytes (PTX 9.7.14.3)
+    sfb: np.ndarray | None = None      # u8 [N][K/blk]
+
+
+# Random non-unit scale bytes that keep every product and partial sum exact in f32: powers of two around
+# 1 for .ue8m0 (2^(e-127)), and 0.5, 0.75, 1, 1.5, 2 for .ue4m3 (bias 7: 0x30 = 2^-1, 0x34 = 1.5 * 2^-1,
+# 0x38 = 1, 0x3C = 1.5, 0x40 = 2).
+SCALE_BYTES = {"ue8m0": (125, 126, 127, 128, 129), "ue4m3": (0x30, 0x34, 0x38, 0x3C, 0x40)}
+
+
+def scale_values(form, codes: np.ndarray) -> np.ndarray:
+    from ..isa.mma_sp.block_scale import decode_scale
+
+    table = np.array([decode_scale(x, form.block_scale.scale_type) for x in range(256)])
+    return table[codes]
 
 
 def sparse_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accumulate_c: bool) -> SparseProblem:
@@ -51,7 +66,15 @@ def sparse_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accum
             c = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
         else:
             c = sparse.random_values(rng, (m, n), "f16").astype(np.float32 if form.c_type == "f32" else np.float16)
-    return SparseProblem(a, b, c, values, meta, bt)
+    p = SparseProblem(a, b, c, values, meta, bt)
+    if form.block_scale is not None:
+        from ..isa.mma_sp.block_scale import block_elements
+
+        nblk = k // block_elements(form.k, form.block_scale.scale_vec)
+        choices = np.array(SCALE_BYTES[form.block_scale.scale_type], np.uint8)
+        p.sfa = rng.choice(choices, (m, nblk))
+        p.sfb = rng.choice(choices, (n, nblk))
+    return p
 
 
 def reference(form, p: SparseProblem, out_type: str) -> np.ndarray:
@@ -60,6 +83,11 @@ def reference(form, p: SparseProblem, out_type: str) -> np.ndarray:
         ref = p.a.astype(np.int64) @ p.b.astype(np.int64) + (p.c.astype(np.int64) if p.c is not None else 0)
         return ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)
     af, bf = p.a.astype(np.float64), p.b.astype(np.float64)
+    if p.sfa is not None:
+        # D = (A * scale_A)(B * scale_B) + C: entry [r][j] scales K elements blk*j .. blk*j + blk - 1
+        blk = af.shape[1] // p.sfa.shape[1]
+        af = af * np.repeat(scale_values(form, p.sfa), blk, axis=1)
+        bf = bf * np.repeat(scale_values(form, p.sfb).T, blk, axis=0)
     if form.a_type == "tf32":
         af = (p.a.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
         bf = (p.b.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
@@ -89,6 +117,9 @@ def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], thr
         params[f"{name}_a_metadata"] = mem.add("a_metadata", p.meta)
     if p.c is not None:
         params[f"{name}_c"] = mem.add("c", p.c)
+    if p.sfa is not None:
+        params[f"{name}_sfa"] = mem.add("sfa", np.ascontiguousarray(p.sfa))
+        params[f"{name}_sfb"] = mem.add("sfb", np.ascontiguousarray(p.sfb))
     params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)    # poison
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
     grid = grid if isinstance(grid, tuple) else (grid, 1)

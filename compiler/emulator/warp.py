@@ -453,6 +453,19 @@ class WarpMachine:
             self._forms[op] = form
         return form
 
+    def _selectors(self, w: Warp, op: str) -> tuple[int, int]:
+        """{byte-id, thread-id}: immediates or .b16 registers; one value for the warp."""
+        out = []
+        for x in vector(op):
+            if x.startswith("%"):
+                v = np.unique(self.val(w, x) & np.uint64(0xFFFF))
+                if len(v) != 1:
+                    raise EmulationError(f"mma.sp scale selector {x} differs between lanes")
+                out.append(int(v[0]))
+            else:
+                out.append(int(x, 0))
+        return out[0], out[1]
+
     def _mma_sp(self, w: Warp, op: str, ops, act) -> None:
         from .mma_sp import mma_sp_warp
 
@@ -460,14 +473,13 @@ class WarpMachine:
             raise EmulationError("mma.sp by part of a warp (.sync.aligned)")
         form = self._mma_sp_form(op)
         regs = lambda x: [self.val(w, r) for r in vector(x)]          # noqa: E731
+        scales = None
         if form.block_scale is not None:
-            # operands: d, a, b, c, e, selector, scale-a-data, {byte-id, thread-id}, scale-b-data, {..}
-            unit = {"ue8m0": 0x7F, "ue4m3": 0x38}[form.block_scale.scale_type]
-            for x in (ops[6], ops[8]):
-                word = self.val(w, x)
-                if not (word & np.uint64(0xFF) == unit).all():
-                    raise EmulationError("block-scaled mma.sp with scale factors other than 1.0 is not modelled")
-        d = mma_sp_warp(form, regs(ops[1]), regs(ops[2]), regs(ops[3]), self.val(w, ops[4]), int(ops[5], 0))
+            # operands: d, a, b, c, e, selector, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, {..}
+            sel = [self._selectors(w, ops[i]) for i in (7, 9)]
+            scales = (self.val(w, ops[6]), sel[0], self.val(w, ops[8]), sel[1])
+        d = mma_sp_warp(form, regs(ops[1]), regs(ops[2]), regs(ops[3]), self.val(w, ops[4]), int(ops[5], 0),
+                        scales)
         for i, r in enumerate(vector(ops[0])):
             w.r[r] = d[i]
         self.stats["mma"] += 1

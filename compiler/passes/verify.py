@@ -22,6 +22,8 @@ from .symbols import symbol_collision
 # mma.sp: the spaces tilec's warp-level kernels read their fragments from).
 _MMA_SP_OPERANDS = {"A": ("global", "reg"), "B": ("global", "reg"), "C": ("global", "reg"),
                     "D": ("global", "reg")}
+# Block-scaled kinds take scale_A / scale_B (PTX 9.7.14.3): SFA/SFB buffers, or registers in a fragment.
+_MMA_SP_SCALE_OPERANDS = {"SFA": ("global", "reg"), "SFB": ("global", "reg")}
 _FIELD_ALIASES = {"satfinite": "saturate", "kind": "engine.kind", "name": "tile"}
 
 
@@ -64,6 +66,12 @@ def _check_operand_values(spec) -> None:
         # "The valid range of values for argument scale-input-d is [0, 15]"
         raise SpecError(f"scale_input_d is an immediate in [0, 15], not {spec.scale_input_d}",
                         "scale_input_d.value", "D is scaled by 2^-scale_input_d")
+
+
+def _block_scales():
+    from ..isa.mma_sp.forms import BLOCK_SCALES
+
+    return BLOCK_SCALES
 
 
 @dataclass(frozen=True)
@@ -236,17 +244,67 @@ class Verify(Pass):
         return infer_ptx_version([form], fspec.target)
 
     # -- mma.sp ------------------------------------------------------------------------------------
+    @staticmethod
+    def _mma_sp_scale_words(spec) -> tuple[str | None, str | None]:
+        """The `.stype` (the SFA/SFB element type) and `.scale_vec_size` a block-scaled mma.sp tile asks
+        for; mma.sp spells its vector size 1X/2X/4X (PTX 9.7.14.3 Table 36), not tcgen05's block16/32."""
+        ops = spec.operands
+        scale_type = (ops.get("SFA") or ops.get("SFB")).dtype if ("SFA" in ops or "SFB" in ops) else None
+        vec = spec.block_scale
+        if vec in ("block16", "block32"):
+            raise SpecError(f"mma.sp spells the scale vector size 1X, 2X or 4X; {vec} is a tcgen05 spelling",
+                            "block_scale.vec", "write e.g. 'block_scale vec=2X;' (PTX 9.7.14.3 Table 36)")
+        if vec is None or vec == "implicit":
+            scaled_kinds = sorted({s.kind for s in _block_scales()})
+            if vec is not None and spec.kind not in scaled_kinds:
+                raise SpecError(f"block_scale is only taken by the block-scaled kinds {', '.join(scaled_kinds)}",
+                                "block_scale", "drop the statement")
+            return scale_type, None
+        return scale_type, vec.removeprefix("scale_vec::")
+
+    @staticmethod
+    def _mma_sp_check_scales(spec, form, ctx: PassContext) -> None:
+        """A block-scaled form reads scale_A and scale_B (PTX 9.7.14.3): both operands, one `.stype`, and
+        the vector size spelled where the ISA makes it mandatory (mxf4nvf4, forms.BLOCK_SCALES)."""
+        from ..isa.mma_sp.block_scale import block_elements
+
+        ops = spec.operands
+        bs = form.block_scale
+        if not bs.vec_optional and spec.block_scale in (None, "implicit"):
+            legal = sorted({s.scale_vec for s in _block_scales() if s.kind == form.kind})
+            raise SpecError(f"kind::{form.kind} needs its scale vector size spelled (.scale_vec_size is "
+                            f"mandatory for it, PTX 9.7.14.6.3 syntax)",
+                            "block_scale" if spec.block_scale else "engine.kind",
+                            f"add 'block_scale vec={' or vec='.join(legal)};'")
+        for name in ("SFA", "SFB"):
+            if name not in ops:
+                ctx.fail(f"block-scaled mma.sp ({form.name}) needs operand {name}: scale_{name[-1]} holds one "
+                         f".{bs.scale_type} factor per {'row' if name == 'SFA' else 'column'} and "
+                         f"{block_elements(form.k, bs.scale_vec)} K (PTX 9.7.14.3 Table 35)",
+                         spec.loc("tile"), f"add '{name}: {bs.scale_type} global;'")
+        if ops["SFB"].dtype != ops["SFA"].dtype:
+            raise SpecError(f"SFA and SFB must have the same scale type (mma.sp has one .stype), not "
+                            f"{ops['SFA'].dtype} and {ops['SFB'].dtype}", "SFB.dtype",
+                            f"write 'SFB: {ops['SFA'].dtype} ...;'")
+
     def mma_sp(self, tile, ctx: PassContext, fspec):
         from ..isa.mma_sp.forms import find_form
 
         spec = tile_spec(tile)
-        _check_operands(tile, ctx, _MMA_SP_OPERANDS)
+        _check_operands(tile, ctx, _MMA_SP_OPERANDS, _MMA_SP_SCALE_OPERANDS)
         if spec.sparsity is None:
             ctx.fail("an mma.sp tile needs a 'sparsity' statement", spec.loc("tile"),
                      "add e.g. 'sparsity 2:4 metadata=runtime;'")
         ops = spec.operands
-        form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, ops["C"].dtype,
-                         ops["D"].dtype, kind=spec.kind)
+        scale_type, scale_vec = self._mma_sp_scale_words(spec)
+        try:
+            form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, ops["C"].dtype,
+                             ops["D"].dtype, kind=spec.kind, scale_type=scale_type, scale_vec=scale_vec)
+        except SpecError as e:
+            # find_form names the PTX words; the tile spells them as the SFA type and `block_scale vec=`
+            field = {"scale_type": "SFA.dtype" if "SFA" in ops else "SFB.dtype",
+                     "scale_vec": "block_scale.vec"}.get(e.field or "", e.field)
+            raise SpecError(e.message, field, e.hint) from None
         if spec.sparsity.ratio != form.granularity.name:
             raise SpecError(f"{form.shape} with {ops['A'].dtype} is {form.granularity.name} sparse, not "
                             f"{spec.sparsity.ratio}", "sparsity.ratio")
@@ -260,6 +318,8 @@ class Verify(Pass):
         min_ptx, err = form.requirements(fspec.target, fspec.ptx_version)
         if err:
             raise err
+        if form.block_scale is not None:
+            self._mma_sp_check_scales(spec, form, ctx)
         tile.attrs["kind"] = form.kind or "none"
         tile.body.append(form_op("mma.sp", form, None, spec.loc("engine")))
         if spec.schedule is not None:

@@ -354,9 +354,7 @@ def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
 def _mma_sp_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     spec = tile.payload
     form = tile.facts["form"]
-    if form.block_scale is not None:
-        raise SpecError(f"fragments of block-scaled mma.sp forms ({form.name}) are not supported: the scale "
-                        "operands' byte/thread selectors have no calling convention yet", "engine.kind")
+    scaled = form.block_scale is not None
     req = _requirement(module)
     steps = spec.total_k // form.k
     c_type = "f32" if form.c_type == "f32" else "b32"          # s32 and packed f16x2 travel as .b32
@@ -369,6 +367,12 @@ def _mma_sp_fragment(tile: TileView, module: Op, name: str) -> Fragment:
         rows += [(f"b{s}_{j}", "b32", f"K step {s}: B register {j} (fragments.b_register_word)")
                  for j in range(form.b_regs)]
         rows.append((f"e{s}", "b32", f"K step {s}: this lane's metadata word (9.7.14.6.2; compiler.sparse layout)"))
+        if scaled:
+            # 32-bit scalars, declared .b32 as nvcc declares them; read with {byte-id 0, thread-id 0}
+            rows += [(f"sa{s}", "b32", f"K step {s}: this lane's scale-a-data (9.7.14.3: lane 4g / 4g+1 give "
+                                       f"rows g / g+8 of scale_A in bytes 0..vector-1)"),
+                     (f"sb{s}", "b32", f"K step {s}: this lane's scale-b-data (9.7.14.3: lane 4g gives column g "
+                                       f"of scale_B in bytes 0..vector-1)")]
     params = _params(kb, rows)
     result = FragmentResult(kb.param("d"), c_type, form.d_regs, 16 if form.d_regs * 4 >= 16 else 8)
     e = kb.emit
@@ -381,8 +385,9 @@ def _mma_sp_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     for s in range(steps):
         a = [regs[f"a{s}_{j}"] for j in range(form.a_regs)]
         b = [regs[f"b{s}_{j}"] for j in range(form.b_regs)]
+        scales = f", {regs[f'sa{s}']}, {{0, 0}}, {regs[f'sb{s}']}, {{0, 0}}" if scaled else ""
         # later K steps accumulate into D
-        e(mma_sp_instruction(opcode, acc, a, b, c if s == 0 else acc, regs[f"e{s}"], selector))
+        e(mma_sp_instruction(opcode, acc, a, b, c if s == 0 else acc, regs[f"e{s}"], selector, scales))
     e(f"st.param.v{form.d_regs}.{c_type} [{result.ptx_name}], {vector(acc)};")
     e("ret;")
 
@@ -395,10 +400,13 @@ def _mma_sp_fragment(tile: TileView, module: Op, name: str) -> Fragment:
         f"{form.name}: A {form.a_regs}, B {form.b_regs}, C/D {form.c_regs} registers per K step; "
         f"{steps} K step(s) of {form.k}",
         f"D returns in {result.ptx_name} ({result.count} x .{c_type}); ld.param it after the call",
+        *((f"block scale {form.block_scale.scale_vec} .{form.block_scale.scale_type}: sa{{s}}/sb{{s}} are the "
+           "lanes' scale registers, read with {byte-id 0, thread-id 0} (PTX 9.7.14.3)",) if scaled else ()),
     )
     comments = [f"tilec fragment {name}: tile {spec.name}, {opcode} x {steps}, selector {selector}",
                 f"requires .version {format_version(req.ptx_version)}, .target {req.target}",
-                "params: c0.. = C; per K step s: a{s}_j, b{s}_j, e{s}", *convention]
+                "params: c0.. = C; per K step s: a{s}_j, b{s}_j, e{s}" + (", sa{s}, sb{s}" if scaled else ""),
+                *convention]
     return Fragment(name, spec.name, "mma.sp", _render(kb, params, result, comments), params, result, req, constants, {},
                     convention)
 

@@ -11,8 +11,12 @@ Global layouts are those of compiler/sparse.py (compressed A row-major M x K/2, 
 are embedded (an immediate, or a `.const` table indexed by lane / tile / k-step) instead of read from a
 buffer.
 
-Block-scaled kinds (assemble-only here, sm_120a) are emitted with unit scale factors (every scale byte
-encodes 1.0), so they compute exactly D = A*B + C as well.
+Block-scaled kinds (sm_120a/sm_121a) read scale_A / scale_B from two more buffers: SFA is uint8
+[M][K / blk] and SFB uint8 [N][K / blk], row-major, blk = K step / vector size (PTX 9.7.14.3 Table 35,
+compiler/isa/mma_sp/block_scale.py). Every lane loads the `vector` consecutive scale bytes of one k-step
+into byte 0.. of its scale register: SFA row m0 + 16i + g + 8*(t & 1), SFB row n0 + 8q + g, and the
+instruction selects {byte-id 0, thread-id 0}: lanes 4g / 4g+1 supply rows g / g+8 of scale_A, lane 4g
+column g of scale_B (lanes 4g+2, 4g+3 load the same bytes, which the instruction does not read).
 """
 from __future__ import annotations
 
@@ -26,11 +30,6 @@ from ..isa.mma_sp.metadata import unpack_metadata, validate_nibbles
 from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
 from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, require_kernel_name, target_lines, vector
-
-# Scale-factor byte that encodes 1.0 (9.7.14.5.14 block scaling, scale types):
-#   ue8m0: value 2^(e - 127) -> e = 127 = 0x7F
-#   ue4m3: e4m3 without sign, bias 7, 1.0 = exponent field 7, mantissa 0 -> 0b0111_000 = 0x38
-UNIT_SCALE_BYTE = {"ue8m0": 0x7F, "ue4m3": 0x38}
 
 CONST_BANK_BYTES = 65536      # a .const table must fit the 64 KB constant bank
 
@@ -151,7 +150,9 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     runtime_meta = cfg.static_metadata is None
     kname = cfg.name
     w = PtxBuilder(kname, **HAND_SCHEDULED)
-    w.add_params("u64", "a_values", *(("a_metadata",) if runtime_meta else ()), "b", "c", "d")
+    scaled = form.block_scale is not None
+    w.add_params("u64", "a_values", *(("a_metadata",) if runtime_meta else ()), "b", "c", "d",
+                 *(("sfa", "sfb") if scaled else ()))
     w.add_params("u32", "M", "N", "K")
     emit = w.module.append
     ins, add_imm = w.ins, w.add_imm
@@ -183,14 +184,19 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     w.declare("u64", f"%pa<{2 * tm}>", f"%pb<{tn}>", f"%pe<{tm}>")
     w.declare("b32", f"%a<{tm * ar}>", f"%b<{tn * br}>", f"%e<{tm}>")
     w.declare(acc_type, f"%acc<{tm * tn * cr}>")
-    if form.block_scale:
-        w.declare("b32", "%sa", "%sb")
+    if scaled:
+        w.declare("u32", "%sr")
+        w.declare("u64", "%gsa", "%gsb", f"%psa<{tm}>", f"%psb<{tn}>")
+        w.declare("b32", f"%sa<{tm}>", f"%sb<{tn}>")
 
     ins("// parameters and lane coordinates (9.7.14.6.2: g = lane >> 2, t = lane & 3)")
     for reg, name in (("%ga", "a_values"), ("%gb", "b"), ("%gc", "c"), ("%gd", "d")):
         w.global_pointer(reg, name)
     if runtime_meta:
         w.global_pointer("%ge", "a_metadata")
+    if scaled:
+        w.global_pointer("%gsa", "sfa")
+        w.global_pointer("%gsb", "sfb")
     w.problem_dims("%tx")
     ins("and.b32 %lane, %tx, 31;")
     ins("shr.u32 %warp, %tx, 5;")
@@ -267,11 +273,28 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
                 if pk == 1:
                     ins(f"ld.const.b32 %e{i}, [%pe{i}];")
             ins("mov.u32 %kk, 0;")
-    if form.block_scale:
-        unit = UNIT_SCALE_BYTE[form.block_scale.scale_type] * 0x01010101
-        ins(f"// unit block scales: every scale byte encodes 1.0 (.{form.block_scale.scale_type})")
-        ins(f"mov.b32 %sa, 0x{unit:08x};")
-        ins(f"mov.b32 %sb, 0x{unit:08x};")
+    if scaled:
+        from ..isa.mma_sp.block_scale import SCALE_VECTOR, block_elements
+
+        vec = SCALE_VECTOR[form.block_scale.scale_vec]
+        ins(f"// scale factors (PTX 9.7.14.3): SFA [M][K/{block_elements(form.k, form.block_scale.scale_vec)}], "
+            f"SFB [N][K/{block_elements(form.k, form.block_scale.scale_vec)}] .{form.block_scale.scale_type} "
+            f"bytes; {vec} per row/column per k-step")
+        ins(f"mul.lo.u32 %y, %nks, {vec};           // scale bytes per SFA row / SFB row")
+        ins("and.b32 %sr, %t, 1;")
+        ins("shl.b32 %sr, %sr, 3;")
+        ins("add.u32 %sr, %sr, %g;")
+        ins("add.u32 %sr, %sr, %m0;            // SFA row m0 + g + 8*(t&1): thread-id-a 0 reads lanes 4g, 4g+1")
+        for i in range(tm):
+            ins("mov.u32 %x, %sr;")
+            add_imm("%x", 16 * i)
+            ins("mul.wide.u32 %off, %x, %y;")
+            ins(f"add.u64 %psa{i}, %gsa, %off;")
+        for q in range(tn):
+            ins("add.u32 %x, %n0, %g;              // SFB row n0 + 8q + g: thread-id-b 0 reads lane 4g")
+            add_imm("%x", 8 * q)
+            ins("mul.wide.u32 %off, %x, %y;")
+            ins(f"add.u64 %psb{q}, %gsb, %off;")
 
     # ---- C -> accumulators; element c_i at row g + 8*(i>>1), col 2t + (i&1) (fragments.cd_element)
     cbytes = cbits // 8
@@ -326,11 +349,18 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
             ins(f"ld.global.b32 %b{q * br + j}, [%pb{q}{f'+{16 * j}' if j else ''}];")
     for line in meta_load:
         ins(line)
+    if scaled:
+        # the k-step's `vec` scale bytes land in bytes 0.. of the register (byte-id 0 for every vector size)
+        ld = {1: "ld.global.u8", 2: "ld.global.u16", 4: "ld.global.b32"}[vec]
+        for i in range(tm):
+            ins(f"{ld} %sa{i}, [%psa{i}];")
+        for q in range(tn):
+            ins(f"{ld} %sb{q}, [%psb{q}];")
     opcode = form.instruction(ptx)
-    scales = ", %sa, {0, 0}, %sb, {0, 0}" if form.block_scale else ""
     for i in range(tm):
         for q in range(tn):
             acc = [f"%acc{(i * tn + q) * cr + r}" for r in range(cr)]
+            scales = f", %sa{i}, {{0, 0}}, %sb{q}, {{0, 0}}" if scaled else ""
             ins(mma_sp_instruction(opcode, acc, [f"%a{i * ar + j}" for j in range(ar)],
                                    [f"%b{q * br + j}" for j in range(br)], acc, f"%e{i}", cfg.selector, scales))
     a_step = (form.k // 2) * sbits // 8
@@ -339,6 +369,11 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
         ins(f"add.u64 %pa{i}, %pa{i}, {a_step};")
     for q in range(tn):
         ins(f"add.u64 %pb{q}, %pb{q}, {b_step};")
+    if scaled:
+        for i in range(tm):
+            ins(f"add.u64 %psa{i}, %psa{i}, {vec};")
+        for q in range(tn):
+            ins(f"add.u64 %psb{q}, %psb{q}, {vec};")
     for line in meta_next:
         ins(line)
     w.count_down("%nks", "%p1", "LOOP_K")
@@ -380,6 +415,14 @@ def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> di
         buffers["a_metadata"] = {"element": "u32", "shape": ["M/16", f"K/{form.k}", 32],
                                  "layout": "per 16-row tile and k-step, the 32 per-lane metadata words "
                                            "(compiler.sparse.compress)"}
+    if form.block_scale is not None:
+        from ..isa.mma_sp.block_scale import block_elements
+
+        blk = block_elements(form.k, form.block_scale.scale_vec)
+        for name, rows, what in (("sfa", "M", "row m of A"), ("sfb", "N", "column n of B")):
+            buffers[name] = {"element": form.block_scale.scale_type, "shape": [rows, f"K/{blk}"],
+                             "layout": f"row-major: entry [{rows.lower()}][j] scales K elements {blk}j .. "
+                                       f"{blk}j+{blk - 1} of {what} (PTX 9.7.14.3)"}
     return {
         **abi_head(cfg.name, None, form.name, form.instruction(ptx), cfg.target, ptx, params, buffers),
         "metadata": "runtime" if runtime_meta else "static",

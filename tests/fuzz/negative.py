@@ -455,8 +455,8 @@ def tcgen05_target_cases():
 
 @lru_cache(maxsize=None)
 def expressible_sp_forms():
-    """mma.sp forms the DSL can write: block-scaled kinds get their first BLOCK_SCALES row (the DSL has
-    no scale_vec/scale type for mma.sp), .satfinite is `saturate;`."""
+    """mma.sp forms the cases start from: block-scaled kinds with their first BLOCK_SCALES row (written
+    as SFA/SFB of its scale type and `block_scale vec=`), .satfinite is `saturate;`."""
     from compiler.isa.mma_sp.forms import BLOCK_SCALES, all_forms
 
     first = {}
@@ -467,10 +467,15 @@ def expressible_sp_forms():
 
 def sp_tile(form, target: str | None = None) -> Tile:
     lay = form.layout
+    scales = {}
+    if form.block_scale is not None:       # scale_A / scale_B (PTX 9.7.14.3)
+        scales = dict(SFA=Operand(form.block_scale.scale_type, "global"),
+                      SFB=Operand(form.block_scale.scale_type, "global"))
     ops = _ops(A=Operand(form.a_type, "global"), B=Operand(form.b_type, "global"),
-               C=Operand(form.c_type, "global"), D=Operand(form.d_type, "global"))
+               C=Operand(form.c_type, "global"), D=Operand(form.d_type, "global"), **scales)
     return Tile(target=target or form.row.target_rule.targets()[0], engine="mma.sp", kind=form.kind,
-                m=lay.m, n=lay.n, k=form.k, operands=ops, sparsity=form.granularity.name, saturate=form.satfinite)
+                m=lay.m, n=lay.n, k=form.k, operands=ops, sparsity=form.granularity.name, saturate=form.satfinite,
+                block_scale=form.block_scale.scale_vec if form.block_scale is not None else None)
 
 
 def _sp_id(form) -> str:
@@ -534,12 +539,54 @@ def mma_sp_cases():
                 yield NegativeCase(f"mma.sp-shape/{rid}/k{k}", "mma.sp shape", replace(base, k=k), "shape", None,
                                    "9.7.14.6.3 shapes per type (the shape statement: M, N, K together)")
                 break
+    yield from _sp_block_scale_cases()
     base = sp_tile(expressible_sp_forms()[0])
     yield NegativeCase("mma.sp-kind/unknown", "mma.sp kind", replace(base, kind="f16"), "engine.kind", "f16",
                        "9.7.14.6.3 .kind values (mma_sp.forms.KINDS)")
     for op in "ABCD":
         yield NegativeCase(f"mma.sp-space/{op}-smem", "mma.sp operand space", base.with_operand(op, space="smem"),
                            f"{op}.space", "smem", "mma.sp operands are registers (global or reg in the DSL)")
+
+
+def _sp_block_scale_cases():
+    """Block scaling of mma.sp (PTX 9.7.14.3 Table 36; compiler/isa/mma_sp/forms.BLOCK_SCALES): vector sizes
+    and scale types a kind does not take, SFB of another type than SFA, tcgen05's block16/32 spelling, and
+    scale factors on a kind without block scaling."""
+    from compiler.isa.mma_sp.forms import BLOCK_SCALES
+
+    seen = set()
+    for form in expressible_sp_forms():
+        if form.block_scale is None or form.kind in seen:
+            continue
+        seen.add(form.kind)          # one form per kind: the rules are the kind's
+        base = sp_tile(form)
+        kind = form.kind
+        for vec in ("1X", "2X", "4X"):
+            if not any(s.kind == kind and s.scale_vec == vec for s in BLOCK_SCALES):
+                yield NegativeCase(f"mma.sp-block_scale/{kind}/vec-{vec}", "mma.sp block scale vector",
+                                   replace(base, block_scale=vec), "block_scale.vec", vec,
+                                   "9.7.14.3 Table 36 (forms.BLOCK_SCALES)")
+        for stype in ("ue8m0", "ue4m3"):
+            if not any(s.kind == kind and s.scale_type == stype and s.scale_vec == form.block_scale.scale_vec
+                       for s in BLOCK_SCALES):
+                yield NegativeCase(f"mma.sp-block_scale/{kind}/SFA-{stype}", "mma.sp scale type",
+                                   base.with_operand("SFA", dtype=stype).with_operand("SFB", dtype=stype),
+                                   "SFA.dtype", stype, "9.7.14.3 Table 36 (forms.BLOCK_SCALES)")
+        other = "ue4m3" if form.block_scale.scale_type == "ue8m0" else "ue8m0"
+        yield NegativeCase(f"mma.sp-block_scale/{kind}/SFB-{other}", "mma.sp SFB type != SFA type",
+                           base.with_operand("SFB", dtype=other), "SFB.dtype", other,
+                           "9.7.14.6.3 syntax: one .stype for scale_A and scale_B")
+        yield NegativeCase(f"mma.sp-block_scale/{kind}/vec-32", "mma.sp block scale spelling",
+                           replace(base, block_scale="32"), "block_scale.vec", "32",
+                           "9.7.14.6.3 syntax: .scale_vec::1X/2X/4X (block16/block32 are tcgen05 words)")
+    plain = sp_tile(expressible_sp_forms()[0])
+    yield NegativeCase("mma.sp-block_scale/plain/vec-1X", "mma.sp block scale on a plain kind",
+                       replace(plain, block_scale="1X"), "block_scale.vec", "1X",
+                       "9.7.14.6.3 syntax: .block_scale only with .kind::mxf8f6f4/mxf4/mxf4nvf4")
+    yield NegativeCase("mma.sp-block_scale/plain/SFA", "mma.sp scale factors on a plain kind",
+                       replace(plain, operands=plain.operands + (("SFA", Operand("ue8m0", "global")),)),
+                       "SFA.dtype", "ue8m0",
+                       "9.7.14.6.3 syntax: scale operands only with .kind::mxf8f6f4/mxf4/mxf4nvf4")
 
 
 # -- vocabulary (front end) ------------------------------------------------------------------------------

@@ -527,12 +527,15 @@ def find_form(shape: str, a_type: str, b_type: str, c_type: str, d_type: str, ki
                   and (scale_vec is None or s.scale_vec == scale_vec)]
         if not chosen:
             legal = ", ".join(f"scale_vec::{s.scale_vec} with .{s.scale_type}" for s in combos)
+            # blame the vector size when the kind never takes it, else the scale type
+            vec_known = scale_vec is None or any(s.scale_vec == scale_vec for s in combos)
             raise SpecError(f"kind::{kind} has no block scale scale_vec::{scale_vec} with "
-                            f"scale type {scale_type}", field="scale_vec" if scale_vec else "scale_type",
+                            f"scale type {scale_type}", field="scale_type" if vec_known else "scale_vec",
                             hint=f"legal: {legal}")
         block_scale = chosen[0]
     elif scale_type is not None or scale_vec is not None:
-        raise SpecError(f"scale factors are only taken by block-scaled kinds (mxf8f6f4, mxf4, mxf4nvf4), "
+        given = " ".join(x for x in (scale_vec and f"scale_vec::{scale_vec}", scale_type and f".{scale_type}") if x)
+        raise SpecError(f"block scaling ({given}) is only taken by block-scaled kinds (mxf8f6f4, mxf4, mxf4nvf4), "
                         f"not by {row.describe()}", field="scale_type" if scale_type else "scale_vec")
     return Form(row, a_type, b_type, c_type, d_type, satfinite, block_scale)
 
