@@ -1,7 +1,7 @@
 """The 64-bit tcgen05 shared-memory matrix descriptor (PTX ISA 9.7.16.4.1, "Shared memory descriptor").
 
 Byte quantities go in; `encode()` packs them. Every bit position below is PTX 9.7.16.4.1 (Table 40 in
-PTX ISA 9.0/9.1); cross-checked in ../shared/reference/ptx-digest.md section 1 against CUTLASS
+PTX ISA 9.0/9.1); cross-checked against CUTLASS
 `UMMA::SmemDescriptor` and the LLVM `nvvm.tcgen05.mma_smem_desc` lowering.
 
 The field table (and `BitField`, the row shared with the instruction descriptor) is an ISA fact and lives in

@@ -17,7 +17,7 @@ Layout (Table 45):
 Bits 40-47 / 48-55: Table 45's *descriptions* say the opposite (skip span = used columns - 1, use span
 = zeroed columns - 1), but the section's own Examples 2-4 (skip 2 / use 3 -> runs of three 1-bits and
 four 0-bits) and CUTLASS's `MaskAndShiftB` comments agree with the layout above; we follow the
-examples (digest §9 item 1).
+examples (checked with ptxas 13.0).
 
 Generation rule, worked out from Examples 1-4 (the tests reproduce all four bit for bit):
 - Non-zero mask = 0: every sub-mask is 0, whatever the other fields say (Example 1).

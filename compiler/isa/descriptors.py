@@ -52,7 +52,7 @@ LBO_MODE = BitField("lbo_mode", 52, 1)             # bit 52: 0 relative offset, 
 SWIZZLE = BitField("swizzle", 61, 3)               # bits 61-63: swizzling mode
 RESERVED = (BitField("reserved", 14, 2),           # bits 14-15
             BitField("reserved", 30, 2),           # bits 30-31
-            BitField("fixed_zero", 53, 8))         # bits 53-60: fixed 0 (Table 40 prints "0xb00000000": means 0, digest §9.5)
+            BitField("fixed_zero", 53, 8))         # bits 53-60: fixed 0 (Table 40 prints "0xb00000000": means 0)
 FIXED_VALUE = 0b001
 
 FIELDS = (START, LBO, SBO, FIXED, BASE_OFFSET, LBO_MODE, SWIZZLE)
@@ -173,7 +173,7 @@ CODES: dict[str, dict[str, dict]] = {
             "d_type": {"f16": 0, "f32": 1}, "a_type": {"f16": 0, "bf16": 1}, "b_type": {"f16": 0, "bf16": 1},
             "negate_a": _BOOL, "negate_b": _BOOL, "a_major": _MAJOR, "b_major": _MAJOR,
             "max_shift": _MAX_SHIFT},
-    # Table 42 lists only "F32 = 1" as f8f6f4 dtype, but the kind table (Table 39 / digest §3) allows an
+    # Table 42 lists only "F32 = 1" as f8f6f4 dtype, but the kind table (PTX 9.7.16.2.1 Table 39) allows an
     # f16 accumulator; F16 = 0 is the code kind::f16 uses for it.
     "f8f6f4": {"sparsity_selector": _SELECTOR, "sparse": _BOOL, "saturate": _FALSE_ONLY,
                "d_type": {"f16": 0, "f32": 1}, "a_type": _F8F6F4, "b_type": _F8F6F4,

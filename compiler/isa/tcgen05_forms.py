@@ -6,8 +6,8 @@ Sources (section numbers of PTX ISA 9.0/9.1/9.2):
   rules, "PTX ISA Notes" and "Target ISA Notes".
 - 13 "Release Notes", Table 60 "Arch-specific/Family-specific PTX Features Release History" (PTX 9.2)
   and Table 61 "features promoted to family-specific architecture" (PTX 8.8 notes).
-- ../shared/reference/ptx-digest.md §2 (operands, qualifiers, the ptxas 13.0 target matrix), §8
-  (supporting instructions), §9 items 6, 7, 10 (ptxas disagreements).
+- PTX 9.7.16.10.9.1 (operands, qualifiers; every form checked with ptxas 13.0), 9.7.16.7-9.7.16.12
+  (supporting instructions); ptxas 13.0 where it disagrees with the text (noted per row).
 
 A form is the instruction without its operands (`Tcgen05Mma`); `.opcode()` spells it, `.render()`
 adds operands in ISA order, `.requirements()` / `check_target()` say where it assembles.
@@ -235,7 +235,7 @@ class Tcgen05Mma:
                                 FIELD["disable_output_lane"])
         if self.scale_input_d:
             if not kf.scale_input_d:
-                # ptxas 13.0 accepts it with .kind::i8 (digest §9.10); PTX allows only f16/tf32.
+                # ptxas 13.0 accepts it with .kind::i8; PTX allows only f16/tf32.
                 raise SpecError(f"scale-input-d is only valid for .kind::f16 and .kind::tf32, "
                                 f"not .kind::{self.kind}", FIELD["scale_input_d"])
             if self.ws:
@@ -307,7 +307,7 @@ class Tcgen05Mma:
         need(self.disable_output_lane, disable_lanes, "disable-output-lane")
         need(self.scale_input_d, scale_input_d, "scale-input-d")
         need(self.zero_column_mask, zcm, "zero-column-mask")
-        # enable-input-d is a predicate; ptxas also takes a literal 1 (digest §9.10) - PTX does not.
+        # enable-input-d is a predicate; ptxas also takes a literal 1 - PTX does not.
         if _is_literal(enable_input_d):
             raise SpecError(f"enable-input-d must be a predicate register, not '{enable_input_d}'")
         ops = [_tmem(d), _tmem(a) if self.a_in_tmem else a, b]
@@ -331,7 +331,7 @@ class Tcgen05Mma:
                                 FIELD["scale_input_d"])
             ops.append(str(scale_input_d))
         if zcm is not None:
-            # ptxas takes an immediate here too (digest §9.10); PTX: a 64-bit register.
+            # ptxas takes an immediate here too; PTX: a 64-bit register.
             if _is_literal(zcm):
                 raise SpecError(f"the zero-column mask descriptor must be a .b64 register, not '{zcm}'",
                                 FIELD["zero_column_mask"])
@@ -420,7 +420,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("block_scale without a vector size (= block32)", lambda f: f.block_scale == "implicit", (8, 8),
             _family("sm_100f") | _family("sm_110f"),
             "the omitted size defaults to .block32 (9.7.16.10.9.1); ptxas 13.0 then demands PTX 8.8 "
-            "('.block32' requires PTX ISA .version 8.8)", hint="write scale_vec::1X (mxf8f6f4) / 2X (mxf4) for PTX 8.6"),
+            "('.block32' requires PTX ISA .version 8.8)",
+            hint="write scale_vec::1X (mxf8f6f4) / 2X (mxf4) for PTX 8.6"),
     Feature("sparse kind::mxf4/mxf4nvf4", lambda f: f.sparse and f.kind in ("mxf4", "mxf4nvf4"), (8, 6),
             frozenset({"sm_100a", "sm_103a", "sm_110a"}),
             "Table 60 'tcgen05.mma.sp: Kind .kind::mxf4nvf4 and .kind::mxf4: 8.6 sm_100a, 8.8 sm_103a, "
@@ -489,7 +490,7 @@ def all_forms() -> list[Tcgen05Mma]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Supporting instructions (digest §8; PTX 9.7.16.7-9.7.16.9 and 9.7.16.11-12). All are PTX 8.6 on the
+# Supporting instructions (PTX 9.7.16.7-9.7.16.9 and 9.7.16.11-12). All are PTX 8.6 on the
 # targets of Table 60 row "tcgen05.ld, tcgen05.st, tcgen05.wait, tcgen05.cp, tcgen05.fence,
 # tcgen05.commit" / "tcgen05.alloc, tcgen05.dealloc, tcgen05.relinquish_alloc_permit": the same set as
 # base tcgen05.mma.

@@ -1,13 +1,13 @@
 """The `tcgen05.mma` kinds: legal types, K, per-kind options and the valid shapes, as data.
 
-Sources (PTX ISA 9.0/9.1 section numbers; digest = ../shared/reference/ptx-digest.md):
-- Table 38/39 "kinds and types" and 9.7.16.2.1 Table 39 "valid shapes" (digest §3);
+Sources (PTX ISA 9.0/9.1 section numbers):
+- Table 38/39 "kinds and types" and 9.7.16.2.1 Table 39 "valid shapes";
 - 9.7.16.10.1 Table 49 "Transpose and Negate operation for various MMA-Kind" and Table 50
   "N shape with .cta_group for 8bit transpose B";
 - Tables 42-44 (instruction descriptor) for saturate (i8 only) and the scale-matrix type;
 - 9.7.16.10.9.1 for scale-input-d (".kind::tf32 and .kind::f16" only) and the block-scale vector sizes
-  (digest §2.2: block32 = scale_vec::1X for mxf8f6f4, = 2X for mxf4/mxf4nvf4; block16 = 4X, mxf4nvf4 only);
-- 9.7.16.10.8 for the sparsity granularity per kind (digest §4.1).
+  (PTX 9.7.16.10.9.1: block32 = scale_vec::1X for mxf8f6f4, = 2X for mxf4/mxf4nvf4; block16 = 4X, mxf4nvf4 only);
+- 9.7.16.10.8 for the sparsity granularity per kind.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class Kind:
     transpose: bool                    # Table 49
     saturate: bool                     # Table 42 bit 3: "Saturate for integer types", i8 only
     scale_input_d: bool                # 9.7.16.10.9.1: f16 and tf32 only
-    ws: bool                           # .ws / .ws.sp exist (digest §3)
+    ws: bool                           # .ws / .ws.sp exist (PTX 9.7.16.2.1 Table 39)
     scale_types: tuple[str, ...]       # () = not block scaled; else legal scale-factor types (Tables 43/44)
     vector_sizes: tuple[int, ...]      # elements per scale factor (block16 / block32)
 
@@ -63,7 +63,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("mxf4nvf4", ("e2m1",), ("f32",), None, True, 64, 128, "4:8", True, False, False, False, False, ("ue8m0", "ue4m3"), (16, 32)),
 )}
 
-# mxf4nvf4: UE4M3 scales only with 16-element vectors (block16 / scale_vec::4X); digest §2.2.
+# mxf4nvf4: UE4M3 scales only with 16-element vectors (block16 / scale_vec::4X); PTX 9.7.16.10.9.1.
 SCALE_VECTOR_RULES: dict[tuple[str, str], tuple[int, ...]] = {("mxf4nvf4", "ue4m3"): (16,)}
 
 
@@ -85,7 +85,7 @@ def mma_k(kind: str, sparse: bool = False, k96: bool = False) -> int:
 
 
 def check_types(kind: str, a_type: str, b_type: str, d_type: str) -> None:
-    """A/B/D type legality per kind (Table 39 / digest §3 kind table). Raises SpecError."""
+    """A/B/D type legality per kind (PTX 9.7.16.2.1 Table 39). Raises SpecError."""
     info = kind_info(kind)
     for operand, t in (("A", a_type), ("B", b_type)):
         if t not in info.ab_types:
@@ -142,7 +142,7 @@ def infer_kind(a_type: str, b_type: str, d_type: str, block_scaled: bool = False
     return fits[0]
 
 
-# ---- shapes (Table 39, 9.7.16.2.1; digest §3) -----------------------------------------------------
+# ---- shapes (PTX 9.7.16.2.1, Table 39) ----------------------------------------------------------
 
 @dataclass(frozen=True)
 class NSet:
@@ -330,7 +330,7 @@ def check_options(kind: str, negate_a: bool = False, negate_b: bool = False, sat
 
 
 def check_scale(kind: str, scale_type: str | None, vector_size: int | None = None) -> None:
-    """Scale-factor type and vector size of a block-scaled kind (Tables 43/44, digest §2.2)."""
+    """Scale-factor type and vector size of a block-scaled kind (Tables 43/44, PTX 9.7.16.10.9.1)."""
     info = kind_info(kind)
     if not info.block_scaled:
         if scale_type is not None:

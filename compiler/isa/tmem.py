@@ -13,11 +13,11 @@ Sources, per rule:
 - Data-path layouts A-G: PTX 9.7.16.10.5 (the table of M / cta_group / sparsity / .ws -> layout id;
   the figures are images). Lane maps from CUTLASS `UMMA::tmem_frg` / `tmem_frg_ws` (mma_sm100_desc.hpp:
   M=64 half data path `Shape<(_16,_4),N>:Stride<(_1,_32),_128>`, 2x2 `Shape<_64,(N/2,_2)>:Stride<_1,(_128,_64)>`,
-  1x4 `Shape<_32,(N/4,_4)>:Stride<_1,(_128,_32)>`), digest §8.5; the sim models D/A/F.
-- Sparse metadata: PTX 9.7.16.10.8.4 (figures are images) as decoded in digest §4.2 (CUTLASS `tmem_e_frg`
+  1x4 `Shape<_32,(N/4,_4)>:Stride<_1,(_128,_32)>`), PTX 9.7.16.10.5; the sim models D/A/F.
+- Sparse metadata: PTX 9.7.16.10.8.4 (figures are images) as decoded by CUTLASS (`tmem_e_frg`
   and NOHEAT, verified twice); .ws M=64/32 from CUTLASS `tmem_e_frg_ws` (the M=128 rule on the M rows,
   repeated in every lane group of the 2x2 / 1x4 data path: strides _64 / _32); selector = column
-  parity (digest §4.3).
+  parity (PTX 9.7.16.10.8.4).
 - Block-scale factors: PTX 9.7.16.10.7 ("Scale factors ... need to be duplicated to all 32 lane
   partitions"; Table 54 shapes M x {1,2,4}; SFA_ID / SFB_ID = byte offset in the 32-bit word) and
   CUTLASS `tmem_sf_frg` (row r = r0 + 32*r1 -> lane r0 of every 32-lane partition, column r1, the
@@ -140,7 +140,7 @@ def data_path(m: int, cta_group: int = 1, sparse: bool = False, ws: bool = False
 
 
 # --------------------------------------------------------------------------------------------------
-# Sparse metadata (PTX 9.7.16.10.8.4, digest §4.2/§4.3)
+# Sparse metadata (PTX 9.7.16.10.8.4)
 
 @dataclass(frozen=True)
 class MetadataFormat:

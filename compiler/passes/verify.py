@@ -154,7 +154,7 @@ class Verify(Pass):
             if spec.sparsity.ratio != want:
                 raise SpecError(f"kind::{kind} sparse A is {want}, not {spec.sparsity.ratio}", "sparsity.ratio")
             if spec.sparsity.selector:
-                # digest §4.3: the hardware reads metadata in 64-bit granules; f16/tf32 MMAs use half of
+                # PTX 9.7.16.10.8.4: the hardware reads metadata in 64-bit granules; f16/tf32 MMAs use half of
                 # one and the idesc selector names the half (= the metadata column's parity), 8-bit and
                 # fp4 kinds a whole granule with selector 0 (Tables 42-44 bits 0-1). tilec places the
                 # metadata, so it sets the selector of every MMA itself.
@@ -351,7 +351,7 @@ class Verify(Pass):
                 min_ptx = max(min_ptx, required_ptx(form))
         if fspec.ptx_version is None:
             # Prefer `.sp::ordered_metadata` (PTX 8.5): ptxas advises it on every target and plain
-            # `.sp` is several times slower on newer parts (digest §5). A pinned `ptx` wins.
+            # `.sp` is several times slower on newer parts (ptxas advice). A pinned `ptx` wins.
             from ..isa.mma_sp.forms import ORDERED_METADATA_PTX
 
             return max(min_ptx, ORDERED_METADATA_PTX)

@@ -3,7 +3,7 @@
 Sources (section numbers of PTX ISA 9.0/9.1):
 - 9.7.14.6.1 "Sparse matrix storage" (seed ../shared/seeds/ptx-mma-sp-sparse-storage.txt): granularity per
   type, meaningful metadata values, sparsity-selector values per shape.
-- 9.7.14.6.3 "mma.sp" syntax and target/PTX notes, restated in ptx-digest.md §5 (register counts, minimum
+- 9.7.14.6.3 "mma.sp" syntax and target/PTX notes (register counts, minimum
   PTX versions, targets; every row below was assembled with ptxas 13.0 for the targets it names and
   rejected for the others, see tests/test_mma_sp_kernel.py).
 
@@ -24,7 +24,7 @@ from ..targets import MAX_PTX, TARGETS, Target, Version, format_version
 from ..types import TYPES
 
 # `.sp::ordered_metadata` exists from PTX 8.5 (9.7.14.6.3 PTX ISA notes; ptxas: "requires PTX ISA .version
-# 8.5"); below that only plain `.sp` (PTX 7.1) can be emitted. Digest §5: emit the ordered form whenever
+# 8.5"); below that only plain `.sp` (PTX 7.1) can be emitted. tilec emits the ordered form whenever
 # the version allows (plain `.sp` draws a ptxas performance advisory on every target).
 ORDERED_METADATA_PTX: Version = (8, 5)
 
@@ -92,7 +92,7 @@ class SparseLayout:
 
     `storage_bits` is the width of one A/B element in registers and in memory: 16 (f16/bf16), 32 (tf32),
     8 (8-bit types, and the 6-/4-bit types of `.kind::f8f6f4`/`.kind::mxf8f6f4`, which sit in 8-bit
-    containers: ptx-digest.md §5), 4 (s4/u4 and e2m1 of `.kind::mxf4*`, packed 8 per register).
+    containers: PTX 9.7.14.6.3), 4 (s4/u4 and e2m1 of `.kind::mxf4*`, packed 8 per register).
     """
     k: int
     storage_bits: int
@@ -143,7 +143,7 @@ class SparseLayout:
 
     @property
     def rows_per_metadata_word(self) -> int:
-        # ptx-digest.md §6.3 "key trap": 16/32-bit types put rows g and g+8 in one metadata word,
+        # PTX 9.7.14.6.2 "key trap": 16/32-bit types put rows g and g+8 in one metadata word,
         # 8/4-bit types put a single row (8 chunks) in one word.
         return 2 if self.storage_bits >= 16 else 1
 
@@ -170,7 +170,7 @@ class TargetRule:
         return [name for name, t in TARGETS.items() if self.allows(t)]
 
 
-# 9.7.14.6.3 target notes (digest §5 table) + ptxas 13.0 matrix (tests/test_mma_sp_kernel.py):
+# 9.7.14.6.3 target notes + ptxas 13.0 matrix (tests/test_mma_sp_kernel.py):
 SM80_PLUS = TargetRule(min_sm=80)                     # all f16/bf16/tf32/integer forms
 SM89_PLUS = TargetRule(min_sm=89)                     # e4m3/e5m2 without .kind
 SM120_ARCH_OR_FAMILY = TargetRule(min_sm=120, family=120, suffixes=frozenset("af"))  # f8f6f4, mxf8f6f4
@@ -199,7 +199,7 @@ BLOCK_SCALES: tuple[BlockScale, ...] = (
     BlockScale("mxf4", "2X", "ue8m0", (8, 7), vec_optional=True),
     BlockScale("mxf4nvf4", "4X", "ue4m3", (8, 7), vec_optional=False),   # NVFP4: 16-element blocks
     BlockScale("mxf4nvf4", "2X", "ue8m0", (8, 7), vec_optional=False),
-    # PTX 9.1 adds 4X with ue8m0 (digest §5); CUDA 13.0's ptxas only knows <= 9.0, so requirements()
+    # PTX 9.1 adds 4X with ue8m0 (PTX 9.7.14.6.3); CUDA 13.0's ptxas only knows <= 9.0, so requirements()
     # reports it as needing a newer PTX than MAX_PTX.
     BlockScale("mxf4nvf4", "4X", "ue8m0", (9, 1), vec_optional=False),
 )
@@ -217,7 +217,7 @@ class FormRow:
     shape: str
     a_types: tuple[str, ...]
     b_types: tuple[str, ...]
-    cd_types: tuple[str, ...]          # C and D have the same type (digest §5: ptxas "Arguments mismatch")
+    cd_types: tuple[str, ...]          # C and D have the same type (ptxas 13.0: "Arguments mismatch")
     granularity: str
     storage_bits: int
     kind: str | None
@@ -304,7 +304,7 @@ KINDS: tuple[str, ...] = tuple(sorted({r.kind for r in FORM_ROWS if r.kind}))
 SHAPES: tuple[str, ...] = tuple(sorted({r.shape for r in FORM_ROWS}, key=lambda s: int(s.split("k")[1])))
 
 # 6-/4-bit values in an 8-bit container (kind::f8f6f4 / mxf8f6f4): e2m1 sits in bits 5:2, e3m2/e2m3 in
-# bits 5:0 (9.7.14.5.14 "mma" description of .kind::f8f6f4 operands; digest §5 last line).
+# bits 5:0 (9.7.14.5.14 "mma" description of .kind::f8f6f4 operands).
 CONTAINER_SHIFT: dict[str, int] = {"e2m1": 2, "e3m2": 0, "e2m3": 0}
 
 
@@ -354,7 +354,7 @@ class Form:
     @property
     def c_regs(self) -> int:
         # f16 accumulators are packed two per 32-bit register (f16x2), f32/s32 one per register
-        # (9.7.14.6.2 C/D fragments; digest §6.2).
+        # (9.7.14.6.2 C/D fragments).
         return SHAPE_M * SHAPE_N * TYPES[self.c_type].bits // (32 * 32)
 
     @property
@@ -424,7 +424,7 @@ class Form:
 
     def check_selector(self, selector: int) -> None:
         """Allow only the selector values 9.7.14.6.1 defines (ptxas accepts 2/3 for
-        m16n8k32.f32.f16.f16.f32, which PTX calls undefined: digest §9 item 10)."""
+        m16n8k32.f32.f16.f16.f32, which PTX calls undefined: checked with ptxas 13.0)."""
         legal = self.selectors
         if isinstance(selector, bool) or not isinstance(selector, int) or selector not in legal:
             who = {1: "one thread of each group of four supplies the metadata",

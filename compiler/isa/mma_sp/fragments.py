@@ -1,4 +1,4 @@
-"""Per-lane fragment maps of the warp-level sparse MMA (PTX ISA 9.7.14.6.2; ptx-digest.md §6.1-6.3).
+"""Per-lane fragment maps of the warp-level sparse MMA (PTX ISA 9.7.14.6.2).
 
 Notation (9.7.14.6.2): `lane` = %laneid, `g = lane >> 2` (groupID), `t = lane & 3` (threadID_in_group).
 Elements inside a 32-bit register are numbered from the least-significant end. "chunk" = the
@@ -10,7 +10,7 @@ Register-level view (what the kernel loads). Compressed A is stored row-major as
 B as N x K ("B transposed", K contiguous); every A/B register is then one aligned 32-bit word:
   A register j  = word `t + 4*(j >> 1)` of compressed row `g + 8*(j & 1)`   (within one 16 x k/2 tile)
   B register j  = word `t + 4*j` of B^T row `g`                              (within one k x 8 tile)
-This is the element-level table of digest §6.1/§6.2 grouped into registers: e.g. f16 m16n8k32 puts
+This is the element-level table of PTX 9.7.14.6.2 grouped into registers: e.g. f16 m16n8k32 puts
 (row g, chunk t) in reg 0, (row g+8, chunk t) in reg 1, (row g, chunk t+4) in reg 2, (row g+8, chunk t+4)
 in reg 3, and each chunk's two kept f16 values are one word of the compressed row. The same holds for
 every type because a register always carries 32 contiguous bits of compressed K.
@@ -30,7 +30,7 @@ def lane_coords(lane: int) -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------------------------------
-# A (compressed) — 9.7.14.6.2.x "fragment for matrix A", digest §6.1
+# A (compressed) — 9.7.14.6.2.x "fragment for matrix A"
 # --------------------------------------------------------------------------------------------------
 
 def a_register_word(lane: int, reg: int) -> tuple[int, int]:
@@ -52,7 +52,7 @@ def a_element(layout, lane: int, i: int) -> tuple[int, int, int]:
 
 
 # --------------------------------------------------------------------------------------------------
-# B — same as the dense shape of equal K (digest §6.2)
+# B — same as the dense shape of equal K (PTX 9.7.14.6.2)
 # --------------------------------------------------------------------------------------------------
 
 def b_register_word(lane: int, reg: int) -> tuple[int, int]:
@@ -69,7 +69,7 @@ def b_element(layout, lane: int, i: int) -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------------------------------
-# C / D — 9.7.14.6.2 accumulator fragments (digest §6.2): c_i at row g + 8*(i>>1), col 2t + (i&1)
+# C / D — 9.7.14.6.2 accumulator fragments: c_i at row g + 8*(i>>1), col 2t + (i&1)
 # --------------------------------------------------------------------------------------------------
 
 def cd_element(lane: int, i: int) -> tuple[int, int]:
@@ -78,12 +78,12 @@ def cd_element(lane: int, i: int) -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Metadata — digest §6.3
+# Metadata — PTX 9.7.14.6.2
 # --------------------------------------------------------------------------------------------------
 
 def metadata_slot(layout, lane: int, nibble: int) -> tuple[int, int]:
     """Which (row, chunk) of the 16-row tile nibble `nibble` (bits 4n+3..4n) of `e` describes in `lane`,
-    ignoring the sparsity selector (digest §6.3 "host-side packer").
+    ignoring the sparsity selector (PTX 9.7.14.6.2 "host-side packer").
 
     16/32-bit types (two rows per word): nibbles 0-3 = row g, 4-7 = row g+8, chunks 4p..4p+3 where
     p = t & (suppliers-1) (one supplier: p = 0; a pair: p = t&1).

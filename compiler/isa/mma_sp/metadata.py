@@ -128,12 +128,12 @@ def encode_kept(layout, kept: Sequence[int], where: str = "") -> int:
 
 
 # --------------------------------------------------------------------------------------------------
-# Packing one 16 x k tile into per-lane words (digest §6.3 "host-side packer")
+# Packing one 16 x k tile into per-lane words (PTX 9.7.14.6.2 "host-side packer")
 # --------------------------------------------------------------------------------------------------
 
 def pack_metadata(layout, nibbles: Sequence[Sequence[int]], ordered: bool = True) -> list[int]:
     """Per-lane 32-bit `e` words for one 16-row x k tile; nibbles[row][chunk] for 16 rows and k/chunk
-    chunks. The word ignores the selector, so it is right for every legal selector (digest §6.3: the
+    chunks. The word ignores the selector, so it is right for every legal selector (PTX 9.7.14.6.2: the
     metadata of threads the selector does not name is ignored)."""
     lay = _layout(layout)
     if len(nibbles) != SHAPE_M or any(len(r) != lay.chunks_per_row for r in nibbles):
