@@ -6,7 +6,7 @@ import lit.formats
 
 config.name = "tilec"
 config.test_format = lit.formats.ShTest()
-config.suffixes = [".tile"]
+config.suffixes = [".tile", ".ir"]   # .ir: IR text inputs (tests/lit/passes), MLIR style
 # Only tests/lit holds tests; examples/ and benchmarks/ hold .tile files that are not lit tests.
 config.excludes = ["Inputs", "examples", "benchmarks", ".venv", ".ci-venv"]
 root = os.path.dirname(os.path.abspath(__file__))

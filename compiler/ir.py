@@ -147,6 +147,9 @@ class ListOf(AttrType):
     def problem(self, v: Any) -> str | None:
         if not isinstance(v, (list, tuple)):
             return Problem(f"expected a list ({self.name}), got {_describe(v)}")
+        e = self.elem
+        if isinstance(e, PtxInt) and all((type(x) is int or type(x) is Hex) and e.lo <= x <= e.hi for x in v):
+            return None                                     # the common case, in one pass
         for i, x in enumerate(v):
             p = self.elem.problem(x)
             if p is not None:
@@ -415,7 +418,14 @@ def verify_module(module: Op) -> None:
             raise IRError(f"'{op.name}' takes no @symbol", op)
         if op.name == "tilec.tile":
             tile = op
-        check_attrs(op, tile)
+        # The verifier runs between every two passes; an op whose attributes equal those it last passed
+        # with (lists, which could change in place, never compare equal to the stored tuples) passed.
+        if op.__dict__.get("_verified") != op.attrs:
+            check_attrs(op, tile)
+            snap = op.attrs.copy()
+            if any(type(v) is list for v in snap.values()):
+                snap = {k: (tuple(v) if type(v) is list else v) for k, v in snap.items()}
+            op.__dict__["_verified"] = snap
         if d.body is None and op.body:
             raise IRError(f"'{op.name}' cannot have a body", op)
         seen = set()

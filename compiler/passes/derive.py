@@ -271,12 +271,24 @@ def facts(tile: Op) -> dict[str, Any]:
             out["tcgen05_metadata"] = meta
     else:
         out["static_metadata"] = static_metadata(tile)
-    idesc = tile.op("tilec.instr_desc")
-    if idesc is not None:
+    return out
+
+
+class _Facts(dict):
+    """`facts`, with the InstrDesc (decoded from tilec.instr_desc) made when asked for."""
+
+    def __init__(self, tile: Op):
+        super().__init__(facts(tile))
+        self.tile = tile
+
+    def __missing__(self, key: str):
+        idesc = self.tile.op("tilec.instr_desc")
+        if key != "idesc" or idesc is None:
+            raise KeyError(key)
         from ..descriptors import InstrDesc
 
-        out["idesc"] = InstrDesc.decode(int(idesc.attrs["value"]), tile.attrs["kind"])
-    return out
+        self[key] = InstrDesc.decode(int(idesc.attrs["value"]), self.tile.attrs["kind"])
+        return self[key]
 
 
 class OpView:
@@ -289,6 +301,24 @@ class OpView:
         self.facts = facts or {}
 
 
+class _LayoutView(OpView):
+    """A tilec.smem_layout op whose CanonicalLayout (facts["layout"]) is made when first read."""
+
+    def __init__(self, op: Op, tile: "TileView"):
+        super().__init__(op)
+        self._tile = tile
+
+    @property
+    def facts(self) -> dict[str, Any]:       # type: ignore[override]
+        if "layout" not in self._facts:
+            self._facts["layout"] = smem_layout(self._tile.ir, self.ir, self._tile.payload)
+        return self._facts
+
+    @facts.setter
+    def facts(self, value: dict[str, Any]) -> None:
+        self._facts = value
+
+
 class TileView(OpView):
     """A tile op with `payload` (its TileSpec) and `facts` (form, k_block, smem_bytes, tmem_plan,
     scale_layouts, tcgen05_metadata / static_metadata, idesc: see `facts`) rebuilt from its attributes,
@@ -296,12 +326,12 @@ class TileView(OpView):
 
     def __init__(self, tile: Op):
         self.payload: Any = tile_spec(tile)        # a TileSpec (Any: emitters read fields a verified tile has)
-        super().__init__(tile, facts(tile))
+        super().__init__(tile, _Facts(tile))
         self.body = [self._wrap(o) for o in tile.body]
 
     def _wrap(self, o: Op) -> OpView:
         if o.name == "tilec.smem_layout":
-            return OpView(o, {"layout": smem_layout(self.ir, o, self.payload)})
+            return _LayoutView(o, self)
         return OpView(o)
 
     def ops(self, name: str, sym: str | None = None) -> list[OpView]:

@@ -85,14 +85,15 @@ def _select_mma_sp(view, module: Op) -> tuple[str, Any]:
                                        selector=spec.sparsity.selector, static_metadata=static, **grid)
 
 
-def _tcgen05_kernel_attrs(view) -> dict[str, Any]:
+def _tcgen05_kernel_attrs(tile: Op) -> dict[str, Any]:
     """The tcgen05 kernel and the immediates its copy code derives from the loop K (the u32 operands of
     its `mul.lo.u32` / `mul.wide.u32` row addressing, typed so that the IR verifier checks them)."""
     from ..isa.tcgen05_kinds import mma_k
     from ..isa.types import TYPES
+    from ..passes.derive import mma_form, scale_layouts, tile_spec
     from .tcgen05_kernel import _tmem_container_bits
 
-    spec, kind = view.payload, view.attrs["kind"]
+    spec, kind, form = tile_spec(tile), tile.attrs["kind"], mma_form(tile)
     attrs: dict[str, Any] = {"kernel": "tcgen05"}
     sparse = spec.sparsity is not None
     for name in ("A", "B"):
@@ -102,9 +103,9 @@ def _tcgen05_kernel_attrs(view) -> dict[str, Any]:
             attrs[f"{name.lower()}_row_bytes"] = k_stored * _tmem_container_bits(o.dtype, kind) // 8
         elif (o.major or "K") == "K":
             attrs[f"{name.lower()}_row_bytes"] = k_stored * TYPES[o.dtype].bits // 8
-    scales = view.facts.get("scale_layouts")
+    scales = scale_layouts(tile, spec, form)
     if scales is not None:
-        attrs["sf_row_bytes"] = spec.total_k // mma_k(kind, sparse, view.facts["form"].k96) * scales[0].nsf
+        attrs["sf_row_bytes"] = spec.total_k // mma_k(kind, sparse, form.k96) * scales[0].nsf
     return attrs
 
 
@@ -121,7 +122,7 @@ class KernelSelection(Pass):
         for tile in module.ops("tilec.tile"):
             if tile.attrs["engine"] == "tcgen05":
                 try:
-                    attrs = _tcgen05_kernel_attrs(tile_view(tile))
+                    attrs = _tcgen05_kernel_attrs(tile)
                 except SpecError as e:
                     ctx.spec_error(e, tile)
                 tile.body.append(Op("tilec.kernel", None, attrs, loc=tile.loc))
