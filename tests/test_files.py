@@ -221,3 +221,16 @@ def test_a_live_runs_temporary_is_kept(src, tmp_path, capsys):
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_an_ignored_sighup_is_left_alone(src, tmp_path):
+    """Under nohup SIGHUP is ignored: tilec must not turn it back into a fatal signal while writing."""
+    out = tmp_path / "k.ptx"
+    child = _CHILD.replace("signal.signal(signal.SIGHUP, signal.SIG_DFL)", "signal.signal(signal.SIGHUP, signal.SIG_IGN)")
+    child = child.replace("time.sleep(60)", "time.sleep(2)")
+    proc = subprocess.Popen([sys.executable, "-c", child, str(src), str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("TMP ")
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    assert listing(tmp_path) == ["gemm.tile", "k.ptx"] and ".entry gemm_bf16" in out.read_text()
