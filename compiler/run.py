@@ -130,7 +130,7 @@ def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int
         from .emulator.api import _static_problem
 
         p = _static_problem(t, form, p, m, k)
-    a = kernel.pack_a(p.a)
+    a = kernel.pack_a(p.a, library=lib.__name__)
     b = upload(p.bt, lib.__name__, form.b_type).T
     c = upload(p.c, lib.__name__, form.c_type) if p.c is not None else None
     ref = reference(form, p, d_type)

@@ -250,3 +250,13 @@ def test_launch_overhead_benchmark_starts_without_a_gpu():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "launch_overhead.py"), "--help"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0 and "--launches" in proc.stdout, proc.stderr
+
+
+def test_a_packed_operand_is_rechecked_for_another_kernel_or_size(gemm):
+    # the runtime remembers that a SparseA passed its checks for one kernel and problem size only
+    a, b, c, d = sparse_args()
+    with pytest.raises(DeviceError):
+        gemm(a, b, c, out=d)                 # checks pass (the load fails: no GPU here)
+    bf16 = load(os.path.join(EX, "sparse_gemm_bf16.tile"))
+    e = _err(bf16, a, Fake((256, 128), "<V2").T, c, out=d)
+    assert (e.argument, e.what) == ("A", "dtype")

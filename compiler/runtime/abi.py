@@ -149,12 +149,13 @@ def launch_dims(abi: dict, m: int, n: int, k: int, multiprocessors: int | None =
 class Buffer:
     """One buffer parameter: its ABI name, element type, storage shape (elements; 4-bit packed types
     in bytes), whether it is written, and its required byte alignment."""
-    __slots__ = ("name", "element", "shape", "written", "align", "packed")
+    __slots__ = ("name", "element", "shape", "written", "align", "packed", "strides")
 
     def __init__(self, name: str, element: str, shape: tuple[int, ...], written: bool = False,
                  align: int = 16, packed: bool = False) -> None:
         self.name, self.element, self.shape, self.written = name, element, shape, written
         self.align, self.packed = align, packed
+        self.strides: dict = {}       # (itemsize, transposed) -> expected byte strides (the runtime's cache)
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}: {self.element}{list(self.shape)}{' written' if self.written else ''})"

@@ -32,14 +32,31 @@ class ArrayView:
         self.readonly, self.library = readonly, library
 
 
+_TORCH_DTYPES: dict = {}      # torch dtype -> (element name, itemsize), filled as dtypes are met
+_NUMPY_DTYPES: dict = {}      # numpy dtype (cupy arrays) -> (element name, itemsize)
+
+
 def _torch_view(x, name: str) -> ArrayView:
-    dev = x.device
-    if dev.type != "cuda":
-        raise ArgumentError(name, "device", "a CUDA tensor", f"a torch tensor on {dev}")
-    dt = str(x.dtype)[6:]
-    size = x.element_size()
-    return ArrayView(x, x.data_ptr(), tuple(x.shape), tuple(s * size for s in x.stride()),
-                     _TORCH.get(dt, dt), size, dev.index, False, "torch")
+    # the cheapest attributes torch has (is_cuda, get_device; dtype objects as dict keys): a launch reads
+    # half a dozen arrays, and this is most of its host cost
+    if not x.is_cuda:
+        raise ArgumentError(name, "device", "a CUDA tensor", f"a torch tensor on {x.device}")
+    dt = x.dtype
+    known = _TORCH_DTYPES.get(dt)
+    if known is None:
+        short = str(dt)[6:]
+        known = _TORCH_DTYPES[dt] = (_TORCH.get(short, short), x.element_size())
+    element, size = known
+    return ArrayView(x, x.data_ptr(), tuple(x.shape), tuple([s * size for s in x.stride()]), element, size,
+                     x.get_device(), False, "torch")
+
+
+def _cupy_view(x) -> ArrayView:
+    dt = x.dtype
+    known = _NUMPY_DTYPES.get(dt)
+    if known is None:
+        known = _NUMPY_DTYPES[dt] = (_NUMPY.get(dt.name, dt.name), dt.itemsize)
+    return ArrayView(x, x.data.ptr, x.shape, x.strides, known[0], known[1], x.device.id, False, "cupy")
 
 
 def _cai_view(x, cai: dict, name: str) -> ArrayView:
@@ -92,6 +109,8 @@ def view(x, name: str) -> ArrayView:
     mod = type(x).__module__
     if mod.startswith("torch") and hasattr(x, "data_ptr"):
         return _torch_view(x, name)
+    if mod.startswith("cupy") and hasattr(x, "data") and hasattr(x.data, "ptr"):
+        return _cupy_view(x)
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is not None:
         return _cai_view(x, cai, name)

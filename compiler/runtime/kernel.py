@@ -38,6 +38,7 @@ class SparseA:
 
     def __init__(self, values, metadata, element: str, m: int, k: int) -> None:
         self.values, self.metadata, self.element, self.m, self.k = values, metadata, element, m, k
+        self.checked: object = None     # the kernel plan these arrays were last checked against
 
     def __repr__(self) -> str:
         return f"SparseA({self.element}, {self.m} x {self.k})"
@@ -128,6 +129,8 @@ class Kernel:
         self._sms = None
         self._streams: dict[int, object] = {}
         self._maps: dict[tuple, int] = {}
+        self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
+        self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
 
     def __repr__(self) -> str:
         return f"<tilec Kernel {self.entry} ({self.target})>"
@@ -202,9 +205,12 @@ class Kernel:
             raise ArgumentError(arg, "dtype", f"{want.element} elements", f"{v.element}")
         if v.shape != shape:
             raise ArgumentError(arg, "shape", f"{shape}", f"{v.shape}")
-        strides = row_major_strides(want.shape, v.itemsize)
-        if transposed:
-            strides = tuple(reversed(strides))
+        strides = want.strides.get((v.itemsize, transposed))
+        if strides is None:
+            strides = row_major_strides(want.shape, v.itemsize)
+            if transposed:
+                strides = tuple(reversed(strides))
+            want.strides[(v.itemsize, transposed)] = strides
         if any(s != t and d > 1 for s, t, d in zip(v.strides, strides, shape)):
             how = ("column-major K x N strides (B stored transposed: pass Bt.T of a contiguous N x K Bt)"
                    if transposed else "C-contiguous strides")
@@ -265,7 +271,6 @@ class Kernel:
         from cuda.core import LaunchConfig, launch
 
         self._launch, self._LaunchConfig = launch, LaunchConfig
-        self._configs: dict[tuple, object] = {}
 
     def load(self, device: int | None = None) -> Kernel:
         """Load the module now (otherwise the first launch does); returns self."""
@@ -330,15 +335,21 @@ class Kernel:
         a = A if sparse_a or not self.tcgen05 else view(A, "A")      # _sizes refuses an unpacked sparse A
         b = view(B, "B")
         m, n, k = self._sizes(a, b)
-        bad = abi_mod.unmet(self.abi, m, n, k)
-        if bad:
-            raise ArgumentError("A, B", "problem size", f"M x N x K meeting {', '.join(bad)}",
-                                f"{m} x {n} x {k}")
-        want = abi_mod.buffers(self.abi, m, n, k)
+        want = self._plans.get((m, n, k))
+        if want is None:              # the ABI's expressions, evaluated once per problem size
+            bad = abi_mod.unmet(self.abi, m, n, k)
+            if bad:
+                raise ArgumentError("A, B", "problem size", f"M x N x K meeting {', '.join(bad)}",
+                                    f"{m} x {n} x {k}")
+            want = self._plans[(m, n, k)] = abi_mod.buffers(self.abi, m, n, k)
         lead = view(a.values, "A.values") if sparse_a else a
         dev = lead.device
         ptrs: dict[str, int] = {}
-        if sparse_a:
+        if sparse_a and a.checked is want:        # checked against this kernel and size already
+            ptrs["a_values"] = lead.ptr
+            if "a_metadata" in want:
+                ptrs["a_metadata"] = a._metadata_ptr
+        elif sparse_a:
             if a.element != want["a_values"].element:
                 raise ArgumentError("A", "dtype", f"A packed for {want['a_values'].element}",
                                     f"A packed for {a.element}")
@@ -351,6 +362,8 @@ class Kernel:
                     v.element = w.element       # pack_a's raw 16-bit storage (cupy has no bfloat16)
                 self._check(key, arg, v, w, dev)
                 ptrs[key] = v.ptr
+            a._metadata_ptr = ptrs.get("a_metadata")
+            a.checked = want
         else:
             self._check("A", "A", a, want["A"], dev)
             ptrs["A"] = a.ptr
