@@ -38,7 +38,7 @@ def _read_input(path: str) -> tuple[str, str]:
                                        Loc(name, line, col))]) from None
 
 
-def write_output(path: str | None, text: str, input_path: str | None = None) -> None:
+def write_output(path: str | None, text: str | bytes, input_path: str | None = None) -> None:
     """Write `text` to `path` ('-' or None = stdout): atomically, keeping modes, through symbolic links
     (compiler/files.py)."""
     from .files import OverwritesInput
@@ -76,9 +76,11 @@ def _parser():
     c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
     c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
     c.add_argument("--ptx-version", help="PTX ISA version X.Y, overriding the file's 'ptx'")
-    c.add_argument("--emit", choices=("ptx", "ir", "json", "func"), default="ptx",
+    c.add_argument("--emit", choices=("ptx", "ir", "json", "func", "cubin"), default="ptx",
                    help="ir: the IR just before ptx-emission (compiling it gives the same PTX); func: one .func "
-                        "per tile performing its MMA sequence, for embedding (README 'Embedding')")
+                        "per tile performing its MMA sequence, for embedding (README 'Embedding'); cubin: the "
+                        "kernel assembled by ptxas (PATH, $PTXAS or the nvidia-cuda-nvcc wheel) for the file's "
+                        "target, to -o FILE or a redirected stdout")
     c.add_argument("--variant", choices=("kernel", "smem-dump"), default="kernel",
                    help="smem-dump: an sm_90a kernel without tcgen05 that dumps its shared-memory images "
                         "(for checking the copy code and descriptors on Hopper)")
@@ -162,6 +164,8 @@ def _cmd_compile(args, opt_mode: bool) -> int:
         for n in after:
             if n not in pass_names():
                 raise UsageError(f"--print-ir-after: unknown pass '{n}' (passes: {', '.join(pass_names())})")
+    if not opt_mode and args.emit == "cubin" and args.output in (None, "-") and sys.stdout.isatty():
+        raise UsageError("--emit cubin writes a binary file: give -o FILE (or redirect stdout)")
     options = {}
     if getattr(args, "variant", "kernel") != "kernel":
         options["variant"] = args.variant
@@ -207,6 +211,9 @@ def _cmd_compile(args, opt_mode: bool) -> int:
                                            "is not part of the IR", hint="compile the IR that `tilec compile "
                                            "--emit ir` prints (the IR before ptx-emission)")])
         out = result.ptx
+        if args.emit == "cubin":           # a PTX version this ptxas cannot take is an error there
+            write_output(args.output, _assemble(out, name), args.file)
+            return 0
         _warn_if_ptxas_too_old(out)
     write_output(args.output, out, args.file)
     return 0
@@ -220,6 +227,20 @@ def _warn_if_ptxas_too_old(ptx: str) -> None:
     warning = warn_if_ptxas_too_old(ptx)
     if warning:
         sys.stderr.write(warning + "\n")
+
+
+def _assemble(ptx: str, name: str) -> bytes:
+    """--emit cubin: ptxas's failure (none found, PTX too new for it, a rejected line) is a diagnostic."""
+    from .diagnostics import CompileError, Diagnostic
+    from .ptxas import PtxasError, assemble_cubin
+
+    stem = os.path.splitext(os.path.basename(name))[0] if name != "<stdin>" else "stdin"
+    try:
+        return assemble_cubin(ptx, name=f"{stem}.ptx")
+    except PtxasError as e:
+        hint = f"`tilec compile --emit ptx` writes the {stem}.ptx that ptxas's line numbers refer to" \
+            if "rejected" in str(e) else None
+        raise CompileError([Diagnostic(str(e), hint=hint)]) from None
 
 
 def _emit_func(args, text: str, name: str, after: set[str], options: dict) -> int:

@@ -130,14 +130,20 @@ def _die_of(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-def write_output(path: str | None, text: str, input_path: str | None = None) -> None:
-    """Write `text` to `path` ('-' or None: stdout) as described in the module docstring.
+def write_output(path: str | None, text: str | bytes, input_path: str | None = None) -> None:
+    """Write `text` to `path` ('-' or None: stdout) as described in the module docstring; bytes (a cubin)
+    are written as they are.
 
     Raises OverwritesInput when `path` is the input file, FileError for any OS error."""
     if path in (None, "-"):
         try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            if isinstance(text, bytes):
+                sys.stdout.flush()
+                sys.stdout.buffer.write(text)
+                sys.stdout.buffer.flush()
+            else:
+                sys.stdout.write(text)
+                sys.stdout.flush()
         except OSError as e:
             raise file_error("write", "<stdout>", e) from None
         return
@@ -161,13 +167,13 @@ def write_output(path: str | None, text: str, input_path: str | None = None) -> 
         if stat_mod.S_ISDIR(st.st_mode):
             raise FileError(f"cannot write '{path}': Is a directory", path)
         try:
-            with open(real, "w", encoding="utf-8") as f:
-                f.write(text)
+            with open(real, "wb") as f:
+                f.write(text if isinstance(text, bytes) else text.encode("utf-8"))
         except OSError as e:
             raise file_error("write", path, e) from None
         return
     remove_stale_temporaries(real)
-    data = text.encode("utf-8")
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     prefix = _temp_prefix(real)
     tmp: str | None = None
     with _CleanupOnSignals():
