@@ -47,18 +47,42 @@ class CompileResult:
         return print_op(self.module)
 
     def to_json(self) -> dict:
+        """`--emit json`: per tile its engine, its MMA `kind` (what `tilec explain idesc --kind` takes; null
+        for an mma.sp form without a .kind qualifier), the descriptors as hex zero-padded to their width,
+        and the kernel ABI."""
         kernels = {}
         abis = self.module.outputs.get("abi", {})
         for k in self.module.ops("ptx.kernel"):
             kernels[k.sym] = {"entry": k.attrs["entry"], **abis.get(k.sym, {})}
+        tiles = self.tiles
+
+        def kind(name: str) -> str | None:
+            k = tiles[name].attrs.get("kind")
+            return None if k in (None, "none") else str(k)
+
         return {
             "target": self.module.attrs.get("target"),
             "ptx_version": self.module.attrs.get("ptx_version"),
-            "tiles": {n: {"descriptors": {k: (hex(v) if isinstance(v, int) else [hex(x) for x in v])
+            "tiles": {n: {"engine": str(tiles[n].attrs["engine"]),
+                          "kind": kind(n),
+                          "descriptors": {k: (_hex(v, _DESC_BITS.get(k, 64)) if isinstance(v, int)
+                                              else [_hex(x, _DESC_BITS.get(k, 64)) for x in v])
                                           for k, v in d.items()},
                           "kernel": kernels.get(n)}
                       for n, d in self.descriptors.items()},
         }
+
+
+# Descriptor widths: the instruction descriptor is 32 bits (PTX ISA 9.7.16.4.2, Tables 42-44); the
+# shared-memory descriptors (9.7.16.4.1, Table 41: A_desc, B_desc) and the zero-column mask (9.7.16.4.3,
+# Table 45) are 64 bits.
+_DESC_BITS = {"idesc": 32, "zero_column_mask": 64}
+
+
+def _hex(value: int, bits: int) -> str:
+    """0x and every hex digit of a `bits`-wide field (8 for 32 bits, 16 for 64), so values line up and
+    read like `tilec explain` prints them."""
+    return f"0x{value:0{bits // 4}x}"
 
 
 def parse_source(text: str, filename: str = "<string>", arch: str | None = None,

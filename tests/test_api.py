@@ -53,8 +53,10 @@ def test_to_json_is_serialisable_and_hex(result):
     j = json.loads(json.dumps(result.to_json()))
     assert j["target"] == "sm_100a" and j["ptx_version"] == "8.6"
     tile = j["tiles"]["gemm_bf16"]
-    assert tile["descriptors"] == {"idesc": hex(IDESC), "A_desc": [hex(v) for v in A_DESCS],
-                                   "B_desc": [hex(v) for v in B_DESCS]}
+    # zero-padded to the field width: idesc 32 bits (8 digits), smem descriptors 64 bits (16 digits)
+    assert tile["descriptors"] == {"idesc": f"0x{IDESC:08x}", "A_desc": [f"0x{v:016x}" for v in A_DESCS],
+                                   "B_desc": [f"0x{v:016x}" for v in B_DESCS]}
+    assert tile["engine"] == "tcgen05" and tile["kind"] == "f16"
     k = tile["kernel"]
     assert k["entry"] == "gemm_bf16"
     assert [p["name"] for p in k["params"]] == ["A", "B", "D", "m_total", "n_total"]
