@@ -12,12 +12,13 @@ surface, frozen by tests/test_public_api.py):
     CompileResult (.ptx, .module, .descriptors, .to_json()), CompileError (.diagnostics), Diagnostic,
     Loc, SpecError
   specs and the DSL
-    FileSpec, TileSpec, OperandSpec, SparsitySpec, ZeroColumnsSpec
+    FileSpec, TileSpec, OperandSpec, SparsitySpec, ZeroColumnsSpec, ScheduleSpec
     print_file(FileSpec) -> str, print_tile(TileSpec) -> str      (parse_source(print_file(s)) == s)
   embedding
     emit_fragment(spec: TileSpec, target, prefix=None) -> Fragment   (a PTX .func per tile)
     emit_fragments(spec: FileSpec, prefix=None) -> list[Fragment]
     link_fragments(fragments, *code) -> str                          (.version/.target + fragments + code)
+    LinkError                                                        (link_fragments cannot build the module)
   passes
     run_passes(module_or_spec, passes=None, options=None, *, target=None) -> Op
     register_pass, unregister_pass, pass_names, Pass, PassContext, PassManager, PipelineError, Op
@@ -47,11 +48,13 @@ _WHERE = {
     "OperandSpec": ".spec",
     "SparsitySpec": ".spec",
     "ZeroColumnsSpec": ".spec",
+    "ScheduleSpec": ".spec",
     "print_file": ".spec_printer",
     "print_tile": ".spec_printer",
     "emit_fragment": ".api",
     "emit_fragments": ".api",
     "link_fragments": ".api",
+    "LinkError": ".api",
     "Fragment": ".ptx.fragment",
     "Op": ".ir",
     "register_pass": ".passes",
@@ -67,7 +70,7 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:      # the same names, visible to type checkers (kept equal to _WHERE by a test)
-    from .api import emit_fragment, emit_fragments, link_fragments
+    from .api import LinkError, emit_fragment, emit_fragments, link_fragments
     from .diagnostics import CompileError, Diagnostic, Loc, SpecError
     from .driver import (CompileResult, compile_file, compile_source, compile_spec, compile_tile, parse_source,
                          run_passes)
@@ -77,7 +80,7 @@ if TYPE_CHECKING:      # the same names, visible to type checkers (kept equal to
     from .passes import Pass, PassContext, pass_names, register_pass, unregister_pass
     from .passes.manager import PassManager, PipelineError
     from .ptx.fragment import Fragment
-    from .spec import FileSpec, OperandSpec, SparsitySpec, TileSpec, ZeroColumnsSpec
+    from .spec import FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec
     from .spec_printer import print_file, print_tile
 
 __all__ = sorted(_WHERE)

@@ -17,7 +17,18 @@ from .diagnostics import CompileError, Diagnostic, SpecError
 from .ptx.fragment import FRAGMENT_PASSES, Fragment, FragmentRequirement, emit_fragment_for_tile
 from .spec import FileSpec, TileSpec
 
-__all__ = ["emit_fragment", "emit_fragments", "link_fragments", "Fragment", "FragmentRequirement"]
+__all__ = ["emit_fragment", "emit_fragments", "link_fragments", "Fragment", "FragmentRequirement", "LinkError"]
+
+
+class LinkError(ValueError):
+    """`link_fragments` cannot put these fragments into one module (no fragment, different targets, two
+    with one name, a `ptx_version` older than one needs). Not a SpecError: no tile field is wrong, so there
+    is nothing to locate; `hint` says what to do."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
 
 
 def emit_fragments(spec: FileSpec, prefix: str | None = None, *, source: str | None = None,
@@ -57,21 +68,21 @@ def link_fragments(fragments: Sequence[Fragment], *code: str, ptx_version: tuple
     """One PTX module: the header every fragment can live under (the newest `.version` any of them needs,
     their common `.target`), the fragments' definitions, then `code` (e.g. your `.entry` that calls them).
 
-    Raises SpecError when the fragments want different targets or share a name, or when `ptx_version`
-    is older than one of them needs."""
+    Raises LinkError when there is no fragment, the fragments want different targets or share a name, or
+    `ptx_version` is older than one of them needs."""
     if not fragments:
-        raise SpecError("link_fragments needs at least one fragment")
+        raise LinkError("link_fragments needs at least one fragment")
     targets = sorted({f.requires.target for f in fragments})
     if len(targets) > 1:
-        raise SpecError(f"fragments for different targets cannot share a module: {', '.join(targets)}",
-                        "target", "emit every fragment for the same target")
+        raise LinkError(f"fragments for different targets cannot share a module: {', '.join(targets)}",
+                        "emit every fragment for the same target")
     names = [f.name for f in fragments]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise SpecError(f"two fragments are named '{dup[0]}'", "tile", "emit one of them with another prefix")
+        raise LinkError(f"two fragments are named '{dup[0]}'", "emit one of them with another prefix")
     need = max(f.requires.ptx_version for f in fragments)
     if ptx_version is not None and ptx_version < need:
-        raise SpecError(f"a fragment needs PTX ISA {need[0]}.{need[1]}; {ptx_version[0]}.{ptx_version[1]} is "
-                        "too old", "ptx")
+        raise LinkError(f"a fragment needs PTX ISA {need[0]}.{need[1]}; {ptx_version[0]}.{ptx_version[1]} is "
+                        "too old", f"omit ptx_version, or pass ({need[0]}, {need[1]}) or newer")
     header = FragmentRequirement(ptx_version or need, targets[0]).header()
     return header + "\n".join([*(f.text for f in fragments), *code])

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from compiler import (CompileError, FileSpec, OperandSpec, SparsitySpec, SpecError, TileSpec, ZeroColumnsSpec,
-                      compile_tile, emit_fragment, emit_fragments, link_fragments, parse_source)
+from compiler import (CompileError, FileSpec, LinkError, OperandSpec, SparsitySpec, SpecError, TileSpec,
+                      ZeroColumnsSpec, compile_tile, emit_fragment, emit_fragments, link_fragments, parse_source)
 from compiler.cli import main
 from compiler.ptxas import assemble
 
@@ -270,17 +270,21 @@ def test_block_scaled_mma_sp_fragment_takes_scale_registers(ptxas):
 # ---- linking, naming, CLI -------------------------------------------------------------------------------
 
 def test_link_fragments_checks_targets_names_and_versions():
+    # LinkError, not SpecError (issue 15 item 12): no tile field is wrong when fragments do not fit together
     a = emit_fragment(GEMM, "sm_100a")
-    with pytest.raises(SpecError, match="different targets"):
+    with pytest.raises(LinkError, match="at least one fragment"):
+        link_fragments([])
+    with pytest.raises(LinkError, match="different targets"):
         link_fragments([a, emit_fragment(GEMM, "sm_100f")])
-    with pytest.raises(SpecError, match="two fragments are named 'tilec_gemm_mma'"):
+    with pytest.raises(LinkError, match="two fragments are named 'tilec_gemm_mma'"):
         link_fragments([a, emit_fragment(GEMM, "sm_100a")])
     b = emit_fragment(GEMM, "sm_100a", prefix="lib2_")
     assert b.name == "lib2_gemm_mma"
     assert "\n.version 8.6\n" in link_fragments([a, b])
     assert "\n.version 8.8\n" in link_fragments([a, b], ptx_version=(8, 8))
-    with pytest.raises(SpecError, match="too old"):
+    with pytest.raises(LinkError, match="too old") as too_old:
         link_fragments([a], ptx_version=(8, 5))
+    assert not isinstance(too_old.value, SpecError) and too_old.value.hint
     # a newer fragment raises the module's version: mma.sp at PTX 8.5 next to one pinned to 8.7
     sp = emit_fragment(mma_sp_tile("x"), "sm_100a")
     pinned = emit_fragment(GEMM, "sm_100a", ptx_version="8.7")
