@@ -117,7 +117,7 @@ def _check_config(cfg: MmaSpKernelConfig) -> tuple[Version, bool]:
         if not isinstance(v, int) or v < 1:
             raise SpecError(f"{what} must be a positive integer, not {v!r}", field=f"tile.{what}")
     if cfg.threads > 1024:
-        raise SpecError(f"{cfg.threads} threads per CTA exceed 1024", field="tile.warps_m")
+        raise SpecError(f"{cfg.threads} threads per CTA exceed 1024", field="schedule.warps")
     require_kernel_name(cfg.name)
     ptx = mma_sp_ptx_version(form, cfg.target, cfg.ptx_version, cfg.selector)
     ordered = form.uses_ordered_metadata(ptx)
