@@ -178,7 +178,9 @@ def test_fragment_limits_are_the_fragments_own():
     tile = spec.tiles[0]
     fragment = compiler.emit_fragment(tile, spec.target)
     assert (tile.k_total, tile.k) == (64, 32)
-    form = compiler.run_passes(tile, ["verify"], target=spec.target).ops("tilec.tile")[0].facts["form"]
+    from compiler.passes.derive import mma_form
+
+    form = mma_form(compiler.run_passes(tile, ["verify"], target=spec.target).ops("tilec.tile")[0])
     steps = tile.k_total // tile.k
     assert (form.c_regs, form.a_regs, form.b_regs) == (4, 4, 4)
     assert len(fragment.to_json()["params"]) == form.c_regs + steps * (form.a_regs + form.b_regs + 1) == 22
