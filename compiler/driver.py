@@ -128,12 +128,23 @@ def compile_ir(text: str, filename: str = "<string>", passes: list[str] | None =
     at the original .tile (its `loc(...)`) when the program is."""
     from .ir_parser import parse_ir
 
+    from .diagnostics import SpecError
+    from .passes.manager import PipelineError
+
     module = parse_ir(text, filename)
     try:
         return compile_module(module, None, passes, print_ir_after, options)
     except CompileError as e:
         e.source = _located_source(e, filename, text)
         raise
+    except PipelineError:
+        raise
+    except (SpecError, LookupError, ValueError, TypeError, AttributeError, ArithmeticError) as e:
+        # The reader checks syntax and types, not that results recorded as done (`passes`) still agree
+        # with the rest of the text: an edit made after a pass ran can reach a later pass unchecked.
+        raise CompileError([Diagnostic(
+            f"{filename}: the IR is inconsistent with the passes it records as run ({type(e).__name__}: {e})",
+            hint="compile the .tile, or IR from before the edited results' passes")]) from None
 
 
 def _located_source(err: CompileError, filename: str, text: str) -> str | None:

@@ -118,7 +118,7 @@ class _Parser:
             self.fail(f"expected an integer, found {self.show(t)}", t)
         if len(t.text) > 40:
             self.fail("integer literal too long (at most 40 characters)", t)
-        return int(t.text, 0)
+        return int(t.text, 16) if t.kind == "hex" else int(t.text, 10)     # 010 is ten, as printed widths allow
 
     def string(self, t: _Tok) -> str:
         return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), t.text[1:-1])
@@ -299,6 +299,15 @@ def parse_ir(text: str, filename: str = "<string>") -> Op:
     """The module printed in `text`. Raises CompileError with diagnostics located in `text`."""
     p = _Parser(text, filename)
     module = p.module()
+    done = list(module.attrs.get("passes", ()))
+    if done:
+        # the passes the module records must be registered, each after what it requires
+        from .passes.manager import PipelineError, check_pipeline
+
+        try:
+            check_pipeline(done)
+        except PipelineError as e:
+            p.fail(f"attribute 'passes' of 'tilec.module': {e}", p.attr_where.get((id(module), "passes")))
     try:
         verify_module(module)
     except IRError as e:
