@@ -12,30 +12,16 @@ import sys
 
 
 def _read_input(path: str) -> tuple[str, str]:
-    """The input as text; bytes that are not UTF-8 are a located diagnostic, not a crash."""
-    if path == "-":
-        stream = getattr(sys.stdin, "buffer", None)      # a text-only stdin (tests) has no bytes view
-        if stream is None:
-            return sys.stdin.read(), "<stdin>"
-        data, name = stream.read(), "<stdin>"
-    else:
-        try:
-            with open(path, "rb") as f:
-                data, name = f.read(), path
-        except OSError as e:
-            from .files import file_error
+    """The input as text (bounded, UTF-8, BOM dropped: compiler/frontend/source.py); an OS error on
+    the named file is reported as compiler/files.py reports it."""
+    from .frontend.source import read_source
 
-            raise file_error("read", path, e) from None
     try:
-        return data.decode("utf-8"), name
-    except UnicodeDecodeError as e:
-        from .diagnostics import CompileError, Diagnostic, Loc
+        return read_source(path)
+    except OSError as e:
+        from .files import file_error
 
-        before = data[:e.start]
-        line = before.count(b"\n") + 1
-        col = len(before) - (before.rfind(b"\n") + 1) + 1
-        raise CompileError([Diagnostic(f"input is not valid UTF-8 (byte 0x{data[e.start]:02x})",
-                                       Loc(name, line, col))]) from None
+        raise file_error("read", path, e) from None
 
 
 def write_output(path: str | None, text: str | bytes, input_path: str | None = None) -> None:

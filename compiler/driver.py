@@ -95,6 +95,8 @@ def parse_source(text: str, filename: str = "<string>", arch: str | None = None,
     if arch is not None and arch not in TARGETS:
         raise CompileError([Diagnostic(f"unknown target '{arch}' given with --arch",
                                        hint="one of: " + ", ".join(TARGETS))], text)
+    if text.startswith("\ufeff"):      # a UTF-8 byte-order mark: not part of the program
+        text = text[1:]
     spec = parse_spec(text, filename, arch)
     if ptx_version is not None:
         spec = replace(spec, ptx_version=ptx_version)
@@ -166,6 +168,8 @@ def compile_source(text: str, filename: str = "<string>", arch: str | None = Non
                    ptx_version: tuple[int, int] | None = None, passes: list[str] | None = None,
                    print_ir_after: set[str] | None = None, options: dict | None = None) -> CompileResult:
     """Compile DSL text. Raises CompileError (with located diagnostics) on bad input."""
+    if text.startswith("\ufeff"):      # a UTF-8 byte-order mark: not part of the program
+        text = text[1:]
     spec = parse_source(text, filename, arch, ptx_version)
     return compile_spec(spec, text, passes, print_ir_after, options)
 
@@ -174,15 +178,13 @@ def compile_file(path: str | os.PathLike[str], **kw: Any) -> CompileResult:
     """Compile a tile file. Anything wrong with the file itself (missing, unreadable, not UTF-8) is a
     CompileError naming it, like any other bad input: no raw OSError or UnicodeDecodeError leaks out."""
     # os rather than pathlib: pathlib (and the urllib/ipaddress it pulls in) costs ~4 ms of CLI start-up
+    from .frontend.source import read_source
+
     name = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text, name = read_source(name, stdin_dash=False)     # bounded, UTF-8 (else located), BOM dropped
     except OSError as e:
         raise CompileError([Diagnostic(f"cannot read '{name}': {e.strerror or e}")]) from None
-    except UnicodeDecodeError as e:
-        raise CompileError([Diagnostic(f"'{name}' is not valid UTF-8 (byte 0x{e.object[e.start]:02x} at "
-                                       f"offset {e.start})")]) from None
     return compile_source(text, name, **kw)
 
 

@@ -8,21 +8,37 @@ a shape) is the `verify` pass's job, driven by the PTX tables.
 from __future__ import annotations
 
 
-from ..diagnostics import CompileError, Diagnostic, Loc
+from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
 from ..spec import (OPERAND_NAMES, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec,
                     ZeroColumnsSpec)
 from ..isa.targets import TARGETS, parse_version, version_problem
 from ..isa.types import TYPES
-from .parser import Arg, FileNode, Statement, Value, parse
+from .parser import MAX_LIST_ITEMS, Arg, FileNode, Statement, Value, parse
 
 ENGINES = ("tcgen05", "mma.sp", "mma")
 SPACES = ("global", "smem", "tmem", "reg")
 MAJORS = ("K", "MN")
 SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B", "auto")
 RATIOS = ("2:4", "1:2", "4:8")
-# Integer lists name TMEM lanes or D columns (at most 256); a range far longer is a typo, and expanding
-# it (0..10**12) would exhaust memory before any check ran.
-MAX_LIST_ITEMS = 4096
+# ---- limits (README "Limits"); the syntax's own (list length and depth, word length) are in parser.py ----
+# Integer lists name TMEM lanes or D columns (at most 256): after `a..b` ranges are expanded a list has
+# at most MAX_LIST_ITEMS (parser.py) items; a longer range is a typo, and expanding it (0..10**12) would
+# exhaust memory before any check ran.
+# Every integer the DSL reads fits 64 bits: the widest PTX integer types are .u64/.s64/.b64, and no
+# field of a tile holds more (descriptors and masks are 64-bit). The verifier checks each value
+# against the PTX type it lands in; this bound keeps huge literals from reaching it.
+MAX_INT = 2**64 - 1
+# Tiles per file: each becomes a kernel; 4096 of them compile in a few seconds (benchmarks/
+# compile_speed.py measures over a thousand tiles per second) into a PTX file of several hundred
+# thousand lines. A longer file is almost certainly a generator gone wrong.
+MAX_TILES = 4096
+# A tile name is the kernel's .entry name and the stem of the symbols tilec derives from it
+# (NAME_smem, NAME_tmem_slot, tilec_NAME...): 256 characters keep every one of them far inside the
+# 1024 characters the PTX ISA (4.4, Identifiers) asks every PTX implementation to support.
+MAX_NAME_CHARS = 256
+# Diagnostics reported per file; after this many the rest of the file is not checked (C compilers
+# stop after 20 or so: a file with hundreds of errors is the wrong file, or one error repeated).
+MAX_ERRORS = 100
 METADATA_SOURCES = ("runtime", "static")
 BLOCK_SCALE_VECS = {"16": "block16", "32": "block32", "1X": "scale_vec::1X", "2X": "scale_vec::2X",
                     "4X": "scale_vec::4X", "block16": "block16", "block32": "block32"}
@@ -35,7 +51,8 @@ class _Fail(Exception):
 def _did_you_mean(word: str, choices) -> str | None:
     import difflib   # only on the error path: not a start-up cost
 
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    # difflib is quadratic in the word's length; no choice is longer than 32 characters
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5) if len(word) <= 64 else []
     listing = ", ".join(choices) if len(choices) <= 16 else ", ".join(list(choices)[:16]) + ", ..."
     if close:
         return f"did you mean '{close[0]}'? (one of: {listing})"
@@ -53,26 +70,42 @@ class Builder:
         self.diags.append(Diagnostic(message, loc, hint))
         raise _Fail
 
+    def too_many_errors(self) -> bool:
+        """True once MAX_ERRORS diagnostics are reported (the last one then says the rest was skipped)."""
+        if len(self.diags) < MAX_ERRORS:
+            return False
+        note = f"stopped after {MAX_ERRORS} errors; the rest of the file was not checked"
+        if note not in self.diags[-1].notes:
+            self.diags[-1].notes.append(note)
+        return True
+
+    def int_literal(self, text: str, loc: Loc, what: str, base: int = 10) -> int:
+        """int(text, base), which must be at most MAX_INT."""
+        digits = text.lstrip("0")
+        # 2**64 - 1 has 20 decimal, 16 hex, 64 binary digits: a longer literal is too large, and is
+        # refused before int() converts it (Python refuses to convert more than 4300 digits).
+        if len(digits) > {10: 20, 16: 16, 2: 64}[base] or int(text, base) > MAX_INT:
+            self.error(f"{what} {echo(text)} is too large: integers are at most 2**64 - 1 ({MAX_INT})", loc,
+                       "the widest PTX integer types are 64-bit (.u64, .s64, .b64)")
+        return int(text, base)
+
     # -- value parsers ---------------------------------------------------------------------------
     def int_value(self, v: Value, what: str) -> int:
         if v.kind == "atom":
             t = v.text.lower()
-            try:
-                if t.startswith("0x"):
-                    return int(t, 16)
-                if t.startswith("0b"):
-                    return int(t, 2)
-                if t.isdigit():
-                    return int(t)
-            except ValueError:
-                pass
-        self.error(f"{what} must be an integer, found '{v.text or '[...]'}'", v.loc)
+            if t.startswith("0x") and t[2:] and all(ch in "0123456789abcdef" for ch in t[2:]):
+                return self.int_literal(t[2:], v.loc, what, 16)
+            if t.startswith("0b") and t[2:] and all(ch in "01" for ch in t[2:]):
+                return self.int_literal(t[2:], v.loc, what, 2)
+            if t.isdigit():
+                return self.int_literal(t, v.loc, what)
+        self.error(f"{what} must be an integer, found '{echo(v.text) or '[...]'}'", v.loc)
 
     def word(self, v: Value, what: str, choices) -> str:
         if v.kind in ("atom", "ratio") and v.text in choices:
             return v.text
         shown = v.text if v.kind != "list" else "[...]"
-        self.error(f"unknown {what} '{shown}'", v.loc, _did_you_mean(shown, choices))
+        self.error(f"unknown {what} '{echo(shown)}'", v.loc, _did_you_mean(shown, choices))
 
     def int_list(self, v: Value, what: str) -> tuple[int, ...]:
         """A list of integers; `a..b` inside a list is an inclusive range."""
@@ -85,9 +118,9 @@ class Builder:
                 a = self.int_value(Value("atom", lo, item.loc), what)
                 b = self.int_value(Value("atom", hi, item.loc), what)
                 if b < a:
-                    self.error(f"empty range '{item.text}' in {what}", item.loc)
+                    self.error(f"empty range '{echo(item.text)}' in {what}", item.loc)
                 if len(out) + b - a + 1 > MAX_LIST_ITEMS:
-                    self.error(f"range '{item.text}' makes {what} longer than {MAX_LIST_ITEMS} items", item.loc,
+                    self.error(f"range '{echo(item.text)}' makes {what} longer than {MAX_LIST_ITEMS} items", item.loc,
                                "lists name lanes or columns (at most a few hundred)")
                 out.extend(range(a, b + 1))
             else:
@@ -106,14 +139,15 @@ class Builder:
                 if len(bare) >= max_bare:
                     extra = f"; flags: {', '.join(flags)}" if flags else ""
                     if keys:
-                        self.error(f"unexpected '{a.value.text or '[...]'}' in '{st.head}'", a.value.loc,
-                                   f"'{st.head}' takes {', '.join(k + '=' for k in keys)}{extra}")
-                    self.error(f"unexpected '{a.value.text or '[...]'}' in '{st.head}'", a.value.loc,
-                               f"'{st.head}' takes {max_bare} value(s){extra}")
+                        self.error(f"unexpected '{echo(a.value.text) or '[...]'}' in '{echo(st.head)}'", a.value.loc,
+                                   f"'{echo(st.head)}' takes {', '.join(k + '=' for k in keys)}{extra}")
+                    self.error(f"unexpected '{echo(a.value.text) or '[...]'}' in '{echo(st.head)}'", a.value.loc,
+                               f"'{echo(st.head)}' takes {max_bare} value(s){extra}")
                 bare.append(a.value)
             else:
                 if a.key not in keys:
-                    self.error(f"unknown key '{a.key}' in '{st.head}'", a.key_loc, _did_you_mean(a.key, list(keys)))
+                    self.error(f"unknown key '{echo(a.key)}' in '{echo(st.head)}'", a.key_loc,
+                               _did_you_mean(a.key, list(keys)))
                 if a.key in kv:
                     self.error(f"'{a.key}' given twice in '{st.head}'", a.key_loc)
                 kv[a.key] = a
@@ -124,9 +158,11 @@ class Builder:
         ptx = None
         locs: dict[str, Loc] = {}
         for st in node.statements:
+            if self.too_many_errors():
+                break
             try:
                 if st.kind != "keyword" or st.head not in ("target", "ptx"):
-                    self.error(f"unexpected statement '{st.head}' outside a tile", st.loc,
+                    self.error(f"unexpected statement '{echo(st.head)}' outside a tile", st.loc,
                                "at file level only 'target NAME;', 'ptx X.Y;' and 'tile NAME { ... }' are allowed")
                 bare, _ = self.split_args(st, {}, max_bare=1)
                 if not bare:
@@ -150,7 +186,20 @@ class Builder:
                 pass
         tiles = []
         names: dict[str, Loc] = {}
+        if len(node.tiles) > MAX_TILES:
+            self.diags.append(Diagnostic(f"file has {len(node.tiles):,} tiles; at most {MAX_TILES} are allowed",
+                                         node.tiles[MAX_TILES].loc,
+                                         "each tile becomes a kernel; split the file (each tile compiles on its own)"))
+            node = FileNode(node.statements, [])
         for tn in node.tiles:
+            if self.too_many_errors():
+                break
+            if len(tn.name) > MAX_NAME_CHARS:
+                self.diags.append(Diagnostic(f"tile name '{tn.name[:ECHO_CHARS]}...' is {len(tn.name):,} characters "
+                                             f"long; at most {MAX_NAME_CHARS} are allowed",
+                                             tn.name_loc, f"the name becomes the kernel's .entry name and the stem of "
+                                             f"its other symbols; use at most {MAX_NAME_CHARS} characters"))
+                continue
             if tn.name in names:
                 self.diags.append(Diagnostic(f"tile '{tn.name}' is defined twice", tn.name_loc,
                                              f"first defined at {names[tn.name]}"))
@@ -180,6 +229,8 @@ class Builder:
         seen: dict[str, Loc] = {}
         before = len(self.diags)
         for st in tn.statements:
+            if self.too_many_errors():
+                break
             try:
                 key = st.head if st.kind == "keyword" else f"operand {st.head}"
                 if key in seen:
@@ -190,7 +241,8 @@ class Builder:
                 else:
                     handler = _KEYWORDS.get(st.head)
                     if handler is None:
-                        self.error(f"unknown statement '{st.head}'", st.loc, _did_you_mean(st.head, list(_KEYWORDS)))
+                        self.error(f"unknown statement '{echo(st.head)}'", st.loc,
+                                   _did_you_mean(st.head, list(_KEYWORDS)))
                     locs[st.head] = st.loc
                     handler(self, st, f, locs)
             except _Fail:
@@ -211,7 +263,7 @@ class Builder:
     def operand(self, st: Statement, f: dict, locs: dict):
         name = st.head
         if name not in OPERAND_NAMES:
-            self.error(f"unknown operand '{name}'", st.loc, _did_you_mean(name, OPERAND_NAMES))
+            self.error(f"unknown operand '{echo(name)}'", st.loc, _did_you_mean(name, OPERAND_NAMES))
         bare, kv = self.split_args(st, {"major": None, "swizzle": None}, max_bare=2)
         if len(bare) < 2:
             self.error(f"operand {name} needs an element type and a space", st.end_loc,
@@ -313,7 +365,8 @@ class Builder:
             for c in r.items:
                 if c.kind == "ratio":
                     a, b = c.text.split(":")
-                    row.append((int(a), int(b)))
+                    row.append((self.int_literal(a, c.loc, "kept position"),
+                                self.int_literal(b, c.loc, "kept position")))
                 else:
                     row.append((self.int_value(c, "kept position"),))
             out.append(tuple(row))
@@ -394,10 +447,10 @@ class Builder:
 
         def dims(arg, n, what):
             parts = arg.value.text.lower().split("x") if arg.value.kind == "atom" else []
-            if len(parts) != n or not all(p.isdigit() and int(p) > 0 for p in parts):
-                self.error(f"{what} must look like {'x'.join(['N'] * n)}, found '{arg.value.text or '[...]'}'",
+            if len(parts) != n or not all(p.isdigit() and p.strip("0") for p in parts):
+                self.error(f"{what} must look like {'x'.join(['N'] * n)}, found '{echo(arg.value.text) or '[...]'}'",
                            arg.value.loc)
-            return [int(p) for p in parts]
+            return [self.int_literal(p, arg.value.loc, what) for p in parts]
 
         cm, cn, ck = dims(kv["cta"], 3, "cta")
         locs["schedule.cta"] = kv["cta"].value.loc

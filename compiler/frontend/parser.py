@@ -5,8 +5,9 @@ grammar); the tables, the lexer's terminals and the rules are then saved to a JS
 CRC of the grammar text and Lark's version; written to a temporary file and renamed, so parallel lit
 workers never read a half-written cache). With a warm cache this module lexes and parses with those
 tables itself and never imports Lark: importing Lark costs ~50 ms, more than everything else a cold
-`tilec compile` does, and the lit suite pays start-up on every RUN line. A missing or stale cache
-imports Lark and rebuilds it. The walker follows Lark's LALR parser step for step (shift; reduce and
+`tilec compile` does, and the lit suite pays start-up on every RUN line. A missing, stale or damaged
+cache (the file carries a CRC of its tables; valid JSON of another shape counts as damaged) imports
+Lark and rebuilds it. tests/test_parser_differential.py checks this module against Lark's parser. The walker follows Lark's LALR parser step for step (shift; reduce and
 goto on the rule's origin; accept when a reduce on end-of-input reaches the end state), and its lexer
 follows Lark's basic lexer (Lark's terminal order; a string terminal that a regex terminal also
 matches, like `tile` and ATOM, is the string terminal when the text is exactly it).
@@ -14,16 +15,17 @@ Syntax errors are located diagnostics naming the terminals the parser could take
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import sys
 import zlib
 
-from ..diagnostics import CompileError, Diagnostic, Loc
+from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
 
 _GRAMMAR_NAME = "tile.lark"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 def grammar_path() -> str:
@@ -53,7 +55,8 @@ def _packaged_tables(text: str) -> dict | None:
             data = json.load(f)
     except (OSError, ValueError):
         return None
-    if data.get("format") != CACHE_FORMAT or data.get("grammar_crc32") != grammar_crc(text):
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT \
+            or data.get("grammar_crc32") != grammar_crc(text):
         return None
     return data
 
@@ -80,23 +83,20 @@ def _lark_version() -> str:
 
 
 def build_tables(grammar: str) -> dict:
-    """Lark's LALR(1) tables for `grammar`, as plain JSON-able data."""
+    """Lark's LALR(1) tables and lexer for `grammar`, as plain JSON-able data."""
     import lark
 
     p = lark.Lark(grammar, parser="lalr", lexer="basic", propagate_positions=False, maybe_placeholders=False)
     lexer = p.parser.lexer
-    terminals = [(t.name, t.pattern.to_regexp(), t.pattern.type == "str") for t in lexer.terminals]
-    # A string terminal fully matched by an earlier regex terminal is produced by that terminal's match
-    # (Lark's "unless" callback): record literal -> string terminal per regex terminal.
+    # The lexer exactly as Lark's basic lexer scans: its scanner's terminals in its order (a string
+    # terminal that an equal-priority regex terminal matches whole, like `tile` and ATOM, is dropped from
+    # the scan) and its "unless" callbacks, which retype such a regex token when its text is exactly
+    # the string (literal -> string terminal, per regex terminal; the first listed wins, as in Lark).
+    scan_terminals = lexer.scanner.terminals
     keywords: dict[str, dict[str, str]] = {}
-    for name, regex, is_str in terminals:
-        if not is_str:
-            continue
-        literal = re.sub(r"\\(.)", r"\1", regex)
-        for other, oregex, ostr in terminals:
-            if not ostr and re.fullmatch(oregex, literal):
-                keywords.setdefault(other, {})[literal] = name
-                break
+    for name, callback in lexer.callback.items():
+        for t in callback.scanner.terminals:
+            keywords.setdefault(name, {}).setdefault(t.pattern.value, t.name)
     table = p.parser.parser.parser.parse_table
     rules = list(p.rules)
     index = {id(r): i for i, r in enumerate(rules)}
@@ -114,7 +114,7 @@ def build_tables(grammar: str) -> dict:
         states[str(state)] = row
     return {
         "format": CACHE_FORMAT,
-        "terminals": [[n, r] for n, r, _ in terminals],
+        "terminals": [[t.name, t.pattern.to_regexp()] for t in scan_terminals],
         "ignore": sorted(lexer.ignore_types),
         "keywords": keywords,
         "rules": [[r.origin.name, r.alias, len(r.expansion)] for r in rules],
@@ -127,6 +127,44 @@ def build_tables(grammar: str) -> dict:
 _PARSER: "TileParser | None" = None
 
 
+def _tables_crc(tables) -> str:
+    return f"{zlib.crc32(json.dumps(tables, sort_keys=True, separators=(',', ':')).encode()):08x}"
+
+
+def _load_cache(path: str) -> "TileParser | None":
+    """The parser from a cache file, or None when the file is missing, unreadable, corrupt (its
+    checksum does not match), or valid JSON of another shape: the caller then rebuilds it. A bad cache
+    must never make a compile fail (it used to, until the file was deleted by hand)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT \
+                or data.get("crc") != _tables_crc(data.get("tables")):
+            return None
+        return TileParser(data["tables"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
+        return None             # re.error is a ValueError; UnicodeDecodeError too
+
+
+def _parser_or_none(tables) -> "TileParser | None":
+    """A parser of `tables`, or None when they are of another shape."""
+    try:
+        return TileParser(tables)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError):
+        return None
+
+
+def cache_path(grammar: str | None = None) -> str:
+    """The cache file for `grammar` (default: grammar/tile.lark's text)."""
+    if grammar is None:
+        with open(grammar_path(), encoding="utf-8") as f:
+            grammar = f.read()
+    # crc32 (zlib is built in) rather than hashlib: the key only has to change with the grammar, Lark's
+    # version or the cache format (so that checkouts of different formats never rewrite each other's file).
+    key = f"{zlib.crc32(f'{CACHE_FORMAT}:{_lark_version()}:{grammar}'.encode()):08x}"
+    return os.path.join(_cache_dir(), f"tile-lalr-{key}.json")
+
+
 def get_parser() -> "TileParser":
     """The shared parser (tables loaded from the cache, or built with Lark once)."""
     global _PARSER
@@ -134,35 +172,31 @@ def get_parser() -> "TileParser":
         return _PARSER
     with open(grammar_path(), encoding="utf-8") as f:
         text = f.read()
-    data = _packaged_tables(text)
-    if data is not None:
-        _PARSER = TileParser(data)
+    packaged = _packaged_tables(text)
+    parser = _parser_or_none(packaged) if packaged is not None else None
+    if parser is not None:
+        _PARSER = parser
         return _PARSER
-    # crc32 (zlib is built in) rather than hashlib: the key only has to change with the grammar.
-    key = f"{zlib.crc32((text + _lark_version()).encode()):08x}"
-    cache = os.path.join(_cache_dir(), f"tile-lalr-{key}.json")
-    data = None
-    if os.path.isfile(cache):
-        try:
-            with open(cache, encoding="utf-8") as f:
-                data = json.load(f)
-            if data.get("format") != CACHE_FORMAT:
-                data = None
-        except (OSError, ValueError):      # a stale or foreign cache file: rebuild below
-            data = None
-    if data is None:
-        data = build_tables(text)
+    cache = cache_path(text)
+    parser = _load_cache(cache) if os.path.isfile(cache) else None
+    if parser is None:
+        tables = build_tables(text)
+        parser = TileParser(tables)
         try:
             import tempfile
 
             os.makedirs(os.path.dirname(cache), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cache), prefix=".tile-lalr-")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f)
-            os.replace(tmp, cache)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump({"format": CACHE_FORMAT, "crc": _tables_crc(tables), "tables": tables}, f)
+                os.replace(tmp, cache)      # atomic: parallel lit workers never read a half-written file
+            except BaseException:
+                os.unlink(tmp)
+                raise
         except OSError:         # read-only home: run without a cache
             pass
-    _PARSER = TileParser(data)
+    _PARSER = parser
     return _PARSER
 
 
@@ -189,72 +223,106 @@ class _SyntaxError(Exception):
 
 
 class TileParser:
-    def __init__(self, data: dict):
-        self.terminals = {name: regex for name, regex in data["terminals"]}
-        self.ignore = frozenset(data["ignore"])
-        self.keywords = data["keywords"]
-        self.rules = [tuple(r) for r in data["rules"]]
-        self.states = {int(k): {sym: tuple(a) for sym, a in v.items()} for k, v in data["states"].items()}
-        self.start, self.end = data["start"], data["end"]
-        self.scanner = re.compile("|".join(f"(?P<{name}>{regex})" for name, regex in data["terminals"]))
+    def __init__(self, tables: dict):
+        """`tables` as build_tables returns them; anything of another shape is a ValueError/TypeError
+        (a cache file of another shape is then rebuilt, see _load_cache)."""
+        terminals = [(str(name), str(regex)) for name, regex in tables["terminals"]]
+        self.terminals = dict(terminals)
+        self.ignore = frozenset(map(str, tables["ignore"]))
+        self.keywords = {str(k): {str(a): str(b) for a, b in v.items()} for k, v in tables["keywords"].items()}
+        # (origin, alias, length, number): the number is the rule's index in Lark's rule list
+        self.rules = [(str(o), None if a is None else str(a), int(n), i) for i, (o, a, n) in enumerate(tables["rules"])]
+        self.states = {int(k): {str(sym): (int(a[0]), int(a[1])) for sym, a in v.items()}
+                       for k, v in tables["states"].items()}
+        self.start, self.end = int(tables["start"]), int(tables["end"])
+        # The driver's form of the same table: per state, symbol -> target state (shift, or goto on a
+        # rule's origin) when >= 0, or ~rule number (reduce) when < 0.
+        self.actions = {k: {sym: (arg if action == 0 else ~arg) for sym, (action, arg) in row.items()}
+                        for k, row in self.states.items()}
+        self.scanner = re.compile("|".join(f"(?P<{name}>{regex})" for name, regex in terminals))
+        names = set(self.terminals) | {"$END"} | {k for kw in self.keywords.values() for k in kw.values()}
+        origins = {r[0] for r in self.rules}
+        for row in self.states.values():
+            for sym, (action, arg) in row.items():
+                if sym not in names and sym not in origins:
+                    raise ValueError(f"parser tables: unknown symbol {sym!r}")
+                if action == 0 and arg not in self.states or action == 1 and not 0 <= arg < len(self.rules) \
+                        or action not in (0, 1):
+                    raise ValueError(f"parser tables: bad action {action, arg}")
+        if self.start not in self.states or self.end not in self.states or not self.ignore <= set(self.terminals):
+            raise ValueError("parser tables: bad start/end state or ignored terminal")
 
     def terminal_regex(self, name: str) -> str:
         return self.terminals[name]
 
-    def _tokens(self, text: str):
-        scan, ignore, keywords = self.scanner.match, self.ignore, self.keywords
+    def parse_tree(self, text: str, build):
+        """Lex and run the LALR automaton; `build(rule, children)` makes each reduced value, where
+        `rule` is (origin, alias, length, number in Lark's rule list).
+
+        Lark's basic lexer and LALR parser step for step, in one loop (a token generator and per-token
+        tuples cost a third of the time): at each position the scanner's first listed terminal that
+        matches, ignored terminals skipped, keyword retyping; shift, or reduce and goto on the rule's
+        origin until the token shifts; accept when a reduce on end-of-input reaches the end state."""
+        actions, rules, end = self.actions, self.rules, self.end
+        ignore, keywords = self.ignore, self.keywords
+        state = self.start
+        state_stack = [state]
+        values: list = []
         pos, line, line_start, n = 0, 1, 0, len(text)
-        while pos < n:
-            m = scan(text, pos)
-            if m is None:
-                yield None, pos, line, pos - line_start + 1
-                return
-            kind, value = m.lastgroup, m.group()
-            col = pos - line_start + 1
-            nl = value.count("\n")
-            end_line = line + nl
-            end_col = (len(value) - value.rfind("\n")) if nl else col + len(value)
-            if kind not in ignore:
+        # finditer tries the scanner at each position in turn, as Lark's match per position does, and
+        # costs half as much; a match that starts past `pos` means nothing matched at `pos`.
+        matches = self.scanner.finditer(text)
+        while True:
+            m = next(matches, None)
+            if m is not None and m.start() == pos:
+                kind, value = m.lastgroup, m.group()
+                col = pos - line_start + 1
+                pos = m.end()
+                if "\n" in value:
+                    nl = value.count("\n")
+                    end_line, end_col = line + nl, len(value) - value.rfind("\n")
+                    line_start = pos - end_col + 1
+                else:
+                    end_line, end_col = line, col + len(value)
+                if kind in ignore:
+                    line = end_line
+                    continue
                 kw = keywords.get(kind)
                 if kw is not None and value in kw:
                     kind = kw[value]
-                yield Token(kind, value, line, col, end_line, end_col), pos, line, col
-            if nl:
-                line_start = pos + value.rfind("\n") + 1
-            line = end_line
-            pos = m.end()
-        yield Token("$END", "", line, pos - line_start + 1, line, pos - line_start + 1), pos, line, \
-            pos - line_start + 1
-
-    def parse_tree(self, text: str, build):
-        """Run the LALR automaton; `build(origin, alias, children)` makes each reduced value."""
-        states, rules = self.states, self.rules
-        state_stack = [self.start]
-        values: list = []
-        for tok, pos, line, col in self._tokens(text):
-            if tok is None:
-                raise _SyntaxError(None, pos, line, col, self._expected(state_stack[-1]))
+                tok = Token(kind, value, line, col, end_line, end_col)
+                line = end_line
+            elif pos < n:
+                raise _SyntaxError(None, pos, line, pos - line_start + 1, self._expected(state))
+            else:
+                col = pos - line_start + 1
+                tok = Token("$END", "", line, col, line, col)
+                kind = "$END"
             while True:
-                action = states[state_stack[-1]].get(tok.type)
+                action = actions[state].get(kind)
                 if action is None:
-                    raise _SyntaxError(tok, pos, line, col, self._expected(state_stack[-1]))
-                if action[0] == 0:                     # shift
-                    state_stack.append(action[1])
+                    raise _SyntaxError(tok, pos - len(tok.value), tok.line, tok.column, self._expected(state))
+                if action >= 0:                         # shift
+                    state = action
+                    state_stack.append(state)
                     values.append(tok)
                     break
-                origin, alias, size = rules[action[1]]  # reduce, then goto on the rule's origin
-                if size:
+                rule = rules[~action]                   # reduce, then goto on the rule's origin
+                size = rule[2]
+                if size == 1:
+                    children = [values.pop()]
+                    state_stack.pop()
+                elif size:
                     children = values[-size:]
                     del values[-size:]
                     del state_stack[-size:]
                 else:
                     children = []
-                value = build(origin, alias, children)
-                state_stack.append(states[state_stack[-1]][origin][1])
-                values.append(value)
-                if tok.type == "$END" and state_stack[-1] == self.end:
+                state = actions[state_stack[-1]][rule[0]]
+                state_stack.append(state)
+                values.append(build(rule, children))
+                if kind == "$END" and state == end:
                     return values[-1]
-        raise AssertionError("the automaton ended without accepting")   # pragma: no cover
 
     def _expected(self, state: int) -> set[str]:
         return {sym for sym in self.states[state] if sym.isupper() or sym == "$END"}
@@ -336,6 +404,10 @@ def _describe_expected(expected) -> str:
 
 def parse(text: str, filename: str = "<string>") -> FileNode:
     parser = get_parser()
+    # The parse allocates about ten objects per token and frees none of them: the cyclic garbage
+    # collector's passes over that growing heap find nothing and cost a sixth of a big file's parse.
+    gc_was_on = gc.isenabled()
+    gc.disable()
     try:
         return parser.parse_tree(text, _Builder(filename, text).build)
     except _SyntaxError as e:
@@ -349,11 +421,14 @@ def parse(text: str, filename: str = "<string>") -> FileNode:
             msg = "unexpected end of file"
         else:
             loc = _tok_loc(filename, tok)
-            msg = f"unexpected {tok.value!r}"
+            msg = f"unexpected {echo(tok.value)!r}"
         hint = f"expected {_describe_expected(e.expected)}"
         if "SEMICOLON" in e.expected and tok.type != "SEMICOLON":
             hint += " (is a ';' missing at the end of the previous statement?)"
         raise CompileError([Diagnostic(msg, loc, hint=hint)], text) from None
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 def _end_of_file(text: str, filename: str) -> Loc:
@@ -366,23 +441,48 @@ def _end_of_file(text: str, filename: str) -> Loc:
     return Loc(filename, n, len(lines[n - 1]) + 1)
 
 
+# ---- limits of the syntax (README "Limits") ------------------------------------------------------------
 # Lists nest two deep in the DSL (rows=[[0:1, 2:3], [1:3]]); anything far deeper is a typo.
 MAX_LIST_DEPTH = 16
+# A list names TMEM lanes, D columns or sparsity rows: at most 256 meaningful items. 4096 is 16 times
+# that; build.py applies the same bound to lists after `a..b` ranges are expanded.
+MAX_LIST_ITEMS = 4096
+# Names, numbers and strings. The PTX ISA (4.4, Identifiers) sets no maximum identifier length and asks
+# implementations to support at least 1024 characters; no word of the DSL needs more (tile names, the
+# longest to reach PTX, have a lower limit in build.py so that tilec's derived symbols stay within it).
+MAX_TOKEN_CHARS = 1024
 
 
 class _Builder:
-    """Makes the syntax-tree nodes as the automaton reduces (grammar/tile.lark rule -> node)."""
+    """Makes the syntax-tree nodes as the automaton reduces (grammar/tile.lark rule -> node).
+
+    Linear in the input: a repetition helper rule (`__x_star_n: item | __x_star_n item`, left
+    recursive) appends to the one list its first reduction made, rather than copying the list so far
+    on every item (which made lists of 100,000 items and files of 10,000 tiles quadratic)."""
 
     def __init__(self, filename: str, text: str):
         self.filename, self.text = filename, text
 
-    def loc(self, tok: Token) -> Loc:
-        return _tok_loc(self.filename, tok)
+    def fail(self, message: str, loc: Loc, hint: str | None = None):
+        raise CompileError([Diagnostic(message, loc, hint)], self.text)
 
-    def build(self, origin: str, alias: str | None, ch: list):
+    def loc(self, tok: Token) -> Loc:
+        if len(tok.value) > MAX_TOKEN_CHARS:
+            what = "string" if tok.type == "STRING" else "word"
+            self.fail(f"{what} '{tok.value[:ECHO_CHARS]}...' is {len(tok.value):,} characters long; "
+                      f"at most {MAX_TOKEN_CHARS} are allowed",
+                      _tok_loc(self.filename, tok), "names, numbers and strings are at most "
+                      f"{MAX_TOKEN_CHARS} characters (the PTX ISA's minimum identifier length)")
+        return Loc(self.filename, tok.line, tok.column, tok.end_column if tok.end_line == tok.line else None)
+
+    def build(self, rule: tuple, ch: list):
+        origin, alias = rule[0], rule[1]
         if origin.startswith("__"):                    # repetition helper: flatten, drop punctuation
-            out = _Seq()
-            for c in ch:
+            if ch and type(ch[0]) is _Seq:
+                out, rest = ch[0], ch[1:]
+            else:
+                out, rest = _Seq(), ch
+            for c in rest:
                 if isinstance(c, _Seq):
                     out.extend(c)
                 elif not (isinstance(c, Token) and c.type == "COMMA"):
@@ -398,9 +498,12 @@ class _Builder:
                     items.extend(c) if isinstance(c, _Seq) else items.append(c)
                 depth = 1 + max((i.depth for i in items), default=0)
                 if depth > MAX_LIST_DEPTH:
-                    raise CompileError([Diagnostic(f"lists nest at most {MAX_LIST_DEPTH} deep", self.loc(lsqb),
-                                                   hint="the DSL's deepest value is a list of lists, "
-                                                        "e.g. rows=[[0:1, 2:3]]")], self.text)
+                    self.fail(f"lists nest at most {MAX_LIST_DEPTH} deep", self.loc(lsqb),
+                              "the DSL's deepest value is a list of lists, e.g. rows=[[0:1, 2:3]]")
+                if len(items) > MAX_LIST_ITEMS:
+                    self.fail(f"list has {len(items):,} items; at most {MAX_LIST_ITEMS} are allowed",
+                              items[MAX_LIST_ITEMS].loc,
+                              "lists name TMEM lanes, D columns or sparsity rows (a few hundred at most)")
                 end = rsqb.end_column if rsqb.line == lsqb.line else None
                 return Value("list", "", Loc(self.filename, lsqb.line, lsqb.column, end), items, depth)
             return Value(alias, ch[0].value, self.loc(ch[0]))

@@ -12,7 +12,9 @@ else is a bug. Outcomes:
                unlocated    a diagnostic without a location, or located in another file
                out-of-range a location whose line/column is not inside the input
                misrendered  the rendered diagnostic shows a different source line than the one the
-                            location names (e.g. line breaks counted differently by parser and renderer)
+                            location names (e.g. line breaks counted differently by parser and renderer),
+                            or, for a line longer than the diagnostic's window, a caret under another character
+               unbounded    a rendered diagnostic longer than ECHO_BOUND (a huge name echoed whole)
                empty        CompileError without any diagnostic
                exit-code    the CLI exited with a status other than 0 (PTX written) or 1 (located errors)
                hang         the input took longer than the time limit
@@ -96,11 +98,16 @@ def _message_shape(message: str) -> str:
     return re.sub(r"'[^']*'|0x[0-9a-fA-F]+|\d+", "_", message)[:80]
 
 
+# The most a rendered diagnostic may hold (compiler/diagnostics.py bounds what it echoes): the headline,
+# details, hint and notes at TEXT_CHARS each, the source window and caret, and the location.
+ECHO_BOUND = 8 * 1000 + 2 * 200 + 1000
+
+
 def check_diagnostics(err, text: str, filename: str, unlocated_ok: tuple[str, ...] = ()) -> Outcome:
     """Outcome of a CompileError: every diagnostic must be located in `filename`, inside `text`,
     and render the line it names. A diagnostic naming one of `unlocated_ok` may have no location
     (what --arch / --ptx-version override is written nowhere in the file)."""
-    from compiler.diagnostics import CompileError
+    from compiler.diagnostics import SOURCE_WINDOW, CompileError
 
     assert isinstance(err, CompileError)
     if not err.diagnostics:
@@ -120,9 +127,20 @@ def check_diagnostics(err, text: str, filename: str, unlocated_ok: tuple[str, ..
         if not 1 <= col <= width + 1 or (end is not None and not col <= end <= width + 1):
             return Outcome("crash", "out-of-range", f"{line}:{col}-{end} on a line of {width} chars: {d.message}",
                            f"out-of-range-col:{shape}")
-        rendered = d.render(text).split("\n")
+        full = d.render(text)
+        if len(full) > ECHO_BOUND:
+            return Outcome("crash", "unbounded", f"{len(full)} characters: {full[:300]}", f"unbounded:{shape}")
+        rendered = full.split("\n")
         want = "  " + lines[line - 1].expandtabs(1)
         shows_line = len(rendered) >= 3 and rendered[1] == want
+        if len(lines[line - 1]) > SOURCE_WINDOW and len(rendered) >= 3:
+            # A long line is shown as a window around the caret: the caret must sit under the
+            # character the location names.
+            caret = rendered[2].find("^")
+            shown_char = rendered[1][caret] if 0 <= caret < len(rendered[1]) else ""
+            real_char = lines[line - 1][col - 1] if col <= width else ""
+            shows_line = shown_char == (real_char.expandtabs(1) if real_char else "") and \
+                len(rendered[1]) <= SOURCE_WINDOW + 8
         # A blank line (an empty file, the end of the file) may be shown or left out.
         if not shows_line and lines[line - 1].strip():
             shown = rendered[1] if len(rendered) > 1 else "(no source line)"
