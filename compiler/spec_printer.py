@@ -66,6 +66,10 @@ def _uint(value: object, field: str, what: str, positive: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < (1 if positive else 0):
         kind = "positive" if positive else "non-negative"
         raise SpecError(f"{what} must be a {kind} integer to be written in the tile DSL, not {value!r}", field)
+    from .frontend.build import MAX_INT
+
+    if value > MAX_INT:
+        raise SpecError(f"{what} {value} does not fit 64 bits; the tile DSL takes integers up to 2**64 - 1", field)
     return value
 
 
@@ -84,9 +88,10 @@ def _int_list(values: object, field: str, what: str, hexadecimal: bool = False) 
     items = [_uint(v, field, what) for v in values]
     from .frontend.build import MAX_LIST_ITEMS
 
-    # The front end refuses ranges that would make a list longer than MAX_LIST_ITEMS (a typo guard); a
-    # longer list can still be written element by element.
-    if hexadecimal or len(items) > MAX_LIST_ITEMS:
+    # The front end takes at most MAX_LIST_ITEMS items per list, ranges expanded (README "Limits").
+    if len(items) > MAX_LIST_ITEMS:
+        raise SpecError(f"{what} has {len(items)} items; the tile DSL takes at most {MAX_LIST_ITEMS}", field)
+    if hexadecimal:
         return "[" + ", ".join(f"{v:#x}" if hexadecimal else str(v) for v in items) + "]"
     out: list[str] = []
     i = 0

@@ -89,13 +89,18 @@ def test_static_rows_and_hex_masks_round_trip():
     assert "disable_output_lane [0xffff0000, 0x0, 0x1, 0x80000000];" in text
 
 
-def test_long_lists_are_written_without_ranges_past_the_front_end_limit():
+def test_lists_past_the_front_end_limit_are_refused_and_the_limit_itself_round_trips():
+    """The front end takes at most MAX_LIST_ITEMS items per list, ranges expanded or literal (README
+    "Limits"): a longer list is not expressible and the printer says which field; the limit itself is
+    written (as a range) and read back."""
     from compiler.frontend.build import MAX_LIST_ITEMS
 
-    long_run = tuple(range(MAX_LIST_ITEMS + 1))       # one range would exceed the front end's limit
-    tile = _tile(zero_columns=ZeroColumnsSpec(columns=(long_run,)))
-    text = _roundtrip(FileSpec("sm_100a", [tile]))
-    assert ".." not in text.split("zero_columns")[1]
+    at_limit = _tile(zero_columns=ZeroColumnsSpec(columns=(tuple(range(MAX_LIST_ITEMS)),)))
+    assert f"cols=[0..{MAX_LIST_ITEMS - 1}]" in _roundtrip(FileSpec("sm_100a", [at_limit]))
+    too_long = _tile(zero_columns=ZeroColumnsSpec(columns=(tuple(range(MAX_LIST_ITEMS + 1)),)))
+    with pytest.raises(SpecError, match=f"has {MAX_LIST_ITEMS + 1} items") as e:
+        print_tile(too_long)
+    assert e.value.field == "zero_columns.cols"
     assert "cols=[0..9]" in print_tile(_tile(zero_columns=ZeroColumnsSpec(columns=(tuple(range(10)),))))
 
 
