@@ -10,18 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-
-def _read_input(path: str) -> tuple[str, str]:
-    """The input as text (bounded, UTF-8, BOM dropped: compiler/frontend/source.py); an OS error on
-    the named file is reported as compiler/files.py reports it."""
-    from .frontend.source import read_source
-
-    try:
-        return read_source(path)
-    except OSError as e:
-        from .files import file_error
-
-        raise file_error("read", path, e) from None
+from .usage import UsageError
+from .usage import read_input as _read_input
 
 
 def write_output(path: str | None, text: str | bytes, input_path: str | None = None) -> None:
@@ -34,10 +24,6 @@ def write_output(path: str | None, text: str | bytes, input_path: str | None = N
         write(path, text, input_path)
     except OverwritesInput as e:
         raise UsageError(str(e)) from None
-
-
-class UsageError(Exception):
-    pass
 
 
 def _parser():

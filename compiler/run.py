@@ -27,7 +27,7 @@ def parse_shape(text: str | None) -> tuple[int, int, int] | None:
         return None
     parts = text.split(",")
     if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-        from .cli import UsageError
+        from .usage import UsageError
 
         raise UsageError(f"--shape must be M,N,K (three positive integers), got '{text}'")
     m, n, k = (int(p) for p in parts)
@@ -180,7 +180,7 @@ def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, 
     m, n, k = shape or default_shape(kernel.abi, result.tiles[tile].payload.total_k)
     bad = kernel.unmet(m, n, k)
     if bad:
-        from .cli import UsageError
+        from .usage import UsageError
 
         raise UsageError(f"--shape {m},{n},{k} breaks what tile {tile}'s kernel takes: {', '.join(bad)}")
     try:
@@ -241,7 +241,8 @@ def _bench(kernel, prob, name: str, lib, iters: int, warmup: int) -> list[float]
 
 
 def cmd_run(args) -> int:
-    from .cli import UsageError, _read_input
+    from .usage import UsageError
+    from .usage import read_input as _read_input
     from .driver import compile_source
 
     if args.emulate and args.bench:

@@ -45,12 +45,21 @@ class KernelBudget:
         return self.accumulators + self.fragments
 
 
+# (the pipelined kernel is compiler/ptx/sparse_gemm_kernel.py; the choice lives here, below the PTX layer,
+# because this budget check and `ptx-emission` both make it)
+PIPELINED_A_TYPES = ("f16", "bf16", "tf32", "s8", "u8", "e4m3", "e5m2")
+
+
+def pipelined_form(form) -> bool:
+    """Does the pipelined kernel serve `form` (k-wide shape, 32-bit accumulators, checked types)?"""
+    return (form.a_type in PIPELINED_A_TYPES and form.a_regs == 4 and form.b_regs == 4 and form.c_regs == 4
+            and form.block_scale is None and form.kind is None)
+
+
 def mma_sp_kernel(spec, form) -> str:
     """Which kernel `ptx-emission` writes for an mma.sp tile (its _mma_sp_entry): "wgmma" with
     `schedule ... mma=wgmma`; "pipelined mma.sp" with a schedule of 2+ stages, runtime metadata and a form
     compiler/ptx/sparse_gemm_kernel.py serves; else the one-instruction-tile "mma.sp" kernel."""
-    from ..ptx.sparse_gemm_kernel import pipelined_form
-
     sc = spec.schedule
     if sc is not None and sc.mma == "wgmma":
         return "wgmma"
@@ -64,7 +73,7 @@ def mma_sp_budget(spec, form) -> KernelBudget:
     sc = spec.schedule
     kernel = mma_sp_kernel(spec, form)
     if kernel == "wgmma":
-        from ..ptx.sparse_wgmma_kernel import WGMMA_M
+        from ..isa.wgmma import WGMMA_M
 
         consumers = max(sc.warps_m // 4, 1)
         m_blocks = max(sc.cta_m // consumers // WGMMA_M, 1)

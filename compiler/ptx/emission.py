@@ -63,7 +63,8 @@ def kernel_config(view, module: Op) -> Any:
 def _select_mma_sp(view, module: Op) -> tuple[str, Any]:
     from ..isa.targets import parse_version
     from .mma_sp_kernel import MmaSpKernelConfig
-    from .sparse_gemm_kernel import SparseGemmConfig, pipelined_form
+    from ..passes.limits import pipelined_form
+    from .sparse_gemm_kernel import SparseGemmConfig
 
     spec, form, sc = view.payload, view.facts["form"], view.payload.schedule
     ptx = parse_version(module.attrs["ptx_version"])

@@ -26,7 +26,7 @@ this kernel does as a whole GEMM schedule (the DSL's `schedule cta=MxNxK warps=W
 Forms. Every form with 4 A registers, 4 B registers and 32-bit accumulators moves the same bytes per
 k-step (compressed A: 16 rows x 32 B, B: 8 columns x 64 B, digest §6.1/§6.2: every register is one
 aligned 32-bit word of a row), so one byte-level kernel serves f16/bf16 m16n8k32, tf32 m16n8k16,
-s8/u8 m16n8k64 and e4m3/e5m2 m16n8k64 (`pipelined_form`; s4/u4 m16n8k128 moves the same bytes, but its
+s8/u8 m16n8k64 and e4m3/e5m2 m16n8k64 (`passes.limits.pipelined_form`; s4/u4 m16n8k128 moves the same bytes, but its
 4:8 metadata is not modelled yet, so the DSL keeps the simple kernel for it). ldmatrix moves 16-byte
 rows whatever the element type: its `.b16` view puts bytes 4t..4t+3 of row g in lane 4g+t, exactly the
 word `fragments.a_register_word` / `b_register_word` asks for.
@@ -103,15 +103,6 @@ D_STORES = {
 # f16, bf16, s8 and tf32 also on the H100, benchmarks/sparse_gemm.py); the DSL picks this kernel only
 # for them. 4-bit (4:8)
 # forms move the same bytes but their pair-wise metadata is not modelled yet.
-PIPELINED_A_TYPES = ("f16", "bf16", "tf32", "s8", "u8", "e4m3", "e5m2")
-
-
-def pipelined_form(form: Form) -> bool:
-    """Does the pipelined kernel serve `form` (k-wide shape, 32-bit accumulators, checked types)?"""
-    return (form.a_type in PIPELINED_A_TYPES and form.a_regs == 4 and form.b_regs == 4 and form.c_regs == 4
-            and form.block_scale is None and form.kind is None)
-
-
 # --------------------------------------------------------------------------------------------------
 # configuration
 # --------------------------------------------------------------------------------------------------
