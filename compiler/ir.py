@@ -406,42 +406,70 @@ def check_attrs(op: Op, tile: Op | None = None) -> None:
             raise IRError(f"'{op.name}' is missing attribute '{key}'", op, key)
 
 
-def verify_module(module: Op) -> None:
-    """Known ops, typed attributes in range, legal nesting, unique symbols."""
-    def check(op: Op, tile: Op | None) -> None:
-        d = OP_DEFS.get(op.name)
-        if d is None:
-            raise IRError(f"unknown op '{op.name}'", op)
-        if d.sym and op.sym is None:
-            raise IRError(f"'{op.name}' needs an @symbol", op)
-        if not d.sym and op.sym is not None:
-            raise IRError(f"'{op.name}' takes no @symbol", op)
-        if op.name == "tilec.tile":
-            tile = op
-        # The verifier runs between every two passes; an op whose attributes equal those it last passed
-        # with (lists, which could change in place, never compare equal to the stored tuples) passed.
-        if op.__dict__.get("_verified") != op.attrs:
-            check_attrs(op, tile)
-            snap = op.attrs.copy()
-            if any(type(v) is list for v in snap.values()):
-                snap = {k: (tuple(v) if type(v) is list else v) for k, v in snap.items()}
-            op.__dict__["_verified"] = snap
-        if d.body is None and op.body:
-            raise IRError(f"'{op.name}' cannot have a body", op)
-        seen = set()
-        for child in op.body:
-            if d.body is not None and child.name not in d.body:
-                raise IRError(f"'{child.name}' is not allowed inside '{op.name}'", child)
-            if child.sym is not None and child.name in ("tilec.tile", "tilec.operand", "ptx.kernel"):
-                key = (child.name, child.sym)
-                if key in seen:
-                    raise IRError(f"duplicate '{child.name} @{child.sym}'", child)
-                seen.add(key)
-            check(child, tile)
+_UNIQUE_SYMS = frozenset(("tilec.tile", "tilec.operand", "ptx.kernel"))
 
+
+def verify_module(module: Op) -> None:
+    """Known ops, typed attributes in range, legal nesting, unique symbols.
+
+    Structure (op names, symbols, nesting, uniqueness) is checked on every op at every call. The typed
+    attribute check runs on an op when its attributes differ from those it last passed with: the pass
+    manager calls this before the first pass and after each, so an op a pass added or changed (its
+    attribute dict compared by value, a list attribute against a copy of itself) is checked again, and
+    an unchanged one is not re-typed."""
     if module.name != "tilec.module":
         raise IRError("top-level op must be 'tilec.module'", module)
-    check(module, None)
+    _check(module, None)
+
+
+def _copy_lists(v: Any) -> Any:
+    if type(v) is list:
+        return [_copy_lists(x) for x in v]
+    if type(v) is tuple:
+        return tuple(_copy_lists(x) for x in v)
+    return v
+
+
+def _check(op: Op, tile: Op | None) -> None:
+    d = OP_DEFS.get(op.name)
+    if d is None:
+        raise IRError(f"unknown op '{op.name}'", op)
+    if d.sym:
+        if op.sym is None:
+            raise IRError(f"'{op.name}' needs an @symbol", op)
+    elif op.sym is not None:
+        raise IRError(f"'{op.name}' takes no @symbol", op)
+    if op.name == "tilec.tile":
+        tile = op
+    attrs = op.attrs
+    od = op.__dict__
+    if od.get("_verified") != attrs:
+        check_attrs(op, tile)
+        snap = attrs.copy()
+        for k, v in snap.items():
+            if type(v) is list:       # a deep copy: an attribute changed in place no longer compares equal
+                snap[k] = _copy_lists(v)
+        od["_verified"] = snap
+    body = op.body
+    if not body:
+        return
+    allowed = d.body
+    if allowed is None:
+        raise IRError(f"'{op.name}' cannot have a body", op)
+    seen = None
+    for child in body:
+        name = child.name
+        if name not in allowed:
+            raise IRError(f"'{name}' is not allowed inside '{op.name}'", child)
+        if child.sym is not None and name in _UNIQUE_SYMS:
+            key = (name, child.sym)
+            if seen is None:
+                seen = {key}
+            elif key in seen:
+                raise IRError(f"duplicate '{name} @{child.sym}'", child)
+            else:
+                seen.add(key)
+        _check(child, tile)
 
 
 # ---- printing -------------------------------------------------------------------------------------

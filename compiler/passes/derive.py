@@ -63,7 +63,36 @@ def tile_loc(tile: Op, key: str | None = None):
 _FLAGS = ("ws", "ashift", "negate_a", "negate_b", "saturate")
 
 
+_SPEC_OPS = ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule")
+
+
+def _frozen(v: Any) -> Any:
+    """`v` with its lists as tuples, so that a stored copy cannot change with the attribute in place
+    (a list never equals a tuple: an attribute holding a list always misses the cache)."""
+    return tuple(_frozen(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _spec_key(tile: Op) -> tuple:
+    """Everything `tile_spec` reads: the tile's symbol, attributes and locations, and those of its
+    operand, sparsity, zero_columns and schedule ops."""
+    return (tile.sym, {k: _frozen(v) for k, v in tile.attrs.items()}, dict(tile.locs),
+            [(o.name, o.sym, {k: _frozen(v) for k, v in o.attrs.items()}) for o in tile.body if o.name in _SPEC_OPS])
+
+
 def tile_spec(tile: Op) -> TileSpec:
+    """The TileSpec of a tile op. Each pass and emitter asks for it; it is rebuilt only when what it is
+    made from changed since the last call (the key compares every attribute it reads), so callers share
+    one object and must not modify it."""
+    key = _spec_key(tile)
+    cached = tile.__dict__.get("_tile_spec")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    spec = _tile_spec(tile)
+    tile.__dict__["_tile_spec"] = (key, spec)
+    return spec
+
+
+def _tile_spec(tile: Op) -> TileSpec:
     a = tile.attrs
     operands = {o.sym: OperandSpec(o.attrs["dtype"], o.attrs["space"], o.attrs.get("major"), o.attrs.get("swizzle"))
                 for o in tile.ops("tilec.operand")}
