@@ -422,6 +422,16 @@ def verify_module(module: Op) -> None:
     _check(module, None)
 
 
+def snapshot_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an op's attributes that compares equal to them until they change, in place included
+    (its lists are deep copies), for caches keyed on an op's attributes."""
+    snap = attrs.copy()
+    for k, v in snap.items():
+        if type(v) is list:
+            snap[k] = _copy_lists(v)
+    return snap
+
+
 def _copy_lists(v: Any) -> Any:
     if type(v) is list:
         return [_copy_lists(x) for x in v]
@@ -445,11 +455,7 @@ def _check(op: Op, tile: Op | None) -> None:
     od = op.__dict__
     if od.get("_verified") != attrs:
         check_attrs(op, tile)
-        snap = attrs.copy()
-        for k, v in snap.items():
-            if type(v) is list:       # a deep copy: an attribute changed in place no longer compares equal
-                snap[k] = _copy_lists(v)
-        od["_verified"] = snap
+        od["_verified"] = snapshot_attrs(attrs)
     body = op.body
     if not body:
         return

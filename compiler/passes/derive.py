@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..diagnostics import SpecError
-from ..ir import Op
+from ..ir import Op, snapshot_attrs
 from ..spec import OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec
 
 
@@ -66,29 +66,20 @@ _FLAGS = ("ws", "ashift", "negate_a", "negate_b", "saturate")
 _SPEC_OPS = ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule")
 
 
-def _frozen(v: Any) -> Any:
-    """`v` with its lists as tuples, so that a stored copy cannot change with the attribute in place
-    (a list never equals a tuple: an attribute holding a list always misses the cache)."""
-    return tuple(_frozen(x) for x in v) if isinstance(v, (list, tuple)) else v
-
-
-def _spec_key(tile: Op) -> tuple:
-    """Everything `tile_spec` reads: the tile's symbol, attributes and locations, and those of its
-    operand, sparsity, zero_columns and schedule ops."""
-    return (tile.sym, {k: _frozen(v) for k, v in tile.attrs.items()}, dict(tile.locs),
-            [(o.name, o.sym, {k: _frozen(v) for k, v in o.attrs.items()}) for o in tile.body if o.name in _SPEC_OPS])
-
-
 def tile_spec(tile: Op) -> TileSpec:
     """The TileSpec of a tile op. Each pass and emitter asks for it; it is rebuilt only when what it is
-    made from changed since the last call (the key compares every attribute it reads), so callers share
-    one object and must not modify it."""
-    key = _spec_key(tile)
+    made from (the tile's symbol, attributes and locations, its operand, sparsity, zero_columns and
+    schedule ops and their attributes) changed since the last call, so callers share one object and
+    must not modify it."""
+    parts = [o for o in tile.body if o.name in _SPEC_OPS]
     cached = tile.__dict__.get("_tile_spec")
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    if (cached is not None and cached[0] == tile.sym and cached[1] == tile.attrs and cached[2] == tile.locs
+            and len(cached[3]) == len(parts)
+            and all(o is c and o.sym == sym and o.attrs == snap for o, (c, sym, snap) in zip(parts, cached[3]))):
+        return cached[4]
     spec = _tile_spec(tile)
-    tile.__dict__["_tile_spec"] = (key, spec)
+    tile.__dict__["_tile_spec"] = (tile.sym, snapshot_attrs(tile.attrs), dict(tile.locs),
+                                   [(o, o.sym, snapshot_attrs(o.attrs)) for o in parts], spec)
     return spec
 
 
