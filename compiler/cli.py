@@ -120,7 +120,7 @@ def _cmd_compile(args, opt_mode: bool) -> int:
     `tilec compile X.ir` turns into the same PTX). opt: the named --passes only, then the IR; without
     --passes, opt only reads (DSL: lowers) and prints, as mlir-opt does. Input that starts with the
     `tilec.module` op is IR text (compiler/ir_parser.py), anything else the DSL."""
-    from .ir_parser import looks_like_ir
+    from .ir import looks_like_ir   # not ir_parser: the reader is not needed to compile DSL text
 
     text, name = _read_input(args.file)
     is_ir = looks_like_ir(text)

@@ -478,6 +478,18 @@ def _check(op: Op, tile: Op | None) -> None:
         _check(child, tile)
 
 
+# ---- reading: which language a text is in ----------------------------------------------------------
+
+def looks_like_ir(text: str) -> bool:
+    """IR text starts (after blank lines and // comments) with the `tilec.module` op; DSL text never
+    does (its statements are `target`, `ptx`, `tile`)."""
+    for line in text.lstrip("\ufeff").split("\n"):
+        s = line.strip()
+        if s and not s.startswith("//"):
+            return s.startswith("tilec.module")
+    return False
+
+
 # ---- printing -------------------------------------------------------------------------------------
 
 def _fmt(v: Any) -> str:

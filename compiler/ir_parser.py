@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from .diagnostics import CompileError, Diagnostic, Loc
-from .ir import OP_DEFS, IRError, Op, check_attrs, verify_module
+from .ir import OP_DEFS, IRError, Op, check_attrs, looks_like_ir, verify_module  # noqa: F401 (re-exported)
 
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r\n]+|//[^\n]*)
@@ -40,16 +40,6 @@ class _Tok:
 
     def __init__(self, kind: str, text: str, line: int, col: int):
         self.kind, self.text, self.line, self.col = kind, text, line, col
-
-
-def looks_like_ir(text: str) -> bool:
-    """IR text starts (after blank lines and // comments) with the `tilec.module` op; DSL text never
-    does (its statements are `target`, `ptx`, `tile`)."""
-    for line in text.lstrip("\ufeff").split("\n"):
-        s = line.strip()
-        if s and not s.startswith("//"):
-            return s.startswith("tilec.module")
-    return False
 
 
 class _Parser:

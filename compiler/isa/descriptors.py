@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,8 @@ class BitField:
     lo: int
     width: int
 
-    @property
-    def mask(self) -> int:
+    @cached_property
+    def mask(self) -> int:           # cached: every descriptor encode reads each field's mask
         return (1 << self.width) - 1
 
     @property

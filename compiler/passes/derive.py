@@ -149,8 +149,20 @@ def form_op(engine: str, form: Any, scale_type: str | None, loc=None) -> Op:
 
 
 def mma_form(tile: Op) -> Any:
-    """The form object of the tile's `tilec.mma_form` (a Tcgen05Mma or an mma.sp Form)."""
-    a = required(tile, "tilec.mma_form", "verify").attrs
+    """The form object of the tile's `tilec.mma_form` (a Tcgen05Mma or an mma.sp Form), made again only
+    when the op's attributes (or the tile's engine) changed since the last call: each pass after verify
+    asks for it, and a form checks its ISA rules when made."""
+    op = required(tile, "tilec.mma_form", "verify")
+    engine = tile.attrs["engine"]
+    cached = op.__dict__.get("_form")
+    if cached is not None and cached[0] == engine and cached[1] == op.attrs:
+        return cached[2]
+    form = _mma_form(tile, op.attrs)
+    op.__dict__["_form"] = (engine, snapshot_attrs(op.attrs), form)
+    return form
+
+
+def _mma_form(tile: Op, a: dict[str, Any]) -> Any:
     if tile.attrs["engine"] == "tcgen05":
         from ..isa.tcgen05_forms import Tcgen05Mma
 
