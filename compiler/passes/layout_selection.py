@@ -137,8 +137,12 @@ class LayoutSelection(Pass):
         k_block = spec.total_k
         layouts, total, tmem, tmem_error = fits(k_block)
         while (total > budget or tmem is None) and k_block % 2 == 0 and (k_block // 2) % quantum == 0:
+            try:
+                smaller = fits(k_block // 2)
+            except SpecError:
+                break       # no smaller stage has a canonical layout (a swizzle atom is wider than half of K)
             k_block //= 2
-            layouts, total, tmem, tmem_error = fits(k_block)
+            layouts, total, tmem, tmem_error = smaller
         if total > budget:
             raise SpecError(f"one K stage of this tile needs {total} bytes of shared memory, more than the "
                             f"{budget}-byte budget of this target's static shared memory", "shape.N",
