@@ -47,7 +47,7 @@ def emit_fragments(spec: FileSpec, prefix: str | None = None, *, source: str | N
     for tile in spec.tiles:
         one = replace(spec, tiles=[tile])
         passes = FRAGMENT_PASSES.get(tile.engine, ("verify",))     # verify explains an unknown engine
-        module = run_passes(one, passes, options, source=source, print_ir_after=print_ir_after, ir_sink=ir_sink)
+        module = run_passes(one, passes, {**(options or {}), "fragment": True}, source=source, print_ir_after=print_ir_after, ir_sink=ir_sink)
         try:
             fragments.append(emit_fragment_for_tile(module.ops("tilec.tile")[0], module, prefix))
         except SpecError as e:

@@ -47,7 +47,7 @@ def test_success_is_0(valid_file, capsys):
     ["opt", "{f}", "--passes", "verify,layout-selection"],
     ["compile", "{f}", "--emit", "ir"],
     ["compile", "{f}", "--emit", "json"],
-    ["compile", "{f}", "--arch", "sm_100f"],
+    ["compile", "{f}", "--arch", "sm_103a"],
     ["compile", "{f}", "--ptx-version", "8.8"],
     ["passes"],
     ["passes", "--graph"],

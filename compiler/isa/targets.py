@@ -72,6 +72,20 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
 )}
 
 
+# Statically declared shared memory one entry may use, per target, as ptxas 13.0 enforces it ("Entry function
+# uses too much shared data (N bytes, M max)"): generic and family (`f`) targets keep the 48 KB (0xc000)
+# static limit of the CUDA programming model, arch-specific (`a`) targets take the SM's whole shared memory
+# (0x38c00 = 227 KB on sm_90a/sm_100a/sm_103a/sm_110a, 0x18c00 = 99 KB on sm_120a/sm_121a). Measured by
+# assembling a kernel with one `.shared .b8 buf[N]` at the boundary values for every target above.
+STATIC_SMEM_GENERIC = 0xC000
+STATIC_SMEM_ARCH_SPECIFIC = {90: 0x38C00, 100: 0x38C00, 103: 0x38C00, 110: 0x38C00, 120: 0x18C00, 121: 0x18C00}
+
+
+def static_smem_limit(target: str) -> int:
+    """Bytes of static `.shared` data ptxas accepts in one entry for `target`."""
+    t = TARGETS[target]
+    return STATIC_SMEM_ARCH_SPECIFIC[t.sm] if t.suffix == "a" else STATIC_SMEM_GENERIC
+
 def _spelled_version(text: str) -> Version | None:
     """(major, minor) of text spelled "M.N" (ASCII digits), whether or not it was released."""
     parts = text.split(".")

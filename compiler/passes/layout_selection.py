@@ -26,6 +26,17 @@ from . import Pass, PassContext
 from .derive import mma_form, operand_extents, tile_spec, tmem_plan_attrs
 
 STAGE_BUDGET = 96 * 1024     # bytes of A+B per K stage; leaves room on every sm_100 part (228 KB)
+# Static shared data the tcgen05 kernel declares beside the operand buffer: its mbarrier (.b64) and the
+# TMEM-address slot tcgen05.alloc writes (.b32). The stage must leave room for them under the target's
+# static limit (compiler/isa/targets.py static_smem_limit: 48 KB on generic and family targets).
+KERNEL_STATIC_EXTRA = 8 + 4
+
+
+def stage_budget(target: str) -> int:
+    """Bytes of A+B one K stage may take on `target`."""
+    from ..isa.targets import static_smem_limit
+
+    return min(STAGE_BUDGET, static_smem_limit(target) - KERNEL_STATIC_EXTRA)
 
 # The leading-dimension-offset mode of the smem descriptors, by K = 96 (PTX 9.7.16.3.1): a 48-byte K = 96
 # step "would overflow the 128B shared memory boundary if the data is packed contiguously"; in absolute
@@ -57,9 +68,13 @@ class LayoutSelection(Pass):
     description = "choose major-ness, swizzle and canonical smem layout (LBO/SBO) per smem operand"
 
     def apply(self, module, ctx: PassContext) -> None:
-        ctx.each_tile(module, "tcgen05", self.tile)
+        # A `.func` fragment declares no shared memory (its caller owns the buffer, static or dynamic), so
+        # only a kernel is held to the target's static limit (option "fragment", set by emit_fragments).
+        fragment = (ctx.options or {}).get("fragment", False)
+        budget = STAGE_BUDGET if fragment else stage_budget(module.attrs["target"])
+        ctx.each_tile(module, "tcgen05", lambda tile: self.tile(tile, budget))
 
-    def tile(self, tile: Op) -> None:
+    def tile(self, tile: Op, budget: int = STAGE_BUDGET) -> None:
         from ..layout import canonical_layout, choose_swizzle, container_bits_for
         from ..isa.tcgen05_kinds import check_major, mma_k
 
@@ -124,12 +139,18 @@ class LayoutSelection(Pass):
 
         k_block = spec.total_k
         layouts, total, tmem, tmem_error = fits(k_block)
-        while (total > STAGE_BUDGET or tmem is None) and k_block % 2 == 0 and (k_block // 2) % quantum == 0:
+        while (total > budget or tmem is None) and k_block % 2 == 0 and (k_block // 2) % quantum == 0:
+            try:
+                smaller = fits(k_block // 2)
+            except SpecError:
+                break       # no smaller stage has a canonical layout (a swizzle atom is wider than half of K)
             k_block //= 2
-            layouts, total, tmem, tmem_error = fits(k_block)
-        if total > STAGE_BUDGET:
+            layouts, total, tmem, tmem_error = smaller
+        if total > budget:
             raise SpecError(f"one K stage of this tile needs {total} bytes of shared memory, more than the "
-                            f"{STAGE_BUDGET}-byte budget", "shape.N", "use a smaller M or N")
+                            f"{budget}-byte budget of this target's static shared memory", "shape.N",
+                            "use a smaller M or N" + ("" if budget == STAGE_BUDGET else
+                                                      ", or an arch-specific target (sm_XXXa)"))
         if tmem is None:
             raise tmem_error
         for name, (lay, offset) in layouts.items():
