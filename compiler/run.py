@@ -133,11 +133,21 @@ def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int
     a = kernel.pack_a(p.a, library=lib.__name__)
     b = upload(p.bt, lib.__name__, form.b_type).T
     c = upload(p.c, lib.__name__, form.c_type) if p.c is not None else None
+    kwargs = {}
+    if p.sfa is not None:          # block-scaled forms: the u8 scale bytes (PTX 9.7.14.3)
+        kwargs = {"scale_a": upload(p.sfa, lib.__name__, form.block_scale.scale_type),
+                  "scale_b": upload(p.sfb, lib.__name__, form.block_scale.scale_type)}
     ref = reference(form, p, d_type)
     scale = np.abs(p.a.astype(np.float64)) @ np.abs(p.b.astype(np.float64))
+    if p.sfa is not None:          # error bound of the scaled products
+        from .emulator.sparse_host import scale_values
+
+        blk = k // p.sfa.shape[1]
+        scale = (np.abs(p.a.astype(np.float64)) * np.repeat(scale_values(form, p.sfa), blk, axis=1)) @ \
+            (np.abs(p.b.astype(np.float64)) * np.repeat(scale_values(form, p.sfb).T, blk, axis=0))
     if p.c is not None:
         scale = scale + np.abs(p.c.astype(np.float64))
-    return _Problem((a, b, c), {}, ref, scale, d_type, None)
+    return _Problem((a, b, c), kwargs, ref, scale, d_type, None)
 
 
 def _tcgen05_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib) -> _Problem:

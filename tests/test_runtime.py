@@ -260,3 +260,25 @@ def test_a_packed_operand_is_rechecked_for_another_kernel_or_size(gemm):
     bf16 = load(os.path.join(EX, "sparse_gemm_bf16.tile"))
     e = _err(bf16, a, Fake((256, 128), "<V2").T, c, out=d)
     assert (e.argument, e.what) == ("A", "dtype")
+
+
+def test_block_scaled_mma_sp_takes_scale_buffers(tmp_path):
+    """Block-scaled mma.sp kernels take sfa / sfb (u8 [M][K/blk], [N][K/blk]; PTX 9.7.14.3) through the
+    scale_a / scale_b keywords; mxf8f6f4 1X: blk = 64 / 1 = 64, so K = 128 gives 2 scale bytes a row.
+    (e2m3 / e3m2 operands: byte arrays to every library, so fakes can describe them.)"""
+    src = tmp_path / "mx.tile"
+    src.write_text("target sm_120a;\ntile mx {\n  engine mma.sp kind=mxf8f6f4;\n  shape M=16 N=8 K=64;\n"
+                   "  A: e2m3 global; B: e3m2 global; C: f32 global; D: f32 global;\n"
+                   "  SFA: ue8m0 global; SFB: ue8m0 global;\n  block_scale vec=1X;\n  sparsity 2:4;\n}\n")
+    k = load(str(src))
+    m, n, kk = 32, 16, 128
+    b = rabi.buffers(k.abi, m, n, kk)
+    assert b["sfa"].shape == (m, 2) and b["sfb"].shape == (n, 2) and b["sfa"].element == "ue8m0"
+    a = SparseA(Fake((m, kk // 2), "<u1"), Fake((m // 16, kk // 64, 32), "<u4"), "e2m3", m, kk)
+    bt = Fake((n, kk), "<u1").T
+    with pytest.raises(ArgumentError) as e:
+        k(a, bt, Fake((m, n), "<f4"))
+    assert e.value.argument == "scale_a"
+    with pytest.raises(ArgumentError) as e:
+        k(a, bt, Fake((m, n), "<f4"), scale_a=Fake((m, 3), "<u1"), scale_b=Fake((n, 2), "<u1"))
+    assert e.value.argument == "scale_a" and "3" in str(e.value)

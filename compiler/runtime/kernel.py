@@ -108,7 +108,8 @@ class Kernel:
     * B: K x N, stored transposed (N x K, K contiguous), i.e. `Bt.T` of a contiguous N x K array.
     * C: M x N row-major in the accumulator type, for kernels computing D = A*B + C (None: zeros).
     * out: D (M x N row-major), written in place; None allocates it with the inputs' library.
-    * tcgen05 extras as keywords: scale_a / scale_b (SFA / SFB), metadata (META).
+    * extras as keywords: scale_a / scale_b (tcgen05 SFA / SFB, block-scaled mma.sp sfa / sfb), metadata
+      (tcgen05 META).
     * stream: a cuda.core Stream, a torch or cupy stream, an object with __cuda_stream__, or an int handle;
       None: the current stream of the inputs' library (torch / cupy), else the legacy default stream.
     The launch is asynchronous and never synchronises (capturable in a CUDA graph); the first launch
@@ -370,7 +371,10 @@ class Kernel:
         bname = "B" if self.tcgen05 else "b"
         self._check(bname, "B", b, want[bname], dev, transposed=True)
         ptrs[bname] = b.ptr
-        for key, arr, arg in (("SFA", scale_a, "scale_a"), ("SFB", scale_b, "scale_b"), ("META", metadata, "metadata")):
+        # scale factors: SFA / SFB of tcgen05 kernels, sfa / sfb of block-scaled mma.sp kernels
+        for keys, arr, arg in ((("SFA", "sfa"), scale_a, "scale_a"), (("SFB", "sfb"), scale_b, "scale_b"),
+                               (("META",), metadata, "metadata")):
+            key = next((x for x in keys if x in want), keys[0])
             if key in want:
                 if arr is None:
                     raise ArgumentError(arg, "value", f"an array ({key} of {self.entry})", "None")
