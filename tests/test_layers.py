@@ -45,7 +45,7 @@ LAYERS = {
     "ptx": 6,
     "driver": 7, "api": 7,
     "emulator": 8, "runtime": 8, "litkit": 8,
-    "cli": 9, "run": 9, "usage": 9, "__main__": 9, "": 9,          # "": compiler/__init__.py
+    "cli": 9, "run": 9, "draw": 9, "usage": 9, "__main__": 9, "": 9,          # "": compiler/__init__.py
 }
 
 
