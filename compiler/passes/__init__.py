@@ -58,6 +58,16 @@ class Pass:
     provides: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
 
+    def __init_subclass__(cls, *, name: str | None = None, requires: tuple[str, ...] | None = None,
+                          provides: tuple[str, ...] | None = None, description: str | None = None, **kw) -> None:
+        """A pass declares itself in its class line, `class P(Pass, name="p", requires=(...), ...)`, or
+        with class attributes of the same names."""
+        super().__init_subclass__(**kw)
+        for attr, value in (("name", name), ("requires", requires), ("provides", provides),
+                            ("description", description)):
+            if value is not None:
+                setattr(cls, attr, value)
+
     def apply(self, module, ctx: PassContext) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 

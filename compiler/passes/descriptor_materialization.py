@@ -17,11 +17,8 @@ from .derive import mma_form, pipeline, scale_layouts, scale_type, smem_layout, 
 
 
 @dataclass(frozen=True)
-class DescriptorMaterialization(Pass):
-    name = "descriptor-materialization"
-    requires = ("layouts",)
-    provides = ("descriptors",)
-    description = "encode the instruction, smem and zero-column-mask descriptors into the IR"
+class DescriptorMaterialization(Pass, name="descriptor-materialization", requires=("layouts",), provides=("descriptors",),
+                                description="encode the instruction, smem and zero-column-mask descriptors into the IR"):
 
     def apply(self, module, ctx: PassContext) -> None:
         ctx.each_tile(module, "tcgen05", self.tile)

@@ -50,11 +50,8 @@ def k_quantum(step_k: int, container_bits: int, k96: bool) -> int:
 
 
 @dataclass(frozen=True)
-class LayoutSelection(Pass):
-    name = "layout-selection"
-    requires = ("verified",)
-    provides = ("layouts",)
-    description = "choose major-ness, swizzle and canonical smem layout (LBO/SBO) per smem operand"
+class LayoutSelection(Pass, name="layout-selection", requires=("verified",), provides=("layouts",),
+                      description="choose major-ness, swizzle and canonical smem layout (LBO/SBO) per smem operand"):
 
     def apply(self, module, ctx: PassContext) -> None:
         ctx.each_tile(module, "tcgen05", self.tile)

@@ -26,11 +26,8 @@ from .derive import mma_form, tile_spec
 
 
 @dataclass(frozen=True)
-class SparseMetadataPacking(Pass):
-    name = "sparse-metadata-packing"
-    requires = ("verified",)
-    provides = ("metadata",)
-    description = "pack static sparsity patterns into metadata words (or mark runtime metadata)"
+class SparseMetadataPacking(Pass, name="sparse-metadata-packing", requires=("verified",), provides=("metadata",),
+                            description="pack static sparsity patterns into metadata words (or mark runtime metadata)"):
 
     def apply(self, module, ctx: PassContext) -> None:
         for tile in module.ops("tilec.tile"):

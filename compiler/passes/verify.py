@@ -75,11 +75,8 @@ def _block_scales():
 
 
 @dataclass(frozen=True)
-class Verify(Pass):
-    name = "verify"
-    requires = ()
-    provides = ("verified",)
-    description = "check every tile against the PTX tables; resolve kind and PTX version"
+class Verify(Pass, name="verify", requires=(), provides=("verified",),
+             description="check every tile against the PTX tables; resolve kind and PTX version"):
 
     def apply(self, module, ctx: PassContext) -> None:
         fspec = module_spec(module)

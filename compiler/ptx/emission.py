@@ -111,11 +111,8 @@ def _tcgen05_kernel_attrs(tile: Op) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class KernelSelection(Pass):
-    name = "kernel-selection"
-    requires = ("descriptors", "metadata")
-    provides = ("kernels",)
-    description = "choose each tile's kernel and print its configuration"
+class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "metadata"), provides=("kernels",),
+                      description="choose each tile's kernel and print its configuration"):
 
     def apply(self, module, ctx: PassContext) -> None:
         from ..diagnostics import SpecError
@@ -137,11 +134,8 @@ class KernelSelection(Pass):
 
 
 @dataclass(frozen=True)
-class PtxEmission(Pass):
-    name = "ptx-emission"
-    requires = ("kernels",)
-    provides = ("ptx",)
-    description = "print each tile as a complete PTX kernel"
+class PtxEmission(Pass, name="ptx-emission", requires=("kernels",), provides=("ptx",),
+                  description="print each tile as a complete PTX kernel"):
 
     def apply(self, module, ctx: PassContext) -> None:
         from ..diagnostics import SpecError
