@@ -23,17 +23,7 @@ of (best schedule, cuSPARSELt, cuBLAS) back to back, each the median of its laun
 median round with the SM clock / power read through NVML. TFLOP/s = 2*M*N*K / time (dense-equivalent,
 as for cuSPARSELt). Large shapes run into the H100's 700 W limit: read the clocks next to the numbers.
 
-Last run (H100 SXM 80 GB, driver 580, torch 2.11 + cu130, 2026-11-22; f16 in, f16 D; final interleaved
-rounds; schedule sweep in parentheses):
-      M x N x K        schedule         ours   cuSPARSELt  cuBLAS   ours/cuSPARSELt   SM clock
-    2048^3            128x256x64_s4     465 (586)    16      314        29            1980 MHz
-    4096^3            128x256x64_s3_r16 685 (709)   118      767         5.8          1965 MHz
-    8192^3            128x256x64_s3     555 (636)   943      681         0.59         1365 MHz, 692 W
-    4096x11008x4096   128x256x64_s4     591 (632)   579      707         1.02         1590 MHz, 668 W
-    11008x4096x4096   128x256x64_s3     562 (663)   653      656         0.86         1935 MHz, 680 W
-    8192x8192x28672   256x128x64_s3     586 (628)  1064      662         0.55         1230 MHz, 695 W
-    28672x8192x8192   256x128x64_s3     588 (627)  1046      697         0.56         1260 MHz, 698 W
-cuSPARSELt through torch varies a lot between runs below 8192 (4096^3: 118, 236 and 269 in three runs).
+Recorded runs: docs/measurements.md.
 """
 from __future__ import annotations
 

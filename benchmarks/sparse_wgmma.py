@@ -18,22 +18,7 @@ best mma.sp schedule, cuSPARSELt, cuBLAS), each round the median of its launches
 as the median round, with the SM clock and power read through NVML. TFLOP/s = 2*M*N*K / time
 (dense-equivalent, as for cuSPARSELt).
 
-Last run (H100 SXM 80 GB HBM3, driver 580, torch 2.11 + cu130, cupy 14.2, 2026-11-22; f16 in, f16 D; the
-final table: medians of 5 interleaved rounds, in one process; every kernel's D matched the fp32 product to
-2.1e-4 relative error = f16 rounding):
-      M x N x K        wgmma schedule      wgmma   mma.sp  cuSPARSELt  cuBLAS  wgmma/cuSPARSELt  SM clock
-    4096^3             128x256x64_s4_c2     954     680       172       765        5.5          1980 MHz
-    8192^3             128x256x64_s4_c2     958     561       932       673        1.03         1425 MHz, 706 W
-    8192x8192x28672    128x256x64_s4_c2     893     577      1056       660        0.85         1455 MHz, 699 W
-    28672x8192x8192    128x256x64_s4_c2     944     581      1038       689        0.91         1455 MHz, 697 W
-    4096x11008x4096    128x256x64_s4        890     620       713       726        1.25         1665 MHz
-    11008x4096x4096    128x256x64_s4        871     550       723       652        1.20         1485 MHz
-    2048^3             256x128x64_s4_c2     673     562        31       573         -           1215 MHz
-Rounds at 8192^3: wgmma 929-1034, cuSPARSELt 420-1021 (its median was 1020 in the previous run, where the
-CTA pairs were still slow: 0.94x against that). Schedule sweep (median of 30 launches each, 8192^3): 4
-stages beat 3 and 5 (934 / 849 / 777 for 128x256), 128x256 beats 256x128 (934 / 896), CTA pairs sharing B
-952. The pairs first released slots with `mbarrier.arrive.release.cluster` and waited with
-`.acquire.cluster`: 388 TFLOP/s, 2.4x slower; with the default semantics (as CUTLASS) they are the fastest.
+Recorded runs: docs/measurements.md.
 """
 from __future__ import annotations
 

@@ -65,12 +65,12 @@ class SwizzleMode:
 
 # PTX 9.7.16.3.3 canonical-layout table: Swizzle<0,4,3> .. Swizzle<3,4,3> for none/32B/64B/128B, atoms of
 # 8 lines x (1,2,4,8) chunks. Alignment = pattern repeat (8 lines x width): 128B 1024 B, 64B 512 B, 32B
-# 256 B (PTX 9.7.16.4.1 base-offset rule, digest §1); "none" has no pattern, its 128 B is one core matrix
+# 256 B (PTX ISA 9.7.16.4.1 base-offset rule, Table 40); "none" has no pattern, its 128 B is one core matrix
 # (the descriptor itself needs only 16 B there).
 # 128B_base32B is not in the PTX canonical table. CUTLASS (mma_sm100_desc.hpp, `Layout_MN_SW128_32B_Atom_Bits`
 # = Swizzle<2,5,2> o (1024 bits x 4 lines), make_umma_desc: "SWIZZLE_128B_BASE32B is invalid for Major-K",
 # SwizzleAtomKSize = 4) gives 4 lines x 128 B atoms, 32-byte granules XORed with line bits 0-1; MN-major
-# only. Single source; its repeat is 512 B but we demand 1024 B (digest §10: boundary not documented).
+# only. Single source; its repeat is 512 B but we demand 1024 B (the PTX ISA does not give it: boundary not documented).
 SWIZZLES: dict[str, SwizzleMode] = {m.name: m for m in (
     SwizzleMode("none", 16, 8, 0, 4, 3, 128, MAJORS),
     SwizzleMode("32B", 32, 8, 1, 4, 3, 256, MAJORS),
@@ -326,7 +326,7 @@ class CanonicalLayout:
             raise SpecError(f"tile base address {base_address:#x} is not 16-byte aligned (PTX 9.7.16.4.1)")
         base_offset = 0
         if self.swizzle != "none" and base_address % self.alignment:
-            # PTX 9.7.16.4.1 (digest §1): a pattern that does not start on its repeat boundary needs
+            # PTX ISA 9.7.16.4.1, Table 40: a pattern that does not start on its repeat boundary needs
             # base_offset = (pattern start >> 7) & 7. offset()/copy_map() stay relative to an aligned base.
             if base_address % 128:
                 raise SpecError(f"swizzled tile base {base_address:#x} must be 128-byte aligned "
@@ -416,7 +416,7 @@ def choose_swizzle(dtype: str, major: str, mn: int, k: int, container_bits: int 
                    mma_k: int | None = None) -> str:
     """swizzle="auto": the widest swizzle whose atom the contiguous extent fills a whole number of times.
 
-    tf32 MN-major takes 128B_base32B: PTX 9.7.16.10.1 allows tf32 transpose only with it (digest §3).
+    tf32 MN-major takes 128B_base32B: PTX 9.7.16.10.1 allows tf32 transpose only with it (PTX ISA 9.7.16.2.1, Table 39).
     With `mma_k` given, K-major modes whose line is narrower than one MMA K step are skipped.
     """
     bits = container_bits if container_bits is not None else container_bits_for(dtype)

@@ -17,7 +17,7 @@ Compressed A values (`compress(...)[0]`), for an M x K dense A (M % 16 == 0, K %
 
 Metadata (`compress(...)[1]`): uint32 array [M/16][K/shape_k][32]: for every 16-row tile mt and k-step
     ks the 32 per-lane `e` words of that mma.sp, lane-contiguous (one coalesced 128-byte load per warp).
-    Word bits 4n+3..4n describe the (row, chunk) given by fragments.metadata_slot (digest §6.3); a
+    Word bits 4n+3..4n describe the (row, chunk) given by fragments.metadata_slot (PTX ISA 9.7.14.6.2 (metadata fragments)); a
     nibble is two 2-bit slot indices (9.7.14.6.1). Every lane is filled, ignoring the sparsity
     selector, so the same buffer is right for every legal selector. All nibbles have increasing
     indices, so the buffer is valid for both `.sp` and `.sp::ordered_metadata`. (decompress also

@@ -105,7 +105,7 @@ def test_compile_error_carries_every_front_end_diagnostic():
 
 def test_arch_and_ptx_version_keywords():
     r = compile_source(SOURCE, arch="sm_103a")
-    # sm_103a needs PTX ISA 8.8 (digest §2.3)
+    # sm_103a needs PTX ISA 8.8 (PTX ISA 9.7.16.10.9 PTX/target ISA notes)
     assert ".version 8.8\n.target sm_103a\n" in r.ptx
     r = compile_source(SOURCE, ptx_version=(8, 7))
     assert ".version 8.7\n.target sm_100a\n" in r.ptx

@@ -54,7 +54,7 @@ def test_compile_tile_tcgen05_equals_the_dsl_path():
 
 def test_compile_tile_mma_sp_assembles(ptxas):
     result = compile_tile(sparse_tile(), "sm_80")
-    # ordered metadata by default (PTX 8.5, digest §5), m16n8k32 f16 with f32 accumulators (9.7.14.6.3)
+    # ordered metadata by default (PTX 8.5, PTX ISA 9.7.14.6.3), m16n8k32 f16 with f32 accumulators (9.7.14.6.3)
     assert "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32" in result.ptx
     assert result.module.attrs["ptx_version"] == "8.5"
     verdict = assemble(result.ptx, "sm_80", ptxas)

@@ -16,7 +16,7 @@ def by_name(ex):
 
 
 def test_idesc_worked_example():
-    # digest §8.6: 0x08100010 = D F32 (1 << 4) | N 64 >> 3 = 8 at bit 17 | M 128 >> 4 = 8 at bit 24 (Table 42)
+    # a worked Table 42 value: 0x08100010 = D F32 (1 << 4) | N 64 >> 3 = 8 at bit 17 | M 128 >> 4 = 8 at bit 24 (Table 42)
     ex = explain_idesc(0x08100010, "f16")
     assert ex.violations == []
     f = by_name(ex)

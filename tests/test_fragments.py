@@ -3,7 +3,7 @@
 The key check: fragments of different tiles spliced into one hand-written host `.entry` that calls
 them with `call` (PTX 9.7.12.5) assemble with ptxas, for sm_100a (tcgen05) and sm_80 (mma.sp).
 Descriptor constants are checked against the materialized descriptors of the normal pipeline and
-the encodings of PTX 9.7.16.4.1/.2; sparse metadata addressing against digest §4.2/§4.3.
+the encodings of PTX 9.7.16.4.1/.2; sparse metadata addressing against PTX ISA 9.7.16.10.8.4, Table 44 sparsity selector.
 """
 import json
 from dataclasses import replace
@@ -62,7 +62,7 @@ def test_tcgen05_fragment_descriptors_are_relative_to_each_operand_base():
         # address >> 4 (PTX 9.7.16.4.1), so the fragment's descriptor = the kernel's minus offset >> 4.
         assert f.constants[f"{name}_desc"] == [v - (offset >> 4) for v in mat[f"{name}_desc"]]
     # A's first descriptor with base 0: LBO field 16 >> 4 = 1 at bit 16, SBO 1024 >> 4 = 64 at bit 32,
-    # the fixed 0b001 at bit 46, 128B swizzle code 2 at bits 61-63 (digest §1).
+    # the fixed 0b001 at bit 46, 128B swizzle code 2 at bits 61-63 (PTX ISA 9.7.16.4.1, Table 40).
     assert f.constants["A_desc"][0] == (1 << 16) | (64 << 32) | (1 << 46) | (2 << 61)
     # each K step of 16 bf16 = 32 bytes advances the start address by 32 >> 4 = 2 (inside the 128B atom)
     assert [d - f.constants["A_desc"][0] for d in f.constants["A_desc"]] == [0, 2, 4, 6]
@@ -89,7 +89,7 @@ def test_ws_fragment_carries_its_zero_column_mask():
 
 @pytest.mark.parametrize("tile, columns, selectors", [
     # kind::f16: 32 bits of metadata per row and MMA = one TMEM column; MMA s reads column s, addressed as
-    # the even column of its 64-bit granule with the parity in idesc bits 0-1 (digest §4.2, §4.3)
+    # the even column of its 64-bit granule with the parity in idesc bits 0-1 (PTX ISA 9.7.16.10.8.4, Table 44 sparsity selector)
     (SPARSE_F16, [0, 0, 2, 2], [0, 1, 0, 1]),
     # kind::i8: 64 bits per row and MMA = two columns; every MMA starts a granule, selector 0
     (TileSpec("spi8", "tcgen05", 128, 64, 64, {"A": OperandSpec("s8", "smem"), "B": OperandSpec("s8", "smem"),
@@ -128,7 +128,7 @@ def test_fragment_modules_assemble(ptxas):
 
 # The host: one CTA of 128 threads. Warp 0 allocates all 512 TMEM columns; thread 0 inits the mbarrier
 # for two arrivals (one tcgen05.commit per fragment), calls both fragments with the shared buffers,
-# waits on phase 0, and warp 0 frees TMEM (PTX 9.7.16.7.1, 9.7.16.12.1, digest §8).
+# waits on phase 0, and warp 0 frees TMEM (PTX 9.7.16.7.1, 9.7.16.12.1, PTX ISA 9.7.16 tcgen05 instructions).
 TCGEN05_HOST = """
 .visible .entry host()
 .reqntid 128, 1, 1
@@ -195,13 +195,13 @@ def test_two_tcgen05_fragments_link_into_a_host_kernel(ptxas):
 
 def test_mma_sp_fragment_calling_convention():
     f = emit_fragment(mma_sp_tile("spf16"), "sm_80")
-    # m16n8k32 f16 -> f32 (digest §5): A 4, B 4, C/D 4 registers; loop K 64 = 2 K steps, one metadata
+    # m16n8k32 f16 -> f32 (PTX ISA 9.7.14.6.3): A 4, B 4, C/D 4 registers; loop K 64 = 2 K steps, one metadata
     # word each: 4 + 2 * (4 + 4 + 1) = 22 parameters.
     assert len(f.params) == 4 + 2 * (4 + 4 + 1)
     assert [p.name for p in f.params[:5]] == ["c0", "c1", "c2", "c3", "a0_0"]
     assert [p.type for p in f.params[:4]] == ["f32"] * 4
     assert (f.result.count, f.result.type, f.result.bytes, f.result.align) == (4, "f32", 16, 16)
-    assert f.requires.ptx_version == (8, 5)            # .sp::ordered_metadata (digest §5)
+    assert f.requires.ptx_version == (8, 5)            # .sp::ordered_metadata (PTX ISA 9.7.14.6.3)
     mma = [ln for ln in f.text.splitlines() if ln.strip().startswith("mma.sp")]
     assert len(mma) == 2 and mma[0].endswith(", 0;")  # selector 0 as an immediate
     # the second K step accumulates into the first one's D
@@ -342,7 +342,7 @@ def _print(tile):
 
 
 def test_every_mma_sp_form_has_a_fragment_that_assembles(ptxas):
-    """Every non-block-scaled row of the mma.sp form table (compiler/isa/mma_sp/forms.py, digest §5) as a
+    """Every non-block-scaled row of the mma.sp form table (compiler/isa/mma_sp/forms.py, PTX ISA 9.7.14.6.3) as a
     two-K-step fragment with its largest legal selector (9.7.14.6.1), linked per target into one module."""
     from compiler.isa.mma_sp.forms import all_forms
 

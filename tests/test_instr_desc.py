@@ -32,7 +32,7 @@ def make(kind, **overrides):
 
 
 def test_digest_worked_idesc_0x08100010():
-    # digest §8.6, kind::f16, Table 42: D = F32 -> 1 << 4 = 0x10; A = B = F16 -> 0 at bits 7-9 / 10-12;
+    # a worked Table 42 value, kind::f16, Table 42: D = F32 -> 1 << 4 = 0x10; A = B = F16 -> 0 at bits 7-9 / 10-12;
     # K-major (no transpose) -> bits 15, 16 = 0; N = 64 -> 64 >> 3 = 8 at bit 17 = 0x100000;
     # M = 128 -> 128 >> 4 = 8 at bit 24 = 0x08000000. Sum: 0x08100010.
     desc = InstrDesc("f16", "f16", "f16", "f32", 128, 64)

@@ -140,7 +140,7 @@ def test_isa_imports_only_downward():
 
 
 def test_table_entries_cite_the_ptx_isa():
-    """Each entry of the form tables names its PTX ISA section or table (never the reading aid, the digest)."""
+    """Each entry of the form tables names its PTX ISA section or table (never the reading aid that restates it)."""
     import re
 
     from compiler.isa.mma_sp.forms import FORM_ROWS

@@ -235,7 +235,7 @@ def test_descriptors_tf32_mn_major_128b_base32b():
 
 
 def test_base_offset_for_unaligned_swizzle_pattern():
-    # digest §1: base_offset = (pattern start >> 7) & 7 when not on the 1024-B repeat: 0x2080 -> 0x41 & 7 = 1
+    # PTX ISA 9.7.16.4.1, Table 40: base_offset = (pattern start >> 7) & 7 when not on the 1024-B repeat: 0x2080 -> 0x41 & 7 = 1
     desc = SmemDesc.decode(smem_descriptors("f16", "K", "128B", 8, 64, 16, base_address=0x2080)[0])
     assert (desc.base_offset, desc.start_address) == (1, 0x2080)
     assert SmemDesc.decode(smem_descriptors("f16", "K", "128B", 8, 64, 16, base_address=0x2400)[0]).base_offset == 0

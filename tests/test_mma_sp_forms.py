@@ -1,7 +1,7 @@
 """The warp-level mma.sp form table (compiler/isa/mma_sp/forms.py) against the PTX text.
 
 Sources: seed ../shared/seeds/ptx-mma-sp-sparse-storage.txt (PTX ISA 9.7.14.6.1: granularity, selector
-values), ptx-digest.md §5 (syntax, register counts, min PTX, targets; its ptxas 13.0 matrix).
+values), PTX ISA 9.7.14.6.3 (syntax, register counts, min PTX, targets; its ptxas 13.0 matrix).
 Assembling the forms is tests/test_mma_sp_kernel.py's job.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ def regs(k: int, bits: int) -> int:
     return k * bits // 128
 
 
-# digest §5 "Register counts and requirements" table, one line per row:
+# PTX ISA 9.7.14.6.3 "Register counts and requirements" table, one line per row:
 # (shape, A type, B type, C/D type, kind, A regs, B regs, C/D regs, selectors, min PTX, min target)
 DIGEST_TABLE = [
     ("m16n8k16", "f16", "f16", "f16", None, regs(16, 16), regs(16, 16), 2, (0, 1, 2, 3), (7, 1), "sm_80"),
@@ -39,7 +39,7 @@ DIGEST_TABLE = [
     ("m16n8k64", "e3m2", "e2m1", "f16", "f8f6f4", regs(64, 8), 4, 2, (0,), (8, 7), "sm_120a"),
     ("m16n8k64", "e2m1", "e4m3", "f32", "f8f6f4", 4, 4, 4, (0,), (8, 7), "sm_120a"),
     ("m16n8k64", "e2m3", "e5m2", "f32", "mxf8f6f4", 4, 4, 4, (0,), (8, 7), "sm_120a"),
-    # mxf4 e2m1 is packed 8 per register (digest §5 "packed, no padding"): k128 * 4 bits / 128 = 4
+    # mxf4 e2m1 is packed 8 per register (PTX ISA 9.7.14.6.3 "packed, no padding"): k128 * 4 bits / 128 = 4
     ("m16n8k128", "e2m1", "e2m1", "f32", "mxf4", regs(128, 4), 4, 4, (0,), (8, 7), "sm_120a"),
     ("m16n8k128", "e2m1", "e2m1", "f32", "mxf4nvf4", 4, 4, 4, (0,), (8, 7), "sm_120a"),
 ]
@@ -75,7 +75,7 @@ def test_granularity_per_type(a_type, shape, gran):
 
 
 def test_e2m1_storage_depends_on_shape():
-    # digest §5: kind::f8f6f4 puts e2m1 in an 8-bit container; kind::mxf4* packs it 8 per register
+    # PTX ISA 9.7.14.6.3: kind::f8f6f4 puts e2m1 in an 8-bit container; kind::mxf4* packs it 8 per register
     assert layout_for("e2m1", "m16n8k64").storage_bits == 8
     assert layout_for("e2m1", "m16n8k128").storage_bits == 4
 
@@ -108,7 +108,7 @@ def test_selectors_from_seed(shape, a_type, legal):
 
 
 def test_selector_2_3_rejected_where_ptxas_accepts():
-    # digest §9 item 10: ptxas accepts 2/3 for m16n8k32.f32.f16.f16.f32 though PTX leaves it undefined
+    # ptxas accepts it; the PTX ISA does not: ptxas accepts 2/3 for m16n8k32.f32.f16.f16.f32 though PTX leaves it undefined
     f = find_form("m16n8k32", "f16", "f16", "f32", "f32")
     for s in (2, 3):
         with pytest.raises(SpecError, match="thread pair") as e:
@@ -146,7 +146,7 @@ def test_all_forms_count():
      ".f32.e2m1.e2m1.f32.ue8m0"),
 ])
 def test_instruction_text(args, kw, text):
-    # digest §5 syntax: mma.SPV.sync.aligned.SHAPE.row.col[.satfinite].DTYPE.ATYPE.BTYPE.CTYPE; kinds and
+    # PTX ISA 9.7.14.6.3 syntax: mma.SPV.sync.aligned.SHAPE.row.col[.satfinite].DTYPE.ATYPE.BTYPE.CTYPE; kinds and
     # block scale after .row.col, scale type last
     f = find_form(*args, **kw)
     assert f.instruction((8, 7)) == text
@@ -157,7 +157,7 @@ def test_ordered_metadata_from_ptx_8_5():
     assert f.instruction((8, 4)).startswith("mma.sp.sync.aligned.")
     assert f.instruction(ORDERED_METADATA_PTX).startswith("mma.sp::ordered_metadata.sync.aligned.")
     with pytest.raises(SpecError):
-        f.instruction((7, 0))        # plain .sp needs PTX 7.1 (digest §5: "rejected at PTX 7.0")
+        f.instruction((7, 0))        # plain .sp needs PTX 7.1 (PTX ISA 9.7.14.6.3: "rejected at PTX 7.0")
 
 
 @pytest.mark.parametrize("args,kw,field,hint_part", [
@@ -186,7 +186,7 @@ def test_find_form_errors(args, kw, field, hint_part):
 
 
 @pytest.mark.parametrize("form_args,target,ptx,field,message_part", [
-    # fp8 without kind needs sm_89 (digest §5; ptxas "requires .target sm_89 or higher")
+    # fp8 without kind needs sm_89 (PTX ISA 9.7.14.6.3; ptxas "requires .target sm_89 or higher")
     (("m16n8k64", "e4m3", "e4m3", "f32", "f32"), "sm_80", None, "target", "runs on sm_89"),
     # kinds: sm_120a family only (ptxas: "not supported on .target 'sm_100a'")
     (("m16n8k64", "e2m1", "e2m1", "f32", "f32", "f8f6f4"), "sm_100a", None, "target", "runs on sm_120a"),
@@ -197,7 +197,7 @@ def test_find_form_errors(args, kw, field, hint_part):
     (("m16n8k16", "f16", "f16", "f32", "f32"), "sm_90", (7, 1), "ptx", "needs PTX ISA 7.8"),
     (("m16n8k16", "f16", "f16", "f32", "f32"), "sm_80", (9, 1), "ptx", "newer than"),
     (("m16n8k16", "f16", "f16", "f32", "f32"), "sm_999", None, "target", "unknown target"),
-    # 4X with ue8m0 is PTX 9.1, beyond the pinned ptxas (digest §5)
+    # 4X with ue8m0 is PTX 9.1, beyond the pinned ptxas (PTX ISA 9.7.14.6.3)
     (("m16n8k128", "e2m1", "e2m1", "f32", "f32", "mxf4nvf4"), "sm_120a", None, "ptx", "needs PTX ISA 9.1"),
 ])
 def test_requirement_errors(form_args, target, ptx, field, message_part):

@@ -5,7 +5,7 @@
 - ptxas rejects each form on every target the table forbids, and one version below the minimum;
 - sparsity selectors: the legal ones assemble; tilec rejects the others, and so does ptxas except for
   selector 2/3 of m16n8k32.f32.f16.f16.f32, which ptxas accepts although PTX leaves it undefined
-  (seed 9.7.14.6.1, digest §9 item 10);
+  (seed 9.7.14.6.1, ptxas accepts it; the PTX ISA does not);
 - static metadata (immediate / .const table), validation, configuration errors, ABI, determinism.
 
 Many kernels go into one module per target (names k0, k1, ...); ptxas reports every error with its line,
@@ -100,7 +100,7 @@ def test_every_form_at_its_minimum_ptx_version(ptxas):
     for f in FORMS:
         t = _min_target(f)
         groups[t, f.requirements(t)[0]].append(f)
-    # digest §5: sm_80 forms need 7.1 (plain .sp), fp8 without kind 8.4 on sm_89, kinds 8.7 on sm_120a
+    # PTX ISA 9.7.14.6.3: sm_80 forms need 7.1 (plain .sp), fp8 without kind 8.4 on sm_89, kinds 8.7 on sm_120a
     assert set(groups) == {("sm_80", (7, 1)), ("sm_89", (8, 4)), ("sm_120a", (8, 7))}
     for (target, version), forms in groups.items():
         kernels = {f"k{i}": kernel(f, target, f"k{i}", version) for i, f in enumerate(forms)}
@@ -128,7 +128,7 @@ def test_one_version_below_minimum_is_rejected(ptxas, form):
 
 # ptxas 13.0 accepts sparse `.kind::f8f6f4` with e4m3/e5m2 operands and f32 accumulation on the sm_100 /
 # sm_103 / sm_110 arch- and family-specific targets, although PTX lists `.kind::f8f6f4` for the sm_120
-# family only (digest §5 table; LLVM tests the form for sm_120a only). fp6/fp4 operands, f16 accumulation
+# family only (PTX ISA 9.7.14.6.3 table; LLVM tests the form for sm_120a only). fp6/fp4 operands, f16 accumulation
 # and every block-scaled kind are rejected there. tilec follows PTX and rejects these too.
 _DATACENTER_BLACKWELL = {"sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_110a", "sm_110f"}
 PTXAS_ACCEPTS_FORBIDDEN = {(f"m16n8k64.kind::f8f6f4.f32.{a}.{b}.f32", t)
@@ -161,7 +161,7 @@ def test_forbidden_targets_rejected_by_ptxas(ptxas):
 # --------------------------------------------------------------------------------------------------
 # selectors
 
-# digest §9 item 10 / §5: the one place ptxas accepts selectors PTX calls undefined
+# ptxas accepts it; the PTX ISA does not; PTX ISA 9.7.14.6.3: the one place ptxas accepts selectors PTX calls undefined
 PTXAS_ACCEPTS_UNDEFINED = {("m16n8k32.f32.f16.f16.f32", 2), ("m16n8k32.f32.f16.f16.f32", 3)}
 
 
@@ -243,7 +243,7 @@ def test_static_metadata_validation():
     lay = f.layout
     good = pack_metadata(lay, [[0b0100] * 8] * 16)
     bad = list(good)
-    bad[0] = (bad[0] & ~0xF00) | (0b1010 << 8)     # lane 0, nibble 2 = row 0, chunk 2 (digest §6.3)
+    bad[0] = (bad[0] & ~0xF00) | (0b1010 << 8)     # lane 0, nibble 2 = row 0, chunk 2 (PTX ISA 9.7.14.6.2 (metadata fragments))
     bad[2] = bad[0]                                 # keep the t / t^2 copies consistent
     with pytest.raises(SpecError, match="row 0, chunk 2") as e:
         emit_mma_sp_kernel(MmaSpKernelConfig("k", f, "sm_80", static_metadata=((tuple(bad),),)))

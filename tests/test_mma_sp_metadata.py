@@ -1,9 +1,9 @@
 """Fragment maps (compiler/isa/mma_sp/fragments.py) and metadata rules (compiler/isa/mma_sp/metadata.py).
 
-References: ptx-digest.md §6.1 (A fragments, closed forms per shape), §6.2 (B, C/D), §6.3 (metadata
-register: supplying threads and nibble -> row/chunk table), §7 (dense m16n8k16 B/C layout), §4.1 (the six
+References: PTX ISA 9.7.14.6.2 (A fragments, closed forms per shape; B, C/D; the metadata
+register: supplying threads and nibble -> row/chunk table), PTX ISA 9.7.14.5.8 (dense m16n8k16 B/C layout), 9.7.14.6.1 (the six
 increasing 2:4 codes); seed 9.7.14.6.1 (invalid values, ordered values, tf32 values, 4:8 pairs).
-The closed forms below are typed from the digest, independently of the implementation.
+The closed forms below are typed from the PTX ISA fragment figures, independently of the implementation.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from compiler.isa.mma_sp.metadata import (
 LAYOUTS: list[SparseLayout] = sorted({r.layout for r in FORM_ROWS}, key=lambda l: (l.storage_bits, l.k))
 LAYOUT_IDS = [f"{l.shape}-{l.storage_bits}bit" for l in LAYOUTS]
 
-# digest §6.1 "Closed form": (row, chunk, kept) of A element i in lane (g, t), keyed by (k, storage bits)
+# PTX ISA 9.7.14.6.2 (A fragments) "Closed form": (row, chunk, kept) of A element i in lane (g, t), keyed by (k, storage bits)
 A_CLOSED_FORM = {
     (16, 16): lambda g, t, i: (g + 8 * (i >> 1), t, i & 1),
     (32, 16): lambda g, t, i: (g + 8 * ((i >> 1) & 1), t + 4 * (i >> 2), i & 1),
@@ -57,7 +57,7 @@ def test_a_fragment_matches_digest_closed_form(lay):
 
 
 def test_a_fragment_rows_of_digest_table():
-    # digest §6.1 table, m16n8k16 f16: reg 0 = row g, chunk t (low half = 1st kept), reg 1 = row g+8
+    # PTX ISA 9.7.14.6.2 (A fragments) table, m16n8k16 f16: reg 0 = row g, chunk t (low half = 1st kept), reg 1 = row g+8
     lay = layout_for("f16", "m16n8k16")
     assert [a_element(lay, 4 * 3 + 2, i) for i in range(4)] == [(3, 2, 0), (3, 2, 1), (11, 2, 0), (11, 2, 1)]
     # s8 m16n8k32 reg 0 of lane (g=1, t=3): bytes = chunks 6, 7 (dense cols 24..31) of row 1
@@ -73,14 +73,14 @@ def test_b_fragment(lay):
     seen = set()
     for lane, g, t in lanes():
         for i in range(lay.b_regs * epr):
-            # digest §6.2: k = t*epr + (i % epr) + (i / epr)*4*epr, n = g
+            # PTX ISA 9.7.14.6.2 (B, C/D fragments): k = t*epr + (i % epr) + (i / epr)*4*epr, n = g
             assert b_element(lay, lane, i) == (t * epr + i % epr + (i // epr) * 4 * epr, g)
             seen.add(b_element(lay, lane, i))
     assert seen == {(k, n) for k in range(lay.k) for n in range(8)}
 
 
 def test_b_fragment_equals_dense_m16n8k16():
-    # digest §7 dense m16n8k16 B: element i -> k = 2t + (i&1) + 8*(i>>1), n = g
+    # PTX ISA 9.7.14.5.8 (mma.m16n8k16) dense m16n8k16 B: element i -> k = 2t + (i&1) + 8*(i>>1), n = g
     lay = layout_for("f16", "m16n8k16")
     for lane, g, t in lanes():
         assert [b_element(lay, lane, i) for i in range(4)] == \
@@ -88,13 +88,13 @@ def test_b_fragment_equals_dense_m16n8k16():
 
 
 def test_cd_fragment():
-    # digest §6.2 / §7: c_i at row g + 8*(i>>1), col 2t + (i&1); covers the 16 x 8 tile once
+    # PTX ISA 9.7.14.6.2 (B, C/D fragments); PTX ISA 9.7.14.5.8 (mma.m16n8k16): c_i at row g + 8*(i>>1), col 2t + (i&1); covers the 16 x 8 tile once
     cells = [cd_element(lane, i) for lane in range(32) for i in range(4)]
     assert sorted(cells) == [(r, c) for r in range(16) for c in range(8)]
     assert cd_element(4 * 5 + 3, 3) == (13, 7)
 
 
-# digest §6.3 table: for a layout, selector -> {(lane, nibble): (row, chunk)} over the supplying lanes.
+# PTX ISA 9.7.14.6.2 (metadata fragments) table: for a layout, selector -> {(lane, nibble): (row, chunk)} over the supplying lanes.
 def digest_metadata_map(lay: SparseLayout, sel: int) -> dict[tuple[int, int], tuple[int, int]]:
     out = {}
     for lane, g, t in lanes():
@@ -133,7 +133,7 @@ def test_metadata_slots_match_digest_for_every_selector(lay):
 
 @pytest.mark.parametrize("lay", LAYOUTS, ids=LAYOUT_IDS)
 def test_metadata_word_is_selector_independent(lay):
-    # digest §6.3: one-thread forms carry the same word in all four threads, pair forms in t and t^2
+    # PTX ISA 9.7.14.6.2 (metadata fragments): one-thread forms carry the same word in all four threads, pair forms in t and t^2
     rng = random.Random(7)
     nib = [[rng.choice(legal_nibbles(lay)) for _ in range(lay.chunks_per_row)] for _ in range(16)]
     words = pack_metadata(lay, nib)
@@ -163,7 +163,7 @@ def test_invalid_nibbles_rejected_everywhere(lay):
 
 def test_ordered_codes_are_the_six_increasing_pairs():
     lay = layout_for("s8", "m16n8k32")
-    # digest §4.1: 0b0100 (0,1), 0b1000 (0,2), 0b1100 (0,3), 0b1001 (1,2), 0b1101 (1,3), 0b1110 (2,3)
+    # PTX ISA 9.7.16.10.8.1: 0b0100 (0,1), 0b1000 (0,2), 0b1100 (0,3), 0b1001 (1,2), 0b1101 (1,3), 0b1110 (2,3)
     assert sorted(legal_nibbles(lay, ordered=True)) == sorted([0b0100, 0b1000, 0b1100, 0b1001, 0b1101, 0b1110])
     assert sorted(ORDERED_NIBBLES) == sorted(legal_nibbles(lay))
     # plain .sp: any two distinct indices (16 codes minus the four invalid ones)
@@ -195,7 +195,7 @@ def test_validate_names_row_and_chunk():
 
 
 @pytest.mark.parametrize("gran,kept,code", [
-    # 2:4: two element indices (digest §4.1 list)
+    # 2:4: two element indices (PTX ISA 9.7.16.10.8.1 list)
     ("2:4", (0, 1), 0b0100), ("2:4", (0, 2), 0b1000), ("2:4", (3, 0), 0b1100), ("2:4", (1, 2), 0b1001),
     ("2:4", (1, 3), 0b1101), ("2:4", (2, 3), 0b1110),
     # 1:2: 0b0100 = element 0, 0b1110 = element 1 (seed tf32 paragraph)

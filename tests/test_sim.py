@@ -125,7 +125,7 @@ def test_figure190_values_decode_as_bf16():
 # Descriptor decoding (9.7.16.4.1 Table 40)
 # ------------------------------------------------------------------------------------------------
 def test_smem_desc_digest_worked_value():
-    """digest §1: K-major f16 no swizzle, LBO 128 B / SBO 256 B -> enc(addr) | 0x0000401000080000."""
+    """PTX ISA 9.7.16.4.1, Table 40: K-major f16 no swizzle, LBO 128 B / SBO 256 B -> enc(addr) | 0x0000401000080000."""
     desc = (0x400 >> 4) | 0x0000401000080000
     f = decode_smem_desc(desc)
     assert (f.start_address, f.lbo, f.sbo, f.base_offset, f.lbo_mode, f.swizzle.name) == \
@@ -138,7 +138,7 @@ def test_smem_desc_digest_worked_value():
 @pytest.mark.parametrize("code,name,b", [(0, "none", 0), (1, "128B_base32B", 2), (2, "128B", 3),
                                          (4, "64B", 2), (6, "32B", 1)])
 def test_smem_desc_swizzle_codes(code, name, b):
-    """Table 40 swizzle codes 0/1/2/4/6 (digest §1 table) and their Swizzle<B,.,.> widths."""
+    """Table 40 swizzle codes 0/1/2/4/6 (PTX ISA 9.7.16.4.1, Table 40 table) and their Swizzle<B,.,.> widths."""
     f = decode_smem_desc(smem_desc_by_hand(0, 1, 1, code))
     assert (f.swizzle.name, f.swizzle.xor_bits) == (name, b)
     assert encode_smem_desc(0, 16, 16, name) == smem_desc_by_hand(0, 1, 1, code)
@@ -171,7 +171,7 @@ def test_base_offset_names_the_row_where_the_pattern_starts():
 
 
 def test_k_step_inside_128b_row_keeps_base_offset_zero():
-    """CUTLASS practice (digest §1): K steps advance the start address by 32 B inside a 128-byte row
+    """CUTLASS practice (PTX ISA 9.7.16.4.1, Table 40): K steps advance the start address by 32 B inside a 128-byte row
     with base offset 0; element (r, chunk c) of step s is chunk 2s + c of the absolutely swizzled row."""
     full = chunk_addresses(smem_desc_by_hand(0, 1, 64, 2), "K", 8, 8)
     for step in range(4):
@@ -250,7 +250,7 @@ def test_zero_column_mask_example2():
     """Example 2, M=128: sc0=0, fs0=0, skip 2, use 3 -> mask0 0b...111 0000 111 0000."""
     mask, _ = zero_column_mask_bits(zcm_by_hand(skip=2, use=3), 128, 64)
     _low_bits(mask, "111 0000 111 0000")
-    # Period 7 (3 zeroed + 4 used, digest §9.1) over the whole N.
+    # Period 7 (3 zeroed + 4 used, PTX ISA Table 45 and its examples) over the whole N.
     np.testing.assert_array_equal(mask, (np.arange(64) % 7) >= 4)
 
 
@@ -299,7 +299,7 @@ def test_zero_column_mask_and_shift_in_mma():
 # Instruction descriptor (Tables 42-44)
 # ------------------------------------------------------------------------------------------------
 def test_idesc_digest_worked_value():
-    """digest §8.6: 0x08100010 = D F32 (bits 4-5 = 1), A/B F16, K-major, N>>3 = 8, M>>4 = 8."""
+    """a worked Table 42 value: 0x08100010 = D F32 (bits 4-5 = 1), A/B F16, K-major, N>>3 = 8, M>>4 = 8."""
     f = decode_instr_desc(0x08100010, "f16")
     assert (f.d_type, f.a_type, f.b_type, f.n, f.m, f.k, f.a_major, f.b_major, f.sparse) == \
         ("f32", "f16", "f16", 64, 128, 16, "K", "K", False)
@@ -425,7 +425,7 @@ def test_type_and_dtype_fields():
 
 
 def test_enable_and_scale_input_d():
-    """enable-input-d adds D; scale-input-d s scales the old D by 2**-s (digest §2.2, f16/tf32 only)."""
+    """enable-input-d adds D; scale-input-d s scales the old D by 2**-s (PTX ISA 9.7.16.10.9 operands, f16/tf32 only)."""
     p = Problem()
     idesc = encode_instr_desc("f16", a_type="f16", b_type="f16", m=128, n=64)
     prior = np.full((128, 64), 8.0, dtype=np.float32)
@@ -473,8 +473,8 @@ def test_max_shift_has_no_numeric_effect():
 
 
 def test_disable_output_lane():
-    """digest §2.2: bit i of disable-output-lane = TMEM lane i of D not written; M=128 lane = row,
-    M=64 lane = 32*(row>>4) + (row&15) + L0 (digest §8.5 layout F)."""
+    """PTX ISA 9.7.16.10.9 operands: bit i of disable-output-lane = TMEM lane i of D not written; M=128 lane = row,
+    M=64 lane = 32*(row>>4) + (row&15) + L0 (PTX ISA 9.7.16.10.5 data-path layouts layout F)."""
     p = Problem()
     idesc = encode_instr_desc("f16", a_type="f16", b_type="f16", m=128, n=64)
     prior = np.full((128, 64), -1.0, dtype=np.float32)
@@ -565,7 +565,7 @@ def test_tf32_transpose_needs_128b_base32b():
 
 
 # ------------------------------------------------------------------------------------------------
-# Sparse A: metadata in TMEM (digest §4.2), selector = column parity (§4.3).
+# Sparse A: metadata in TMEM (PTX ISA 9.7.16.10.8.4), selector = column parity (Table 44 sparsity selector).
 # ------------------------------------------------------------------------------------------------
 def test_sparse_f16_metadata_hand_built():
     """f16, M=128: code of (row m, chunk c=4j+n) at lane 16*(m>>4) + (m&7) + 8j, bits
@@ -627,7 +627,7 @@ def test_sparse_i8_metadata_hand_built():
     idesc = encode_instr_desc("i8", a_type="s8", b_type="s8", m=m, n=n_cols, d_type="s32", sparse=True)
     got = mma(img, a_desc, b_desc, idesc, "i8", tmem_meta=image.astype(np.uint32))
     np.testing.assert_array_equal(got, (dense @ b.T).astype(np.int32))
-    with pytest.raises(SpecError, match="selector must be 0"):         # digest §4.2: 8-bit kinds
+    with pytest.raises(SpecError, match="selector must be 0"):         # PTX ISA 9.7.16.10.8.4: 8-bit kinds
         mma(img, a_desc, b_desc, idesc | 1, "i8", tmem_meta=image.astype(np.uint32))
 
 

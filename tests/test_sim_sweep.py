@@ -355,7 +355,7 @@ def _case_strategy():
 
 
 def _modelled(case: Case) -> bool:
-    """Variants whose TMEM lane layout the model does not cover (digest §8.5: .ws M=32/64 and 2-CTA
+    """Variants whose TMEM lane layout the model does not cover (PTX ISA 9.7.16.10.5 data-path layouts: .ws M=32/64 and 2-CTA
     M=128 metadata), and tiles tilec itself rejects, are skipped, not failed."""
     if case.sparse and ((case.ws and case.m != 128) or (case.cta_group == 2 and case.m == 128)):
         return False

@@ -1,4 +1,4 @@
-"""SmemDesc: the 64-bit shared-memory descriptor of PTX ISA 9.7.16.4.1 (Table 40; digest §1)."""
+"""SmemDesc: the 64-bit shared-memory descriptor of PTX ISA 9.7.16.4.1 (Table 40; PTX ISA 9.7.16.4.1, Table 40)."""
 import pytest
 from hypothesis import given, strategies as st
 
@@ -26,13 +26,13 @@ def test_byte_fields_are_14_bit_16_byte_units(field, lo):
 
 
 def test_digest_worked_value_no_swizzle_lbo128_sbo256():
-    # digest §1 / §8.6: LBO = 128 B -> 8 at bit 16 (0x80000); SBO = 256 B -> 16 at bit 32 (0x10_0000_0000);
+    # PTX ISA 9.7.16.4.1, Table 40; a worked Table 42 value: LBO = 128 B -> 8 at bit 16 (0x80000); SBO = 256 B -> 16 at bit 32 (0x10_0000_0000);
     # plus 1 << 46: the constant part is 0x0000401000080000, OR enc(addr) (addr 0x400 -> 0x40)
     assert SmemDesc(0x400, 128, 256).encode() == 0x0000_4010_0008_0000 | 0x40
 
 
 def test_digest_worked_value_128b_k_major():
-    # digest §1: 128B swizzle K-major, 128-byte rows: SBO = 8 rows x 128 B = 1024 B -> 64 at bit 32,
+    # PTX ISA 9.7.16.4.1, Table 40: 128B swizzle K-major, 128-byte rows: SBO = 8 rows x 128 B = 1024 B -> 64 at bit 32,
     # LBO field 1 (unused, "assumed 1"), swizzle code 2 at bits 61-63
     value = SmemDesc(0, 16, 1024, "128B").encode()
     assert value == (64 << 32) | (1 << 16) | FIXED_BIT46 | (2 << 61)

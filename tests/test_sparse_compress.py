@@ -1,9 +1,9 @@
 """Host compressor (compiler/sparse.py): round trips on every type, the global layouts the kernel reads,
 and a register-level model of how mma.sp consumes them.
 
-References: seed 9.7.14.6.1 (granularities, kept positions, nibble encoding), ptx-digest.md §5 (8-bit
+References: seed 9.7.14.6.1 (granularities, kept positions, nibble encoding), PTX ISA 9.7.14.6.3 (8-bit
 containers for f6/f4 under .kind::f8f6f4: e2m1 in bits 5:2, e3m2/e2m3 in bits 5:0; packed e2m1 for
-mxf4), §6.1-6.3 (fragments and metadata words).
+mxf4), PTX ISA 9.7.14.6.2 (fragments and metadata words).
 """
 from __future__ import annotations
 
@@ -107,8 +107,8 @@ def _code(lay, kept):
 def test_register_level_model(dtype, shape):
     """What one mma.sp sees: lane registers fetched as the kernel does (fragments.a_register_word on the
     C-order values buffer; the metadata word at [mt][ks][lane]); the hardware takes each (row, chunk)
-    nibble from the lane the selector names (digest §6.3) and places the lane's kept elements
-    (digest §6.1) at the nibble's positions. The rebuilt dense tile must be A's tile, for every selector."""
+    nibble from the lane the selector names (PTX ISA 9.7.14.6.2 (metadata fragments)) and places the lane's kept elements
+    (PTX ISA 9.7.14.6.2 (A fragments)) at the nibble's positions. The rebuilt dense tile must be A's tile, for every selector."""
     rng = np.random.default_rng(11)
     lay = layout_for(dtype, shape)
     gran = lay.granularity
@@ -147,7 +147,7 @@ def test_chunk_with_few_non_zeros_uses_lowest_free_positions():
     a[0, 5] = 2.0            # chunk 1: only element 1 -> keep (0, 1) = 0b0100
     values, meta = sparse.compress(a, "f16", "m16n8k16")
     lay = layout_for("f16", "m16n8k16")
-    # lane 0 nibbles 0..3 = row 0, chunks 0..3 (digest §6.3, one-thread form)
+    # lane 0 nibbles 0..3 = row 0, chunks 0..3 (PTX ISA 9.7.14.6.2 (metadata fragments), one-thread form)
     assert int(meta[0, 0, 0]) & 0xFFFF == 0b0100_0100_0100_1100
     assert list(values[0, :4]) == [0.0, 1.0, 0.0, 2.0]
     assert lay.granularity.name == "2:4"
@@ -181,7 +181,7 @@ def test_pairwise_two_elements_in_two_pairs_is_legal():
 
 
 def test_container_bits():
-    # kind::f8f6f4 container (digest §5): e2m1 1.0 = 0b0_01_0 -> bits 5:2 -> 0b001000 = 0x08;
+    # kind::f8f6f4 container (PTX ISA 9.7.14.6.3): e2m1 1.0 = 0b0_01_0 -> bits 5:2 -> 0b001000 = 0x08;
     # e3m2 1.0 = 0b0_011_00 (bias 3) in bits 5:0 -> 0x0C; e2m3 -1.0 = 0b1_01_000 -> 0x28
     for dtype, value, byte in (("e2m1", 1.0, 0x08), ("e3m2", 1.0, 0x0C), ("e2m3", -1.0, 0x28)):
         a = np.zeros((16, 64), np.float32)

@@ -5,7 +5,7 @@ ptxas, configuration errors and DSL wiring.
    every ldmatrix phase touches 8 distinct 16-byte bank groups (no shared-memory bank conflicts:
    32 banks x 4 B, PTX ISA ldmatrix reads 8 rows of 16 B per matrix); the copies of one
    stage write every byte of the stage exactly once; every fragment load reads the logical bytes the
-   mma.sp fragment tables name (digest §6.1/§6.2).
+   mma.sp fragment tables name (PTX ISA 9.7.14.6.2 (A and B fragments)).
 2. Execution model: the emulator's warp machine (compiler/emulator/warp.py) runs the emitted PTX text
    itself warp by warp, with numpy registers of 32 lanes: ldmatrix (PTX ISA ldmatrix: lane 4r+c receives
    elements 2c, 2c+1 of row r of matrix j in register j), mma.sp (compiler/emulator/mma_sp.py, built on
@@ -110,8 +110,8 @@ def test_copies_cover_each_stage_byte_once(kw):
 @pytest.mark.parametrize("kw", BENCH[:1] + ODD[:2], ids=str)
 def test_fragment_loads_read_the_fragment_table_bytes(kw):
     """Logical bytes read by lane l for register j equal what the fragment tables need:
-    A reg j = word t + 4*(j>>1) of compressed row g + 8*(j&1) (digest §6.1 f16 k32 closed form grouped
-    into 32-bit words), B reg j = word t + 4j of B^T row g (§6.2)."""
+    A reg j = word t + 4*(j>>1) of compressed row g + 8*(j&1) (PTX ISA 9.7.14.6.2 (A fragments) f16 k32 closed form grouped
+    into 32-bit words), B reg j = word t + 4j of B^T row g (PTX ISA 9.7.14.6.2)."""
     cfg = cfg_of(F16, **kw)
     ra, rb = cfg.regions["A"], cfg.regions["B"]
     for (op, i, s), acc in fragment_accesses(cfg).items():
@@ -146,7 +146,7 @@ M32 = np.uint64(0xFFFFFFFF)
 
 def _mma_tables(form):
     """Per (lane, element): A (row, chunk, kept), B (k, n), metadata (row, chunk) per (lane, nibble)
-    and the supplying threads, from the digest's closed forms (§6.1-§6.3), not from compiler code."""
+    and the supplying threads, from the closed forms of PTX ISA 9.7.14.6.2's fragment figures, not from compiler code."""
     lanes = np.arange(32)
     g, t = lanes >> 2, lanes & 3
     key = (form.k, form.layout.storage_bits)
@@ -167,7 +167,7 @@ def _mma_tables(form):
         raise NotImplementedError(form.name)
     nb = form.k * 8 // 32        # B elements per lane
     ib = np.arange(nb)
-    b_k = t[:, None] * epr + ib % epr + (ib // epr) * 4 * epr           # §6.2
+    b_k = t[:, None] * epr + ib % epr + (ib // epr) * 4 * epr           # PTX ISA 9.7.14.6.2
     b_n = np.broadcast_to(g[:, None], (32, nb))
     n = np.arange(8)
     if form.layout.storage_bits >= 16:      # two rows per word; pair of threads (t = 2 sel + p)
@@ -401,7 +401,7 @@ ASSEMBLE = [(F16, kw) for kw in BENCH + ODD] + [
                                          pytest.param("sm_90a", 1, marks=pytest.mark.slow)])
 def test_kernels_assemble(ptxas, arch, sample):
     """Every configuration the tests and the benchmark use assembles where it fits (e4m3 needs sm_89+,
-    digest §5; 4 stages of a 128x256x64 tile exceed sm_80's 163 KB); text is ASCII (ptxas rejects
+    PTX ISA 9.7.14.6.3; 4 stages of a 128x256x64 tile exceed sm_80's 163 KB); text is ASCII (ptxas rejects
     anything else, even in comments)."""
     skipped = []
     # every `sample`-th configuration (ptxas takes ~1 s a kernel; all of them in the slow sweep)

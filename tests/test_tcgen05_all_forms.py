@@ -134,7 +134,7 @@ def _check_kernel(result, form: Tcgen05Mma, target: str) -> list[str]:
     opcodes = set(_MMA_LINE.findall(ptx))
     if form.opcode() not in opcodes:
         problems.append(f"{form.opcode()} not among the kernel's MMAs {sorted(opcodes)}")
-    # Every tcgen05 instruction of a kernel uses the form's cta_group (PTX 9.0 notes, digest §2.2).
+    # Every tcgen05 instruction of a kernel uses the form's cta_group (PTX 9.0 notes, PTX ISA 9.7.16.10.9 operands).
     groups = set(re.findall(r"\.cta_group::(\d)", ptx))
     if groups != {str(form.cta_group)}:
         problems.append(f"cta_group qualifiers {groups}")
@@ -342,7 +342,7 @@ EMULATED = {
     "f8f6f4_padded": _tile("kind=f8f6f4", "shape M=128 N=32 K=32;", "e3m2 smem", "e2m1 smem", "f32 tmem", loop=64),
     # i8 with saturate off, negate not allowed; s8 x u8
     "i8": _tile("kind=i8", "shape M=128 N=48 K=32;", "s8 smem", "u8 smem", "s32 tmem", loop=64),
-    # sparse f16: rows m, m+8 share a metadata cell, selector = column parity (digest §4.2/§4.3)
+    # sparse f16: rows m, m+8 share a metadata cell, selector = column parity (PTX ISA 9.7.16.10.8.4, Table 44 sparsity selector)
     "sp_f16_runtime": _tile("kind=f16", "shape M=128 N=32 K=32;", "f16 smem", "f16 smem", "f32 tmem",
                             "sparsity 2:4 metadata=runtime;", loop=128),
     # sparse tf32 1:2 on the half data path (M=64)

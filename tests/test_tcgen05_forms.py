@@ -3,11 +3,11 @@
 The heart of this file assembles, with ptxas (CUDA 13.0), every (form x target) combination the
 table in compiler/isa/tcgen05_forms.py calls legal, at exactly the PTX version `infer_ptx_version`
 picks, and checks that ptxas rejects what the table rejects, except for the documented cases where
-ptxas accepts something PTX forbids (digest §9 items 6 and 10), which are listed here as tests that
+ptxas accepts something PTX forbids (ptxas is looser than the PTX ISA items 6 and 10), which are listed here as tests that
 tilec rejects.
 
 References: PTX ISA 9.7.16.10.9.1-4 (syntax groups, operand order, ISA notes), release notes Table 60
-and Table 61, digest §2.1-§2.3, §8, §9.
+and Table 61, PTX ISA 9.7.16.10.9 (syntax, operands, PTX/target ISA notes) and the tcgen05 supporting instructions.
 """
 from __future__ import annotations
 
@@ -64,8 +64,8 @@ def ptxas() -> str:
     return path
 
 
-# Plausible operand values: a K-major no-swizzle smem descriptor (digest §1 worked value, LBO 128 B,
-# SBO 256 B: 8<<16 | 16<<32 | 1<<46 = 0x0000401000080000), the digest §8.6 idesc 0x08100010, TMEM
+# Plausible operand values: a K-major no-swizzle smem descriptor (PTX ISA 9.7.16.4.1, Table 40 worked value, LBO 128 B,
+# SBO 256 B: 8<<16 | 16<<32 | 1<<46 = 0x0000401000080000), a worked Table 42 value idesc 0x08100010, TMEM
 # address 0 (lane 0, column 0), enable-input-d false.
 PROLOGUE = """\
   .reg .b32 %r<32>;
@@ -188,7 +188,7 @@ def test_version_minimum_is_tight(ptxas, target):
 # Every form the table rejects on a target: ptxas rejects it too, except the documented gap.
 
 def _ptxas_accepts_anyway(form: Tcgen05Mma, target: str) -> bool:
-    """digest §9.6: PTX says `.scale_vec::NX` 'requires sm_100a' (Table 60 lists only sm_100a), but
+    """PTX ISA Table 60 target notes: PTX says `.scale_vec::NX` 'requires sm_100a' (Table 60 lists only sm_100a), but
     ptxas 13.0 also takes it on sm_103a and sm_110a. tilec follows PTX.
     K = 96 (sm_103a only, Table 60) is invisible to ptxas: K lives in the instruction descriptor."""
     others = [f for f in form.features() if target not in f.targets and f.name != "K = 96"]
@@ -286,7 +286,7 @@ INVALID = [
     (dict(kind="mxf8f6f4", block_scale="scale_vec::2X"), "block_scale.vec",
      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::2X [%r1], %rd1, %rd2, %r3, [%r9], [%r10], %p0;",
      True),
-    # ptxas 13.0 ACCEPTS this one (digest §9.10); PTX: scale-input-d "is only valid for .kind::tf32
+    # ptxas 13.0 ACCEPTS this one (ptxas accepts it; the PTX ISA does not); PTX: scale-input-d "is only valid for .kind::tf32
     # and .kind::f16".
     (dict(kind="i8", scale_input_d=True), "scale_input_d.value",
      "tcgen05.mma.cta_group::1.kind::i8 [%r1], %rd1, %rd2, %r3, %p0, 3;", False),
@@ -307,7 +307,7 @@ def test_invalid_forms_rejected_by_tilec_and_ptxas(ptxas):
 
 
 def test_ptxas_accepts_but_tilec_rejects(ptxas):
-    """digest §9.10 / §9.6: things ptxas 13.0 takes although PTX forbids them; tilec refuses each."""
+    """ptxas accepts it; the PTX ISA does not; PTX ISA Table 60 target notes: things ptxas 13.0 takes although PTX forbids them; tilec refuses each."""
     form = Tcgen05Mma("f16")
     ws = Tcgen05Mma("f16", ws=True, zero_column_mask=True)
     cases = [
@@ -341,7 +341,7 @@ def test_ptxas_accepts_but_tilec_rejects(ptxas):
 
 def test_opcode_spellings():
     # Qualifier order of 9.7.16.10.9.1 (".kind.block_scale{.scale_vectorsize}.collector_usage",
-    # ".kind{.ashift}.collector_usage") and digest §2.1 (accepted by ptxas).
+    # ".kind{.ashift}.collector_usage") and PTX ISA 9.7.16.10.9 syntax (accepted by ptxas).
     cases = {
         Tcgen05Mma("mxf8f6f4", sparse=True, block_scale="block32", collector="a::fill"):
             "tcgen05.mma.sp.cta_group::1.kind::mxf8f6f4.block_scale.block32.collector::a::fill",
@@ -399,7 +399,7 @@ def test_unknown_values_rejected():
 
 
 def test_k96_rules():
-    # Table 39 (digest §3): K = 96 only for dense mxf4/mxf4nvf4, cta_group::2, M = 256; block16/32 only
+    # Table 39 (PTX ISA 9.7.16.2.1, Table 39): K = 96 only for dense mxf4/mxf4nvf4, cta_group::2, M = 256; block16/32 only
     Tcgen05Mma("mxf4nvf4", cta_group=2, block_scale="block16", k96=True)
     Tcgen05Mma("mxf4", cta_group=2, block_scale="implicit", k96=True)      # omitted size = block32
     for kwargs, field in [(dict(kind="mxf8f6f4", cta_group=2, block_scale="block32"), "shape.K"),
@@ -508,7 +508,7 @@ def test_all_forms_covers_every_syntax_group():
 
 
 # --------------------------------------------------------------------------------------------------
-# Supporting instructions (digest §8).
+# Supporting instructions (PTX ISA 9.7.16 tcgen05 instructions).
 
 def _support_lines(cta_group: int) -> list[str]:
     regs4 = ["%r4", "%r5", "%r6", "%r7"]
@@ -533,7 +533,7 @@ def _support_lines(cta_group: int) -> list[str]:
 
 
 def test_support_spellings():
-    # 9.7.16.7.1 / .12.1 / .8.3 syntax; digest §8.2-8.4 (CUTLASS/TRITON emit these exact commit strings)
+    # 9.7.16.7.1 / .12.1 / .8.3 syntax; PTX ISA 9.7.16.7.1 tcgen05.alloc-8.4 (CUTLASS/TRITON emit these exact commit strings)
     assert tcgen05_alloc("%r0", 128) == "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r0], 128;"
     assert tcgen05_commit("%r0") == \
         "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r0];"
@@ -570,7 +570,7 @@ def test_support_instructions_assemble(ptxas, target):
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_120a"])
 def test_support_instructions_rejected_off_blackwell(ptxas, target):
-    # digest §8: rejected for sm_90a / sm_120a; every line fails
+    # PTX ISA 9.7.16 tcgen05 instructions: rejected for sm_90a / sm_120a; every line fails
     body = _support_lines(1)
     text, where = module(target, (8, 8), {"k1": body})
     rc, err, lines = assemble(ptxas, target, text)

@@ -1,6 +1,6 @@
 """K = 96 tcgen05 MMAs end to end: dense kind::mxf4 / mxf4nvf4 of a CTA pair (M = 256), sm_103a only.
 
-Facts checked (PTX ISA 9.0/9.1 sections; digest = /work/shared/reference/ptx-digest.md):
+Facts checked (PTX ISA 9.0/9.1 sections):
 - Table 39 (9.7.16.2.1): K = 96 is its own row, dense mxf4 / mxf4nvf4, cta_group::2, M = 256, N = 16..256/16;
   Table 60: "K shape value 96: 8.8 sm_103a"; Table 44 bit 31 "K Dimension" = 1 selects it.
 - 9.7.16.3.1.2: a 48-byte K step "would overflow the 128B shared memory boundary if the data is packed

@@ -47,7 +47,7 @@ ATOM_WIDTH = {"none": 16, "32B": 32, "64B": 64, "128B": 128, "128B_base32B": 128
 ATOM_LINES = {"none": 8, "32B": 8, "64B": 8, "128B": 8, "128B_base32B": 4}
 # Where the kernel may place a tile: on its swizzle pattern's repeat, so the descriptor's base offset is 0
 # (9.7.16.4.1: 1024 B for 128B, 512 B for 64B, 256 B for 32B); a core matrix (128 B) without swizzle; and
-# 1024 B for 128B_base32B, whose boundary the PTX text does not give (digest §10).
+# 1024 B for 128B_base32B, whose boundary the PTX text does not give (the PTX ISA does not give it).
 PLACEMENT = {"none": 128, "32B": 256, "64B": 512, "128B": 1024, "128B_base32B": 1024}
 STAGE_BUDGET = 96 * 1024
 

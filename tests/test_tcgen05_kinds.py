@@ -1,5 +1,5 @@
-"""tcgen05 kinds and shapes: PTX ISA 9.7.16.2.1 Table 39 (digest §3), Table 49 (transpose / negate),
-Table 50 (8-bit transposed B), scale types / vector sizes (digest §2.2)."""
+"""tcgen05 kinds and shapes: PTX ISA 9.7.16.2.1 Table 39 (PTX ISA 9.7.16.2.1, Table 39), Table 49 (transpose / negate),
+Table 50 (8-bit transposed B), scale types / vector sizes (PTX ISA 9.7.16.10.9 operands)."""
 import pytest
 
 from compiler.diagnostics import SpecError

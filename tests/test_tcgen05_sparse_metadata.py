@@ -3,7 +3,7 @@ sparse-metadata-packing pass, the per-MMA selector and the emitted staging code.
 
 Independent references:
 - the reference model (compiler/sim/tcgen05.py `encode_sparse_metadata` / `decode_sparse_metadata`,
-  digest §4.2: layouts D, A and F);
+  PTX ISA 9.7.16.10.8.4: layouts D, A and F);
 - CUTLASS's TMEM metadata atoms `UMMA::tmem_e_frg` / `tmem_e_frg_ws` (mma_sm100_desc.hpp), evaluated here as
   CuTe layouts: virtual offset v -> TMEM lane v % 128, bit (v // 128) * unit (unit 2 for tf32: `upcast<2>`).
   They cover .ws M = 64 / 32, which the model does not.
@@ -22,7 +22,7 @@ from compiler.isa.tmem import (METADATA_CHUNK, data_path, metadata_format, metad
 from compiler.sim.tcgen05 import decode_sparse_metadata, encode_sparse_metadata
 
 KINDS = ("f16", "tf32", "f8f6f4", "i8", "mxf8f6f4", "mxf4", "mxf4nvf4")
-# 9.7.16.10.8.2/.3 codes (only the six increasing pairs, digest §9.2); tf32 keeps 0b0100 / 0b1110.
+# 9.7.16.10.8.2/.3 codes (only the six increasing pairs, PTX ISA 9.7.16.10.8.2/.3); tf32 keeps 0b0100 / 0b1110.
 CODES = {"tf32": (0b0100, 0b1110)}
 ORDERED = (0b0100, 0b1000, 0b1100, 0b1001, 0b1101, 0b1110)
 # Dense K of one sparse MMA (Table 39) / elements per chunk = chunks (codes) per MMA per row.
@@ -65,7 +65,7 @@ def test_image_matches_reference_model(kind, m, cta_group):
 
 
 def test_f16_pair_of_mmas_shares_a_granule():
-    """digest §4.3: two f16 MMAs use columns 2j and 2j+1; the even address is passed and the selector is
+    """PTX ISA Table 44 sparsity selector, 9.7.16.10.8.4: two f16 MMAs use columns 2j and 2j+1; the even address is passed and the selector is
     the parity. The model reads column (address + selector)."""
     fmt = metadata_format("f16")
     assert [fmt.selector_and_column(s) for s in range(4)] == [(0, 0), (1, 0), (0, 2), (1, 2)]
@@ -189,7 +189,7 @@ def test_f16_selector_alternates_per_mma():
 
 
 def test_8bit_kinds_use_two_columns_and_selector_zero():
-    """digest §4.2: 8-bit kinds one lane per row, two columns per MMA, selector 0 (one idesc value)."""
+    """PTX ISA 9.7.16.10.8.4: 8-bit kinds one lane per row, two columns per MMA, selector 0 (one idesc value)."""
     r = compile_tile("kind=i8", "i8", 128, 64, "sparsity 2:4 metadata=runtime;", loop=256)
     idesc = r.tiles["t"].op("tilec.instr_desc")
     assert "step_values" not in idesc.attrs

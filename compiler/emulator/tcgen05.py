@@ -5,7 +5,7 @@ reference model (compiler/sim).
 For tests (no Blackwell GPU here): the global->shared copies, the descriptors, the TMEM staging of A,
 metadata and scale factors, the MMA issue loop and the epilogue are all executed as emitted; only the
 MMA's arithmetic comes from `compiler.sim.tcgen05.mma`, which reads shared memory through the
-descriptors and the sparse metadata through its own (digest-derived) rules. The emulator's own readers
+descriptors and the sparse metadata through its own (PTX-ISA-derived) rules. The emulator's own readers
 of Tensor Memory (D through the data-path layouts, scale factors) are written from the PTX / CUTLASS
 text independently of compiler/isa/tmem.py.
 

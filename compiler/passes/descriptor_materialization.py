@@ -63,7 +63,7 @@ class DescriptorMaterialization(Pass, name="descriptor-materialization", require
         per_step = [self.step_fields(tile, s, scales) for s in range(steps)]
         if any(per_step):
             # The fields that change from MMA to MMA of a stage: the f16/tf32 sparsity selector = the
-            # metadata column's parity (digest §4.3) and the scale-factor IDs = byte offsets of the
+            # metadata column's parity (PTX ISA Table 44 sparsity selector, 9.7.16.10.8.4) and the scale-factor IDs = byte offsets of the
             # MMA's scale factors in their TMEM word (9.7.16.10.7.2/.3). Step 0 is `value`.
             attrs["step_values"] = tuple(Hex(InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
                                                        **base, **f).encode()) for f in per_step)

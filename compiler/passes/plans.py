@@ -59,7 +59,7 @@ def plan_tmem(d_columns: int, meta_columns: int = 0, sfa_columns: int = 0, sfb_c
               a_columns: int = 0, scratch: bool = False) -> TmemPlan:
     """D at column 0, then (with `scratch`) a second D-sized region, then metadata, SFA, SFB and A, each
     8-column aligned (CUTLASS assumes metadata 4-column aligned; the f16/tf32 metadata needs even
-    columns, digest §4.3)."""
+    columns, PTX ISA Table 44 sparsity selector, 9.7.16.10.8.4)."""
     at = _align(d_columns, 8)
     regions = {}
     if scratch:

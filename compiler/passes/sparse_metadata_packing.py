@@ -80,7 +80,7 @@ class SparseMetadataPacking(Pass, name="sparse-metadata-packing", requires=("ver
         chunk = METADATA_CHUNK[kind]
         words_per_row = spec.total_k // (8 * chunk)
         # The nibble rules of 9.7.14.6.1 (shared with mma.sp: compiler/isa/mma_sp/metadata.py) keyed by the
-        # kind's granularity (9.7.16.10.8); only the six increasing pairs are emitted (digest §9.2).
+        # kind's granularity (9.7.16.10.8); only the six increasing pairs are emitted (PTX ISA 9.7.16.10.8.2/.3).
         lay = SparseLayout(k=mma_k(kind, True), storage_bits=8, granularity=GRANULARITIES[kind_info(kind).sparsity],
                            fragment_section="9.7.16.10.8")
         if sp.metadata == "runtime":

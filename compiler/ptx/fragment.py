@@ -15,7 +15,7 @@ tcgen05 (`engine tcgen05`), no return value, called by ONE thread of the CTA:
                   offset is 0, PTX 9.7.16.4.1), written by the caller and made visible to the async proxy
                   (`fence.proxy.async.shared::cta` by the writers, then a barrier: PTX 9.7.16.6.5).
   d_tmem          TMEM address of D (lane 0, first column; PTX 9.7.16.1): M lanes x N 32-bit columns.
-  meta_tmem       sparse tiles: TMEM address of this call's metadata, even column (digest §4.2/§4.3).
+  meta_tmem       sparse tiles: TMEM address of this call's metadata, even column (PTX ISA 9.7.16.10.8.4, Table 44 sparsity selector).
   mbar            shared::cta address of an initialized mbarrier; the fragment ends with
                   `tcgen05.commit` (PTX 9.7.16.12.1), which arrives on it once when the MMAs complete.
   accumulate      0: the first MMA overwrites D (enable-input-d false); non-zero: it accumulates.
@@ -247,7 +247,7 @@ def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     sparse = spec.sparsity is not None
     if sparse and spec.sparsity.selector != 0:
         raise SpecError("a tcgen05 fragment derives the sparsity selector of each MMA from its metadata column "
-                        "(digest §4.3); the spec's selector must be 0", "sparsity.selector", "write selector=0")
+                        "(PTX ISA Table 44 sparsity selector, 9.7.16.10.8.4); the spec's selector must be 0", "sparsity.selector", "write selector=0")
     kb = _builder(name)
     layouts = {n: _required_op(tile, "tilec.smem_layout", n).facts["layout"] for n in ("A", "B")}
     k_step = {n: int(_required_op(tile, "tilec.smem_desc", n).attrs["k_step"]) for n in ("A", "B")}
@@ -256,8 +256,8 @@ def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     descs = {n: [lay.descriptor(k0, k_step[n], 0).encode() for k0 in range(0, lay.k, k_step[n])]
              for n, lay in layouts.items()}
     steps = len(descs["A"])
-    # Sparse metadata in TMEM, as the kernel emitter addresses it (compiler/isa/tmem.py; digest §4.2,
-    # §4.3): f16/tf32 use one column per MMA and two MMAs share a 64-bit granule (the even column is passed,
+    # Sparse metadata in TMEM, as the kernel emitter addresses it (compiler/isa/tmem.py; PTX ISA 9.7.16.10.8.4,
+    # Table 44 sparsity selector): f16/tf32 use one column per MMA and two MMAs share a 64-bit granule (the even column is passed,
     # the parity goes to idesc bits 0-1); 8-bit and fp4 kinds use two columns per MMA, selector 0.
     meta_cols = 0
     step_meta = [(0, 0)] * steps                       # (column offset of [sp-meta-tmem], selector) per MMA

@@ -24,7 +24,7 @@ this kernel does as a whole GEMM schedule (the DSL's `schedule cta=MxNxK warps=W
   measured 10-25 % slower than one tile per CTA on the H100, so it is off by default.
 
 Forms. Every form with 4 A registers, 4 B registers and 32-bit accumulators moves the same bytes per
-k-step (compressed A: 16 rows x 32 B, B: 8 columns x 64 B, digest §6.1/§6.2: every register is one
+k-step (compressed A: 16 rows x 32 B, B: 8 columns x 64 B, PTX ISA 9.7.14.6.2 (A and B fragments): every register is one
 aligned 32-bit word of a row), so one byte-level kernel serves f16/bf16 m16n8k32, tf32 m16n8k16,
 s8/u8 m16n8k64 and e4m3/e5m2 m16n8k64 (`passes.limits.pipelined_form`; s4/u4 m16n8k128 moves the same bytes, but its
 4:8 metadata is not modelled yet, so the DSL keeps the simple kernel for it). ldmatrix moves 16-byte
@@ -49,11 +49,7 @@ cta_m/16 runs of 128*cta_k/k B], each region row-major; A and B swizzled. Dynami
 (`.extern .shared`): the launcher must allow `abi["dynamic_smem_bytes"]` for the kernel
 (cudaFuncAttributeMaxDynamicSharedMemorySize) when it exceeds 48 KB.
 
-Measured on an H100 SXM (benchmarks/sparse_gemm.py, 2026-11): 128x256x64, 2x4 warps, 3 stages, f16 in,
-f16 D: ~700 TFLOP/s dense-equivalent at 4096^3 (cuSPARSELt through torch: 118-236), 555-636 at 8192^3
-(cuSPARSELt 943-1034), all shapes exact to f16 rounding. ncu at 4096^3: tensor pipe 77 % busy,
-shared-memory pipe 69 %, 255 registers (8 warps per SM); from 8192^3 on the GPU sits at its 700 W
-limit and the SM clock drops to ~1.3 GHz.
+Measurements (throughput, ncu): docs/measurements.md.
 """
 from __future__ import annotations
 
@@ -69,7 +65,7 @@ from .builder import HAND_SCHEDULED, PtxBuilder, require_kernel_name, target_lin
 from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_instruction, mma_sp_ptx_version
 
 # Bytes of one k-step of one instruction tile for the forms this kernel takes (a_regs = b_regs = 4:
-# 4 words x 32 lanes = 512 B = 16 A rows x 32 B = 8 B columns x 64 B; digest §6.1/§6.2).
+# 4 words x 32 lanes = 512 B = 16 A rows x 32 B = 8 B columns x 64 B; PTX ISA 9.7.14.6.2 (A and B fragments)).
 A_STEP_ROW_BYTES = 32
 B_STEP_ROW_BYTES = 64
 META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): sparse.compress layout
@@ -589,7 +585,7 @@ class _Writer(PtxBuilder):
         return f"%acc{base}", f"%acc{base + 1}"
 
     def row_pointer(self, ptr: str, i: int, h: int, nbytes: int) -> None:
-        """%rp = ptr + ((m0 + wm*WM + 16i + 8h + g) * N + n0 + wn*WN + 2t) * nbytes (digest section 6.2)."""
+        """%rp = ptr + ((m0 + wm*WM + 16i + 8h + g) * N + n0 + wn*WN + 2t) * nbytes (PTX ISA 9.7.14.6.2, C/D fragments)."""
         cfg, ins = self.cfg, self.ins
         ins(f"shr.u32 %x, %thr, {5 + log2(cfg.warps_n)};")
         ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")

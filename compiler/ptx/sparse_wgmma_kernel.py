@@ -73,10 +73,7 @@ copies and wgmma groups landing late, and catches deliberately broken kernels; p
 On an H100 (tests/gpu/test_sparse_wgmma_gpu.py, 15/15; benchmarks/sparse_wgmma.py): exact results for
 f16, bf16, tf32, s8, u8 x s8 and e4m3 (f16/bf16/f32/s32 D, with and without C, pairs included).
 
-Measured on an H100 SXM (benchmarks/sparse_wgmma.py, 2026-11, f16 in, f16 D, medians of interleaved
-rounds in one process): 8192^3 958 TFLOP/s dense-equivalent with CTA pairs (cuSPARSELt 932, warp-level
-mma.sp kernel 561, dense cuBLAS 673; both sparse libraries at the 700 W limit, SM clock ~1.43 GHz);
-4096^3 954 (mma.sp 680, cuBLAS 765); 8192x8192x28672 893 vs cuSPARSELt 1056; 28672x8192x8192 944 vs 1038.
+Measurements (throughput against cuSPARSELt and cuBLAS): docs/measurements.md.
 SASS: HGMMA.SP.64x256x32.F32 from shared-memory descriptors, UTMALDG.2D, SYNCS (mbarrier); 163-168
 registers, no spills.
 """

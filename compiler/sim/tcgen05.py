@@ -3,7 +3,7 @@
 Everything is read from the bytes the hardware would read: A and B through their shared-memory
 descriptors (compiler.sim.smem), the 32-bit instruction descriptor decoded here from Tables 42-44
 with this module's own bit extraction, sparse metadata from a tensor-memory image laid out as the
-PTX digest §4.2 describes, the zero-column mask generated from its 64-bit descriptor (9.7.16.4.3).
+PTX ISA 9.7.16.10.8.4 describes, the zero-column mask generated from its 64-bit descriptor (9.7.16.4.3).
 Products are exact in float64 (int64 for kind::i8); the sum is rounded once to the D type.
 
 What the model does not claim (see docs/verification.md): the hardware's internal accumulation
@@ -88,7 +88,7 @@ def _range(lo: int, hi: int, step: int) -> frozenset[int]:
     return frozenset(range(lo, hi + 1, step))
 
 
-# Valid M and N (PTX 9.7.16.2.1 Table 39, digest §3), keyed by shape class and cta_group.
+# Valid M and N (PTX ISA 9.7.16.2.1, Table 39), keyed by shape class and cta_group.
 _SHAPES: dict[tuple[str, int], tuple[frozenset[int], frozenset[int]]] = {
     ("float", 1): (frozenset({64, 128}), _range(8, 256, 8)),
     ("float", 2): (frozenset({128, 256}), _range(16, 256, 16)),
@@ -103,7 +103,7 @@ _WS_SPARSE_N = frozenset({64, 128})            # Table 39: .ws sparse N
 
 @dataclass(frozen=True)
 class Granularity:
-    """Structured sparsity of A (PTX 9.7.16.10.8.1, digest §4.1)."""
+    """Structured sparsity of A (PTX ISA 9.7.16.10.8.1)."""
     name: str
     chunk: int          # dense elements described by one 4-bit metadata code
     kept: int           # elements stored per chunk
@@ -113,7 +113,7 @@ class Granularity:
 GRANULARITIES = {g.name: g for g in (Granularity("1:2", 2, 1, 1), Granularity("2:4", 4, 2, 1),
                                      Granularity("4:8", 8, 4, 2))}
 # 2:4 and 4:8 codes: bits [1:0] = first kept index, bits [3:2] = second (increasing pairs only;
-# digest §9.2: the tcgen05 list's 0b0110 is decreasing and is not emitted by tilec).
+# PTX ISA 9.7.16.10.8.2/.3: the tcgen05 list's 0b0110 is decreasing and is not emitted by tilec).
 _TWO_INDEX_CODES = frozenset({0b0100, 0b1000, 0b1100, 0b1001, 0b1101, 0b1110})
 # 1:2 (tf32): 0b0100 keeps element 0, 0b1110 keeps element 1 (PTX 9.7.16.10.8.1).
 _ONE_OF_TWO_CODES = {0b0100: 0, 0b1110: 1}
@@ -128,11 +128,11 @@ class KindSpec:
     d_types: dict[int, str]              # d_type field value -> D type (mx kinds: fixed f32)
     k_dense: int                         # Table 39: K of one dense MMA, in elements
     granularity: str                     # sparse A pattern
-    meta_layout: str                     # "16bit" (f16/tf32) | "8bit" (8-bit/fp4 kinds): digest §4.2
+    meta_layout: str                     # "16bit" (f16/tf32) | "8bit" (8-bit/fp4 kinds): PTX ISA 9.7.16.10.8.4
     shape_class: str
     negate_ok: bool = True               # 9.7.16.10.1: negate not for i8
     transpose_ok: bool = True            # not for mxf4 / mxf4nvf4
-    scale_input_d_ok: bool = False       # only f16 / tf32 (digest §2.2)
+    scale_input_d_ok: bool = False       # only f16 / tf32 (PTX ISA 9.7.16.10.9 operands)
     block_scaled: bool = False
     scale_types: dict[int, str] | None = None   # idesc bit 23 -> scale type
     same_ab_type: bool = False           # kind::f16: A and B both f16 or both bf16
@@ -144,7 +144,7 @@ KINDS: dict[str, KindSpec] = {k.name: k for k in (
              "16bit", "float", scale_input_d_ok=True, same_ab_type=True),
     KindSpec("tf32", "42", _IDESC_TABLE_42, {2: "tf32"}, {1: "f32"}, 8, "1:2", "16bit", "float",
              scale_input_d_ok=True),
-    # Table 42 lists F32 for f8f6f4's dtype; Table 39 allows an f16 D as well (digest §3).
+    # Table 42 lists F32 for f8f6f4's dtype; Table 39 allows an f16 D as well (PTX ISA 9.7.16.2.1, Table 39).
     KindSpec("f8f6f4", "42", _IDESC_TABLE_42, _F8F6F4_CODES, {0: "f16", 1: "f32"}, 32, "2:4",
              "8bit", "float"),
     KindSpec("i8", "42", _IDESC_TABLE_42, {0: "u8", 1: "s8"}, {2: "s32"}, 32, "2:4", "8bit", "i8",
@@ -165,7 +165,7 @@ _SCALE_VEC_BLOCKS: dict[tuple[str, str], tuple[int, int | None]] = {
     ("2X", "mxf4nvf4"): (2, None), ("block32", "mxf4nvf4"): (2, 3),
     ("4X", "mxf4nvf4"): (4, None), ("block16", "mxf4nvf4"): (4, 6),
 }
-_SCALE_VEC_DEFAULT = {"mxf8f6f4": "1X", "mxf4": "block32"}   # mxf4nvf4 must name one (digest §2.2)
+_SCALE_VEC_DEFAULT = {"mxf8f6f4": "1X", "mxf4": "block32"}   # mxf4nvf4 must name one (PTX ISA 9.7.16.10.9 operands)
 _UE4M3_VECS = frozenset({"4X", "block16"})                    # Table 55: UE4M3 only with 4X/block16
 
 
@@ -290,7 +290,7 @@ def _check_shape(f: InstrFields, spec: KindSpec, cta_group: int, ws: bool) -> No
         raise SpecError(f"cta_group must be 1 or 2, not {cta_group}")
     if ws and (cta_group != 1 or not spec.ws_ok):
         raise SpecError(f".ws exists only with .cta_group::1 and kinds f16/tf32/f8f6f4/i8 "
-                        f"(got .kind::{spec.name}, cta_group::{cta_group}; digest §3)")
+                        f"(got .kind::{spec.name}, cta_group::{cta_group}; PTX ISA 9.7.16.2.1, Table 39)")
     key = ("ws", 1) if ws else (spec.shape_class, cta_group)
     m_ok, n_ok = _SHAPES[key]
     if ws and f.sparse:
@@ -312,7 +312,7 @@ def _check_shape(f: InstrFields, spec: KindSpec, cta_group: int, ws: bool) -> No
 
 
 # ---------------------------------------------------------------------------------------------
-# Tensor-memory lanes (digest §8.5 data-path layouts) and sparse metadata (digest §4.2).
+# Tensor-memory lanes (PTX ISA 9.7.16.10.5 data-path layouts) and sparse metadata (PTX ISA 9.7.16.10.8.4).
 # ---------------------------------------------------------------------------------------------
 def d_row_lanes(m: int, cta_group: int, *, ws: bool = False, lane_base: int = 0) -> np.ndarray:
     """TMEM lane of each of the M // cta_group rows one CTA holds (D, A-in-TMEM, metadata).
@@ -325,11 +325,11 @@ def d_row_lanes(m: int, cta_group: int, *, ws: bool = False, lane_base: int = 0)
         return np.arange(128)
     if m == 64 and cta_group == 1 and not ws:
         if lane_base not in (0, 16):
-            raise SpecError(f"M=64 lane alignment must be 0 or 16, not {lane_base} (digest §8.5)")
+            raise SpecError(f"M=64 lane alignment must be 0 or 16, not {lane_base} (PTX ISA 9.7.16.10.5 data-path layouts)")
         row = np.arange(64)
         return 32 * (row >> 4) + (row & 15) + lane_base
     raise SpecError(f"the TMEM data-path layout for M={m}, cta_group::{cta_group}"
-                    f"{', .ws' if ws else ''} is not modelled (digest §8.5)")
+                    f"{', .ws' if ws else ''} is not modelled (PTX ISA 9.7.16.10.5 data-path layouts)")
 
 
 def _meta_positions(layout: str, rows: int, chunks: int, selector: int):
@@ -338,7 +338,7 @@ def _meta_positions(layout: str, rows: int, chunks: int, selector: int):
     c = np.arange(chunks)[None, :]
     if layout == "16bit":
         # f16 / tf32: rows m and m+8 share a 32-bit cell; K halves j go 8 lanes apart; one column
-        # per MMA, chosen by the selector (column parity, digest §4.3).
+        # per MMA, chosen by the selector (column parity, PTX ISA Table 44 sparsity selector, 9.7.16.10.8.4).
         j, n = c // 4, c % 4
         lane = 16 * (m >> 4) + (m & 7) + 8 * j
         bit = 16 * ((m >> 3) & 1) + 4 * n
@@ -354,17 +354,17 @@ def _meta_positions(layout: str, rows: int, chunks: int, selector: int):
 def _physical_lanes(logical: np.ndarray, m: int, cta_group: int, ws: bool, lane_base: int) -> np.ndarray:
     table = d_row_lanes(m, cta_group, ws=ws, lane_base=lane_base)
     # d_row_lanes maps row -> lane; the metadata rule produced a logical lane in the M=128 space,
-    # which for M=64 is folded by the same half-data-path rule (digest §4.2 "M = 64").
+    # which for M=64 is folded by the same half-data-path rule (PTX ISA 9.7.16.10.8.4 "M = 64").
     return table[logical]
 
 
 def _check_meta_selector(spec: KindSpec, selector: int) -> None:
     if spec.meta_layout == "16bit" and selector not in (0, 1):
         raise SpecError(f"sparsity selector {selector}: only 0/1 (metadata column parity) has a "
-                        "documented meaning for .kind::f16/.kind::tf32 (digest §4.3, §10)",
+                        "documented meaning for .kind::f16/.kind::tf32 (PTX ISA Table 44 sparsity selector, 9.7.16.10.8.4; the PTX ISA does not give it)",
                         field="sparsity.selector")
     if spec.meta_layout == "8bit" and selector != 0:
-        raise SpecError(f"sparsity selector must be 0 for .kind::{spec.name} (digest §4.2)",
+        raise SpecError(f"sparsity selector must be 0 for .kind::{spec.name} (PTX ISA 9.7.16.10.8.4)",
                         field="sparsity.selector")
 
 
@@ -470,7 +470,7 @@ _ZCM_SUBMASKS = {128: 1, 64: 2, 32: 4}       # sub-masks per M (9.7.16.4.3)
 def zero_column_mask_bits(desc: int, m: int, n: int) -> tuple[np.ndarray, int]:
     """(N booleans, column shift): True = that column of B is replaced by zeros.
 
-    Follows the seed's examples (digest §9.1): bits 40-47 = (run of zeroed columns) - 1, bits
+    Follows the seed's examples (PTX ISA Table 45 and its examples): bits 40-47 = (run of zeroed columns) - 1, bits
     48-55 = (run of used columns) - 1 (Table 45's descriptions have the two swapped). Sub-mask s
     covers columns [s*N/S, (s+1)*N/S); its bit i is term (sc_s + i) of the periodic sequence that
     starts with a zeroed run when fs_s = 1, a used run when fs_s = 0. (A start count longer than
@@ -543,7 +543,7 @@ def ashift_rows(a_tmem, m: int, cta_group: int, kind: str, a_type: str, k: int) 
 
 
 def _lane_mask(disable_output_lane, cta_group: int) -> np.ndarray:
-    """(cta_group, 128) booleans, True = lane not written. Word w bit b = lane 32*w + b (digest §2.2);
+    """(cta_group, 128) booleans, True = lane not written. Word w bit b = lane 32*w + b (PTX ISA 9.7.16.10.9 operands);
     with cta_group::2 words 0-3 belong to the first CTA of the pair and 4-7 to the second (assumption).
     """
     words = disable_output_lane
@@ -552,7 +552,7 @@ def _lane_mask(disable_output_lane, cta_group: int) -> np.ndarray:
     words = [int(w) for w in words]
     if len(words) != 4 * cta_group:
         raise SpecError(f"disable-output-lane takes {4 * cta_group} 32-bit words with "
-                        f"cta_group::{cta_group}, got {len(words)} (digest §2.2)")
+                        f"cta_group::{cta_group}, got {len(words)} (PTX ISA 9.7.16.10.9 operands)")
     bits = np.array([[(w >> b) & 1 for b in range(32)] for w in words], dtype=bool)
     return bits.reshape(cta_group, 128)
 
@@ -568,7 +568,7 @@ def _per_cta(value, cta_group: int, what: str) -> list:
 def _scale_blocks(spec: KindSpec, f: InstrFields, scale_vec: str | None) -> int:
     vec = scale_vec or _SCALE_VEC_DEFAULT.get(spec.name)
     if vec is None:
-        raise SpecError(f".kind::{spec.name} needs an explicit scale vector size (digest §2.2)")
+        raise SpecError(f".kind::{spec.name} needs an explicit scale vector size (PTX ISA 9.7.16.10.9 operands)")
     blocks = _SCALE_VEC_BLOCKS.get((vec, spec.name))
     if blocks is None:
         raise SpecError(f"scale vector '{vec}' is not valid for .kind::{spec.name} (PTX Table 55)")
@@ -619,17 +619,17 @@ def mma(smem, a_desc, b_desc, idesc, kind, d=None, enable_input_d=False, scale_i
     if scale_input_d:
         if not spec.scale_input_d_ok:
             raise SpecError(f"scale-input-d is only for .kind::f16 and .kind::tf32, not .kind::{kind} "
-                            "(digest §2.2)")
+                            "(PTX ISA 9.7.16.10.9 operands)")
         if not 0 <= scale_input_d <= 15:
-            raise SpecError(f"scale-input-d must be in [0, 15], not {scale_input_d} (digest §2.2)")
+            raise SpecError(f"scale-input-d must be in [0, 15], not {scale_input_d} (PTX ISA 9.7.16.10.9 operands)")
     if disable_output_lane is not None and (ws or spec.block_scaled):
-        raise SpecError("disable-output-lane does not exist for .ws or block-scaled forms (digest §2.2)")
+        raise SpecError("disable-output-lane does not exist for .ws or block-scaled forms (PTX ISA 9.7.16.10.9 operands)")
     if zero_column_mask is not None and not ws:
         raise SpecError("a zero-column mask exists only for tcgen05.mma.ws (PTX 9.7.16.4.3)")
     if f.sparse and tmem_meta is None:
         raise SpecError("a sparse idesc (bit 2) needs the metadata TMEM image (tmem_meta)")
     if a_tmem is not None and f.a_major != "K":
-        raise SpecError("A in tensor memory cannot be transposed (digest §2.2)")
+        raise SpecError("A in tensor memory cannot be transposed (PTX ISA 9.7.16.10.9 operands)")
     if ashift:
         # 9.7.16.10.9.1: .ashift appears only in the syntax groups with [a-tmem] and without block scaling
         # or .ws; "Qualifier .ashift is only allowed with M = 128 or M = 256"

@@ -1,7 +1,7 @@
 """Byte-identity goldens: the SHA-256 of what tilec emits for every example and lit input.
 
 A restructuring must not change emitted PTX. `python -m tests.golden.goldens --write` records, for
-every `.tile` under examples/ and tests/lit/, the digest of the default kernel PTX, of `--emit func`
+every `.tile` under examples/ and tests/lit/, the SHA-256 of the default kernel PTX, of `--emit func`
 and of `--variant smem-dump` (or "error" where that input is rejected); `tests/test_goldens.py`
 recompiles everything and compares. A change that alters PTX on purpose rewrites the file in the same
 commit and says why in its message.

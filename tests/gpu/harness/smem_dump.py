@@ -311,7 +311,7 @@ def make_inputs(tile: DumpTile) -> dict[str, np.ndarray]:
 
 
 def sparse_granularity(kind: str):
-    """The kind's structured-sparsity pattern (compiler.sim: PTX 9.7.16.10.8.1, digest 4.1)."""
+    """The kind's structured-sparsity pattern (compiler.sim: PTX 9.7.16.10.8.1)."""
     from compiler.sim.tcgen05 import GRANULARITIES, KINDS
 
     return GRANULARITIES[KINDS[kind].granularity]
