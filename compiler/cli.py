@@ -169,6 +169,7 @@ def _cmd_compile(args, opt_mode: bool) -> int:
                                 passes=passes, print_ir_after=after, options=options)
     for dump in result.ir_dumps:
         sys.stderr.write(dump)
+    sys.stderr.write(result.warning_text(text))
     if emit == "ir":
         out = result.ir() + "\n"
     elif emit == "json":

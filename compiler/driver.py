@@ -43,6 +43,15 @@ class CompileResult:
             out[tile.sym or ""] = d
         return out
 
+    @property
+    def warnings(self) -> list:
+        """The passes' warning diagnostics (compiler.diagnostics.Diagnostic, severity "warning")."""
+        return list(self.module.outputs.get("warnings", []))
+
+    def warning_text(self, source: str | None = None) -> str:
+        """The warnings rendered as the CLI prints them to stderr (empty when there are none)."""
+        return "".join(w.render(source) + "\n" for w in self.warnings)
+
     def ir(self) -> str:
         return print_op(self.module)
 
@@ -278,4 +287,6 @@ def run_passes(module_or_spec: Op | FileSpec | TileSpec, passes: Sequence[str] |
     ctx = PassContext(source=source, filename=module.loc.file if module.loc else "<string>",
                       options=dict(options or {}))
     PassManager(tuple(names), print_ir_after or set(), ir_sink).run(module, ctx)
+    if ctx.warnings:
+        module.outputs["warnings"] = module.outputs.get("warnings", []) + ctx.warnings
     return module

@@ -13,7 +13,7 @@ is resolved with networkx then.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..diagnostics import CompileError, Diagnostic, SpecError
@@ -24,6 +24,12 @@ class PassContext:
     source: str | None = None
     filename: str = "<string>"
     options: dict | None = None
+    # warnings the passes report (the input compiles, but not as its author probably meant); the
+    # driver hands them to CompileResult.warnings and the CLI prints them to stderr
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+    def warn(self, message: str, loc=None, hint: str | None = None) -> None:
+        self.warnings.append(Diagnostic(message, loc, hint, severity="warning"))
 
     def fail(self, message: str, loc=None, hint: str | None = None):
         raise CompileError([Diagnostic(message, loc, hint)], self.source)

@@ -86,6 +86,32 @@ def _select_mma_sp(view, module: Op) -> tuple[str, Any]:
                                        selector=spec.sparsity.selector, static_metadata=static, **grid)
 
 
+def _not_pipelined_reason(view) -> tuple[str, str] | None:
+    """Why a `schedule` of 2 or more stages (which asks for the pipelined sparse GEMM) gets the
+    one-instruction-tile mma.sp kernel instead, and what to change: None when it does not."""
+    from .sparse_gemm_kernel import PIPELINED_A_TYPES
+
+    sc, form = view.payload.schedule, view.facts["form"]
+    if sc is None or sc.stages < 2 or sc.mma == "wgmma":
+        return None
+    if view.facts.get("static_metadata") is not None:
+        return ("static metadata", "the pipelined kernel reads its metadata from the META parameter: write "
+                "`metadata=runtime`, or `stages=1` to ask for the one-instruction-tile kernel")
+    if form.block_scale is not None or form.kind is not None:
+        what = "block-scaled mma.sp" if form.block_scale is not None else f"mma.sp .kind::{form.kind}"
+        return (what, "the pipelined kernel serves the unscaled forms without .kind; write `stages=1`")
+    if form.a_type not in PIPELINED_A_TYPES:
+        return (f"A type {form.a_type}", f"the pipelined kernel serves A types {', '.join(PIPELINED_A_TYPES)}; "
+                "write `stages=1`")
+    if form.c_regs != 4:
+        return (f"{form.c_type} C/D (the pipelined kernel accumulates in 32-bit registers)",
+                "write `C: f32` and `D: f32` (s32 for integer types), or `stages=1`")
+    if form.a_regs != 4 or form.b_regs != 4:
+        return (f"the m{form.m}n{form.n}k{form.k} shape (the pipelined kernel uses the k-wide shape of "
+                f"{form.a_type}, 4 A and 4 B registers)", "use the k-wide instruction shape, or `stages=1`")
+    return None
+
+
 def _tcgen05_kernel_attrs(tile: Op) -> dict[str, Any]:
     """The tcgen05 kernel and the immediates its copy code derives from the loop K (the u32 operands of
     its `mul.lo.u32` / `mul.wide.u32` row addressing, typed so that the IR verifier checks them)."""
@@ -132,6 +158,14 @@ class KernelSelection(Pass):
                 kernel, config = _select_mma_sp(tile_view(tile), module)
             except SpecError as e:        # located on the schedule field the kernel names
                 ctx.spec_error(e, tile, "schedule")
+            if kernel == "mma_sp":
+                reason = _not_pipelined_reason(tile_view(tile))
+                if reason is not None:
+                    from ..passes.derive import tile_loc
+
+                    ctx.warn(f"the schedule asks for {tile_view(tile).payload.schedule.stages} stages, but the "
+                             f"pipelined sparse GEMM does not serve {reason[0]}: tile '{tile.sym}' gets the "
+                             "one-instruction-tile mma.sp kernel", tile_loc(tile, "schedule"), reason[1])
             tile.body.append(Op("tilec.kernel", None, {"kernel": kernel, "config": _config_attr(config)},
                                 loc=tile.locs.get("schedule", tile.loc)))
 
