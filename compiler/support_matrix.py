@@ -3,7 +3,8 @@
 - tcgen05 kinds (compiler/isa/tcgen05_kinds.py: KINDS, SHAPE_RULES — PTX Table 39, Tables 42-44, 49);
 - tcgen05 features x targets with the minimum PTX version (compiler/isa/tcgen05_forms.py: FEATURES);
 - warp-level mma.sp forms (compiler/isa/mma_sp/forms.py: FORM_ROWS);
-- warpgroup wgmma.mma_async.sp forms (compiler/isa/wgmma.py: WGMMA_SP_FORMS).
+- warpgroup wgmma.mma_async.sp forms (compiler/isa/wgmma.py: WGMMA_SP_FORMS);
+- the rules verify enforces beyond those tables (compiler/isa/verify_rules.py: VERIFY_RULES).
 
 `python -m compiler.support_matrix` prints it; `--write README.md` replaces the text between the
 support-matrix markers; tests/test_support_matrix.py fails when README is stale.
@@ -87,6 +88,14 @@ def wgmma_sp_table() -> str:
     return "\n".join(rows)
 
 
+def verify_rules_table() -> str:
+    from .isa.verify_rules import VERIFY_RULES
+
+    rows = ["| engine | rule | source |", "|---|---|---|"]
+    rows += [f"| {r.engine} | {r.rule} | {r.source} |" for r in VERIFY_RULES]
+    return "\n".join(rows)
+
+
 def render() -> str:
     return "\n\n".join([
         BEGIN,
@@ -98,6 +107,8 @@ def render() -> str:
         mma_sp_table(),
         "### Warpgroup wgmma.mma_async.sp forms (PTX 9.7.15.6.3; `schedule ... mma=wgmma`)",
         wgmma_sp_table(),
+        "### Rules verify enforces (a tile that breaks one is refused with a located error)",
+        verify_rules_table(),
         END,
     ])
 
