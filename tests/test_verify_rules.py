@@ -53,6 +53,9 @@ PROBES.update({
     "pipelined_cta_k": sp("  schedule cta=64x64x96 warps=2x2 stages=3;\n"),
 })
 
+# loop K = 400 = 25 x 16 does not halve into instruction-K multiples: one stage of 400 x (128 + 256) rows x
+# 2 B (bf16) = 307200 B > 96 x 1024 = 98304 B
+PROBES["k_stage_smem"] = tc(shape="M=128 N=256 K=16", extra="  loop K=400;\n")
 PROBES["mma_budget"] = sp("  schedule cta=1048576x256x64 warps=2x4 stages=3;\n", cd="C: f16 global; D: f16 global;")
 PROBES["schedule_cta_multiple"] = sp("  schedule cta=48x64x64 warps=2x2 stages=1;\n")
 

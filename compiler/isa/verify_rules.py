@@ -71,6 +71,9 @@ VERIFY_RULES: tuple[VerifyRule, ...] = (
                "e2m1 (sub-byte) operands must be K-major"),
     VerifyRule("table50_n", "tcgen05", "N of an MN-major 8-bit B: 16-256 step 16 (cta_group::1), 32-256 step 32 (::2)",
                "PTX ISA Table 50", "N = 8 is not valid with an MN-major 8-bit B under cta_group::1"),
+    VerifyRule("k_stage_smem", "tcgen05", "one K stage of A + B fits 96 KB of shared memory (a loop K that halves "
+               "is split into stages that fit)", TILEC_LIMIT + " (layout-selection STAGE_BUDGET)",
+               "one K stage of this tile needs"),
     VerifyRule("loop_k_multiple", "both", "loop K is a positive multiple of the instruction K",
                TILEC_LIMIT, "loop K=24 is not a positive multiple of the instruction K=16"),
     # schedule
