@@ -89,7 +89,7 @@ def _select_mma_sp(view, module: Op) -> tuple[str, Any]:
 def _not_pipelined_reason(view) -> tuple[str, str] | None:
     """Why a `schedule` of 2 or more stages (which asks for the pipelined sparse GEMM) gets the
     one-instruction-tile mma.sp kernel instead, and what to change: None when it does not."""
-    from .sparse_gemm_kernel import PIPELINED_A_TYPES
+    from ..passes.limits import PIPELINED_A_TYPES
 
     sc, form = view.payload.schedule, view.facts["form"]
     if sc is None or sc.stages < 2 or sc.mma == "wgmma":
