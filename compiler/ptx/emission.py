@@ -107,7 +107,7 @@ def _not_pipelined_reason(view) -> tuple[str, str] | None:
         return (f"{form.c_type} C/D (the pipelined kernel accumulates in 32-bit registers)",
                 "write `C: f32` and `D: f32` (s32 for integer types), or `stages=1`")
     if form.a_regs != 4 or form.b_regs != 4:
-        return (f"the m{form.m}n{form.n}k{form.k} shape (the pipelined kernel uses the k-wide shape of "
+        return (f"the m{form.layout.m}n{form.layout.n}k{form.k} shape (the pipelined kernel uses the k-wide shape of "
                 f"{form.a_type}, 4 A and 4 B registers)", "use the k-wide instruction shape, or `stages=1`")
     return None
 
