@@ -1,4 +1,4 @@
-"""Command line: `tilec compile | opt | passes | explain`.
+"""Command line: `tilec compile | opt | passes | explain | draw | run`.
 
 Exit codes: 0 success; 1 bad input (located diagnostics on stderr) or an OS error on a file the user
 named (the message names it); 2 usage error; 3 internal error (a bug); 130 interrupted (SIGINT).
@@ -79,6 +79,25 @@ def _parser():
     e.add_argument("--m", type=int, help="M (zcm)")
     e.add_argument("--n", type=int, help="N (zcm)")
     e.add_argument("--json", action="store_true")
+
+    d = sub.add_parser("draw", help="draw what a descriptor means, as SVG", formatter_class=Formatter)
+    d.add_argument("what", help="smem-desc | idesc | zcm | tmem | sparse | tile")
+    d.add_argument("value", nargs="?", help="the descriptor value (hex or decimal), or the tile FILE (tile)")
+    d.add_argument("-o", "--output", help="output SVG file (default, or -: stdout)")
+    d.add_argument("--kind", help="MMA kind (idesc)")
+    d.add_argument("--dtype", default="f16", help="element type (smem-desc; default f16)")
+    d.add_argument("--major", choices=("K", "MN"), default="K", help="operand major-ness (smem-desc)")
+    d.add_argument("--mn", type=int, help="MN extent of the tile (smem-desc; default: two atoms)")
+    d.add_argument("--k", type=int, help="K extent of the tile (smem-desc; default: two atoms)")
+    d.add_argument("--m", type=int, help="M (zcm, tmem; default 128)")
+    d.add_argument("--n", type=int, help="N (zcm, tmem; default 128)")
+    d.add_argument("--cta-group", type=int, default=1, help="cta_group: 1 or 2 (idesc, tmem)")
+    d.add_argument("--ws", action="store_true", help=".ws variant (idesc, tmem)")
+    d.add_argument("--sparse", action="store_true", help=".sp variant (tmem)")
+    d.add_argument("--shape", default="m16n8k16", help="mma.sp shape (sparse; default m16n8k16)")
+    d.add_argument("--seed", type=int, default=0, help="sparsity pattern seed (sparse; default 0)")
+    d.add_argument("--tile", help="which tile of FILE (tile; default: the only one)")
+    d.add_argument("--operand", choices=("A", "B", "D"), default="A", help="which operand (tile; default A)")
 
     r = sub.add_parser("run", help="run a tile on the GPU (or the CPU emulator) with random data and check or time it",
                        formatter_class=Formatter,
@@ -329,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_passes(args)
         if args.cmd == "explain":
             return _cmd_explain(args)
+        if args.cmd == "draw":
+            from .draw import cmd_draw
+
+            return cmd_draw(args)
         if args.cmd == "run":
             from .run import cmd_run
 
