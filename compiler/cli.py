@@ -329,6 +329,70 @@ def _check_explain_usage(what: str, value: int, opts: dict) -> None:
             raise UsageError(f"explain zcm: --n {n} is not 1..{MAX_N}{parts}")
 
 
+def _cmd_draw(args) -> int:
+    """Usage mistakes raise UsageError (status 2); a descriptor `tilec explain` would call illegal is
+    reported with explain's own messages (status 1); otherwise one SVG goes to -o or stdout."""
+    from .diagnostics import SpecError
+    from .draw import (DRAWERS, draw_idesc, draw_smem_desc, draw_sparse, draw_tile, draw_tmem,
+                       draw_zcm)
+
+    what = args.what
+    if what not in DRAWERS:
+        raise UsageError(f"draw: unknown picture '{what}' (one of: {', '.join(DRAWERS)})")
+    if what == "tile":
+        if args.value is None:
+            raise UsageError("draw tile needs a tile file (or - for stdin)")
+        text, name = _read_input(args.value)
+        try:
+            svg = draw_tile(text, name, args.tile, args.operand)
+        except ValueError as e:
+            raise UsageError(f"draw tile: {e}") from None
+        write_output(args.output, svg, args.value)
+        return 0
+    if what in ("tmem", "sparse"):
+        if args.value is not None:
+            raise UsageError(f"draw {what} takes no value: give " + ("--m, --n, --cta-group, --ws, --sparse"
+                             if what == "tmem" else "--dtype, --shape, --seed"))
+        value = None
+    else:
+        if args.value is None:
+            raise UsageError(f"draw {what} needs the descriptor value")
+        try:
+            value = int(args.value, 0)
+        except ValueError:
+            raise UsageError(f"draw: '{args.value}' is not a number (write 0x... or decimal)") from None
+        opts = {k: getattr(args, k) for k in ("kind", "m", "n") if getattr(args, k) is not None}
+        try:
+            _check_explain_usage(what, value, opts)
+        except UsageError as e:
+            raise UsageError(str(e).replace("explain", "draw", 1)) from None
+        from .explain import EXPLAINERS
+
+        explained = EXPLAINERS[what](value, **{k: v for k, v in opts.items()
+                                              if (what == "idesc") == (k == "kind")})
+        if explained.violations:
+            for v in explained.violations:
+                sys.stderr.write(f"tilec: error: {explained.title}: {v}\n")
+            return 1
+    m = 128 if args.m is None else args.m
+    n = 128 if args.n is None else args.n
+    try:
+        if what == "smem-desc":
+            svg = draw_smem_desc(value, args.dtype, args.major, args.mn, args.k)
+        elif what == "idesc":
+            svg = draw_idesc(value, args.kind, args.cta_group, args.ws)
+        elif what == "zcm":
+            svg = draw_zcm(value, m, n)
+        elif what == "sparse":
+            svg = draw_sparse(args.dtype, args.shape, args.seed)
+        else:
+            svg = draw_tmem(m, n, args.cta_group, args.ws, args.sparse)
+    except SpecError as e:
+        raise UsageError(f"draw {what}: {e.message}") from None
+    write_output(args.output, svg)
+    return 0
+
+
 def _shown(value: int) -> str:
     return hex(value) if value >= 0 else str(value)
 
@@ -349,9 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "explain":
             return _cmd_explain(args)
         if args.cmd == "draw":
-            from .draw import cmd_draw
-
-            return cmd_draw(args)
+            return _cmd_draw(args)
         if args.cmd == "run":
             from .run import cmd_run
 
