@@ -303,13 +303,39 @@ def _cmd_explain(args) -> int:
 _EXPLAIN_BITS = {"idesc": 32, "smem-desc": 64, "zcm": 64}
 
 
+def _check_explain_usage(what: str, value: int, opts: dict) -> None:
+    """Mistakes in the command line, not in the descriptor: a missing or unknown --kind, a value wider
+    than the descriptor, an M or N no mask has. The explainers report these as violations (their API
+    never raises); here they are usage errors (status 2), so status 1 means 'the descriptor is illegal'."""
+    bits = _EXPLAIN_BITS.get(what)
+    if bits is not None and not 0 <= value < 1 << bits:
+        raise UsageError(f"explain {what}: {_shown(value)} does not fit the {bits}-bit descriptor")
+    if what == "idesc":
+        from .isa.descriptors import LAYOUTS
+
+        kind = opts.get("kind")
+        if kind not in LAYOUTS:
+            what_is = "needs --kind" if kind is None else f"--kind {kind} is not a tcgen05 kind"
+            raise UsageError(f"explain idesc {what_is}: the descriptor's format depends on it "
+                             f"(one of: {', '.join(LAYOUTS)})")
+    if what == "zcm":
+        from .descriptors.zero_column_mask import MAX_N, SUB_MASKS
+
+        m, n = opts.get("m"), opts.get("n")
+        if m is not None and m not in SUB_MASKS:
+            raise UsageError(f"explain zcm: --m {m}: a zero-column mask exists for M = "
+                             f"{', '.join(map(str, sorted(SUB_MASKS)))}")
+        if n is not None and not (0 < n <= MAX_N and (m is None or n % SUB_MASKS[m] == 0)):
+            parts = f" in {SUB_MASKS[m]} equal sub-masks" if m is not None else ""
+            raise UsageError(f"explain zcm: --n {n} is not 1..{MAX_N}{parts}")
+
+
 def _cmd_draw(args) -> int:
     """Usage mistakes raise UsageError (status 2); a descriptor `tilec explain` would call illegal is
     reported with explain's own messages (status 1); otherwise one SVG goes to -o or stdout."""
-    import sys
-
     from .diagnostics import SpecError
-    from .draw import DRAWERS, draw_idesc, draw_smem_desc, draw_sparse, draw_tile, draw_tmem, draw_zcm
+    from .draw import (DRAWERS, draw_idesc, draw_smem_desc, draw_sparse, draw_tile, draw_tmem,
+                       draw_zcm)
 
     what = args.what
     if what not in DRAWERS:
@@ -368,33 +394,6 @@ def _cmd_draw(args) -> int:
     return 0
 
 
-def _check_explain_usage(what: str, value: int, opts: dict) -> None:
-    """Mistakes in the command line, not in the descriptor: a missing or unknown --kind, a value wider
-    than the descriptor, an M or N no mask has. The explainers report these as violations (their API
-    never raises); here they are usage errors (status 2), so status 1 means 'the descriptor is illegal'."""
-    bits = _EXPLAIN_BITS.get(what)
-    if bits is not None and not 0 <= value < 1 << bits:
-        raise UsageError(f"explain {what}: {_shown(value)} does not fit the {bits}-bit descriptor")
-    if what == "idesc":
-        from .isa.descriptors import LAYOUTS
-
-        kind = opts.get("kind")
-        if kind not in LAYOUTS:
-            what_is = "needs --kind" if kind is None else f"--kind {kind} is not a tcgen05 kind"
-            raise UsageError(f"explain idesc {what_is}: the descriptor's format depends on it "
-                             f"(one of: {', '.join(LAYOUTS)})")
-    if what == "zcm":
-        from .descriptors.zero_column_mask import MAX_N, SUB_MASKS
-
-        m, n = opts.get("m"), opts.get("n")
-        if m is not None and m not in SUB_MASKS:
-            raise UsageError(f"explain zcm: --m {m}: a zero-column mask exists for M = "
-                             f"{', '.join(map(str, sorted(SUB_MASKS)))}")
-        if n is not None and not (0 < n <= MAX_N and (m is None or n % SUB_MASKS[m] == 0)):
-            parts = f" in {SUB_MASKS[m]} equal sub-masks" if m is not None else ""
-            raise UsageError(f"explain zcm: --n {n} is not 1..{MAX_N}{parts}")
-
-
 def _shown(value: int) -> str:
     return hex(value) if value >= 0 else str(value)
 
@@ -415,7 +414,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "explain":
             return _cmd_explain(args)
         if args.cmd == "draw":
-
             return _cmd_draw(args)
         if args.cmd == "run":
             from .run import cmd_run

@@ -419,6 +419,4 @@ def draw_tile(text: str, filename: str, tile: str | None = None, operand: str = 
     return smem_layout_svg(layout, title, subtitle, lbo=desc.lbo, sbo=desc.sbo)
 
 
-# ---- command line (`tilec draw`, compiler/cli.py) ------------------------------------------------
-
 DRAWERS = ("idesc", "smem-desc", "sparse", "tile", "tmem", "zcm")
