@@ -81,8 +81,9 @@ def test_a_huge_cta_is_a_located_error_before_generation():
         mmas = m // (16 * 2) * (256 // (8 * 4))
         assert d.message == (f"this schedule unrolls {mmas} MMA instructions in one kernel (mma.sp, a "
                              f"{m // 2}x64 warp tile); tilec writes at most {MAX_UNROLLED_MMA}")
-        # line 19 is `  schedule cta=...;`: the cta value starts at column 16
-        assert (d.loc.line, d.loc.col) == (19, 16)
+        # the `  schedule cta=...;` line of the example: the cta value starts at column 16
+        line = next(n for n, text in enumerate(src.splitlines(), 1) if text.lstrip().startswith("schedule"))
+        assert (d.loc.line, d.loc.col) == (line, 16)
 
 
 def test_a_register_hungry_schedule_is_rejected_naming_the_numbers():
