@@ -91,11 +91,13 @@ def test_a_register_hungry_schedule_is_rejected_naming_the_numbers():
     A 4 x .b32, B 4 x .b32 (f16: k32 -> 2 elements per register), C/D 2 x .f16x2, 1 metadata word):
     a 256x64 warp tile is 16 x 8 mma tiles -> 128 * 2 = 256 accumulators, 16*4 + 8*4 + 16 = 112 fragment
     registers: 368 > 255."""
-    e = error_of(with_schedule("cta=512x256x64 warps=2x4 stages=3", cd="f16"))
+    src = with_schedule("cta=512x256x64 warps=2x4 stages=3", cd="f16")
+    e = error_of(src)
     (d,) = e.diagnostics
+    line = next(n for n, text in enumerate(src.splitlines(), 1) if text.lstrip().startswith("schedule"))
     assert d.message == ("a 256x64 warp tile needs 256 accumulator + 112 fragment registers = 368 per thread "
                          "(mma.sp); a thread has at most 255")
-    assert (d.loc.line, d.loc.col) == (19, 16)
+    assert (d.loc.line, d.loc.col) == (line, 16)
 
 
 def test_the_pipelined_kernels_double_buffers_count():
