@@ -197,7 +197,7 @@ def tcgen05_tile(c: Chooser) -> list[Stmt]:
         "zero_columns mask": (rule.ws, lambda: Stmt("zero_columns", args=[("mask", hex(c.randint(0, 2**64)))])),
     }
     names = [n for n, (legal, _) in options.items() if legal or not strict]
-    for name in {c.choice(names) for _ in range(c.randint(0, 2))} if names else ():
+    for name in sorted({c.choice(names) for _ in range(c.randint(0, 2))}) if names else ():
         stmts.append(options[name][1]())
     return stmts
 
