@@ -217,13 +217,23 @@ def decompress(values, metadata, dtype: str, shape: str) -> np.ndarray:
             raise SpecError(f"metadata of row {r}, chunk {c}: {why}", field="sparsity.metadata")
     # the j-th stored value of a chunk belongs to the j-th index of its nibble (for the increasing
     # codes compress writes this is K order; decreasing plain-.sp codes are taken the same way)
+    return scatter_kept(x, nib, gran)
+
+
+
+def scatter_kept(x, nib, gran):
+    """The dense M x K rows of compressed values `x` (M x K/2) placed by their chunks' metadata nibbles
+    `nib` (M x chunks): the j-th stored value of a chunk goes to the j-th index its nibble names
+    (PTX ISA 9.7.14.6.1). No validation: callers that need it check the nibbles first."""
+    import numpy as np
+
+    m, k = x.shape[0], nib.shape[1] * gran.chunk
     spg = gran.slots_per_group
     groups = np.stack([nib & 3, nib >> 2], -1)[..., ::spg] // spg
     elem = (groups[..., :, None] * gran.group + np.arange(gran.group)).reshape(m, -1, gran.kept_elements)
     dense = np.zeros((m, k // gran.chunk, gran.chunk), x.dtype)
     np.put_along_axis(dense, elem, x.reshape(m, -1, gran.kept_elements), axis=-1)
     return dense.reshape(m, k)
-
 
 # --------------------------------------------------------------------------------------------------
 # dense operands

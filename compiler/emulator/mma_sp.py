@@ -60,12 +60,7 @@ def _decompress(values: np.ndarray, meta: np.ndarray, form) -> np.ndarray:
     rows, chunks = _maps(lay)[3]
     nib = np.zeros((m, k // gran.chunk), np.int64)
     nib[rows, chunks] = (meta.reshape(32, 1) >> (4 * np.arange(8, dtype=np.uint64))) & np.uint64(0xF)
-    spg = gran.slots_per_group
-    groups = np.stack([nib & 3, nib >> 2], -1)[..., ::spg] // spg
-    elem = (groups[..., :, None] * gran.group + np.arange(gran.group)).reshape(m, -1, gran.kept_elements)
-    dense = np.zeros((m, k // gran.chunk, gran.chunk), x.dtype)
-    np.put_along_axis(dense, elem, x.reshape(m, -1, gran.kept_elements), axis=-1)
-    return dense.reshape(m, k)
+    return sparse.scatter_kept(x, nib, gran)
 
 
 def scale_matrices(form, sa: np.ndarray, sel_a: tuple[int, int], sb: np.ndarray, sel_b: tuple[int, int]
