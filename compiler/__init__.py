@@ -28,8 +28,9 @@ surface, frozen by tests/test_public_api.py):
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_getattr
 
 _WHERE = {
     "compile_source": ".driver",
@@ -87,10 +88,7 @@ __all__ = sorted(_WHERE)
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name], __name__), name)
-    raise AttributeError(f"module 'compiler' has no attribute '{name}'")
+__getattr__ = lazy_getattr(__name__, _WHERE)
 
 
 def __dir__() -> list[str]:

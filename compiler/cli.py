@@ -279,12 +279,7 @@ def _cmd_explain(args) -> int:
 
     if args.what not in EXPLAINERS:
         raise UsageError(f"explain: unknown descriptor '{args.what}' (one of: {', '.join(sorted(EXPLAINERS))})")
-    try:
-        value = int(args.value, 0)
-    except ValueError:
-        raise UsageError(f"explain: '{args.value}' is not a number (write 0x... or decimal)") from None
-    opts = {k: getattr(args, k) for k in ("kind", "m", "n") if getattr(args, k) is not None}
-    _check_explain_usage(args.what, value, opts)
+    value, opts = _descriptor_value("explain", args.what, args)
     try:
         ex = EXPLAINERS[args.what](value, **opts)
     except TypeError as e:
@@ -301,6 +296,21 @@ def _cmd_explain(args) -> int:
 # Widths of the descriptors `explain` decodes (idesc: PTX 9.7.16.4.2 Tables 42-44, 32 bits; shared-memory
 # descriptor: 9.7.16.4.1 Table 41, 64 bits; zero-column mask: 9.7.16.4.3 Table 45, 64 bits).
 _EXPLAIN_BITS = {"idesc": 32, "smem-desc": 64, "zcm": 64}
+
+
+def _descriptor_value(command: str, what: str, args) -> tuple[int, dict]:
+    """The descriptor value `explain` and `draw` take, and its --kind/--m/--n, checked (_check_explain_usage);
+    usage errors name `command`."""
+    try:
+        value = int(args.value, 0)
+    except ValueError:
+        raise UsageError(f"{command}: '{args.value}' is not a number (write 0x... or decimal)") from None
+    opts = {k: getattr(args, k) for k in ("kind", "m", "n") if getattr(args, k) is not None}
+    try:
+        _check_explain_usage(what, value, opts)
+    except UsageError as e:
+        raise UsageError(str(e).replace("explain", command, 1)) from None
+    return value, opts
 
 
 def _check_explain_usage(what: str, value: int, opts: dict) -> None:
@@ -358,15 +368,7 @@ def _cmd_draw(args) -> int:
     else:
         if args.value is None:
             raise UsageError(f"draw {what} needs the descriptor value")
-        try:
-            value = int(args.value, 0)
-        except ValueError:
-            raise UsageError(f"draw: '{args.value}' is not a number (write 0x... or decimal)") from None
-        opts = {k: getattr(args, k) for k in ("kind", "m", "n") if getattr(args, k) is not None}
-        try:
-            _check_explain_usage(what, value, opts)
-        except UsageError as e:
-            raise UsageError(str(e).replace("explain", "draw", 1)) from None
+        value, opts = _descriptor_value("draw", what, args)
         from .explain import EXPLAINERS
 
         explained = EXPLAINERS[what](value, **{k: v for k, v in opts.items()

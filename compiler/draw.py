@@ -56,20 +56,24 @@ class Svg:
                 f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>\n{body}\n</svg>\n')
 
 
-def _header(svg: Svg, title: str, subtitle: str) -> None:
-    svg.text(10, 22, title, size=14, cls="title", weight="bold")
-    svg.text(10, 42, subtitle, size=11, cls="subtitle")
+class Figure(Svg):
+    """Every drawing's frame: a title and subtitle above the grid, a legend below it (`finish`)."""
 
+    def __init__(self, title: str, subtitle: str) -> None:
+        super().__init__()
+        self.title, self.subtitle = title, subtitle
+        self.text(10, 22, title, size=14, cls="title", weight="bold")
+        self.text(10, 42, subtitle, size=11, cls="subtitle")
 
-def _legend(svg: Svg, x: int, y: int, lines: list[str]) -> int:
-    svg.text(x, y, "Legend", size=12, cls="legend", weight="bold")
-    for i, line in enumerate(lines):
-        svg.text(x, y + (i + 1) * LEGEND_LINE, line, size=11, cls="legend")
-    return y + (len(lines) + 1) * LEGEND_LINE
-
-
-def _width_for(lines: list[str], at_least: int) -> int:
-    return max([at_least] + [20 + 7 * len(line) for line in lines])
+    def finish(self, legend: list[str], legend_y: int, grid_right: int) -> str:
+        """The document with `legend` from `legend_y` down, wide enough for the grid (its right edge at
+        `grid_right`) and for every line of text."""
+        self.text(10, legend_y, "Legend", size=12, cls="legend", weight="bold")
+        for i, line in enumerate(legend):
+            self.text(10, legend_y + (i + 1) * LEGEND_LINE, line, size=11, cls="legend")
+        bottom = legend_y + (len(legend) + 1) * LEGEND_LINE
+        width = max([grid_right] + [20 + 7 * len(line) for line in legend + [self.title, self.subtitle]])
+        return self.render(width, bottom + 10, self.title)
 
 
 # ---- shared-memory canonical layout (PTX ISA 9.7.16.3.3, 9.7.16.4.1) ---------------------------
@@ -108,8 +112,7 @@ def smem_layout_svg(layout, title: str, subtitle: str, lbo: int | None = None, s
     if layout.lines * layout.chunks_per_line > MAX_CHUNKS:
         raise SpecError(f"{layout.mn} x {layout.k} is {layout.lines * layout.chunks_per_line} chunks; "
                         f"draw shows at most {MAX_CHUNKS}", field="tile")
-    svg = Svg()
-    _header(svg, title, subtitle)
+    svg = Figure(title, subtitle)
     grid_x, grid_y = MARGIN_X, TOP + 20
     for x in range(cols):
         svg.text(grid_x + x * CELL_W + CELL_W // 2, grid_y - 6, f"+{x * CHUNK_BYTES} B", size=10, anchor="middle")
@@ -171,9 +174,7 @@ def smem_layout_svg(layout, title: str, subtitle: str, lbo: int | None = None, s
          "LBO: not used for K-major swizzled layouts ('assumed 1', PTX ISA 9.7.16.3.1)"),
     ] + list(notes or [])
     grid_bottom = grid_y + rows * CELL_H
-    bottom = _legend(svg, 10, grid_bottom + 30, legend)
-    w = _width_for(legend + [title, subtitle], grid_x + cols * CELL_W + 20)
-    return svg.render(w, bottom + 10, title)
+    return svg.finish(legend, grid_bottom + 30, grid_x + cols * CELL_W + 20)
 
 
 def draw_smem_desc(value: int, dtype: str = "f16", major: str = "K", mn: int | None = None,
@@ -217,11 +218,10 @@ def draw_tmem(m: int, n: int, cta_group: int = 1, ws: bool = False, sparse: bool
     dp = data_path(m, cta_group, sparse, ws)
     cols = dp.d_columns(n)
     col_px = max(2, min(8, 512 // max(cols, 1)))
-    svg = Svg()
-    title = (f"{source + ': ' if source else ''}TMEM accumulator, M = {m}, N = {n}, cta_group::{cta_group}"
-             f"{', .ws' if ws else ''}{', .sp' if sparse else ''}: data-path layout {dp.layout}")
-    subtitle = f"PTX ISA 9.7.16.10.5 (data-path layouts), layout {dp.layout}: {dp.rows} rows per CTA, {dp.organization}"
-    _header(svg, title, subtitle)
+    svg = Figure(f"{source + ': ' if source else ''}TMEM accumulator, M = {m}, N = {n}, cta_group::{cta_group}"
+                 f"{', .ws' if ws else ''}{', .sp' if sparse else ''}: data-path layout {dp.layout}",
+                 f"PTX ISA 9.7.16.10.5 (data-path layouts), layout {dp.layout}: {dp.rows} rows per CTA, "
+                 f"{dp.organization}")
     gx, gy = MARGIN_X, TOP + 20
     for c in range(0, cols, max(1, cols // 4)):
         svg.text(gx + c * col_px, gy - 6, f"col {c}", size=9)
@@ -254,9 +254,7 @@ def draw_tmem(m: int, n: int, cta_group: int = 1, ws: bool = False, sparse: bool
         f"fill colour = which part of N the lane holds ({dp.folds} part(s))",
         "outlined: the 32 lanes one warp reaches (warp id mod 4, PTX ISA 9.7.16.8.3)",
     ]
-    bottom = _legend(svg, 10, gy + LANES * LANE_H + 30, legend)
-    w = _width_for(legend + [title, subtitle], gx + cols * col_px + 200)
-    return svg.render(w, bottom + 10, title)
+    return svg.finish(legend, gy + LANES * LANE_H + 30, gx + cols * col_px + 200)
 
 
 def draw_idesc(value: int, kind: str, cta_group: int = 1, ws: bool = False) -> str:
@@ -278,11 +276,9 @@ def draw_zcm(value: int, m: int = 128, n: int = 128) -> str:
     parts = SUB_MASKS[m]
     width = n // parts
     col_px = max(6, min(24, 1024 // n))
-    svg = Svg()
-    title = f"zero-column mask {value:#018x}, M = {m}, N = {n}"
-    subtitle = (f"PTX ISA 9.7.16.4.3 (zero-column mask descriptor, Table 45): {parts} sub-mask(s) of {width} "
-                f"columns; runs of {zcm.zero_run} zeroed / {zcm.use_run} used; column shift {zcm.shift}")
-    _header(svg, title, subtitle)
+    svg = Figure(f"zero-column mask {value:#018x}, M = {m}, N = {n}",
+                 f"PTX ISA 9.7.16.4.3 (zero-column mask descriptor, Table 45): {parts} sub-mask(s) of {width} "
+                 f"columns; runs of {zcm.zero_run} zeroed / {zcm.use_run} used; column shift {zcm.shift}")
     gx, gy = MARGIN_X, TOP + 20
     for i, mask in enumerate(masks):
         y = gy + i * (CELL_H + 14)
@@ -299,9 +295,7 @@ def draw_zcm(value: int, m: int = 128, n: int = 128) -> str:
         "dark = zeroed (mask bit 1: B column read as zeros); green = used (mask bit 0)",
         f"sub-mask i covers columns [i*N/{parts}, (i+1)*N/{parts}) (table 'Zero-Column Mask breakup')",
     ]
-    bottom = _legend(svg, 10, gy + parts * (CELL_H + 14) + 30, legend)
-    w = _width_for(legend + [title, subtitle], gx + n * col_px + 20)
-    return svg.render(w, bottom + 10, title)
+    return svg.finish(legend, gy + parts * (CELL_H + 14) + 30, gx + n * col_px + 20)
 
 
 # ---- sparse A of mma.sp (PTX ISA 9.7.14.6.1 sparse matrix storage, metadata) ---------------------------
@@ -326,11 +320,9 @@ def draw_sparse(dtype: str = "f16", shape: str = "m16n8k16", seed: int = 0) -> s
     kept = np.asarray(decompress(values, words, dtype, shape)).astype(np.float64) != 0
     chunks = k // gran.chunk
     cw = max(10, min(28, 896 // k))
-    svg = Svg()
-    title = f"sparse A of mma.sp.{shape} .{dtype} ({gran.name}), seed {seed}: kept elements and metadata"
-    subtitle = (f"PTX ISA 9.7.14.6.1 (sparse matrix storage, metadata); {m} x {k} dense, "
-                f"{m} x {k // 2} stored; {chunks} chunk(s) of {gran.chunk} per row")
-    _header(svg, title, subtitle)
+    svg = Figure(f"sparse A of mma.sp.{shape} .{dtype} ({gran.name}), seed {seed}: kept elements and metadata",
+                 f"PTX ISA 9.7.14.6.1 (sparse matrix storage, metadata); {m} x {k} dense, "
+                 f"{m} x {k // 2} stored; {chunks} chunk(s) of {gran.chunk} per row")
     gx, gy = MARGIN_X - 80, TOP + 20
     for c in range(chunks):
         svg.text(gx + c * gran.chunk * cw + 2, gy - 6, f"k{c * gran.chunk}", size=9)
@@ -367,9 +359,7 @@ def draw_sparse(dtype: str = "f16", shape: str = "m16n8k16", seed: int = 0) -> s
         "right: each chunk's metadata nibble, bits 3:2 = second index, bits 1:0 = first index",
         "nibbles as compiler/sparse.py packs them into the per-lane e words (fragments.metadata_slot)",
     ]
-    bottom = _legend(svg, 10, gy + m * CELL_H + 30, legend)
-    w = _width_for(legend + [title, subtitle], mx + chunks * nw + 20)
-    return svg.render(w, bottom + 10, title)
+    return svg.finish(legend, gy + m * CELL_H + 30, mx + chunks * nw + 20)
 
 
 # ---- a tile file's operands --------------------------------------------------------------------------

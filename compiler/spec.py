@@ -51,6 +51,19 @@ class ScheduleSpec:
     cluster: int = 1                # CTAs per cluster along M sharing B by multicast (mma=wgmma)
 
 
+def field_loc(locs: dict[str, Loc], key: str | None = None, tile: Loc | None = None) -> Loc | None:
+    """The location of a tile field ("sparsity.ratio") in `locs`, falling back to its statement ("sparsity"),
+    then to the tile's ("tile", else `tile`). File-level keys ("target", "ptx") have no fallback: when
+    --arch overrides the file, no token is to blame."""
+    if key in ("target", "ptx"):
+        return locs.get(key)
+    while key:
+        if key in locs:
+            return locs[key]
+        key = key.rpartition(".")[0]
+    return locs.get("tile", tile)
+
+
 @dataclass
 class TileSpec:
     name: str
@@ -78,15 +91,8 @@ class TileSpec:
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 
     def loc(self, key: str | None = None) -> Loc | None:
-        """The location of a field, falling back to its statement, then to the tile. File-level keys
-        ("target", "ptx") have no fallback: when --arch overrides the file, no token is to blame."""
-        if key in ("target", "ptx"):
-            return self.locs.get(key)
-        while key:
-            if key in self.locs:
-                return self.locs[key]
-            key = key.rpartition(".")[0]
-        return self.locs.get("tile")
+        """The location of a field, falling back to its statement, then to the tile (`field_loc`)."""
+        return field_loc(self.locs, key)
 
     @property
     def total_k(self) -> int:

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import TypeVar
 
 from .diagnostics import SpecError
 from .spec import OPERAND_NAMES, FileSpec, OperandSpec, SparsitySpec, TileSpec, ZeroColumnsSpec
@@ -175,14 +176,22 @@ def _rows(rows: object) -> str:
     return "[" + ", ".join("[" + ", ".join(chunk(c) for c in r) + "]" for r in rows) + "]"
 
 
+_P = TypeVar("_P")
+
+
+def _part(value: object, cls: type[_P], field: str) -> _P | None:
+    """An optional part of a tile (its sparsity, its zero columns): None, or checked to be a `cls`."""
+    if value is not None and not isinstance(value, cls):
+        raise SpecError(f"{field} must be a {cls.__name__}, not {type(value).__name__}", field)
+    return value
+
+
 def _sparsity(t: TileSpec) -> list[str]:
     from .frontend.build import METADATA_SOURCES, RATIOS
 
-    sp = t.sparsity
+    sp = _part(t.sparsity, SparsitySpec, "sparsity")
     if sp is None:
         return []
-    if not isinstance(sp, SparsitySpec):
-        raise SpecError(f"sparsity must be a SparsitySpec, not {type(sp).__name__}", "sparsity")
     metadata = _word(sp.metadata, METADATA_SOURCES, "sparsity.metadata", "metadata source")
     given = [k for k in ("pattern", "rows") if getattr(sp, k) is not None]
     # The front end's rules (build.py Builder.sparsity): static metadata names exactly one of pattern / rows,
@@ -243,11 +252,9 @@ def _disable_output_lane(t: TileSpec) -> list[str]:
 
 
 def _zero_columns(t: TileSpec) -> list[str]:
-    z = t.zero_columns
+    z = _part(t.zero_columns, ZeroColumnsSpec, "zero_columns")
     if z is None:
         return []
-    if not isinstance(z, ZeroColumnsSpec):
-        raise SpecError(f"zero_columns must be a ZeroColumnsSpec, not {type(z).__name__}", "zero_columns")
     if (z.value is None) == (z.columns is None):
         raise SpecError("zero_columns needs exactly one of value (a raw mask) and columns", "zero_columns")
     shift = _uint(z.shift, "zero_columns.shift", "column shift")

@@ -6,8 +6,8 @@ TYPE_CHECKING blocks included (a type-only import still says which layer a modul
 
 Layers, lowest first. A module imports only modules of its own layer or a lower one:
 
-  0  foundation      diagnostics, bits, files, ptxas_version, ptxas: no tilec imports (ptxas reads
-                     ptxas_version); every layer may report errors and write files
+  0  foundation      diagnostics, bits, files, ptxas_version, ptxas, lazy: no tilec imports (ptxas reads
+                     ptxas_version); every layer may report errors, write files and load names lazily
   1  isa             compiler/isa/: the PTX facts; read by all, imports only layer 0
   2  facts users     spec (the DSL's data model), descriptors/ and layout (the encoders), sparse (2:4
                      compression), sim/ (numeric reference models), support_matrix and explain (views of isa/):
@@ -37,7 +37,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "compiler"
 
 LAYERS = {
-    "diagnostics": 0, "bits": 0, "files": 0, "ptxas_version": 0, "ptxas": 0,
+    "diagnostics": 0, "bits": 0, "files": 0, "ptxas_version": 0, "ptxas": 0, "lazy": 0,
     "isa": 1,
     "spec": 2, "descriptors": 2, "layout": 2, "sparse": 2, "sim": 2, "support_matrix": 2, "explain": 2,
     "frontend": 3, "spec_printer": 3,

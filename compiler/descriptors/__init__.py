@@ -8,7 +8,7 @@ Loaded lazily so that importing one does not pay for the others.
 """
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_getattr
 
 _WHERE = {
     "InstrDesc": ".instr",
@@ -19,7 +19,4 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str):
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name], __name__), name)
-    raise AttributeError(name)
+__getattr__ = lazy_getattr(__name__, _WHERE)

@@ -114,36 +114,36 @@ TABLE_42 = (
     _f("max_shift", 30, 2, "max_shift", "maximum shift for B reuse in .ws"),
 )
 
-TABLE_43 = (
+# The two block-scaled tables (43, 44) agree on bits 0-9 and 23-30; they differ in B's type width and bit 31.
+_BLOCK_SCALED_LOW = (
     _reserved(0, 2),
     _f("sparse", 2, 1, "sparse", "sparse"),
     _reserved(3, 1),
     _f("b_scale_id", 4, 2, "b_scale_id", "B scale factor data ID"),
     _reserved(6, 1),
     _f("a_type", 7, 3, "a_type", "A type"),
-    _f("b_type", 10, 3, "b_type", "B type"),
-    *_COMMON,
+)
+_BLOCK_SCALED_HIGH = (
     _f("scale_type", 23, 1, "scale_type", "scale matrix type (scale_A and scale_B)"),
     _reserved(24, 3),
     _f("m", 27, 2, "m", "M >> 7", shift=7),
     _f("a_scale_id", 29, 2, "a_scale_id", "A scale factor data ID"),
+)
+
+TABLE_43 = (
+    *_BLOCK_SCALED_LOW,
+    _f("b_type", 10, 3, "b_type", "B type"),
+    *_COMMON,
+    *_BLOCK_SCALED_HIGH,
     _reserved(31, 1),
 )
 
 TABLE_44 = (
-    _reserved(0, 2),
-    _f("sparse", 2, 1, "sparse", "sparse"),
-    _reserved(3, 1),
-    _f("b_scale_id", 4, 2, "b_scale_id", "B scale factor data ID"),
-    _reserved(6, 1),
-    _f("a_type", 7, 3, "a_type", "A type"),
+    *_BLOCK_SCALED_LOW,
     _f("b_type", 10, 2, "b_type", "B type"),          # 2 bits in Table 44
     _reserved(12, 1),
     *_COMMON,
-    _f("scale_type", 23, 1, "scale_type", "scale matrix type (scale_A and scale_B)"),
-    _reserved(24, 3),
-    _f("m", 27, 2, "m", "M >> 7", shift=7),
-    _f("a_scale_id", 29, 2, "a_scale_id", "A scale factor data ID"),
+    *_BLOCK_SCALED_HIGH,
     _f("k96", 31, 1, "k96", "dense K = 96 (0: dense K 64 / sparse K 128)"),
 )
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..diagnostics import SpecError
 from ..ir import Op, snapshot_attrs
-from ..spec import OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec
+from ..spec import OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec, field_loc
 
 
 def required(tile: Op, name: str, provider: str, sym: str | None = None) -> Op:
@@ -48,14 +48,8 @@ def file_spec(module: Op):
 
 
 def tile_loc(tile: Op, key: str | None = None):
-    """The location of a tile field, falling back to its statement, then to the tile (TileSpec.loc)."""
-    if key in ("target", "ptx"):
-        return tile.locs.get(key)
-    while key:
-        if key in tile.locs:
-            return tile.locs[key]
-        key = key.rpartition(".")[0]
-    return tile.locs.get("tile", tile.loc)
+    """The location of a tile field, falling back to its statement, then to the tile (spec.field_loc)."""
+    return field_loc(tile.locs, key, tile.loc)
 
 
 # ---- the tile as written ---------------------------------------------------------------------------

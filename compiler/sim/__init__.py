@@ -13,7 +13,7 @@ Loaded lazily: importing `compiler.sim` costs nothing until a name is used.
 """
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_getattr
 
 _WHERE = {
     "decode_smem_desc": ".smem",
@@ -43,7 +43,4 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str):
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name], __name__), name)
-    raise AttributeError(name)
+__getattr__ = lazy_getattr(__name__, _WHERE)

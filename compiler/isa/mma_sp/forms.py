@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
 
 from ...diagnostics import SpecError
 from ..targets import MAX_PTX, TARGETS, Target, Version, format_version
@@ -312,6 +313,12 @@ CONTAINER_SHIFT: dict[str, int] = {"e2m1": 2, "e3m2": 0, "e2m3": 0}
 # A concrete form
 # --------------------------------------------------------------------------------------------------
 
+def _read_through(path: str) -> property:
+    """A read-only attribute that is `path` ("row.layout.a_regs") read from the object: a form's shape,
+    K, kind and register counts are its row's. (Not annotated in the class, so not a dataclass field.)"""
+    return property(attrgetter(path), doc=f"self.{path}")
+
+
 @dataclass(frozen=True)
 class Form:
     row: FormRow
@@ -322,34 +329,15 @@ class Form:
     satfinite: bool = False
     block_scale: BlockScale | None = None
 
-    # -- plain properties -------------------------------------------------------------------------
-    @property
-    def shape(self) -> str:
-        return self.row.shape
-
-    @property
-    def k(self) -> int:
-        return self.row.k
-
-    @property
-    def kind(self) -> str | None:
-        return self.row.kind
-
-    @property
-    def layout(self) -> SparseLayout:
-        return self.row.layout
-
-    @property
-    def granularity(self) -> Granularity:
-        return self.layout.granularity
-
-    @property
-    def a_regs(self) -> int:
-        return self.layout.a_regs
-
-    @property
-    def b_regs(self) -> int:
-        return self.layout.b_regs
+    # -- what the row and its layout fix -----------------------------------------------------------
+    shape = _read_through("row.shape")
+    k = _read_through("row.k")
+    kind = _read_through("row.kind")
+    layout = _read_through("row.layout")
+    granularity = _read_through("row.layout.granularity")
+    a_regs = _read_through("row.layout.a_regs")
+    b_regs = _read_through("row.layout.b_regs")
+    selectors = _read_through("row.layout.selectors")
 
     @property
     def c_regs(self) -> int:
@@ -362,10 +350,6 @@ class Form:
         return SHAPE_M * SHAPE_N * TYPES[self.d_type].bits // (32 * 32)
 
     @property
-    def selectors(self) -> tuple[int, ...]:
-        return self.layout.selectors
-
-    @property
     def min_ptx(self) -> Version:
         v = self.row.min_ptx
         if self.block_scale is not None:
@@ -374,17 +358,21 @@ class Form:
 
     @property
     def name(self) -> str:
-        parts = [self.shape]
-        if self.kind:
-            parts.append(f"kind::{self.kind}")
+        return ".".join([self.shape, *self._qualifiers(opcode=False)])
+
+    def _qualifiers(self, opcode: bool) -> list[str]:
+        """What follows the shape (in the opcode: `.row.col`): kind, scale vector, satfinite, the D, A, B, C
+        types and the scale type (9.7.14.6.3 syntax). The opcode spells `.block_scale` before the scale
+        vector; the form's name leaves it out."""
+        parts = [f"kind::{self.kind}"] if self.kind else []
         if self.block_scale:
-            parts.append(f"scale_vec::{self.block_scale.scale_vec}")
+            parts += (["block_scale"] if opcode else []) + [f"scale_vec::{self.block_scale.scale_vec}"]
         if self.satfinite:
             parts.append("satfinite")
         parts += [self.d_type, self.a_type, self.b_type, self.c_type]
         if self.block_scale:
             parts.append(self.block_scale.scale_type)
-        return ".".join(parts)
+        return parts
 
     def __str__(self) -> str:
         return self.name
@@ -449,18 +437,8 @@ class Form:
         ordered = self.uses_ordered_metadata(ptx_version)
         if self.row.ordered_only and not ordered:   # unreachable while kinds need PTX >= 8.7
             raise SpecError(f"{self.name} exists only as mma.sp::ordered_metadata", field="ptx")
-        parts = ["mma.sp::ordered_metadata" if ordered else "mma.sp", "sync", "aligned", self.shape,
-                 "row", "col"]
-        if self.kind:
-            parts.append(f"kind::{self.kind}")
-        if self.block_scale:
-            parts += ["block_scale", f"scale_vec::{self.block_scale.scale_vec}"]
-        if self.satfinite:
-            parts.append("satfinite")
-        parts += [self.d_type, self.a_type, self.b_type, self.c_type]
-        if self.block_scale:
-            parts.append(self.block_scale.scale_type)
-        return ".".join(parts)
+        return ".".join(["mma.sp::ordered_metadata" if ordered else "mma.sp", "sync", "aligned", self.shape,
+                         "row", "col", *self._qualifiers(opcode=True)])
 
 
 # --------------------------------------------------------------------------------------------------
