@@ -199,8 +199,17 @@ def test_mma_sp_fragment_calling_convention():
     # word each: 4 + 2 * (4 + 4 + 1) = 22 parameters.
     assert len(f.params) == 4 + 2 * (4 + 4 + 1)
     assert [p.name for p in f.params[:5]] == ["c0", "c1", "c2", "c3", "a0_0"]
-    assert [p.type for p in f.params[:4]] == ["f32"] * 4
+    # C holds f32 values but is declared `.param .b32`, as nvcc declares a float parameter (nvlink compares
+    # prototypes type for type: tests/test_fragment_link.py); D comes back as a float4 (16 B, align 16)
+    assert [(p.type, p.value, p.cpp_type) for p in f.params[:4]] == [("b32", "f32", "float")] * 4
+    assert {p.type for p in f.params} == {"b32"} and "\tld.param.f32 %f0, [tilec_spf16_mma_param_c0];" in f.text
     assert (f.result.count, f.result.type, f.result.bytes, f.result.align) == (4, "f32", 16, 16)
+    assert f.result.cpp_type == "float4"
+    j = f.to_json()
+    assert j["params"][0] == {"name": "c0", "ptx_param": "tilec_spf16_mma_param_c0", "type": "b32", "value_type": "f32",
+                              "cpp_type": "float", "meaning": j["params"][0]["meaning"]}
+    assert j["result"]["cpp_type"] == "float4"
+    assert j["cpp_declaration"].startswith('extern "C" __device__ float4 tilec_spf16_mma(float c0, float c1, ')
     assert f.requires.ptx_version == (8, 5)            # .sp::ordered_metadata (PTX ISA 9.7.14.6.3)
     mma = [ln for ln in f.text.splitlines() if ln.strip().startswith("mma.sp")]
     assert len(mma) == 2 and mma[0].endswith(", 0;")  # selector 0 as an immediate

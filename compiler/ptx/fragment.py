@@ -26,12 +26,19 @@ tcgen05 (`engine tcgen05`), no return value, called by ONE thread of the CTA:
 mma.sp (`engine mma.sp`), called by all 32 threads of a warp together (`call.uni`; mma.sp is
 `.sync.aligned`), returns D:
     .visible .func (.param .align A .b8 NAME_param_d[4*dr]) NAME(
-        .param .T c0 .. c{cr-1},                               // C fragment (PTX 9.7.14.6.2)
+        .param .b32 c0 .. c{cr-1},                             // C fragment (PTX 9.7.14.6.2)
         for each K step s: .param .b32 a{s}_0 .., b{s}_0 .., e{s})   // A, B registers, metadata word
   Register j of A / B / C / D is the fragment register of compiler/isa/mma_sp/fragments.py
   (a_register_word, b_register_word, cd_element); e{s} is the lane's metadata word of K step s (the
   layout of compiler.sparse.compress). The selector is the spec's, an immediate. D comes back as dr
   32-bit values in one `.param` byte array: `ld.param.v4.f32` (or `.v2.b32`) it after the call.
+
+Every parameter is declared `.param .b32` whatever its value (f32 C registers included): nvcc, NVRTC and
+clang declare every 32-bit scalar of a C++ prototype `.param .b32` (and a float4 / uint2 result as a
+`.param .align 16 .b8 [16]` / `.align 8 .b8 [8]` array), and nvlink refuses a call whose `.extern .func`
+prototype differs from the definition in any parameter type. `Fragment.cpp_declaration()` is that C++
+prototype; `FragmentParam.value` is the type the fragment reads (`ld.param.f32` from a `.b32` parameter,
+as nvcc's own callee does).
 
 `Fragment.constants` holds what the caller may materialize itself: the instruction descriptor(s), the
 per-K-step smem descriptors relative to each operand's own base (add `address >> 4`, as the fragment
@@ -57,25 +64,56 @@ NAME_SUFFIX = "_mma"
 
 
 
+# The C++ type of a 32-bit value of each PTX value type, and the inline-asm constraint that puts it in a
+# register of that class (CUDA inline PTX assembly: "r" = .u32 reg, "f" = .f32 reg, "l" = .u64 reg).
+CPP_TYPES: dict[str, str] = {"b32": "unsigned", "u32": "unsigned", "s32": "int", "f32": "float"}
+ASM_CONSTRAINTS: dict[str, str] = {"b32": "r", "u32": "r", "s32": "r", "f32": "f"}
+
+
+def param_type(value: str) -> str:
+    """The `.param` type a fragment declares for a scalar of PTX type `value`: the bit-size type of its
+    width (.b32 / .b64), which is what nvcc, NVRTC and clang declare for every scalar parameter of a
+    `__device__` function whatever its C++ type (float, int, unsigned). nvlink compares the caller's
+    `.extern .func` prototype with the definition type for type, so a `.param .f32` definition cannot
+    link with any C++ caller."""
+    bits = {"b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}[value]
+    return f"b{bits}"
+
+
 @dataclass(frozen=True)
 class FragmentParam:
     name: str             # short name used in docs and JSON (a_smem, c0, a1_2, ...)
     ptx_name: str         # the .param symbol in the .func signature
-    type: str             # PTX type without the dot: b32, f32
+    type: str             # the declared .param type without the dot: b32 (param_type of `value`)
     meaning: str
+    value: str = "b32"    # the PTX type of the value the fragment reads from it: b32, f32, s32
+
+    @property
+    def cpp_type(self) -> str:
+        """The C++ type of this parameter in the `extern "C"` declaration (`tilec compile --emit header`)."""
+        return CPP_TYPES[self.value]
 
 
 @dataclass(frozen=True)
 class FragmentResult:
     """The `.param` byte array a fragment returns D in."""
     ptx_name: str
-    type: str             # element type of each 32-bit value: f32 or b32
+    type: str             # element type of each 32-bit value: f32, s32 or b32
     count: int            # 32-bit values
     align: int
 
     @property
     def bytes(self) -> int:
         return 4 * self.count
+
+    @property
+    def cpp_type(self) -> str:
+        """The CUDA vector type nvcc returns in this byte array: `float4` is `.param .align 16 .b8 [16]`,
+        `uint2` `.param .align 8 .b8 [8]` (the built-in vector types' size and alignment, CUDA C++
+        Programming Guide "Built-in Vector Types")."""
+        base = {"f32": "float", "s32": "int", "b32": "uint", "u32": "uint"}[self.type]
+        assert (self.count, self.align) in ((2, 8), (4, 16)), (self.count, self.align)
+        return f"{base}{self.count}"
 
     def declaration(self) -> str:
         return f".param .align {self.align} .b8 {self.ptx_name}[{self.bytes}]"
@@ -114,6 +152,14 @@ class Fragment:
         links against a separately compiled one."""
         sig = self.signature()
         return (sig.replace(".visible ", ".extern ", 1) if extern else sig) + ";\n"
+
+    def cpp_declaration(self) -> str:
+        """The C++ prototype of the fragment, as a CUDA C++ caller declares it (`extern "C"`: PTX names
+        the function by its plain symbol). nvcc compiles it to the `.param` types of `signature()`; D comes
+        back as the built-in vector type of the same size and alignment as the result array."""
+        ret = "void" if self.result is None else self.result.cpp_type
+        params = ", ".join(f"{p.cpp_type} {p.name}" for p in self.params)
+        return f'extern "C" __device__ {ret} {self.name}({params});\n'
 
     def module(self) -> str:
         """A stand-alone PTX module holding just this fragment (ptxas -c compiles it)."""
@@ -157,10 +203,13 @@ class Fragment:
         return {
             "name": self.name, "tile": self.tile, "engine": self.engine,
             "requires": self.requires.to_json(),
-            "params": [{"name": p.name, "ptx_param": p.ptx_name, "type": p.type, "meaning": p.meaning}
+            "params": [{"name": p.name, "ptx_param": p.ptx_name, "type": p.type, "value_type": p.value,
+                        "cpp_type": p.cpp_type, "meaning": p.meaning}
                        for p in self.params],
             "result": None if self.result is None else {"ptx_param": self.result.ptx_name, "type": self.result.type,
-                                                        "count": self.result.count, "align": self.result.align},
+                                                        "count": self.result.count, "align": self.result.align,
+                                                        "cpp_type": self.result.cpp_type},
+            "cpp_declaration": self.cpp_declaration().rstrip("\n"),
             "constants": {k: (v if k in plain else enc(v)) for k, v in self.constants.items()},
             "layouts": layouts,
             "convention": list(self.convention),
@@ -188,17 +237,21 @@ def _render(kb: PtxBuilder, params: Sequence[FragmentParam], result: FragmentRes
 
 
 def _params(kb: PtxBuilder, rows: Sequence[tuple[str, str, str]]) -> tuple[FragmentParam, ...]:
-    """Declare the parameters (short name, type, meaning) on the builder; their FragmentParams."""
-    for short, ty, _meaning in rows:
-        kb.add_params(ty, short)
-    return tuple(FragmentParam(short, kb.param(short), ty, meaning) for short, ty, meaning in rows)
+    """Declare the parameters (short name, value type, meaning) on the builder, each as the `.param`
+    type a C++ caller's prototype has (param_type); their FragmentParams."""
+    for short, value, _meaning in rows:
+        kb.add_params(param_type(value), short)
+    return tuple(FragmentParam(short, kb.param(short), param_type(value), meaning, value)
+                 for short, value, meaning in rows)
 
 
 def _load_params(kb: PtxBuilder, params: Sequence[FragmentParam]) -> dict[str, str]:
+    """Each parameter into a register of its value's class: `ld.param.f32` from a `.param .b32` is what
+    nvcc writes for a float parameter (the `.b32` declaration fixes only the size)."""
     regs: dict[str, str] = {}
     for p in params:
-        reg = kb.reg("f" if p.type == "f32" else "r")
-        kb.ld_param(p.type, reg, p.name)
+        reg = kb.reg("f" if p.value == "f32" else "r")
+        kb.ld_param(p.value, reg, p.name)
         regs[p.name] = reg
     return regs
 
@@ -357,7 +410,8 @@ def _mma_sp_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     scaled = form.block_scale is not None
     req = _requirement(module)
     steps = spec.total_k // form.k
-    c_type = "f32" if form.c_type == "f32" else "b32"          # s32 and packed f16x2 travel as .b32
+    # the value type of C/D registers: f32, s32, or b32 for packed f16x2 (C++ float / int / unsigned)
+    c_type = form.c_type if form.c_type in ("f32", "s32") else "b32"
     kb = _builder(name)
     rows = [(f"c{i}", c_type, f"C fragment register {i} (9.7.14.6.2; fragments.cd_element)")
             for i in range(form.c_regs)]
