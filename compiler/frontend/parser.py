@@ -100,27 +100,42 @@ def build_tables(grammar: str) -> dict:
     table = p.parser.parser.parser.parse_table
     rules = list(p.rules)
     index = {id(r): i for i, r in enumerate(rules)}
+    # Lark numbers the LALR states in the iteration order of its item sets, which follows the process's
+    # string hashing (PYTHONHASHSEED): the same automaton gets other numbers in another process. The tables
+    # written (the wheel's file, the user cache) must be the same bytes for the same grammar, so states are
+    # renumbered canonically: breadth-first from the start state, following shifts and gotos in sorted
+    # symbol order (the automaton itself is unique up to this numbering).
+    start, end = table.start_states["start"], table.end_states["start"]
+    number = {start: 0}
+    queue = [start]
+    for state in queue:
+        for sym in sorted(table.states[state]):
+            action, arg = table.states[state][sym]
+            if str(action) == "Shift" and arg not in number:
+                number[arg] = len(number)
+                queue.append(arg)
     states: dict[str, dict[str, list]] = {}
-    for state, actions in table.states.items():
+    for state in queue:                 # a state no shift reaches is never entered: it is left out
         row = {}
-        for sym, (action, arg) in actions.items():
+        for sym in sorted(table.states[state]):
+            action, arg = table.states[state][sym]
             if str(action) == "Shift":
-                row[sym] = [0, arg]
+                row[sym] = [0, number[arg]]
             else:
                 i = index.get(id(arg))
                 if i is None:
                     i = rules.index(arg)
                 row[sym] = [1, i]
-        states[str(state)] = row
+        states[str(number[state])] = row
     return {
         "format": CACHE_FORMAT,
         "terminals": [[t.name, t.pattern.to_regexp()] for t in scan_terminals],
         "ignore": sorted(lexer.ignore_types),
-        "keywords": keywords,
+        "keywords": {name: dict(sorted(words.items())) for name, words in sorted(keywords.items())},
         "rules": [[r.origin.name, r.alias, len(r.expansion)] for r in rules],
         "states": states,
-        "start": table.start_states["start"],
-        "end": table.end_states["start"],
+        "start": number[start],
+        "end": number[end],
     }
 
 
