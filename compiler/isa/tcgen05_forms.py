@@ -89,9 +89,6 @@ KIND_FORMS: dict[str, KindForm] = {k.kind: k for k in (
 )}
 
 BLOCK_SCALE_CHOICES = ("block16", "block32", "scale_vec::1X", "scale_vec::2X", "scale_vec::4X", "implicit")
-# Elements sharing one scale factor, by the vector-size qualifier that names it directly (9.7.16.10.9.1:
-# ".block16" / ".block32"; the .scale_vec::NX aliases count factors per row instead, Table 54).
-BLOCK_VECTOR_ELEMENTS = {"block16": 16, "block32": 32}
 
 # Where each operand of tcgen05.mma lives (9.7.16.10.9.1 operands: [d-tmem]; A as a-desc (shared memory) or
 # [a-tmem]; b-desc (shared memory); [scale-A-tmem], [scale-B-tmem]). Spaces as the DSL names them.

@@ -248,6 +248,19 @@ def scale_factors_per_mma(kind: str, block_scale: str, k96: bool = False) -> int
     return table[(kind, block_scale)]
 
 
+def scale_vector_elements(kind: str, block_scale: str, k96: bool = False) -> int | None:
+    """Elements of K that share one scale factor: the kind's dense K (Table 39; K = 96 for the K96 variant)
+    over the factors one MMA takes per row (Table 54). So `.scale_vec::2X` of mxf4nvf4 covers 32 elements
+    like its alias `.block32`, and `.scale_vec::4X` 16 like `.block16` (9.7.16.10.9.1 aliases). None for a
+    vector size the kind does not take (the form check names it)."""
+    from .tcgen05_kinds import mma_k
+
+    table = K96_SCALE_FACTORS_PER_MMA if k96 else SCALE_FACTORS_PER_MMA
+    if (kind, block_scale) not in table:
+        return None
+    return mma_k(kind, sparse=False, k96=k96) // table[(kind, block_scale)]
+
+
 def scale_id_step(kind: str) -> int:
     """Granularity (bytes) of the SF IDs the kind's instruction descriptor can hold: Table 43 bits 29-30 /
     4-5 take 0-3 (any byte of the word), Table 44 takes 0 or 2 (half words)."""

@@ -126,10 +126,10 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
     # -- tcgen05 -----------------------------------------------------------------------------------
     def tcgen05(self, tile, ctx: PassContext, fspec):
         from ..descriptors import InstrDesc
-        from ..isa.tcgen05_forms import (BLOCK_VECTOR_ELEMENTS, OPERAND_SPACES, SCALE_OPERAND_SPACES, Tcgen05Mma,
-                                         check_target, infer_ptx_version)
+        from ..isa.tcgen05_forms import OPERAND_SPACES, SCALE_OPERAND_SPACES, Tcgen05Mma, check_target, infer_ptx_version
         from ..isa.tcgen05_kinds import (K96, check_major, check_options, check_scale, check_shape, infer_kind,
                                          kind_info, mma_k)
+        from ..isa.tmem import scale_vector_elements
 
         spec = tile_spec(tile)
         if spec.schedule is not None:
@@ -216,7 +216,9 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
         if "SFB" in spec.operands and spec.operands["SFB"].dtype != scale_type:
             raise SpecError("SFA and SFB must have the same scale type (one idesc field, Tables 43/44)",
                             "SFB.dtype")
-        vec = BLOCK_VECTOR_ELEMENTS.get(spec.block_scale or "")
+        # elements per scale factor, for `.block16`/`.block32` and their `.scale_vec::NX` aliases alike (a
+        # 2X of mxf4nvf4 is a block32: ue4m3 scales must be refused there too, ptxas cannot see the idesc)
+        vec = scale_vector_elements(kind, spec.block_scale, k96) if spec.block_scale else None
         check_scale(kind, scale_type, vec)
         # The instruction descriptor's constructor checks the types for the kind (Tables 42-44).
         InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
@@ -245,19 +247,24 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
     def _mma_sp_scale_words(spec) -> tuple[str | None, str | None]:
         """The `.stype` (the SFA/SFB element type) and `.scale_vec_size` a block-scaled mma.sp tile asks
         for; mma.sp spells its vector size 1X/2X/4X (PTX 9.7.14.3 Table 36), not tcgen05's block16/32."""
+        from ..isa.mma_sp.block_scale import SCALE_VECTOR
+
         ops = spec.operands
         scale_type = (ops.get("SFA") or ops.get("SFB")).dtype if ("SFA" in ops or "SFB" in ops) else None
         vec = spec.block_scale
-        if vec in ("block16", "block32"):
-            raise SpecError(f"mma.sp spells the scale vector size 1X, 2X or 4X; {vec} is a tcgen05 spelling",
-                            "block_scale.vec", "write e.g. 'block_scale vec=2X;' (PTX 9.7.14.3 Table 36)")
         if vec is None or vec == "implicit":
             scaled_kinds = sorted({s.kind for s in _block_scales()})
             if vec is not None and spec.kind not in scaled_kinds:
                 raise SpecError(f"block_scale is only taken by the block-scaled kinds {', '.join(scaled_kinds)}",
                                 "block_scale", "drop the statement")
             return scale_type, None
-        return scale_type, vec.removeprefix("scale_vec::")
+        size = vec.removeprefix("scale_vec::")
+        if size not in SCALE_VECTOR:          # Table 35's sizes; block16/block32 are tcgen05's own spellings
+            sizes = list(SCALE_VECTOR)
+            raise SpecError(f"mma.sp spells the scale vector size {', '.join(sizes[:-1])} or {sizes[-1]}; {vec} is "
+                            "a tcgen05 spelling", "block_scale.vec",
+                            "write e.g. 'block_scale vec=2X;' (PTX 9.7.14.3 Table 36)")
+        return scale_type, size
 
     @staticmethod
     def _mma_sp_check_scales(spec, form, ctx: PassContext) -> None:
