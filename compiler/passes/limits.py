@@ -16,7 +16,7 @@ located diagnostic on the statement that sets the number:
   on top, so the count is a lower bound and a tile over it can only spill.
 
 tcgen05 tiles need neither: their accumulators live in Tensor Memory (columns budgeted by
-compiler/ptx/tcgen05_tmem.py plan_tmem), the epilogue reads 8 columns at a time, and the one unrolled
+compiler/passes/plans.py plan_tmem), the epilogue reads 8 columns at a time, and the one unrolled
 K stage is bounded by the shared-memory stage budget of layout-selection (STAGE_BUDGET).
 
 The register and MMA counts are the emitters' own (the kernel configs of compiler/ptx/); which kernel a

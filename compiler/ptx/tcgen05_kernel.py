@@ -38,11 +38,12 @@ to both CTAs for cta_group::2); everyone waits on the barrier's phase. Finally e
 lanes of D with `tcgen05.ld.32x32b.x8` (9.7.16.8.3) through the data-path layout and stores them.
 
 Checked without Blackwell hardware: ptxas assembles every (form x target) kernel
-(tests/test_tcgen05_all_forms.py), and compiler/ptx/emulate.py runs the kernels on the CPU against a
-layout-free reference D (every form but .ashift). Resting on single sources or extrapolation (to confirm on
-silicon): the .ws / 2x2 TMEM layouts of A and metadata (CUTLASS atoms only), fp4/fp6 A in TMEM one per
-byte (e2m1 in bits 5:2, the reference model's reading of Figures 199/200), SFB slices for N not a multiple
-of 32, the collector-priming MMA's scratch region, and what .ashift does to A.
+(tests/test_tcgen05_all_forms.py), and the CPU emulator (compiler/emulator/tcgen05.py) runs the kernels
+as emitted against the layout-free reference model's D (compiler/sim/tcgen05.py), .ashift included.
+Resting on single sources or extrapolation (to confirm on silicon): the .ws / 2x2 TMEM layouts of A and
+metadata (CUTLASS atoms only), fp4/fp6 A in TMEM one per byte (e2m1 in bits 5:2, the reference model's
+reading of Figures 199/200), SFB slices for N not a multiple of 32, the collector-priming MMA's scratch
+region, and what .ashift does to A.
 
 The smem-dump variant (option variant="smem-dump") is the same kernel for `.target sm_90a` with every
 tcgen05 instruction (and TMEM staging) left out; after each stage's copy the CTA writes its whole shared
