@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # In a fresh process: the build step's data into argv[1], then the user cache into $TILEC_CACHE_DIR.
 _WRITE_BOTH = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("tilec_setup", sys.argv[2] + "/setup.py")
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location("tilec_setup", os.path.join(sys.argv[2], "setup.py"))
 setup = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(setup)
 setup.write_grammar_data(sys.argv[1])
