@@ -20,7 +20,8 @@ Layers, lowest first. A module imports only modules of its own layer or a lower 
   6  codegen         compiler/ptx/, including the `ptx-emission` pass (compiler/ptx/emission.py)
   7  driver          driver (the pipeline), api (fragments and linking)
   8  consumers       emulator/ (runs the emitted PTX), runtime/ (loads and launches it), litkit,
-                     draw (`tilec draw` pictures)
+                     draw (`tilec draw` pictures), integrations/ (compiled tiles as PyTorch ops, over
+                     runtime/)
   9  entry points    cli, run (`tilec run`), usage (what those two share), __main__, and the package's
                      lazy facade compiler/__init__.py
 
@@ -45,7 +46,7 @@ LAYERS = {
     "passes": 5, "ir_parser": 5,
     "ptx": 6,
     "driver": 7, "api": 7,
-    "emulator": 8, "runtime": 8, "litkit": 8, "draw": 8,
+    "emulator": 8, "runtime": 8, "litkit": 8, "draw": 8, "integrations": 8,
     "cli": 9, "run": 9, "usage": 9, "__main__": 9, "": 9,          # "": compiler/__init__.py
 }
 

@@ -109,7 +109,7 @@ def requires(abi: dict) -> list[str]:
 
 def unmet(abi: dict, m: int, n: int, k: int) -> list[str]:
     """The conditions problem M x N x K breaks (empty: it can run)."""
-    if min(m, n, k) <= 0:
+    if m <= 0 or n <= 0 or k <= 0:        # not min(): a tracer would guard on their order
         return [f"M, N, K > 0 (got {m} x {n} x {k})"]
     env = names(abi, m, n, k)
     return [r for r in requires(abi) if not eval_expr(r, env)]
@@ -165,14 +165,16 @@ _LAYOUT = re.compile(r"((?:\[\w+\])+)\s+(\w+)(\s+packed)?")
 
 
 def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
-    """Every pointer parameter of the kernel but the tensor maps, by ABI name, for problem M x N x K."""
+    """Every pointer parameter of the kernel but the tensor maps, by ABI name, for problem M x N x K.
+    Sizes stay what eval_expr makes of the names (ints for ints; a tracer's symbolic sizes stay symbolic:
+    compiler/integrations/torch.py checks shapes under torch.compile without fixing them)."""
     env = names(abi, m, n, k)
     out: dict[str, Buffer] = {}
     if not is_tcgen05(abi):
         for name, b in abi["buffers"].items():
             if name == "tensor_maps":
                 continue
-            shape = tuple(int(eval_expr(s, env)) for s in b["shape"])
+            shape = tuple(eval_expr(s, env) for s in b["shape"])
             out[name] = Buffer(name, b["element"], shape, written=name == "d")
         return out
     for p in abi["params"]:
@@ -181,7 +183,7 @@ def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
         match = _LAYOUT.match(p.get("layout", ""))
         if not match:
             raise AbiError(f"parameter {p['name']}: unreadable layout {p.get('layout')!r}")
-        dims = [int(eval_expr(d, env)) if not d.isdigit() else int(d)
+        dims = [eval_expr(d, env) if not d.isdigit() else int(d)
                 for d in re.findall(r"\[(\w+)\]", match.group(1))]
         element, packed = match.group(2), bool(match.group(3))
         if packed:            # two 4-bit elements per byte: the storage row is half as many bytes

@@ -113,8 +113,9 @@ class Kernel:
     * stream: a cuda.core Stream, a torch or cupy stream, an object with __cuda_stream__, or an int handle;
       None: the current stream of the inputs' library (torch / cupy), else the legacy default stream.
     The launch is asynchronous and never synchronises (capturable in a CUDA graph); the first launch
-    loads the module (ptxas through the kernel cache), and a TMA kernel's first launch on a new set of
-    buffers encodes and uploads their tensor maps synchronously (later launches and captures reuse them).
+    loads the module (ptxas through the kernel cache: do it before any capture), and a TMA kernel's first
+    launch on a new set of buffers encodes and uploads their tensor maps synchronously, allowed inside a
+    capture too (compiler/runtime/capture.py; later launches and captures reuse them).
     """
 
     def __init__(self, abi: dict, target: str, *, ptx: str | None = None, cubin: bytes | None = None,
@@ -319,12 +320,14 @@ class Kernel:
         from cuda.bindings import driver
 
         from ..ptx.sparse_wgmma_kernel import encode_tensor_maps
+        from .capture import relaxed_capture_mode
 
-        data = encode_tensor_maps(self.abi, m, n, k, ptrs)
-        err, dptr = driver.cuMemAlloc(len(data))      # 256-byte aligned: the maps need 64
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise DeviceError(f"cannot allocate the tensor maps ({err})")
-        (err,) = driver.cuMemcpyHtoD(dptr, data, len(data))
+        with relaxed_capture_mode():      # also inside a CUDA graph capture: see compiler/runtime/capture.py
+            data = encode_tensor_maps(self.abi, m, n, k, ptrs)
+            err, dptr = driver.cuMemAlloc(len(data))      # 256-byte aligned: the maps need 64
+            if err != driver.CUresult.CUDA_SUCCESS:
+                raise DeviceError(f"cannot allocate the tensor maps ({err})")
+            (err,) = driver.cuMemcpyHtoD(dptr, data, len(data))
         if err != driver.CUresult.CUDA_SUCCESS:
             raise DeviceError(f"cannot upload the tensor maps ({err})")
         self._maps[key] = int(dptr)

@@ -1,0 +1,69 @@
+"""compiler/runtime/capture.py without a GPU: relaxed_capture_mode swaps this thread's stream-capture mode
+to CU_STREAM_CAPTURE_MODE_RELAXED for its body and gives the previous mode back, also when the body
+raises, against a stand-in for cuda.bindings.driver that records the calls (cuThreadExchangeStreamCaptureMode:
+CUDA Driver API, Stream Management)."""
+from __future__ import annotations
+
+import enum
+import sys
+import types
+
+import pytest
+
+from compiler.runtime import DeviceError
+from compiler.runtime.capture import relaxed_capture_mode
+
+
+class Mode(enum.IntEnum):           # CUstreamCaptureMode's values (cuda.h)
+    CU_STREAM_CAPTURE_MODE_GLOBAL = 0
+    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+    CU_STREAM_CAPTURE_MODE_RELAXED = 2
+
+
+class Result(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_NOT_SUPPORTED = 801
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    """A cuda.bindings.driver whose thread starts in the global mode (the default) and that logs each mode set."""
+    drv = types.SimpleNamespace(CUstreamCaptureMode=Mode, CUresult=Result, mode=Mode.CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                log=[], fail=False)
+
+    def exchange(mode):
+        if drv.fail:
+            return Result.CUDA_ERROR_NOT_SUPPORTED, None
+        previous, drv.mode = drv.mode, Mode(mode)
+        drv.log.append(drv.mode)
+        return Result.CUDA_SUCCESS, previous
+
+    drv.cuThreadExchangeStreamCaptureMode = exchange
+    cuda, bindings = types.ModuleType("cuda"), types.ModuleType("cuda.bindings")
+    cuda.bindings, bindings.driver = bindings, drv
+    monkeypatch.setitem(sys.modules, "cuda", cuda)
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", drv)
+    return drv
+
+
+def test_relaxed_inside_and_restored_after(driver):
+    with relaxed_capture_mode():
+        assert driver.mode == Mode.CU_STREAM_CAPTURE_MODE_RELAXED
+    assert driver.mode == Mode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    assert driver.log == [Mode.CU_STREAM_CAPTURE_MODE_RELAXED, Mode.CU_STREAM_CAPTURE_MODE_GLOBAL]
+
+
+def test_restored_when_the_body_raises(driver):
+    driver.mode = Mode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+    with pytest.raises(KeyError):
+        with relaxed_capture_mode():
+            raise KeyError("inside")
+    assert driver.mode == Mode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+
+
+def test_a_refused_exchange_is_a_device_error(driver):
+    driver.fail = True
+    with pytest.raises(DeviceError, match="stream-capture mode"):
+        with relaxed_capture_mode():
+            pytest.fail("the body must not run")
