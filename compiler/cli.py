@@ -294,7 +294,7 @@ def _cmd_explain(args) -> int:
 
 
 # Widths of the descriptors `explain` decodes (idesc: PTX 9.7.16.4.2 Tables 42-44, 32 bits; shared-memory
-# descriptor: 9.7.16.4.1 Table 41, 64 bits; zero-column mask: 9.7.16.4.3 Table 45, 64 bits).
+# descriptor: 9.7.16.4.1 Table 40, 64 bits; zero-column mask: 9.7.16.4.3 Table 45, 64 bits).
 _EXPLAIN_BITS = {"idesc": 32, "smem-desc": 64, "zcm": 64}
 
 

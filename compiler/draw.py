@@ -80,9 +80,10 @@ class Figure(Svg):
 
 def default_smem_geometry(dtype: str, major: str, swizzle: str, container_bits: int | None = None) -> tuple[int, int]:
     """(mn, k) of a picture showing two atoms along each dimension, so both strides appear."""
-    from .layout import SWIZZLES, container_bits_for
+    from .isa.swizzle import SWIZZLE_MODES
+    from .layout import container_bits_for
 
-    mode = SWIZZLES[swizzle]
+    mode = SWIZZLE_MODES[swizzle]
     bits = container_bits if container_bits is not None else container_bits_for(dtype)
     along = 2 * mode.width * 8 // bits       # elements along the contiguous dimension: two atom widths
     lines = 2 * mode.atom_rows
@@ -185,8 +186,6 @@ def draw_smem_desc(value: int, dtype: str = "f16", major: str = "K", mn: int | N
     from .layout import canonical_layout
 
     desc = SmemDesc.decode(value)
-    if desc.swizzle not in ("none", "32B", "64B", "128B", "128B_base32B"):
-        raise SpecError(f"swizzle {desc.swizzle} has no canonical layout to draw")
     if mn is None or k is None:
         dmn, dk = default_smem_geometry(dtype, major, desc.swizzle)
         mn = dmn if mn is None else mn

@@ -83,7 +83,7 @@ class CompileResult:
 
 
 # Descriptor widths: the instruction descriptor is 32 bits (PTX ISA 9.7.16.4.2, Tables 42-44); the
-# shared-memory descriptors (9.7.16.4.1, Table 41: A_desc, B_desc) and the zero-column mask (9.7.16.4.3,
+# shared-memory descriptors (9.7.16.4.1, Table 40: A_desc, B_desc) and the zero-column mask (9.7.16.4.3,
 # Table 45) are 64 bits.
 _DESC_BITS = {"idesc": 32, "zero_column_mask": 64}
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from .diagnostics import Loc
+from .isa.swizzle import MAJORS, SWIZZLE_MODES
+from .spec import SWIZZLES
 
 
 class Hex(int):
@@ -272,11 +274,8 @@ def _attrs(**kw: "AttrType | Opt") -> dict[str, Opt]:
     return {k: (v if isinstance(v, Opt) else Opt(v, required=True)) for k, v in kw.items()}
 
 
-SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B", "auto")
-_LAYOUT_SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B")
-
 _LBO_MODES = Enum("relative", "absolute")
-_MAJOR = Enum("K", "MN")
+_MAJOR = Enum(*MAJORS)
 
 OP_DEFS: dict[str, OpDef] = {
     # `passes`: the passes that have run, in order (run_passes continues after them; `tilec compile`
@@ -318,7 +317,7 @@ OP_DEFS: dict[str, OpDef] = {
         k96=Opt(Bool()), scale_type=Opt(Str()),
         shape=Opt(Str()), a=Opt(Str()), b=Opt(Str()), c=Opt(Str()), d=Opt(Str()), satfinite=Opt(Bool()))),
     # ---- layout-selection: smem layouts (PTX 9.7.16.3), the K stage, the TMEM columns ----
-    "tilec.smem_layout": OpDef(_attrs(major=_MAJOR, swizzle=Enum(*_LAYOUT_SWIZZLES), lbo=U32, sbo=U32,
+    "tilec.smem_layout": OpDef(_attrs(major=_MAJOR, swizzle=Enum(*SWIZZLE_MODES), lbo=U32, sbo=U32,
                                       offset=U32, size=U32, k_block=Opt(U32, True, "loop.K"),
                                       lbo_mode=Opt(_LBO_MODES)), sym=True),
     "tilec.pipeline": OpDef(_attrs(k_block=Opt(U32, True, "loop.K"), stages=Opt(U32, True, "loop.K"),

@@ -39,48 +39,16 @@ from dataclasses import dataclass
 from .bits import log2
 from .descriptors.smem import SmemDesc
 from .diagnostics import SpecError
+from .isa.swizzle import MAJORS, SWIZZLE_MODES, SwizzleMode
 from .isa.tcgen05_kinds import SUBBYTE_CONTAINER_BITS
 from .isa.types import TYPES
 
 CHUNK_BYTES = 16          # PTX 9.7.16.3: matrices are normalised to 128-bit elements
-MAJORS = ("K", "MN")
 
-
-@dataclass(frozen=True)
-class SwizzleMode:
-    """One swizzle mode: the atom it tiles with and its Swizzle<B,M,S> functor on byte offsets."""
-    name: str
-    width: int           # bytes of one atom line along the contiguous dimension
-    atom_rows: int       # lines per atom
-    xor_bits: int        # B of Swizzle<B,M,S>
-    xor_base: int        # M
-    xor_shift: int       # S
-    alignment: int       # bytes; the swizzle pattern repeat the tile base must sit on
-    majors: tuple[str, ...]
-
-    @property
-    def atom_bytes(self) -> int:
-        return self.width * self.atom_rows
-
-
-# PTX 9.7.16.3.3 canonical-layout table: Swizzle<0,4,3> .. Swizzle<3,4,3> for none/32B/64B/128B, atoms of
-# 8 lines x (1,2,4,8) chunks. Alignment = pattern repeat (8 lines x width): 128B 1024 B, 64B 512 B, 32B
-# 256 B (PTX ISA 9.7.16.4.1 base-offset rule, Table 40); "none" has no pattern, its 128 B is one core matrix
-# (the descriptor itself needs only 16 B there).
-# 128B_base32B is not in the PTX canonical table. CUTLASS (mma_sm100_desc.hpp, `Layout_MN_SW128_32B_Atom_Bits`
-# = Swizzle<2,5,2> o (1024 bits x 4 lines), make_umma_desc: "SWIZZLE_128B_BASE32B is invalid for Major-K",
-# SwizzleAtomKSize = 4) gives 4 lines x 128 B atoms, 32-byte granules XORed with line bits 0-1; MN-major
-# only. Single source; its repeat is 512 B but we demand 1024 B (the PTX ISA does not give it: boundary not documented).
-SWIZZLES: dict[str, SwizzleMode] = {m.name: m for m in (
-    SwizzleMode("none", 16, 8, 0, 4, 3, 128, MAJORS),
-    SwizzleMode("32B", 32, 8, 1, 4, 3, 256, MAJORS),
-    SwizzleMode("64B", 64, 8, 2, 4, 3, 512, MAJORS),
-    SwizzleMode("128B", 128, 8, 3, 4, 3, 1024, MAJORS),
-    SwizzleMode("128B_base32B", 128, 4, 2, 5, 2, 1024, ("MN",)),
-)}
-
-# Widest first, for choose_swizzle (128B_base32B is only chosen where it is required: tf32 MN-major).
-_AUTO_ORDER = ("128B", "64B", "32B")
+# What choose_swizzle tries, widest first: the swizzled modes of both majors (128B_base32B is only chosen
+# where it is required: tf32 MN-major).
+_AUTO_ORDER = tuple(m.name for m in sorted(SWIZZLE_MODES.values(), key=lambda m: -m.width)
+                    if m.xor_bits and len(m.majors) == 2)
 
 # Which stride is LBO and which SBO (PTX 9.7.16.3.1 / 9.7.16.3.2, and the canonical-layout table of
 # 9.7.16.3.3 that names them in the stride tuples):
@@ -128,7 +96,7 @@ def container_bits_for(dtype: str, kind: str | None = None) -> int:
 
 def swizzle_bytes(x: int, swizzle: str) -> int:
     """Swizzle<B,M,S> of PTX 9.7.16.3.3 applied to a byte offset."""
-    mode = SWIZZLES[swizzle]
+    mode = SWIZZLE_MODES[swizzle]
     return x ^ ((x >> mode.xor_shift) & (((1 << mode.xor_bits) - 1) << mode.xor_base))
 
 
@@ -188,7 +156,7 @@ class CanonicalLayout:
 
     @property
     def mode(self) -> SwizzleMode:
-        return SWIZZLES[self.swizzle]
+        return SWIZZLE_MODES[self.swizzle]
 
     @property
     def elems_per_chunk(self) -> int:
@@ -383,9 +351,9 @@ def canonical_layout(dtype: str, major: str, swizzle: str, mn: int, k: int,
         raise SpecError(f"major must be 'K' or 'MN', not {major!r}", field="major")
     if swizzle == "auto":
         swizzle = choose_swizzle(dtype, major, mn, k, container_bits)
-    if swizzle not in SWIZZLES:
-        raise SpecError(f"unknown swizzle {swizzle!r}; valid: auto, {', '.join(SWIZZLES)}", field="swizzle")
-    mode = SWIZZLES[swizzle]
+    if swizzle not in SWIZZLE_MODES:
+        raise SpecError(f"unknown swizzle {swizzle!r}; valid: auto, {', '.join(SWIZZLE_MODES)}", field="swizzle")
+    mode = SWIZZLE_MODES[swizzle]
     if major not in mode.majors:
         raise SpecError(f"{swizzle} swizzle has no {major}-major canonical layout", field="swizzle",
                         hint="CUTLASS make_umma_desc: SWIZZLE_128B_BASE32B is invalid for Major-K")
@@ -431,7 +399,7 @@ def choose_swizzle(dtype: str, major: str, mn: int, k: int, container_bits: int 
         return "128B_base32B"
     step = mma_k * bits // 8 if mma_k else 0
     for name in _AUTO_ORDER:
-        width = SWIZZLES[name].width
+        width = SWIZZLE_MODES[name].width
         if line_bytes % width:
             continue
         if major == "K" and step and width % step:      # a step would cross its atom (no LBO when swizzled)

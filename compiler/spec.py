@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .diagnostics import Loc
+from .isa.swizzle import SWIZZLE_MODES
 
 OPERAND_NAMES = ("A", "B", "C", "D", "SFA", "SFB")
+# What OperandSpec.swizzle may hold: a swizzle mode of compiler/isa/swizzle.py, or "auto" (layout selection
+# picks one: compiler/layout.py choose_swizzle).
+SWIZZLES = (*SWIZZLE_MODES, "auto")
 
 
 @dataclass

@@ -187,7 +187,8 @@ def _part(value: object, cls: type[_P], field: str) -> _P | None:
 
 
 def _sparsity(t: TileSpec) -> list[str]:
-    from .frontend.build import METADATA_SOURCES, RATIOS
+    from .frontend.build import METADATA_SOURCES
+    from .isa.sparsity import GRANULARITIES
 
     sp = _part(t.sparsity, SparsitySpec, "sparsity")
     if sp is None:
@@ -203,7 +204,7 @@ def _sparsity(t: TileSpec) -> list[str]:
                         "use metadata='static', or drop the pattern")
     selector = _uint(sp.selector, "sparsity.selector", "selector")
     return [_statement(
-        "sparsity", _word(sp.ratio, RATIOS, "sparsity.ratio", "sparsity ratio"), f"metadata={metadata}",
+        "sparsity", _word(sp.ratio, GRANULARITIES, "sparsity.ratio", "sparsity ratio"), f"metadata={metadata}",
         f"pattern={_token(sp.pattern, 'sparsity.pattern', 'pattern')}" if sp.pattern is not None else None,
         f"rows={_rows(sp.rows)}" if sp.rows is not None else None,
         f"selector={selector}" if selector else None)]

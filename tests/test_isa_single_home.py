@@ -7,8 +7,11 @@ may cite the ISA freely) and flags
   - a table keyed by kind names (`{"f16": ..., "tf32": ...}`),
   - a literal list of shape values in a conditional (`m in (128, 256)`, `n not in [64, 128, 256]`),
   - a literal range of shape values (`range(8, 257, 8)`),
-  - the K = 96 shape spelled as a number in a conditional (isa/tcgen05_kinds.py: K96).
-Ask `compiler.isa` instead (KINDS[kind].<fact>, shape_rule(...), K96, ...).
+  - the K = 96 shape spelled as a number in a conditional (isa/tcgen05_kinds.py: K96),
+  - a literal list of swizzle-mode names (`("none", "32B", ...)`: isa/swizzle.py SWIZZLE_MODES) or of
+    sparsity ratios (`("2:4", "1:2")`: isa/sparsity.py GRANULARITIES), anywhere (a vocabulary list of the
+    front end or the IR is such a list).
+Ask `compiler.isa` instead (KINDS[kind].<fact>, shape_rule(...), K96, SWIZZLE_MODES, GRANULARITIES, ...).
 """
 from __future__ import annotations
 
@@ -31,6 +34,14 @@ def _kind_names() -> set[str]:
     from compiler.isa.tcgen05_kinds import KINDS
 
     return set(KINDS) | {k for k in SP_KINDS if k}
+
+
+def _listed_names() -> dict[str, set[str]]:
+    """Names whose lists have one home in compiler/isa/: what a literal list of two or more of them is."""
+    from compiler.isa.sparsity import GRANULARITIES
+    from compiler.isa.swizzle import SWIZZLE_MODES
+
+    return {"swizzle-mode": set(SWIZZLE_MODES), "sparsity-ratio": set(GRANULARITIES)}
 
 
 def _type_names() -> set[str]:
@@ -58,6 +69,7 @@ def _problems(path: Path, kinds: set[str], root: Path = COMPILER) -> list[str]:
     a type test (`dtype == "tf32"`, choosing a cvt) is codegen, not a per-kind rule."""
     src = path.read_text(encoding="utf-8")
     types = _type_names()
+    listed = _listed_names()
     out = []
     for node in ast.walk(ast.parse(src)):
         where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
@@ -76,6 +88,11 @@ def _problems(path: Path, kinds: set[str], root: Path = COMPILER) -> list[str]:
             keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
             if sum(1 for k in keys if k in kinds) >= 2 and any(k in kinds - types for k in keys):
                 out.append(f"{where}: table keyed by kind names")
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            values = _constants(node)
+            for what, names in listed.items():
+                if sum(1 for v in values if isinstance(v, str) and v in names) >= 2:
+                    out.append(f"{where}: {what} list: {ast.get_source_segment(src, node)}")
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
               and len(node.args) == 3 and all(isinstance(a, ast.Constant) for a in node.args)):
             lo, hi, step = (a.value for a in node.args)
@@ -102,11 +119,13 @@ def test_the_scanner_sees_what_it_forbids(tmp_path):
     sample.write_text('if kind == "mxf4nvf4":\n    pass\nok = m in (128, 256)\nbad = k != 96\n'
                       'T = {"f16": 1, "i8": 2}\nNS = range(8, 257, 8)\nfine = n in (1, 2)\n'
                       'also_fine = dtype == "tf32" or out in ("f16", "bf16")\nU = {"f16": 2, "tf32": 4}\n'
-                      'but = spec.kind in ("f16", "tf32")\n', encoding="utf-8")
+                      'but = spec.kind in ("f16", "tf32")\nSW = ("none", "32B", "auto")\n'
+                      'if ratio not in ["2:4", "4:8"]:\n    pass\none = ("128B", "K")\n', encoding="utf-8")
     found = _problems(sample, _kind_names(), root=tmp_path)
     assert [f.split(": ", 1)[1].split(":")[0] for f in found] == [
         "kind name in a conditional", "shape list in a conditional", "K = 96 spelled as a number",
-        "table keyed by kind names", "range of shape values", "kind name in a conditional"], found
+        "table keyed by kind names", "range of shape values", "kind name in a conditional", "swizzle-mode list",
+        "sparsity-ratio list"], found
 
 
 def test_allow_list_is_short_and_needed():

@@ -13,8 +13,8 @@ import pytest
 
 from compiler.descriptors import SmemDesc
 from compiler.diagnostics import SpecError
-from compiler.layout import (SWIZZLES, canonical_layout, choose_swizzle, container_bits_for,
-                             smem_descriptors, swizzle_bytes)
+from compiler.isa.swizzle import SWIZZLE_MODES as SWIZZLES
+from compiler.layout import canonical_layout, choose_swizzle, container_bits_for, smem_descriptors, swizzle_bytes
 
 FIXED = 1 << 46
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from compiler import spec as spec_module
 from compiler.diagnostics import CompileError, SpecError
 from compiler.driver import parse_source
-from compiler.frontend.build import (BLOCK_SCALE_VECS, ENGINES, MAJORS, METADATA_SOURCES, RATIOS, SPACES,
-                                     SWIZZLES)
+from compiler.frontend.build import BLOCK_SCALE_VECS, ENGINES, MAJORS, METADATA_SOURCES, SPACES, SWIZZLES
+from compiler.isa.sparsity import GRANULARITIES
 from compiler.spec import (OPERAND_NAMES, FileSpec, OperandSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
 from compiler.spec_printer import HEADER_FIELDS, TILE_STATEMENTS, print_file, print_tile
 from compiler.isa.targets import PTX_RELEASES, TARGETS
@@ -174,7 +174,7 @@ rows = st.lists(st.lists(chunk, min_size=1, max_size=4).map(tuple), min_size=1, 
 
 @st.composite
 def sparsities(draw):
-    ratio = draw(st.sampled_from(RATIOS))
+    ratio = draw(st.sampled_from(tuple(GRANULARITIES)))
     source = draw(st.sampled_from(METADATA_SOURCES))
     selector = draw(st.integers(0, 7))
     if source == "runtime":

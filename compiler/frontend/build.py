@@ -9,17 +9,15 @@ from __future__ import annotations
 
 
 from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
-from ..spec import (OPERAND_NAMES, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec,
+from ..spec import (OPERAND_NAMES, SWIZZLES, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec,
                     ZeroColumnsSpec)
+from ..isa.swizzle import MAJORS
 from ..isa.targets import TARGETS, parse_version, version_problem
 from ..isa.types import TYPES
 from .parser import MAX_LIST_ITEMS, Arg, FileNode, Statement, Value, parse
 
 ENGINES = ("tcgen05", "mma.sp", "mma")
 SPACES = ("global", "smem", "tmem", "reg")
-MAJORS = ("K", "MN")
-SWIZZLES = ("none", "32B", "64B", "128B", "128B_base32B", "auto")
-RATIOS = ("2:4", "1:2", "4:8")
 # ---- limits (README "Limits"); the syntax's own (list length and depth, word length) are in parser.py ----
 # Integer lists name TMEM lanes or D columns (at most 256): after `a..b` ranges are expanded a list has
 # at most MAX_LIST_ITEMS (parser.py) items; a longer range is a typo, and expanding it (0..10**12) would
@@ -325,11 +323,13 @@ class Builder:
         locs["loop.K"] = v.loc
 
     def sparsity(self, st, f, locs):
+        from ..isa.sparsity import GRANULARITIES      # the ratios; only a sparse tile pays for the table
+
         bare, kv = self.split_args(st, {"metadata": None, "pattern": None, "rows": None, "selector": None},
                                    max_bare=1)
         if not bare:
-            self.error("'sparsity' needs a ratio", st.end_loc, "one of: " + ", ".join(RATIOS))
-        ratio = self.word(bare[0], "sparsity ratio", RATIOS)
+            self.error("'sparsity' needs a ratio", st.end_loc, "one of: " + ", ".join(GRANULARITIES))
+        ratio = self.word(bare[0], "sparsity ratio", GRANULARITIES)
         locs["sparsity.ratio"] = bare[0].loc
         sp = SparsitySpec(ratio)
         if "metadata" in kv:

@@ -2,6 +2,10 @@
 in its text, by the named outside source), as data with the section or table it comes from.
 
 - `types`: element types and their PTX names (PTX ISA 5.2 "Fundamental types").
+- `swizzle`: majors and swizzle modes of shared-memory matrices: descriptor codes (9.7.16.4.1, Table 40),
+  atoms and Swizzle<B,M,S> functors (9.7.16.3.3).
+- `sparsity`: structured-sparsity granularities 2:4, 1:2, 4:8 of mma.sp and tcgen05.mma.sp (9.7.14.6.1,
+  9.7.16.10.8).
 - `targets`: `.target` names and the PTX ISA version each needs.
 - `tcgen05_kinds`: `tcgen05.mma` kinds, legal A/B/D types, K and valid shapes (9.7.16.2.1 Table 39,
   Tables 42-44, 49, 50).

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from .swizzle import SWIZZLE_MODES
+
 
 @dataclass(frozen=True)
 class BitField:
@@ -58,14 +60,8 @@ FIXED_VALUE = 0b001
 
 FIELDS = (START, LBO, SBO, FIXED, BASE_OFFSET, LBO_MODE, SWIZZLE)
 
-# Swizzle mode codes, bits 61-63 (PTX 9.7.16.4.1; CUTLASS UMMA::LayoutType agrees). 3, 5, 7 are invalid.
-SWIZZLE_CODES: dict[str, int] = {
-    "none": 0,            # no swizzle ("interleave")
-    "128B_base32B": 1,    # 128-byte swizzle with 32-byte atomicity
-    "128B": 2,            # 128-byte swizzle (16-byte atomicity)
-    "64B": 4,
-    "32B": 6,
-}
+# Swizzle mode codes, bits 61-63 (PTX 9.7.16.4.1, Table 40): the `code` column of isa/swizzle.py, in code order.
+SWIZZLE_CODES: dict[str, int] = {m.name: m.code for m in sorted(SWIZZLE_MODES.values(), key=lambda m: m.code)}
 SWIZZLE_NAMES: dict[int, str] = {code: name for name, code in SWIZZLE_CODES.items()}
 
 LBO_MODES: dict[str, int] = {"relative": 0, "absolute": 1}     # bit 52 (PTX 9.7.16.3.1)

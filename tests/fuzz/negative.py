@@ -317,7 +317,8 @@ def tcgen05_major_cases():
 def tcgen05_layout_cases():
     """9.7.16.3.3 canonical layouts: a K-major operand's K extent (one instruction's K here) must fill
     whole swizzle atoms; every swizzle whose atom line is wider than that extent is illegal."""
-    from compiler.layout import SWIZZLES, container_bits_for
+    from compiler.isa.swizzle import SWIZZLE_MODES as SWIZZLES
+    from compiler.layout import container_bits_for
     from compiler.isa.tcgen05_kinds import KINDS
 
     for kind, info in KINDS.items():

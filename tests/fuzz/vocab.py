@@ -13,7 +13,8 @@ def words() -> dict[str, tuple[str, ...]]:
     """Vocabulary by role. Keys: targets, types, engines, spaces, majors, swizzles, ratios,
     metadata, vecs, operands, keywords, tc_kinds, sp_kinds, collectors, patterns."""
     from compiler.frontend.build import (_KEYWORDS, BLOCK_SCALE_VECS, ENGINES, MAJORS, METADATA_SOURCES,
-                                         RATIOS, SPACES, SWIZZLES)
+                                         SPACES, SWIZZLES)
+    from compiler.isa.sparsity import GRANULARITIES
     from compiler.isa.mma_sp.forms import KINDS as SP_KINDS
     from compiler.isa.mma_sp.metadata import PATTERNS
     from compiler.spec import OPERAND_NAMES
@@ -30,7 +31,7 @@ def words() -> dict[str, tuple[str, ...]]:
         "spaces": SPACES,
         "majors": MAJORS,
         "swizzles": SWIZZLES,
-        "ratios": RATIOS,
+        "ratios": tuple(GRANULARITIES),
         "metadata": METADATA_SOURCES,
         "vecs": tuple(BLOCK_SCALE_VECS),
         "operands": OPERAND_NAMES,

@@ -454,7 +454,8 @@ def place(image: np.ndarray, layout, base: int, codes: np.ndarray, pattern_row: 
     2^B in bits 4.. (Swizzle<B,4,3> of PTX 9.7.16.3.3 with the phase counted from the pattern start);
     pattern_row 0 is swizzling on absolute addresses, what TMA writes.
     """
-    from compiler.layout import SWIZZLES, swizzle_bytes
+    from compiler.isa.swizzle import SWIZZLE_MODES as SWIZZLES
+    from compiler.layout import swizzle_bytes
 
     nbytes = layout.elem_bits // 8
     offsets = element_offsets(layout)
