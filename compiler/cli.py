@@ -48,9 +48,11 @@ def _parser():
     c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
     c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
     c.add_argument("--ptx-version", help="PTX ISA version X.Y, overriding the file's 'ptx'")
-    c.add_argument("--emit", choices=("ptx", "ir", "json", "func", "cubin"), default="ptx",
+    c.add_argument("--emit", choices=("ptx", "ir", "json", "func", "header", "cubin"), default="ptx",
                    help="ir: the IR just before ptx-emission (compiling it gives the same PTX); func: one .func "
-                        "per tile performing its MMA sequence, for embedding (README 'Embedding'); cubin: the "
+                        "per tile performing its MMA sequence, for embedding (README 'Embedding'); header: the "
+                        "C++ header for those fragments (extern \"C\" declarations, inline-asm variants, "
+                        "register bundles, per-lane layout); cubin: the "
                         "kernel assembled by ptxas (PATH, $PTXAS or the nvidia-cuda-nvcc wheel) for the file's "
                         "target, to -o FILE or a redirected stdout")
     c.add_argument("--variant", choices=("kernel", "smem-dump"), default="kernel",
@@ -163,9 +165,9 @@ def _cmd_compile(args, opt_mode: bool) -> int:
     emit = "ir" if opt_mode else args.emit
     if is_ir and (args.arch or args.ptx_version):
         raise UsageError("--arch and --ptx-version apply to DSL input; IR text names its target and version")
-    if emit == "func":
+    if emit in ("func", "header"):
         if is_ir:
-            raise UsageError("--emit func takes DSL input")
+            raise UsageError(f"--emit {emit} takes DSL input")
         return _emit_func(args, text, name, after, options)
     if emit == "ir" and passes is None:
         from .passes.manager import default_order
@@ -194,7 +196,10 @@ def _cmd_compile(args, opt_mode: bool) -> int:
     elif emit == "json":
         import json
 
-        out = json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
+        doc = result.to_json()
+        if not is_ir:
+            _add_fragments(doc, text, name, args, options)
+        out = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     else:
         if result.ptx is None:
             from .diagnostics import CompileError, Diagnostic
@@ -235,8 +240,31 @@ def _assemble(ptx: str, name: str) -> bytes:
         raise CompileError([Diagnostic(str(e), hint=hint)]) from None
 
 
+def _add_fragments(doc: dict, text: str, name: str, args, options: dict) -> None:
+    """--emit json: beside each tile's `kernel` object, its `fragment` (Fragment.to_json(): what `--emit
+    func` / `--emit header` give for it), or null and `fragment_error` when the tile has no fragment."""
+    from dataclasses import replace
+
+    from .api import emit_fragments
+    from .diagnostics import CompileError
+    from .driver import parse_source
+
+    spec = parse_source(text, name, args.arch, _version(args.ptx_version))
+    for tile in spec.tiles:
+        entry = doc["tiles"].get(tile.name)
+        if entry is None:
+            continue
+        try:
+            (fragment,) = emit_fragments(replace(spec, tiles=[tile]), source=text, options=options)
+        except CompileError as e:
+            entry["fragment"], entry["fragment_error"] = None, e.diagnostics[0].message
+            continue
+        entry["fragment"] = fragment.to_json()
+
+
 def _emit_func(args, text: str, name: str, after: set[str], options: dict) -> int:
-    """--emit func: the tiles as PTX fragments (compiler/ptx/fragment.py) under one module header."""
+    """--emit func: the tiles as PTX fragments (compiler/ptx/fragment.py) under one module header;
+    --emit header: their C++ header (compiler/ptx/fragment_header.py)."""
     from .api import emit_fragments, link_fragments
     from .driver import parse_source
 
@@ -245,8 +273,13 @@ def _emit_func(args, text: str, name: str, after: set[str], options: dict) -> in
     fragments = emit_fragments(spec, source=text, options=options, print_ir_after=after, ir_sink=dumps)
     for dump in dumps:
         sys.stderr.write(dump)
-    out = link_fragments(fragments)
-    _warn_if_ptxas_too_old(out)
+    if args.emit == "header":
+        from .ptx.fragment_header import fragment_header
+
+        out = fragment_header(fragments, os.path.basename(name))
+    else:
+        out = link_fragments(fragments)
+        _warn_if_ptxas_too_old(out)
     write_output(args.output, out, args.file)
     return 0
 

@@ -9,6 +9,7 @@ executable) as tests/gpu/harness/nvcc_link.py writes it.
 """
 import re
 import tempfile
+from functools import cache
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,8 +22,9 @@ from tests.gpu.harness.nvcc_link import (NvccError, caller_source, compile_calle
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@cache
 def _mma_sp_fragments() -> dict[str, list]:
-    """Every form of compiler/isa/mma_sp/forms.py (PTX ISA 9.7.14.6.3) that the pinned ptxas can take, as a
+    """(Built once per session, as the other builders here: shared by tests/test_fragment_header.py.) Every form of compiler/isa/mma_sp/forms.py (PTX ISA 9.7.14.6.3) that the pinned ptxas can take, as a
     two-K-step fragment on its first target; block-scaled forms with their SFA/SFB scale registers (PTX ISA
     9.7.14.3)."""
     from compiler.isa.mma_sp.forms import all_forms
@@ -46,6 +48,7 @@ def _mma_sp_fragments() -> dict[str, list]:
     return by_target
 
 
+@cache
 def _tcgen05_fragments() -> list:
     """The tcgen05 kinds a fragment takes (Table 39: f16, tf32, f8f6f4, i8; dense and sparse; .ws)."""
     from tests.test_fragments import TCGEN05_SWEEP, tcgen05_tile
@@ -64,6 +67,7 @@ def _tcgen05_fragments() -> list:
     return fragments
 
 
+@cache
 def _issue_fragment() -> list:
     """The fragment of the issue: examples/sparse_f16.tile (m16n8k32 f16, f32 C/D, 2:4, loop K = 64) for sm_90a."""
     text = (ROOT / "examples" / "sparse_f16.tile").read_text()

@@ -410,3 +410,24 @@ def test_tcgen05_fragment_limits_are_diagnostics(extra, field):
     with pytest.raises(CompileError) as e:
         emit_fragment(replace(tile, **extra), "sm_100a")
     assert field in e.value.diagnostics[0].message      # from layout-selection or the fragment emitter
+
+
+def test_emit_json_adds_the_fragment_beside_the_kernel(capsys):
+    """`--emit json` keeps each tile's kernel object and adds `fragment` (Fragment.to_json(), the same as the
+    Python API gives); a tile without a fragment gets null and the reason."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    path = root / "examples" / "sparse_f16.tile"
+    assert main(["compile", str(path), "--emit", "json"]) == 0
+    tile = json.loads(capsys.readouterr().out)["tiles"]["sparse_f16"]
+    assert tile["kernel"]["entry"] == "sparse_f16" and tile["kernel"]["params"]
+    spec = parse_source(path.read_text())
+    assert tile["fragment"] == json.loads(json.dumps(emit_fragment(spec.tiles[0], spec.target).to_json()))
+    assert [p["type"] for p in tile["fragment"]["params"]] == ["b32"] * 22
+    assert tile["fragment"]["operands"]["A"] == {"dtype": "f16", "declared_space": "global",
+                                                 "passed_as": "registers a{s}_0.. per K step (compressed; lanes.a)"}
+    assert len(tile["fragment"]["lanes"]["a"]) == 32
+    assert main(["compile", str(root / "examples" / "tcgen05_2cta.tile"), "--emit", "json"]) == 0
+    (pair,) = json.loads(capsys.readouterr().out)["tiles"].values()
+    assert pair["kernel"] is not None and pair["fragment"] is None and "cta_group::1" in pair["fragment_error"]

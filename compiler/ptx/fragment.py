@@ -143,6 +143,8 @@ class Fragment:
     constants: dict[str, Any] = field(repr=False)
     layouts: dict[str, Any] = field(default_factory=dict, repr=False)   # A/B CanonicalLayout (tcgen05)
     convention: tuple[str, ...] = ()            # the calling convention, sentence by sentence
+    lanes: dict[str, Any] = field(default_factory=dict, repr=False)     # per-lane register map (mma.sp)
+    operands: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)  # see _operands
 
     def signature(self) -> str:
         return _signature(self.name, self.params, self.result)
@@ -212,6 +214,8 @@ class Fragment:
             "cpp_declaration": self.cpp_declaration().rstrip("\n"),
             "constants": {k: (v if k in plain else enc(v)) for k, v in self.constants.items()},
             "layouts": layouts,
+            "lanes": self.lanes,
+            "operands": self.operands,
             "convention": list(self.convention),
         }
 
@@ -254,6 +258,14 @@ def _load_params(kb: PtxBuilder, params: Sequence[FragmentParam]) -> dict[str, s
         kb.ld_param(p.value, reg, p.name)
         regs[p.name] = reg
     return regs
+
+
+def _operands(spec: Any, passed_as: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Per operand of the tile: its dtype, the space the tile declares, and how the fragment takes it. The
+    declared space describes the tile's kernel (where `tilec compile` loads it from); a fragment takes
+    whatever `passed_as` says (registers, or an address the caller provides), whatever the space."""
+    return {n: {"dtype": op.dtype, "declared_space": op.space, "passed_as": passed_as[n]}
+            for n, op in sorted(spec.operands.items()) if n in passed_as}
 
 
 def _required_op(tile: TileView, name: str, sym: str | None) -> OpView:
@@ -398,8 +410,12 @@ def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     comments = [f"tilec fragment {name}: tile {spec.name}, {form.opcode()} x {steps}",
                 f"requires .version {format_version(req.ptx_version)}, .target {req.target}",
                 *(f"param {p.name}: {p.meaning}" for p in params), *convention]
+    passed = {"A": "a_smem: shared::cta address, canonical layout (layouts.A)",
+              "B": "b_smem: shared::cta address, canonical layout (layouts.B)",
+              "D": "d_tmem: TMEM address (accumulated in place)",
+              "META": "meta_tmem: TMEM address of the sparse metadata"}
     return Fragment(name, spec.name, "tcgen05", _render(kb, params, None, comments), params, None, req, constants,
-                    layouts, convention)
+                    layouts, convention, {}, _operands(spec, passed))
 
 
 # ---- warp-level mma.sp -----------------------------------------------------------------------------
@@ -462,7 +478,47 @@ def _mma_sp_fragment(tile: TileView, module: Op, name: str) -> Fragment:
                 "params: c0.. = C; per K step s: a{s}_j, b{s}_j, e{s}" + (", sa{s}, sb{s}" if scaled else ""),
                 *convention]
     return Fragment(name, spec.name, "mma.sp", _render(kb, params, result, comments), params, result, req, constants, {},
-                    convention)
+                    convention, mma_sp_lane_layout(form, selector), _operands(spec, {
+                        "A": "registers a{s}_0.. per K step (compressed; lanes.a)",
+                        "B": "registers b{s}_0.. per K step (lanes.b)",
+                        "C": "registers c0.. (lanes.c)", "D": f"returned: {result.cpp_type} (lanes.c)",
+                        "META": "register e{s} per K step (lanes.e)",
+                        "SFA": "register sa{s} per K step (lanes.sa)", "SFB": "register sb{s} per K step (lanes.sb)"}))
+
+
+def mma_sp_lane_layout(form: Any, selector: int) -> dict[str, Any]:
+    """What each lane's fragment registers hold, from compiler/isa/mma_sp/fragments.py (PTX ISA 9.7.14.6.2)
+    and block_scale.py (PTX ISA 9.7.14.3); JSON-able lists indexed [lane][register]:
+
+      c       C/D register r: the (row, col) of each element it holds, low bits first (f16 C packs two)
+      a       A register j: (row, word): 32-bit word `word` of row `row` of the compressed 16 x k/2 A of one
+              K step, `elements_per_register["a"]` elements per word
+      b       B register j: (n, word): word `word` along K of column n of the k x 8 B of one K step
+      e       nibble i of the metadata word (bits 4i+3..4i): the (row, chunk) it describes
+      e_read  whether mma.sp reads this lane's word with the tile's selector (PTX ISA 9.7.14.6.1)
+      sa, sb  (block-scaled) the rows of scale_A / columns of scale_B this lane's scale register supplies
+              (thread-id 0; byte b = scale block b, byte-id 0)"""
+    from ..isa.mma_sp.fragments import (a_register_word, b_register_word, cd_element, metadata_slot,
+                                        metadata_suppliers)
+
+    lay = form.layout
+    c_per_reg = 4 // form.c_regs              # m16n8: 128 C elements over 32 lanes = 4 per lane
+    readers = metadata_suppliers(lay, selector)
+    out: dict[str, Any] = {
+        "elements_per_register": {"a": lay.elems_per_reg, "b": lay.elems_per_reg, "c": c_per_reg},
+        "c": [[[list(cd_element(lane, r * c_per_reg + i)) for i in range(c_per_reg)] for r in range(form.c_regs)]
+              for lane in range(32)],
+        "a": [[list(a_register_word(lane, j)) for j in range(form.a_regs)] for lane in range(32)],
+        "b": [[list(b_register_word(lane, j)) for j in range(form.b_regs)] for lane in range(32)],
+        "e": [[list(metadata_slot(lay, lane, i)) for i in range(8)] for lane in range(32)],
+        "e_read": [(lane & 3) in readers for lane in range(32)],
+    }
+    if form.block_scale is not None:
+        from ..isa.mma_sp.block_scale import scale_a_lane, scale_b_lane
+
+        out["sa"] = [[r for r in range(16) if scale_a_lane(r, 0) == lane] for lane in range(32)]
+        out["sb"] = [[c for c in range(8) if scale_b_lane(c, 0) == lane] for lane in range(32)]
+    return out
 
 
 # Per engine: the passes a fragment needs (a pipeline prefix, no ptx-emission) and its emitter.

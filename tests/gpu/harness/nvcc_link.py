@@ -143,3 +143,55 @@ def caller_source(fragments: Sequence) -> str:
                        f"    out[threadIdx.x] = {f.name}({args});\n}}")
     out.append("int main() { return 0; }")
     return "\n".join(out) + "\n"
+
+
+def header_caller_source(fragments: Sequence, header: str,
+                         kinds: Sequence[str] = ("call", "inline", "bundle", "bundle_inline")) -> str:
+    """A translation unit that includes the `--emit header` output `header` and, per fragment, calls it
+    out of line from `call_<name>` and inlined (`<name>_inline`) from `inline_<name>`; mma.sp fragments
+    also through their register bundles (`<name>_call` / `<name>_call_inline`, kernels `bundle_<name>` /
+    `bundle_inline_<name>`); `kinds` picks which of these kernels to write. Arguments come from `in` as
+    in caller_source."""
+    out = [f'#include "{header}"']
+    for f in fragments:
+        args = ", ".join(_argument(p.cpp_type, f"in[{i}]") for i, p in enumerate(f.params))
+        for kernel, callee in ((f"call_{f.name}", f.name), (f"inline_{f.name}", f"{f.name}_inline")):
+            if kernel.split("_")[0] not in kinds:
+                continue
+            if f.result is None:
+                out.append(f'extern "C" __global__ void {kernel}(const unsigned *in) {{\n'
+                           f"    if (threadIdx.x == 0) {callee}({args});\n}}")
+            else:
+                out.append(f'extern "C" __global__ void {kernel}(const unsigned *in, {f.result.cpp_type} *out) {{\n'
+                           f"    out[threadIdx.x] = {callee}({args});\n}}")
+        if f.result is None:
+            continue
+        steps = f.constants["k_steps"]
+        c_regs = sum(1 for p in f.params if p.name.startswith("c"))
+        fill = [f"    {f.name}_c c;", f"    {f.name}_k_step k[{steps}];",
+                f"    for (int i = 0; i < {c_regs}; ++i) c.r[i] = ({f.params[0].cpp_type})in[i];",
+                "    unsigned *w = (unsigned *)k;",
+                f"    for (int i = 0; i < (int)(sizeof(k) / 4); ++i) w[i] = in[{c_regs} + i];"]
+        for kind, callee in (("bundle", f"{f.name}_call"), ("bundle_inline", f"{f.name}_call_inline")):
+            if kind not in kinds:
+                continue
+            kernel = f"{kind}_{f.name}"
+            out.append(f'extern "C" __global__ void {kernel}(const unsigned *in, {f.name}_c *out) {{\n'
+                       + "\n".join(fill) + f"\n    out[threadIdx.x] = {callee}(c, k);\n}}")
+    out.append("int main() { return 0; }")
+    return "\n".join(out) + "\n"
+
+
+def entry_bodies(ptx: str) -> dict[str, str]:
+    """The text of each `.entry` of a PTX module (from its name to the next entry), by name."""
+    import re
+
+    parts = re.split(r"^\.visible \.entry (\w+)\(", ptx, flags=re.M)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def undefined_functions(cubin: Path) -> list[str]:
+    """The functions a relocatable cubin (`nvcc -rdc=true -cubin`) calls but does not define (`readelf -sW`:
+    FUNC symbols in section UND): what an out-of-line call leaves for nvlink, and what an inlined one does not."""
+    proc = subprocess.run(["readelf", "-sW", str(cubin)], capture_output=True, text=True, check=True)
+    return sorted(ln.split()[-1] for ln in proc.stdout.splitlines() if " FUNC " in ln and " UND " in ln)
