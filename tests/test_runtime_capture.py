@@ -67,3 +67,38 @@ def test_a_refused_exchange_is_a_device_error(driver):
     with pytest.raises(DeviceError, match="stream-capture mode"):
         with relaxed_capture_mode():
             pytest.fail("the body must not run")
+
+
+def test_tensor_maps_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatch):
+    """Kernel._tensor_maps (the one synchronous driver work a launch can do after the module is loaded)
+    runs inside relaxed_capture_mode: the encoding, the allocation and the copy all see the relaxed mode,
+    the thread's mode is back afterwards, and the maps are cached per set of buffers."""
+    import os
+
+    from compiler.ptx import sparse_wgmma_kernel
+    from compiler.runtime import load
+
+    seen = []
+
+    def encode(abi, m, n, k, addresses):
+        seen.append(("encode", driver.mode))
+        return bytes(384)                  # 3 CUtensorMaps of 128 bytes (the ABI's tensor_maps buffer)
+
+    def mem_alloc(size):
+        seen.append(("alloc", driver.mode))
+        return Result.CUDA_SUCCESS, 0x7000_0000
+
+    def memcpy_htod(dst, data, size):
+        seen.append(("copy", driver.mode))
+        return (Result.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(sparse_wgmma_kernel, "encode_tensor_maps", encode)
+    driver.cuMemAlloc, driver.cuMemcpyHtoD = mem_alloc, memcpy_htod
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    kernel = load(os.path.join(root, "examples", "sparse_wgmma_f16.tile"))
+    ptrs = {"a_values": 0x1000_0000, "a_metadata": 0x2000_0000, "b": 0x3000_0000}
+    assert kernel._tensor_maps(512, 512, 256, ptrs) == 0x7000_0000
+    relaxed = Mode.CU_STREAM_CAPTURE_MODE_RELAXED
+    assert seen == [("encode", relaxed), ("alloc", relaxed), ("copy", relaxed)]
+    assert driver.mode == Mode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    assert kernel._tensor_maps(512, 512, 256, ptrs) == 0x7000_0000 and len(seen) == 3      # cached
