@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import zlib
+from itertools import chain
 
 from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
 
@@ -283,31 +284,34 @@ class TileParser:
         state = self.start
         state_stack = [state]
         values: list = []
-        pos, line, line_start, n = 0, 1, 0, len(text)
+        pos, line, line_start = 0, 1, 0
         # finditer tries the scanner at each position in turn, as Lark's match per position does, and
-        # costs half as much; a match that starts past `pos` means nothing matched at `pos`.
-        matches = self.scanner.finditer(text)
-        while True:
-            m = next(matches, None)
-            if m is not None and m.start() == pos:
+        # costs half as much; a match that starts past `pos` means nothing matched at `pos`. The None
+        # after the last match is end-of-input.
+        for m in chain(self.scanner.finditer(text), (None,)):
+            if m is not None:
+                start = m.start()
+                if start != pos:
+                    raise _SyntaxError(None, pos, line, pos - line_start + 1, self._expected(state))
                 kind, value = m.lastgroup, m.group()
-                col = pos - line_start + 1
                 pos = m.end()
-                if "\n" in value:
-                    nl = value.count("\n")
-                    end_line, end_col = line + nl, len(value) - value.rfind("\n")
-                    line_start = pos - end_col + 1
-                else:
-                    end_line, end_col = line, col + len(value)
-                if kind in ignore:
-                    line = end_line
+                if kind in ignore:                  # skipped; only its line breaks count
+                    if "\n" in value:
+                        line += value.count("\n")
+                        line_start = start + value.rfind("\n") + 1
                     continue
-                kw = keywords.get(kind)
-                if kw is not None and value in kw:
-                    kind = kw[value]
-                tok = Token(kind, value, line, col, end_line, end_col)
-                line = end_line
-            elif pos < n:
+                col = start - line_start + 1
+                if "\n" in value:
+                    end_line = line + value.count("\n")
+                    line_start = start + value.rfind("\n") + 1
+                    tok = Token(keywords[kind].get(value, kind) if kind in keywords else kind, value,
+                                line, col, end_line, pos - line_start + 1)
+                    line = end_line
+                else:
+                    tok = Token(keywords[kind].get(value, kind) if kind in keywords else kind, value,
+                                line, col, line, col + len(value))
+                kind = tok.type
+            elif pos < len(text):
                 raise _SyntaxError(None, pos, line, pos - line_start + 1, self._expected(state))
             else:
                 col = pos - line_start + 1
@@ -491,10 +495,41 @@ class _Builder:
         return Loc(self.filename, tok.line, tok.column, tok.end_column if tok.end_line == tok.line else None)
 
     def build(self, rule: tuple, ch: list):
+        # The rules in the order of how often they reduce (a value per word, a helper per list item).
         origin, alias = rule[0], rule[1]
-        if origin.startswith("__"):                    # repetition helper: flatten, drop punctuation
-            if ch and type(ch[0]) is _Seq:
-                out, rest = ch[0], ch[1:]
+        if origin == "value":
+            if alias != "list":
+                tok = ch[0]
+                value = tok.value
+                if len(value) > MAX_TOKEN_CHARS:
+                    self.loc(tok)
+                return Value(alias, value, Loc(self.filename, tok.line, tok.column,
+                                               tok.end_column if tok.end_line == tok.line else None))
+            lsqb, rsqb = ch[0], ch[-1]
+            items: list[Value] = []
+            for c in ch[1:-1]:
+                items.extend(c) if isinstance(c, _Seq) else items.append(c)
+            depth = 1 + max((i.depth for i in items), default=0)
+            if depth > MAX_LIST_DEPTH:
+                self.fail(f"lists nest at most {MAX_LIST_DEPTH} deep", self.loc(lsqb),
+                          "the DSL's deepest value is a list of lists, e.g. rows=[[0:1, 2:3]]")
+            if len(items) > MAX_LIST_ITEMS:
+                self.fail(f"list has {len(items):,} items; at most {MAX_LIST_ITEMS} are allowed",
+                          items[MAX_LIST_ITEMS].loc,
+                          "lists name TMEM lanes, D columns or sparsity rows (a few hundred at most)")
+            end = rsqb.end_column if rsqb.line == lsqb.line else None
+            return Value("list", "", Loc(self.filename, lsqb.line, lsqb.column, end), items, depth)
+        if origin[:2] == "__":                         # repetition helper: flatten, drop punctuation
+            first = ch[0] if ch else None
+            if type(first) is _Seq:
+                if len(ch) == 2:                       # the common case: one more item
+                    c = ch[1]
+                    if type(c) is _Seq:
+                        first.extend(c)
+                    elif not (type(c) is Token and c.type == "COMMA"):
+                        first.append(c)
+                    return first
+                out, rest = first, ch[1:]
             else:
                 out, rest = _Seq(), ch
             for c in rest:
@@ -503,25 +538,6 @@ class _Builder:
                 elif not (isinstance(c, Token) and c.type == "COMMA"):
                     out.append(c)
             return out
-        if origin == "_item":
-            return ch[0]
-        if origin == "value":
-            if alias == "list":
-                lsqb, rsqb = ch[0], ch[-1]
-                items: list[Value] = []
-                for c in ch[1:-1]:
-                    items.extend(c) if isinstance(c, _Seq) else items.append(c)
-                depth = 1 + max((i.depth for i in items), default=0)
-                if depth > MAX_LIST_DEPTH:
-                    self.fail(f"lists nest at most {MAX_LIST_DEPTH} deep", self.loc(lsqb),
-                              "the DSL's deepest value is a list of lists, e.g. rows=[[0:1, 2:3]]")
-                if len(items) > MAX_LIST_ITEMS:
-                    self.fail(f"list has {len(items):,} items; at most {MAX_LIST_ITEMS} are allowed",
-                              items[MAX_LIST_ITEMS].loc,
-                              "lists name TMEM lanes, D columns or sparsity rows (a few hundred at most)")
-                end = rsqb.end_column if rsqb.line == lsqb.line else None
-                return Value("list", "", Loc(self.filename, lsqb.line, lsqb.column, end), items, depth)
-            return Value(alias, ch[0].value, self.loc(ch[0]))
         if origin == "arg":
             if alias == "kv_arg":
                 return Arg(ch[0].value, self.loc(ch[0]), ch[2])
@@ -531,6 +547,8 @@ class _Builder:
             args = [a for c in ch[1:-1] if not isinstance(c, Token) for a in (c if isinstance(c, _Seq) else [c])]
             kind = "operand" if alias == "operand_stmt" else "keyword"
             return Statement(kind, head.value, self.loc(head), args, Loc(self.filename, semi.line, semi.column))
+        if origin == "_item":
+            return ch[0]
         if origin == "tile":
             kw, name = ch[0], ch[1]
             body = ch[3] if len(ch) == 5 else []
