@@ -54,9 +54,17 @@ def _nested(p: Problem, where: str) -> Problem:
     return out
 
 
+_ASK, _INT, _STR, _BOOL, _ENUM = range(5)     # AttrType.accepts
+
+
 class AttrType:
-    """The type of an attribute value: what values it admits and how it prints."""
+    """The type of an attribute value: what values it admits and how it prints. `accepts` names the
+    inline test check_attrs applies before asking `problem` (a method call per attribute is most of
+    the verifier's cost): _INT (an int or Hex in lo..hi), _STR, _BOOL, _ENUM (a str in `values`), or
+    _ASK (none: always ask `problem`). A value the inline test rejects still goes to `problem`, which
+    has the last word."""
     name = "?"
+    accepts = _ASK
 
     def problem(self, v: Any) -> Problem | None:
         """Why `v` is not a value of this type, or None."""
@@ -76,6 +84,8 @@ class AttrType:
 class PtxInt(AttrType):
     """An integer that lands in PTX as type `name` (PTX ISA 5.2.2 fundamental types): its range is the
     type's. `hex` values print in hexadecimal (8 digits below 2^32, else 16)."""
+
+    accepts = _INT
 
     def __init__(self, name: str, bits: int, signed: bool = False, hex: bool = False):
         self.name, self.bits, self.signed, self.hex = name, bits, signed, hex
@@ -109,6 +119,7 @@ B64 = PtxInt("b64", 64, hex=True)
 
 class Str(AttrType):
     name = "string"
+    accepts = _STR
 
     def problem(self, v: Any) -> str | None:
         return None if isinstance(v, str) else Problem(f"expected a string, got {_describe(v)}")
@@ -119,6 +130,8 @@ class Str(AttrType):
 
 class Enum(Str):
     """A string from a fixed vocabulary."""
+
+    accepts = _ENUM
 
     def __init__(self, *values: str):
         self.values = values
@@ -133,6 +146,7 @@ class Enum(Str):
 
 class Bool(AttrType):
     name = "bool"
+    accepts = _BOOL
 
     def problem(self, v: Any) -> str | None:
         return None if isinstance(v, bool) else Problem(f"expected true or false, got {_describe(v)}")
@@ -150,8 +164,11 @@ class ListOf(AttrType):
         if not isinstance(v, (list, tuple)):
             return Problem(f"expected a list ({self.name}), got {_describe(v)}")
         e = self.elem
-        if isinstance(e, PtxInt) and all((type(x) is int or type(x) is Hex) and e.lo <= x <= e.hi for x in v):
-            return None                                     # the common case, in one pass
+        if e.accepts == _INT:
+            if all((type(x) is int or type(x) is Hex) and e.lo <= x <= e.hi for x in v):
+                return None                                 # the common case, in one pass
+        elif e.accepts == _STR and all(type(x) is str for x in v):
+            return None
         for i, x in enumerate(v):
             p = self.elem.problem(x)
             if p is not None:
@@ -390,19 +407,46 @@ def check_attrs(op: Op, tile: Op | None = None) -> None:
     """Every attribute of `op` is declared, present when required, and a value of its type: for an
     integer that lands in PTX, within the range of that PTX type (the one range rule)."""
     d = OP_DEFS[op.name]
-    for key, value in op.attrs.items():
-        if key not in d.attrs:
+    defs = d.attrs
+    attrs = op.attrs
+    for key, value in attrs.items():
+        o = defs.get(key)
+        if o is None:
             raise IRError(f"'{op.name}' has no attribute '{key}'", op, key)
-        p = d.attrs[key].type.problem(value)
+        t = o.type
+        accepts = t.accepts
+        if accepts == _INT:
+            tv = type(value)
+            if (tv is int or tv is Hex) and t.lo <= value <= t.hi:
+                continue
+        elif accepts == _STR:
+            if type(value) is str:
+                continue
+        elif accepts == _ENUM:
+            if type(value) is str and value in t.values:
+                continue
+        elif accepts == _BOOL:
+            if type(value) is bool:
+                continue
+        p = t.problem(value)
         if p is not None:
             what = f"{op.name}{' @' + op.sym if op.sym else ''}"
             err = IRError(f"attribute '{key}' of '{what}': {p}", op, key,
                           out_of_range=isinstance(p, OutOfRange), tile=tile)
             err.type_name = p.type_name if isinstance(p, OutOfRange) else "?"
             raise err
-    for key, o in d.attrs.items():
-        if o.required and key not in op.attrs:
-            raise IRError(f"'{op.name}' is missing attribute '{key}'", op, key)
+    required = _REQUIRED.get(op.name)
+    if required is None or required[0] is not defs or required[1] != len(defs):
+        required = _REQUIRED[op.name] = (defs, len(defs), frozenset(k for k, o in defs.items() if o.required))
+    if not required[2] <= attrs.keys():
+        for key, o in defs.items():
+            if o.required and key not in attrs:
+                raise IRError(f"'{op.name}' is missing attribute '{key}'", op, key)
+
+
+# Per op kind: its attribute definitions (and their number, which register_attr changes) and the
+# names of its required attributes.
+_REQUIRED: dict[str, tuple[dict, int, frozenset]] = {}
 
 
 _UNIQUE_SYMS = frozenset(("tilec.tile", "tilec.operand", "ptx.kernel"))
@@ -414,47 +458,46 @@ def verify_module(module: Op) -> None:
     Structure (op names, symbols, nesting, uniqueness) is checked on every op at every call. The typed
     attribute check runs on an op when its attributes differ from those it last passed with: the pass
     manager calls this before the first pass and after each, so an op a pass added or changed (its
-    attribute dict compared by value, a list attribute against a copy of itself) is checked again, and
-    an unchanged one is not re-typed."""
+    attribute dict compared by value, a list or dict attribute against a copy of itself, so a change in
+    place counts) is checked again, and an unchanged one is not re-typed."""
     if module.name != "tilec.module":
         raise IRError("top-level op must be 'tilec.module'", module)
-    _check(module, None)
+    d = OP_DEFS.get(module.name)
+    if module.sym is not None:
+        raise IRError(f"'{module.name}' takes no @symbol", module)
+    if module.__dict__.get("_verified") != module.attrs:
+        check_attrs(module, None)
+        module.__dict__["_verified"] = snapshot_attrs(module.attrs)
+    _check_body(module, d, None)
 
 
 def snapshot_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     """A copy of an op's attributes that compares equal to them until they change, in place included
-    (its lists are deep copies), for caches keyed on an op's attributes."""
+    (its lists and dicts are deep copies), for caches keyed on an op's attributes."""
     snap = attrs.copy()
     for k, v in snap.items():
-        if type(v) is list:
-            snap[k] = _copy_lists(v)
+        tv = type(v)
+        if tv is list or tv is dict or tv is tuple:
+            snap[k] = _copy_mutable(v)
     return snap
 
 
-def _copy_lists(v: Any) -> Any:
-    if type(v) is list:
-        return [_copy_lists(x) for x in v]
-    if type(v) is tuple:
-        return tuple(_copy_lists(x) for x in v)
+def _copy_mutable(v: Any) -> Any:
+    tv = type(v)
+    if tv is list:
+        return [_copy_mutable(x) for x in v]
+    if tv is tuple:
+        if all(type(x) is int or type(x) is Hex or type(x) is str for x in v):
+            return v                                    # immutable all the way down
+        return tuple(_copy_mutable(x) for x in v)
+    if tv is dict:
+        return {k: _copy_mutable(x) for k, x in v.items()}
     return v
 
 
-def _check(op: Op, tile: Op | None) -> None:
-    d = OP_DEFS.get(op.name)
-    if d is None:
-        raise IRError(f"unknown op '{op.name}'", op)
-    if d.sym:
-        if op.sym is None:
-            raise IRError(f"'{op.name}' needs an @symbol", op)
-    elif op.sym is not None:
-        raise IRError(f"'{op.name}' takes no @symbol", op)
-    if op.name == "tilec.tile":
-        tile = op
-    attrs = op.attrs
-    od = op.__dict__
-    if od.get("_verified") != attrs:
-        check_attrs(op, tile)
-        od["_verified"] = snapshot_attrs(attrs)
+def _check_body(op: Op, d: OpDef, tile: Op | None) -> None:
+    """The ops in `op`'s body (and theirs): each known, allowed there, with a symbol exactly when its
+    kind takes one, unique where symbols must be, and typed attributes (re-checked when changed)."""
     body = op.body
     if not body:
         return
@@ -462,19 +505,36 @@ def _check(op: Op, tile: Op | None) -> None:
     if allowed is None:
         raise IRError(f"'{op.name}' cannot have a body", op)
     seen = None
+    defs = OP_DEFS
     for child in body:
         name = child.name
         if name not in allowed:
             raise IRError(f"'{name}' is not allowed inside '{op.name}'", child)
-        if child.sym is not None and name in _UNIQUE_SYMS:
-            key = (name, child.sym)
+        cd = defs.get(name)
+        if cd is None:
+            raise IRError(f"unknown op '{name}'", child)
+        sym = child.sym
+        if sym is None:
+            if cd.sym:
+                raise IRError(f"'{name}' needs an @symbol", child)
+        elif not cd.sym:
+            raise IRError(f"'{name}' takes no @symbol", child)
+        elif name in _UNIQUE_SYMS:
+            key = (name, sym)
             if seen is None:
                 seen = {key}
             elif key in seen:
-                raise IRError(f"duplicate '{name} @{child.sym}'", child)
+                raise IRError(f"duplicate '{name} @{sym}'", child)
             else:
                 seen.add(key)
-        _check(child, tile)
+        owner = child if name == "tilec.tile" else tile
+        attrs = child.attrs
+        cdict = child.__dict__
+        if cdict.get("_verified") != attrs:
+            check_attrs(child, owner)
+            cdict["_verified"] = snapshot_attrs(attrs)
+        if child.body:
+            _check_body(child, cd, owner)
 
 
 # ---- reading: which language a text is in ----------------------------------------------------------
