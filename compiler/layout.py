@@ -35,6 +35,7 @@ Sub-byte elements (research notes, sources cited):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 from .bits import log2
 from .descriptors.smem import SmemDesc
@@ -150,56 +151,56 @@ class CanonicalLayout:
     container_bits: int
 
     # ---- geometry -------------------------------------------------------------------------------
-    @property
+    @cached_property
     def elem_bits(self) -> int:
         return _elem_bits(self.dtype)
 
-    @property
+    @cached_property
     def mode(self) -> SwizzleMode:
         return SWIZZLE_MODES[self.swizzle]
 
-    @property
+    @cached_property
     def elems_per_chunk(self) -> int:
         """T of PTX 9.7.16.3.3: elements per 128-bit normalised element (per 16-byte chunk)."""
         return 128 // self.container_bits
 
-    @property
+    @cached_property
     def data_bytes_per_chunk(self) -> int:
         """Bytes of a chunk that hold values (the rest is the zero padding of the padded formats)."""
         return self.elems_per_chunk * self.elem_bits // 8
 
-    @property
+    @cached_property
     def contiguous(self) -> str:
         return self.major
 
-    @property
+    @cached_property
     def lines(self) -> int:
         return self.mn if self.major == "K" else self.k
 
-    @property
+    @cached_property
     def chunks_per_line(self) -> int:
         return (self.k if self.major == "K" else self.mn) // self.elems_per_chunk
 
-    @property
+    @cached_property
     def width_chunks(self) -> int:
         return self.mode.width // CHUNK_BYTES
 
-    @property
+    @cached_property
     def atom_rows(self) -> int:
         return self.mode.atom_rows
 
-    @property
+    @cached_property
     def atom_bytes(self) -> int:
         return self.mode.atom_bytes
 
-    @property
+    @cached_property
     def line_group_stride(self) -> int:
         """Bytes between consecutive groups of `atom_rows` lines."""
         if self.major == "K":                    # atoms repeat along MN (= lines) first
             return self.atom_bytes
         return self.chunks_per_line // self.width_chunks * self.atom_bytes
 
-    @property
+    @cached_property
     def chunk_group_stride(self) -> int:
         """Bytes between consecutive groups of `width_chunks` chunks along a line."""
         if self.major == "MN":                   # atoms repeat along MN (= chunks) first
@@ -207,27 +208,29 @@ class CanonicalLayout:
         return self.lines // self.atom_rows * self.atom_bytes
 
     def _stride(self, role: str) -> int:
-        return {"line": self.line_group_stride, "chunk": self.chunk_group_stride, "unused": UNUSED_LBO}[role]
+        if role == "line":
+            return self.line_group_stride
+        return self.chunk_group_stride if role == "chunk" else UNUSED_LBO
 
-    @property
+    @cached_property
     def lbo(self) -> int:
         """Leading-dimension byte offset as PTX 9.7.16.3.1 defines it (16 = "unused, assumed 1")."""
         return self._stride(_STRIDE_ROLES[(self.major, self.swizzle != "none")][0])
 
-    @property
+    @cached_property
     def sbo(self) -> int:
         """Stride-dimension byte offset as PTX 9.7.16.3.2 defines it."""
         return self._stride(_STRIDE_ROLES[(self.major, self.swizzle != "none")][1])
 
-    @property
+    @cached_property
     def size_bytes(self) -> int:
         return self.lines * self.chunks_per_line * CHUNK_BYTES
 
-    @property
+    @cached_property
     def alignment(self) -> int:
         return self.mode.alignment
 
-    @property
+    @cached_property
     def storage(self) -> str:
         return _STORAGE_FORMATS[(self.elem_bits, self.container_bits)]
 
@@ -345,7 +348,18 @@ class CanonicalLayout:
 
 def canonical_layout(dtype: str, major: str, swizzle: str, mn: int, k: int,
                      container_bits: int | None = None) -> CanonicalLayout:
-    """Build and validate the canonical layout of an `mn x k` tile (module docstring)."""
+    """Build and validate the canonical layout of an `mn x k` tile (module docstring). A layout is a
+    value (frozen, its geometry computed once per object): the same arguments give the same object."""
+    try:
+        hash((dtype, major, swizzle, mn, k, container_bits))
+    except TypeError:                   # not a layout key at all: the checks below say why
+        return _canonical_layout.__wrapped__(dtype, major, swizzle, mn, k, container_bits)
+    return _canonical_layout(dtype, major, swizzle, mn, k, container_bits)
+
+
+@lru_cache(maxsize=512)
+def _canonical_layout(dtype: str, major: str, swizzle: str, mn: int, k: int,
+                      container_bits: int | None) -> CanonicalLayout:
     bits = _elem_bits(dtype)
     if major not in MAJORS:
         raise SpecError(f"major must be 'K' or 'MN', not {major!r}", field="major")
