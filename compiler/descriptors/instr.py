@@ -40,17 +40,18 @@ def _legal(codes: dict) -> str:
 
 def encode_field(kind: str, field: IField, value) -> int:
     """The raw bits of one field for `value`; SpecError naming the field if it cannot be stored."""
-    where = f"bits {field.bits.bits} ({field.bits.name})"
     if field.shift is not None:
         unit = 1 << field.shift
         raw = value >> field.shift if isinstance(value, int) else -1
         if not isinstance(value, int) or value % unit or not 0 < raw <= field.bits.mask:
+            where = f"bits {field.bits.bits} ({field.bits.name})"
             top = field.bits.mask << field.shift
             raise SpecError(f"{field.attr.upper()} = {value} cannot be encoded in {where} for kind::{kind}: "
                             f"it must be a multiple of {unit} in {unit}..{top}", field=SPEC_FIELD[field.attr])
         return raw
     codes = CODES[kind][field.attr]
     if value not in codes or isinstance(value, bool) != isinstance(next(iter(codes)), bool):
+        where = f"bits {field.bits.bits} ({field.bits.name})"
         raise SpecError(f"{field.attr} = {value!r} is not valid for kind::{kind} ({where}); "
                         f"valid: {_legal(codes)}", field=SPEC_FIELD[field.attr])
     return codes[value]

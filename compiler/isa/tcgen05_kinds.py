@@ -12,6 +12,7 @@ Sources (PTX ISA 9.0/9.1 section numbers):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..diagnostics import SpecError
 
@@ -108,10 +109,12 @@ def _kind_hint(a_type: str, b_type: str, d_type: str) -> str | None:
     return f"these types fit kind::{' / kind::'.join(matches)}" if matches else None
 
 
+@lru_cache(maxsize=256)
 def infer_kind(a_type: str, b_type: str, d_type: str, block_scaled: bool = False) -> str:
     """The one kind whose type table admits (A, B, D); SpecError if none or several fit.
 
     e2m1 x e2m1 -> f32 with block scaling fits mxf8f6f4, mxf4 and mxf4nvf4: ambiguous (name the kind).
+    A pure function of the four ISA words, so answered once per combination.
     """
     fits = []
     for info in KINDS.values():

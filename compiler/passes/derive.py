@@ -11,6 +11,7 @@ Each is a pure function of the attributes, so an IR read back from text gives th
 """
 from __future__ import annotations
 
+from operator import is_
 from typing import Any
 
 from ..diagnostics import SpecError
@@ -65,15 +66,24 @@ def tile_spec(tile: Op) -> TileSpec:
     made from (the tile's symbol, attributes and locations, its operand, sparsity, zero_columns and
     schedule ops and their attributes) changed since the last call, so callers share one object and
     must not modify it."""
-    parts = [o for o in tile.body if o.name in _SPEC_OPS]
     cached = tile.__dict__.get("_tile_spec")
-    if (cached is not None and cached[0] == tile.sym and cached[1] == tile.attrs and cached[2] == tile.locs
-            and len(cached[3]) == len(parts)
-            and all(o is c and o.sym == sym and o.attrs == snap for o, (c, sym, snap) in zip(parts, cached[3]))):
-        return cached[4]
+    if cached is not None:
+        sym, attrs, locs, body, parts, spec = cached
+        if tile.sym == sym and tile.attrs == attrs and tile.locs == locs:
+            now = tile.body
+            # the same body list holding the same ops (passes append): the same spec ops, else look again
+            if not (len(now) == len(body) and all(map(is_, now, body))):
+                found = [o for o in now if o.name in _SPEC_OPS]
+                if len(found) != len(parts) or not all(map(is_, found, (p[0] for p in parts))):
+                    parts = None
+                else:
+                    tile.__dict__["_tile_spec"] = (sym, attrs, locs, list(now), parts, spec)
+            if parts is not None and all(o.sym == osym and o.attrs == snap for o, osym, snap in parts):
+                return spec
     spec = _tile_spec(tile)
-    tile.__dict__["_tile_spec"] = (tile.sym, snapshot_attrs(tile.attrs), dict(tile.locs),
-                                   [(o, o.sym, snapshot_attrs(o.attrs)) for o in parts], spec)
+    tile.__dict__["_tile_spec"] = (tile.sym, snapshot_attrs(tile.attrs), dict(tile.locs), list(tile.body),
+                                   [(o, o.sym, snapshot_attrs(o.attrs)) for o in tile.body if o.name in _SPEC_OPS],
+                                   spec)
     return spec
 
 
@@ -311,7 +321,7 @@ class _Facts(dict):
         idesc = self.tile.op("tilec.instr_desc")
         if key != "idesc" or idesc is None:
             raise KeyError(key)
-        from ..descriptors import InstrDesc
+        from ..descriptors.instr import InstrDesc
 
         self[key] = InstrDesc.decode(int(idesc.attrs["value"]), self.tile.attrs["kind"])
         return self[key]

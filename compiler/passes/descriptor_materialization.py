@@ -41,7 +41,7 @@ class DescriptorMaterialization(Pass, name="descriptor-materialization", require
         return fields
 
     def tile(self, tile: Op) -> None:
-        from ..descriptors import InstrDesc
+        from ..descriptors.instr import InstrDesc
         from ..layout import smem_descriptors
         from ..isa.tcgen05_kinds import mma_k
 

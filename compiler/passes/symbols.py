@@ -24,14 +24,14 @@ def internal_symbols(tile) -> list[tuple[str, str]]:
     """(name, what) of each module-scope symbol the tile's kernel declares besides its entry."""
     from .derive import mma_form, tile_spec
 
-    spec, name = tile_spec(tile), tile.sym
-    sparsity = spec.sparsity
-    static = sparsity is not None and sparsity.metadata != "runtime"
+    name = tile.sym
+    sparsity = tile.op("tilec.sparsity")          # what tile_spec(tile).sparsity is made from
+    static = sparsity is not None and sparsity.attrs["metadata"] != "runtime"
     if tile.attrs.get("engine") == "tcgen05":
         return [(f"{name}_meta", "static metadata table (.global)")] if static else []
     if tile.attrs.get("engine") != "mma.sp" or tile.op("tilec.mma_form") is None:
         return []
-    kernel = mma_sp_kernel(spec, mma_form(tile))
+    kernel = mma_sp_kernel(tile_spec(tile), mma_form(tile))
     if kernel in ("wgmma", "pipelined mma.sp"):
         return [(f"{name}_smem", "dynamic shared memory array (.extern .shared)")]
     return [(f"{name}_metadata", "static metadata table (.const)")] if static else []

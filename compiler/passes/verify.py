@@ -125,7 +125,7 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
 
     # -- tcgen05 -----------------------------------------------------------------------------------
     def tcgen05(self, tile, ctx: PassContext, fspec):
-        from ..descriptors import InstrDesc
+        from ..descriptors.instr import InstrDesc
         from ..isa.tcgen05_forms import OPERAND_SPACES, SCALE_OPERAND_SPACES, Tcgen05Mma, check_target, infer_ptx_version
         from ..isa.tcgen05_kinds import (K96, check_major, check_options, check_scale, check_shape, infer_kind,
                                          kind_info, mma_k)
