@@ -338,16 +338,18 @@ class OpView:
 
 
 class _LayoutView(OpView):
-    """A tilec.smem_layout op whose CanonicalLayout (facts["layout"]) is made when first read."""
+    """A tilec.smem_layout op whose CanonicalLayout (facts["layout"]) is made when first read. It keeps
+    the tile op and its spec, not the tile's view (which holds this view: a reference cycle would leave
+    every compile's IR to the cyclic garbage collector)."""
 
     def __init__(self, op: Op, tile: "TileView"):
         super().__init__(op)
-        self._tile = tile
+        self._tile_op, self._tile_spec = tile.ir, tile.payload
 
     @property
     def facts(self) -> dict[str, Any]:       # type: ignore[override]
         if "layout" not in self._facts:
-            self._facts["layout"] = smem_layout(self._tile.ir, self.ir, self._tile.payload)
+            self._facts["layout"] = smem_layout(self._tile_op, self.ir, self._tile_spec)
         return self._facts
 
     @facts.setter
