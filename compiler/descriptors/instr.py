@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields as dc_fields
 
 from ..diagnostics import SpecError
 from ..isa.descriptors import CODES, IMPLICIT, LAYOUTS, TABLE_NAME, IField
+from ..isa.tcgen05_kinds import K96, SHAPE_RULES, check_major, check_types, kind_info
 
 
 # Spec field blamed for each attribute (compiler/spec.py field paths).
@@ -106,8 +107,6 @@ class InstrDesc:
     k96: bool = False
 
     def __post_init__(self) -> None:
-        from ..isa.tcgen05_kinds import K96, SHAPE_RULES, check_major, check_types, kind_info
-
         info = kind_info(self.kind)
         check_types(self.kind, self.a_type, self.b_type, self.d_type)
         if info.block_scaled and self.scale_type is None and len(info.scale_types) == 1:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..diagnostics import SpecError
 from ..ir import Op, snapshot_attrs
-from ..spec import OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec, field_loc
+from ..spec import FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec, field_loc
 
 
 def required(tile: Op, name: str, provider: str, sym: str | None = None) -> Op:
@@ -30,7 +30,6 @@ def required(tile: Op, name: str, provider: str, sym: str | None = None) -> Op:
 
 def module_spec(module: Op):
     """The file-level part of the FileSpec (target, PTX version as written, their locations)."""
-    from ..spec import FileSpec
 
     v = module.attrs.get("ptx_version")
     # as spelled (verify, not the reader, decides whether it is a released version)
@@ -237,12 +236,14 @@ def tmem_plan(tile: Op):
 
 def scale_layouts(tile: Op, spec: TileSpec | None = None, form: Any = None):
     """The SFA/SFB TMEM layouts of a block-scaled tcgen05 tile (compiler/isa/tmem.py), or None."""
-    from ..isa.tmem import data_path, scale_layouts as layouts
-
     spec = spec or tile_spec(tile)
     form = form or mma_form(tile)
     if form.block_scale is None:
         return None
+    # isa.tmem and plans are imported where used, after the early returns: `tilec opt X.tile` imports
+    # this module and does not load them
+    from ..isa.tmem import data_path, scale_layouts as layouts
+
     dp = data_path(spec.m, spec.cta_group, spec.sparsity is not None, spec.ws)
     return layouts(tile.attrs["kind"], form.block_scale, dp, spec.n, k96=form.k96)
 
@@ -265,12 +266,12 @@ def _table(meta: Op, lanes: int | None = None) -> tuple:
 
 
 def tcgen05_metadata(tile: Op):
-    from ..isa.tmem import METADATA_CHUNK
-    from .plans import Tcgen05Metadata
-
     meta = tile.op("tilec.metadata")
     if meta is None:
         return None
+    from ..isa.tmem import METADATA_CHUNK
+    from .plans import Tcgen05Metadata
+
     kind = tile.attrs["kind"]
     table = _table(meta) if meta.attrs["source"] == "static" else ()
     return Tcgen05Metadata(meta.attrs["source"], kind, METADATA_CHUNK[kind], meta.attrs["words_per_row"], table)

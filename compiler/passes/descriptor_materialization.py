@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Hex, Op
+from ..isa.tcgen05_kinds import mma_k
 from . import Pass, PassContext
 from .derive import mma_form, pipeline, scale_layouts, scale_type, smem_layout, tile_spec
 
@@ -43,7 +44,6 @@ class DescriptorMaterialization(Pass, name="descriptor-materialization", require
     def tile(self, tile: Op) -> None:
         from ..descriptors.instr import InstrDesc
         from ..layout import smem_descriptors
-        from ..isa.tcgen05_kinds import mma_k
 
         spec = tile_spec(tile)
         form = mma_form(tile)

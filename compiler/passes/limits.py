@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import SpecError
+from .derive import mma_form, tile_spec
 
 MAX_UNROLLED_MMA = 1024
 MAX_REGISTERS = 255
@@ -101,7 +102,6 @@ def mma_sp_budget(spec, form) -> KernelBudget:
 def check_limits(tile) -> None:
     """Raise a SpecError (on the schedule, or the shape without one) when the tile's kernel would
     exceed MAX_UNROLLED_MMA or MAX_REGISTERS. Runs after the tile's own checks (verify)."""
-    from .derive import mma_form, tile_spec
 
     if tile.attrs.get("engine") != "mma.sp" or tile.op("tilec.mma_form") is None:
         return

@@ -18,11 +18,11 @@ are, by the DSL's grammar; compiler/ptx/fragment.py fragment_name checks the fra
 from __future__ import annotations
 
 from .limits import mma_sp_kernel
+from .derive import mma_form, tile_spec
 
 
 def internal_symbols(tile) -> list[tuple[str, str]]:
     """(name, what) of each module-scope symbol the tile's kernel declares besides its entry."""
-    from .derive import mma_form, tile_spec
 
     name = tile.sym
     sparsity = tile.op("tilec.sparsity")          # what tile_spec(tile).sparsity is made from

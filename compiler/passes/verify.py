@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import CompileError, Diagnostic, SpecError
+from ..isa.identifiers import is_ptx_identifier
 from ..isa.targets import MAX_PTX, TARGETS, format_version, is_released, version_problem
 from . import Pass, PassContext
 from .derive import form_op, module_spec, tile_loc, tile_spec
@@ -86,7 +87,6 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
             # a version given in code (compile_source(ptx_version=...)); text is checked by the front end
             message, hint = version_problem(format_version(fspec.ptx_version))
             ctx.fail(message, fspec.loc("ptx"), hint)
-        from ..isa.identifiers import is_ptx_identifier
 
         for tile in module.ops("tilec.tile"):
             if not is_ptx_identifier(tile.sym or ""):

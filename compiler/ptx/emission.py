@@ -26,9 +26,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..diagnostics import SpecError
+from ..isa.tcgen05_kinds import mma_k
+from ..isa.types import TYPES
 from ..ir import Op
 from ..passes import Pass, PassContext
-from ..passes.derive import required, tile_view
+from ..passes.derive import mma_form, required, scale_layouts, tile_loc, tile_spec, tile_view
+from .builder import module_header
 
 # configuration fields the IR holds elsewhere (see the module docstring)
 _HELD_ELSEWHERE = ("name", "form", "target", "ptx_version", "static_metadata")
@@ -115,9 +119,6 @@ def _not_pipelined_reason(view) -> tuple[str, str] | None:
 def _tcgen05_kernel_attrs(tile: Op) -> dict[str, Any]:
     """The tcgen05 kernel and the immediates its copy code derives from the loop K (the u32 operands of
     its `mul.lo.u32` / `mul.wide.u32` row addressing, typed so that the IR verifier checks them)."""
-    from ..isa.tcgen05_kinds import mma_k
-    from ..isa.types import TYPES
-    from ..passes.derive import mma_form, scale_layouts, tile_spec
     from .tcgen05_kernel import _tmem_container_bits
 
     spec, kind, form = tile_spec(tile), tile.attrs["kind"], mma_form(tile)
@@ -141,8 +142,6 @@ class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "m
                       description="choose each tile's kernel and print its configuration"):
 
     def apply(self, module, ctx: PassContext) -> None:
-        from ..diagnostics import SpecError
-
         for tile in module.ops("tilec.tile"):
             if tile.attrs["engine"] == "tcgen05":
                 try:
@@ -158,8 +157,6 @@ class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "m
             if kernel == "mma_sp":
                 reason = _not_pipelined_reason(tile_view(tile))
                 if reason is not None:
-                    from ..passes.derive import tile_loc
-
                     ctx.warn(f"the schedule asks for {tile_view(tile).payload.schedule.stages} stages, but the "
                              f"pipelined sparse GEMM does not serve {reason[0]}: tile '{tile.sym}' gets the "
                              "one-instruction-tile mma.sp kernel", tile_loc(tile, "schedule"), reason[1])
@@ -172,9 +169,6 @@ class PtxEmission(Pass, name="ptx-emission", requires=("kernels",), provides=("p
                   description="print each tile as a complete PTX kernel"):
 
     def apply(self, module, ctx: PassContext) -> None:
-        from ..diagnostics import SpecError
-        from ..passes.derive import tile_loc
-        from .builder import module_header
         from .tcgen05_kernel import SMEM_DUMP, SMEM_DUMP_PTX, SMEM_DUMP_TARGET, VARIANTS
 
         variant = (ctx.options or {}).get("variant")

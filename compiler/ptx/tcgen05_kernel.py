@@ -56,6 +56,9 @@ from dataclasses import replace
 from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
 from ..ir import Op
+from ..isa.tcgen05_forms import tcgen05_alloc, tcgen05_dealloc, tcgen05_relinquish_alloc_permit
+from ..isa.tcgen05_kinds import mma_k
+from ..isa.tmem import a_columns_per_mma, data_path, metadata_format
 from ..passes.plans import collector_priming
 from ..isa.types import TYPES
 from .builder import PtxBuilder
@@ -100,9 +103,6 @@ def _tmem_store(kb: PtxBuilder, taddr: str, regs: list[str], column: int = 0) ->
 
 class _Kernel:
     def __init__(self, tile: Op, variant: str | None):
-        from ..isa.tcgen05_kinds import mma_k
-        from ..isa.tmem import data_path
-
         if variant not in VARIANTS:
             raise SpecError(f"unknown kernel variant '{variant}'", hint="variants: smem-dump")
         self.tile = tile
@@ -189,8 +189,6 @@ class _Kernel:
 
     # ---- prologue --------------------------------------------------------------------------------
     def prologue(self) -> None:
-        from ..isa.tcgen05_forms import tcgen05_alloc, tcgen05_relinquish_alloc_permit
-
         kb, e, spec = self.kb, self.e, self.spec
         self.tid, self.warp = kb.regs("r", 2)
         e(f"mov.u32 {self.tid}, %tid.x;")
@@ -546,8 +544,6 @@ class _Kernel:
 
     # ---- MMA issue -------------------------------------------------------------------------------
     def issue_mmas(self) -> None:
-        from ..isa.tmem import a_columns_per_mma, metadata_format
-
         kb, e, spec = self.kb, self.e, self.spec
         skip = kb.label("mma_done")
         e(f"@!{self.p_issue} bra {skip};")
@@ -661,8 +657,6 @@ class _Kernel:
         kb.count_up(col, 8, kb.reg("p"), dp.d_columns(spec.n), top, uni=False)
 
     def teardown(self) -> None:
-        from ..isa.tcgen05_forms import tcgen05_dealloc
-
         kb, e = self.kb, self.e
         self.thread_sync()                  # both CTAs of a pair are done with TMEM before it is freed
         skip = kb.label("dealloc_done")
