@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..isa.tcgen05_forms import tcgen05_commit
 from .builder import PtxBuilder
 
 
@@ -76,6 +75,7 @@ def issue_mmas(b: PtxBuilder, form: Any, d: str, steps: int, *,
     `primer` = (form, scratch TMEM address, false predicate): before each MMA an MMA of that form with
     the same operands (only the zero-column mask of `extra`) fills the collector buffer the real one
     reads (tcgen05_kernel.collector_priming)."""
+    from ..isa.tcgen05_forms import tcgen05_commit
 
     for s in range(steps):
         a, bd = a_operand(s), b_operand(s)

@@ -56,7 +56,6 @@ from dataclasses import replace
 from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
 from ..ir import Op
-from ..isa.tcgen05_forms import tcgen05_alloc, tcgen05_dealloc, tcgen05_relinquish_alloc_permit
 from ..isa.tcgen05_kinds import mma_k
 from ..isa.tmem import a_columns_per_mma, data_path, metadata_format
 from ..passes.plans import collector_priming
@@ -189,6 +188,8 @@ class _Kernel:
 
     # ---- prologue --------------------------------------------------------------------------------
     def prologue(self) -> None:
+        from ..isa.tcgen05_forms import tcgen05_alloc, tcgen05_relinquish_alloc_permit
+
         kb, e, spec = self.kb, self.e, self.spec
         self.tid, self.warp = kb.regs("r", 2)
         e(f"mov.u32 {self.tid}, %tid.x;")
@@ -657,6 +658,8 @@ class _Kernel:
         kb.count_up(col, 8, kb.reg("p"), dp.d_columns(spec.n), top, uni=False)
 
     def teardown(self) -> None:
+        from ..isa.tcgen05_forms import tcgen05_dealloc
+
         kb, e = self.kb, self.e
         self.thread_sync()                  # both CTAs of a pair are done with TMEM before it is freed
         skip = kb.label("dealloc_done")
