@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Hex, Op
-from ..isa.tcgen05_kinds import mma_k
 from . import Pass, PassContext
 from .derive import mma_form, pipeline, scale_layouts, scale_type, smem_layout, tile_spec
 
@@ -43,6 +42,7 @@ class DescriptorMaterialization(Pass, name="descriptor-materialization", require
 
     def tile(self, tile: Op) -> None:
         from ..descriptors.instr import InstrDesc
+        from ..isa.tcgen05_kinds import mma_k
         from ..layout import smem_descriptors
 
         spec = tile_spec(tile)

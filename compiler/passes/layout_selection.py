@@ -23,11 +23,8 @@ from dataclasses import dataclass
 from ..diagnostics import SpecError
 from ..ir import Op
 from ..isa.targets import static_smem_limit
-from ..isa.tcgen05_kinds import check_major, mma_k
-from ..isa.tmem import a_columns_per_mma, data_path, metadata_format, scale_layouts
 from . import Pass, PassContext
 from .derive import mma_form, operand_extents, tile_spec, tmem_plan_attrs
-from .plans import collector_priming, plan_tmem
 
 STAGE_BUDGET = 96 * 1024     # bytes of A+B per K stage; leaves room on every sm_100 part (228 KB)
 # Static shared data the tcgen05 kernel declares beside the operand buffer: its mbarrier (.b64) and the
@@ -38,7 +35,6 @@ KERNEL_STATIC_EXTRA = 8 + 4
 
 def stage_budget(target: str) -> int:
     """Bytes of A+B one K stage may take on `target`."""
-
     return min(STAGE_BUDGET, static_smem_limit(target) - KERNEL_STATIC_EXTRA)
 
 # The leading-dimension-offset mode of the smem descriptors, by K = 96 (PTX 9.7.16.3.1): a 48-byte K = 96
@@ -75,6 +71,7 @@ class LayoutSelection(Pass, name="layout-selection", requires=("verified",), pro
         ctx.each_tile(module, "tcgen05", lambda tile: self.tile(tile, budget))
 
     def tile(self, tile: Op, budget: int = STAGE_BUDGET) -> None:
+        from ..isa.tcgen05_kinds import check_major, mma_k
         from ..layout import canonical_layout, choose_swizzle, container_bits_for
 
         spec = tile_spec(tile)
@@ -165,6 +162,8 @@ class LayoutSelection(Pass, name="layout-selection", requires=("verified",), pro
 
 def tmem_plan(spec, kind: str, form, steps: int):
     """The TMEM columns of one CTA for a stage of `steps` MMAs (compiler/passes/plans.py)."""
+    from ..isa.tmem import a_columns_per_mma, data_path, metadata_format, scale_layouts
+    from .plans import collector_priming, plan_tmem
 
     sparse = spec.sparsity is not None
     dp = data_path(spec.m, spec.cta_group, sparse, spec.ws)

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..diagnostics import SpecError
-from ..isa.tcgen05_kinds import mma_k
 from ..isa.types import TYPES
 from ..ir import Op
 from ..passes import Pass, PassContext
@@ -119,6 +118,7 @@ def _not_pipelined_reason(view) -> tuple[str, str] | None:
 def _tcgen05_kernel_attrs(tile: Op) -> dict[str, Any]:
     """The tcgen05 kernel and the immediates its copy code derives from the loop K (the u32 operands of
     its `mul.lo.u32` / `mul.wide.u32` row addressing, typed so that the IR verifier checks them)."""
+    from ..isa.tcgen05_kinds import mma_k
     from .tcgen05_kernel import _tmem_container_bits
 
     spec, kind, form = tile_spec(tile), tile.attrs["kind"], mma_form(tile)
