@@ -276,6 +276,10 @@ class CanonicalLayout:
 
     def copy_map(self) -> CopyMap:
         """The chunk -> byte offset map (see `CopyMap`), equal to `offset()` chunk by chunk."""
+        return self._copy_map
+
+    @cached_property
+    def _copy_map(self) -> CopyMap:       # a value of the layout: made once per layout object
         rows, width = self.atom_rows, self.width_chunks
         terms = [Term("line", 0, log2(rows), self.mode.width),
                  Term("line", log2(rows), None, self.line_group_stride)]
@@ -316,6 +320,20 @@ class CanonicalLayout:
         else:
             lbo = self.lbo
         return SmemDesc(start, lbo, self.sbo, self.swizzle, base_offset, lbo_mode)
+
+    def step_descriptors(self, mma_k: int, base_address: int = 0, lbo_mode: str = "relative") -> tuple[int, ...]:
+        """The encoded SmemDesc of each MMA K step of the tile at `base_address`, in K order: a pure
+        function of the layout and the three arguments, so each layout object keeps what it computed."""
+        key = (mma_k, base_address, lbo_mode)
+        try:
+            known = self.__dict__["_step_descriptors"]
+        except KeyError:
+            known = self.__dict__["_step_descriptors"] = {}
+        values = known.get(key)
+        if values is None:
+            values = known[key] = tuple(self.descriptor(k0, mma_k, base_address, lbo_mode).encode()
+                                        for k0 in range(0, self.k, mma_k))
+        return values
 
     def _check_step(self, k0: int, mma_k: int, lbo_mode: str) -> None:
         if lbo_mode not in ("relative", "absolute"):
@@ -434,4 +452,4 @@ def smem_descriptors(dtype: str, major: str, swizzle: str, mn: int, k: int, mma_
     layout = canonical_layout(dtype, major, swizzle, mn, k, container_bits)
     if not isinstance(mma_k, int) or mma_k <= 0 or k % mma_k:
         raise SpecError(f"tile K = {k} is not a whole number of MMA K steps of {mma_k}", field="tile.k")
-    return [layout.descriptor(k0, mma_k, base_address, lbo_mode).encode() for k0 in range(0, k, mma_k)]
+    return list(layout.step_descriptors(mma_k, base_address, lbo_mode))

@@ -85,6 +85,10 @@ def k96_problem(kind: str, sparse: bool, m: int) -> str:
     return what + (f"; {K96.outside_note()}" if K96.outside_isa(kind, sparse, m) else "")
 
 
+# (field values, their types) of every descriptor checked so far -> (scale type, encoding)
+_CHECKED: dict[tuple, tuple] = {}
+
+
 @dataclass(frozen=True)
 class InstrDesc:
     kind: str
@@ -107,6 +111,33 @@ class InstrDesc:
     k96: bool = False
 
     def __post_init__(self) -> None:
+        # A descriptor's legality and encoding are a pure function of its field values: the checks run
+        # once per distinct values (their types too: True and 1 are different inputs) and later
+        # descriptors of the same values take the outcome (the filled-in scale type, the encoding).
+        values = tuple(self.__dict__.values())
+        try:
+            key = (values, tuple(map(type, values)))
+            known = _CHECKED.get(key)
+        except TypeError:                   # an unhashable field value: the checks below say why
+            key = known = None
+        if known is not None:
+            if known[0] != self.scale_type:
+                object.__setattr__(self, "scale_type", known[0])
+            object.__setattr__(self, "_encoded", known[1])
+            return
+        self._check()
+        encoded = self.encode()             # every stored value must have a code
+        if self.k96 and not K96.lists(self.kind, self.sparse, self.m):
+            # last, so that `explain` can report NVIDIA's own one-SM K = 96 (K96.outside_isa) as a warning
+            # knowing every other field is valid
+            raise SpecError(k96_problem(self.kind, self.sparse, self.m), field="shape.K")
+        object.__setattr__(self, "_encoded", encoded)
+        if key is not None:
+            if len(_CHECKED) >= 4096:
+                _CHECKED.clear()
+            _CHECKED[key] = (self.scale_type, encoded)
+
+    def _check(self) -> None:
         info = kind_info(self.kind)
         check_types(self.kind, self.a_type, self.b_type, self.d_type)
         if info.block_scaled and self.scale_type is None and len(info.scale_types) == 1:
@@ -136,13 +167,11 @@ class InstrDesc:
             if attr not in stored and getattr(self, attr) != implicit:
                 raise SpecError(f"{attr} = {getattr(self, attr)!r} has no field in the kind::{self.kind} descriptor "
                                 f"({TABLE_NAME[layout]}); it must be {implicit!r}", field=SPEC_FIELD[attr])
-        self.encode()        # every stored value must have a code
-        if self.k96 and not K96.lists(self.kind, self.sparse, self.m):
-            # last, so that `explain` can report NVIDIA's own one-SM K = 96 (K96.outside_isa) as a warning
-            # knowing every other field is valid
-            raise SpecError(k96_problem(self.kind, self.sparse, self.m), field="shape.K")
 
     def encode(self) -> int:
+        value = self.__dict__.get("_encoded")
+        if value is not None:
+            return value
         value = 0
         for field in layout_of(self.kind):
             if field.attr is not None:
