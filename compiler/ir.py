@@ -237,13 +237,18 @@ class Config(AttrType):
         return "{" + ", ".join(f"{k} = {_CONFIG_TYPES[type(x)].fmt(x)}" for k, x in v.items()) + "}"
 
 
-@dataclass(frozen=True)
 class Opt:
     """An attribute or record field: its type, whether it must be present, and the tile field a
-    diagnostic about its value blames (a key of the tile's locations; None = the op's location)."""
-    type: AttrType
-    required: bool = False
-    blame: str | None = None
+    diagnostic about its value blames (a key of the tile's locations; None = the op's location).
+    A plain slotted class rather than a dataclass (as OpDef): a dataclass costs about half a
+    millisecond to create, paid by every `tilec` process that imports the IR."""
+    __slots__ = ("type", "required", "blame")
+
+    def __init__(self, type: AttrType, required: bool = False, blame: str | None = None):
+        self.type, self.required, self.blame = type, required, blame
+
+    def __repr__(self) -> str:
+        return f"Opt(type={self.type!r}, required={self.required!r}, blame={self.blame!r})"
 
 
 _CONFIG_TYPES: dict[type, AttrType] = {int: U32, bool: Bool(), str: Str()}
@@ -280,11 +285,16 @@ class Op:
             yield from o.walk()
 
 
-@dataclass(frozen=True)
 class OpDef:
-    attrs: dict[str, Opt]                  # in print order
-    body: tuple[str, ...] | None = None    # ops allowed in the body; None = no body
-    sym: bool = False                      # takes an @symbol
+    __slots__ = ("attrs", "body", "sym")
+
+    def __init__(self, attrs: dict[str, Opt], body: tuple[str, ...] | None = None, sym: bool = False):
+        self.attrs = attrs                 # in print order
+        self.body = body                   # ops allowed in the body; None = no body
+        self.sym = sym                     # takes an @symbol
+
+    def __repr__(self) -> str:
+        return f"OpDef(attrs={self.attrs!r}, body={self.body!r}, sym={self.sym!r})"
 
 
 def _attrs(**kw: "AttrType | Opt") -> dict[str, Opt]:
