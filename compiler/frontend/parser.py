@@ -216,6 +216,104 @@ def get_parser() -> "TileParser":
     return _PARSER
 
 
+def _regex_syntax():
+    """The standard library's regex parser and its opcode constants (re._parser from Python 3.11,
+    sre_parse before)."""
+    try:
+        from re import _constants as c, _parser as p
+    except ImportError:                                 # Python 3.10
+        import sre_constants as c
+        import sre_parse as p
+    return p, c
+
+
+def _first_chars(regex: str) -> frozenset[str] | None:
+    """The characters a match of `regex` can start with, or None when that is not simply known (then
+    nothing is assumed). Reads the regex's syntax tree: literals, classes of literals and ranges,
+    groups, alternatives, repeats of at least one."""
+    p, c = _regex_syntax()
+    repeats = {c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)}
+
+    def first(items) -> frozenset[str] | None:
+        if not items:
+            return None
+        op, arg = items[0]
+        if op is c.LITERAL:
+            return frozenset(chr(arg))
+        if op is c.IN:
+            out: set[str] = set()
+            for iop, iarg in arg:
+                if iop is c.LITERAL:
+                    out.add(chr(iarg))
+                elif iop is c.RANGE and iarg[1] - iarg[0] < 256:
+                    out.update(map(chr, range(iarg[0], iarg[1] + 1)))
+                else:                                   # negation, categories, wide ranges
+                    return None
+            return frozenset(out)
+        if op is c.SUBPATTERN:
+            return first(list(arg[-1]))
+        if op in repeats and arg[0] >= 1:
+            return first(list(arg[2]))
+        if op is c.BRANCH:
+            sets = [first(list(b)) for b in arg[1]]
+            return None if any(s is None for s in sets) else frozenset().union(*sets)
+        return None
+
+    try:
+        return first(list(p.parse(regex)))
+    except Exception:                                   # any regex this reading does not cover
+        return None
+
+
+def _run_class(regex: str) -> str | None:
+    """For a regex that matches exactly a run of one or more characters of one class (like
+    common.WS, `(?:[ \t\f\r\n])+`): that class, as a regex; else None."""
+    p, c = _regex_syntax()
+
+    def unwrap(items):
+        while len(items) == 1 and items[0][0] is c.SUBPATTERN:
+            items = list(items[0][1][-1])
+        return items
+
+    try:
+        items = unwrap(list(p.parse(regex)))
+        if len(items) != 1 or items[0][0] is not c.MAX_REPEAT or tuple(items[0][1][:2]) != (1, c.MAXREPEAT):
+            return None
+        inner = unwrap(list(items[0][1][2]))
+        if len(inner) != 1 or inner[0][0] is not c.IN:
+            return None
+    except Exception:
+        return None
+    chars = _first_chars(regex)
+    return None if chars is None else "[" + "".join(re.escape(ch) for ch in sorted(chars)) + "]"
+
+
+def _scanner(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re.Pattern:
+    """The lexer's regex: the terminals as alternatives in Lark's order (the first that matches at a
+    position wins, as in Lark's basic lexer).
+
+    An ignored terminal that matches runs of one character class (whitespace) is also matched in front
+    of every token, `RUN*(?:other terminals)|(?P<NAME>RUN+)`, when no other terminal can start with one
+    of its characters: where Lark's lexer meets such a character it skips exactly that maximal run
+    (nothing listed before the terminal matches there), and after it no other terminal could have
+    matched inside the run (so the greedy prefix never gives characters back). Each match is then a
+    token with the blanks in front of it; the second branch takes blanks before the end of the text or
+    before a character nothing matches (where the syntax error is reported, as before). One regex match
+    per token instead of two."""
+    for name, regex in terminals:
+        if name not in ignore:
+            continue
+        run, mine = _run_class(regex), _first_chars(regex)
+        if run is None or mine is None:
+            continue
+        others = [_first_chars(r) for n, r in terminals if n != name]
+        if any(o is None or o & mine for o in others):
+            continue
+        rest = "|".join(f"(?P<{n}>{r})" for n, r in terminals if n != name)
+        return re.compile(f"{run}*(?:{rest})|(?P<{name}>{run}+)")
+    return re.compile("|".join(f"(?P<{name}>{regex})" for name, regex in terminals))
+
+
 class Token:
     """A lexed token; positions are 1-based, end_column exclusive (as Lark counts them)."""
     __slots__ = ("type", "value", "line", "column", "end_line", "end_column")
@@ -255,7 +353,7 @@ class TileParser:
         # rule's origin) when >= 0, or ~rule number (reduce) when < 0.
         self.actions = {k: {sym: (arg if action == 0 else ~arg) for sym, (action, arg) in row.items()}
                         for k, row in self.states.items()}
-        self.scanner = re.compile("|".join(f"(?P<{name}>{regex})" for name, regex in terminals))
+        self.scanner = _scanner(terminals, self.ignore)
         names = set(self.terminals) | {"$END"} | {k for kw in self.keywords.values() for k in kw.values()}
         origins = {r[0] for r in self.rules}
         for row in self.states.values():
@@ -293,13 +391,22 @@ class TileParser:
                 start = m.start()
                 if start != pos:
                     raise _SyntaxError(None, pos, line, pos - line_start + 1, self._expected(state))
-                kind, value = m.lastgroup, m.group()
+                kind = m.lastgroup
                 pos = m.end()
                 if kind in ignore:                  # skipped; only its line breaks count
+                    value = m.group()
                     if "\n" in value:
                         line += value.count("\n")
                         line_start = start + value.rfind("\n") + 1
                     continue
+                token_start = m.start(kind)
+                if token_start != start:            # blanks the scanner skipped in front (_scanner)
+                    nl = text.count("\n", start, token_start)
+                    if nl:
+                        line += nl
+                        line_start = text.rfind("\n", start, token_start) + 1
+                    start = token_start
+                value = text[start:pos]
                 col = start - line_start + 1
                 if "\n" in value:
                     end_line = line + value.count("\n")
