@@ -227,10 +227,16 @@ def _regex_syntax():
     return p, c
 
 
+# A regex that is a plain string: characters without a special meaning, or escaped punctuation.
+_LITERAL = re.compile(r"(?:\\[^A-Za-z0-9]|[^\\.^$*+?{}\[\]|()])+")
+
+
 def _first_chars(regex: str) -> frozenset[str] | None:
     """The characters a match of `regex` can start with, or None when that is not simply known (then
     nothing is assumed). Reads the regex's syntax tree: literals, classes of literals and ranges,
     groups, alternatives, repeats of at least one."""
+    if _LITERAL.fullmatch(regex):                       # an escaped string terminal, like `\{` or `;`
+        return frozenset(regex[1] if regex[0] == "\\" else regex[0])
     p, c = _regex_syntax()
     repeats = {c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)}
 

@@ -1,7 +1,8 @@
 """Pass registry.
 
-Each pass lives in its own module as a small frozen dataclass with a kebab-case `name`, the facts it
-`requires` and `provides`, and one `apply(module, ctx)`. The registry maps names to "module:Class" so
+Each pass lives in its own module as a small frozen dataclass (a subclass of `Pass`, which is one; a
+pass has no fields, so the built-in ones need no decorator of their own) with a kebab-case `name`, the
+facts it `requires` and `provides`, and one `apply(module, ctx)`. The registry maps names to "module:Class" so
 that listing or ordering passes does not import the pass modules' heavier dependencies.
 
 Order is resolved from requires/provides as a graph (networkx). Importing networkx costs 120-160 ms,
@@ -13,20 +14,25 @@ is resolved with networkx then.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass
 from typing import ClassVar
 
 from ..diagnostics import CompileError, Diagnostic, SpecError
 
 
-@dataclass
 class PassContext:
-    source: str | None = None
-    filename: str = "<string>"
-    options: dict | None = None
-    # warnings the passes report (the input compiles, but not as its author probably meant); the
-    # driver hands them to CompileResult.warnings and the CLI prints them to stderr
-    warnings: list[Diagnostic] = field(default_factory=list)
+    """What every pass is given besides the module: the source text (for diagnostics), the file name,
+    the options (e.g. {"variant": "smem-dump"}) and the warnings reported so far (the input compiles,
+    but not as its author probably meant; the driver hands them to CompileResult.warnings and the CLI
+    prints them to stderr). A plain class: a dataclass costs every `tilec` process half a millisecond."""
+
+    def __init__(self, source: str | None = None, filename: str = "<string>", options: dict | None = None,
+                 warnings: list[Diagnostic] | None = None):
+        self.source, self.filename, self.options = source, filename, options
+        self.warnings: list[Diagnostic] = warnings if warnings is not None else []
+
+    def __repr__(self) -> str:
+        return f"PassContext(filename={self.filename!r}, options={self.options!r}, warnings={self.warnings!r})"
 
     def warn(self, message: str, loc=None, hint: str | None = None) -> None:
         self.warnings.append(Diagnostic(message, loc, hint, severity="warning"))
@@ -76,6 +82,17 @@ class Pass:
 
     def apply(self, module, ctx: PassContext) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _frozen(self, name: str, value=None) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+# Every pass instance is frozen, a subclass without a @dataclass of its own too (the built-in passes:
+# each dataclass costs about half a millisecond to create, paid by every `tilec` process, and a pass
+# has no fields). A subclass declared with @dataclass(frozen=True) gets the same methods.
+Pass.__setattr__ = _frozen          # type: ignore[method-assign]
+Pass.__delattr__ = _frozen          # type: ignore[method-assign]
 
 
 # name -> "module:Class" (relative to this package). Kept in pipeline order for readability only;

@@ -9,14 +9,12 @@ leave the field: shared addresses are below 2^18). K = 96 tiles use the absolute
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..ir import Hex, Op
 from . import Pass, PassContext
 from .derive import mma_form, pipeline, scale_layouts, scale_type, smem_layout, tile_spec
 
 
-@dataclass(frozen=True)
 class DescriptorMaterialization(Pass, name="descriptor-materialization", requires=("layouts",), provides=("descriptors",),
                                 description="encode the instruction, smem and zero-column-mask descriptors into the IR"):
 

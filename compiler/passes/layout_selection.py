@@ -18,7 +18,6 @@ M/2 rows of A and N/2 rows of B (the MMA reads B from both CTAs' shared memory).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ..diagnostics import SpecError
 from ..ir import Op
@@ -59,7 +58,6 @@ def k_quantum(step_k: int, container_bits: int, k96: bool) -> int:
     return math.lcm(step_k, 8 * 128 // container_bits) if k96 else step_k
 
 
-@dataclass(frozen=True)
 class LayoutSelection(Pass, name="layout-selection", requires=("verified",), provides=("layouts",),
                       description="choose major-ness, swizzle and canonical smem layout (LBO/SBO) per smem operand"):
 

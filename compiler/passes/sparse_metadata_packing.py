@@ -17,7 +17,6 @@ naming the row and chunk.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..diagnostics import SpecError
 from ..ir import Hex, Op
@@ -25,7 +24,6 @@ from . import Pass, PassContext
 from .derive import mma_form, tile_spec
 
 
-@dataclass(frozen=True)
 class SparseMetadataPacking(Pass, name="sparse-metadata-packing", requires=("verified",), provides=("metadata",),
                             description="pack static sparsity patterns into metadata words (or mark runtime metadata)"):
 

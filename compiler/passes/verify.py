@@ -9,7 +9,6 @@ never below the target's own minimum) and rejects a user-given version below tha
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..diagnostics import CompileError, Diagnostic, SpecError
 from ..isa.identifiers import is_ptx_identifier
@@ -75,7 +74,6 @@ def _block_scales():
     return BLOCK_SCALES
 
 
-@dataclass(frozen=True)
 class Verify(Pass, name="verify", requires=(), provides=("verified",),
              description="check every tile against the PTX tables; resolve kind and PTX version"):
 

@@ -23,7 +23,6 @@ a Hopper GPU.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from ..diagnostics import SpecError
@@ -137,7 +136,6 @@ def _tcgen05_kernel_attrs(tile: Op) -> dict[str, Any]:
     return attrs
 
 
-@dataclass(frozen=True)
 class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "metadata"), provides=("kernels",),
                       description="choose each tile's kernel and print its configuration"):
 
@@ -164,7 +162,6 @@ class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "m
                                 loc=tile.locs.get("schedule", tile.loc)))
 
 
-@dataclass(frozen=True)
 class PtxEmission(Pass, name="ptx-emission", requires=("kernels",), provides=("ptx",),
                   description="print each tile as a complete PTX kernel"):
 
