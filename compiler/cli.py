@@ -26,7 +26,21 @@ def write_output(path: str | None, text: str | bytes, input_path: str | None = N
         raise UsageError(str(e)) from None
 
 
-def _parser():
+_COMMANDS = ("compile", "opt", "passes", "explain", "draw", "run")
+
+
+class _Unused:
+    """Takes the arguments of a subcommand the command line does not name: they are not needed
+    (making them all is a millisecond or two of every run's start-up)."""
+
+    def add_argument(self, *args, **kwargs) -> None:
+        pass
+
+
+def _parser(argv: list[str] | None = None):
+    """The command-line parser: every subcommand with its arguments, or, given an `argv` whose first
+    word names a subcommand (with no top-level help asked for before it), that subcommand's arguments
+    only (the others are listed, without theirs)."""
     import argparse
 
     from . import __version__
@@ -42,8 +56,19 @@ def _parser():
                                 formatter_class=Formatter)
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
+    want = None
+    for word in argv or ():
+        if word in ("-h", "--help"):
+            break
+        if not word.startswith("-"):
+            want = word if word in _COMMANDS else None
+            break
 
-    c = sub.add_parser("compile", help="compile a tile file to PTX", formatter_class=Formatter)
+    def add(name: str, **kwargs):
+        parser = sub.add_parser(name, **kwargs)     # every name, for the usage line and its errors
+        return parser if want in (None, name) else _Unused()
+
+    c = add("compile", help="compile a tile file to PTX", formatter_class=Formatter)
     c.add_argument("file", help="input .tile file or IR text (as --emit ir prints it), or - for stdin")
     c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
     c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
@@ -61,7 +86,7 @@ def _parser():
     c.add_argument("--print-ir-after-all", action="store_true", help="dump the IR after every pass (stderr)")
     c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
 
-    o = sub.add_parser("opt", help="run passes on DSL or IR input and print the IR", formatter_class=Formatter)
+    o = add("opt", help="run passes on DSL or IR input and print the IR", formatter_class=Formatter)
     o.add_argument("file", help="input .tile file or IR text, or - for stdin")
     o.add_argument("-o", "--output")
     o.add_argument("--passes", help="comma-separated pass names (default: none; the input is read, "
@@ -71,10 +96,10 @@ def _parser():
     o.add_argument("--print-ir-after-all", action="store_true")
     o.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
 
-    ps = sub.add_parser("passes", help="list the passes and the pass graph", formatter_class=Formatter)
+    ps = add("passes", help="list the passes and the pass graph", formatter_class=Formatter)
     ps.add_argument("--graph", action="store_true", help="print the dependency edges")
 
-    e = sub.add_parser("explain", help="decode a descriptor field by field", formatter_class=Formatter)
+    e = add("explain", help="decode a descriptor field by field", formatter_class=Formatter)
     e.add_argument("what", help="idesc | smem-desc | zcm")
     e.add_argument("value", help="the descriptor value (hex or decimal)")
     e.add_argument("--kind", help="MMA kind (idesc): f16, tf32, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4")
@@ -82,7 +107,7 @@ def _parser():
     e.add_argument("--n", type=int, help="N (zcm)")
     e.add_argument("--json", action="store_true")
 
-    d = sub.add_parser("draw", help="draw what a descriptor means, as SVG", formatter_class=Formatter)
+    d = add("draw", help="draw what a descriptor means, as SVG", formatter_class=Formatter)
     d.add_argument("what", help="smem-desc | idesc | zcm | tmem | sparse | tile")
     d.add_argument("value", nargs="?", help="the descriptor value (hex or decimal), or the tile FILE (tile)")
     d.add_argument("-o", "--output", help="output SVG file (default, or -: stdout)")
@@ -101,7 +126,7 @@ def _parser():
     d.add_argument("--tile", help="which tile of FILE (tile; default: the only one)")
     d.add_argument("--operand", choices=("A", "B", "D"), default="A", help="which operand (tile; default A)")
 
-    r = sub.add_parser("run", help="run a tile on the GPU (or the CPU emulator) with random data and check or time it",
+    r = add("run", help="run a tile on the GPU (or the CPU emulator) with random data and check or time it",
                        formatter_class=Formatter,
                        description="Compile FILE and run each tile's kernel on random data: --check (the default) "
                                    "compares D with numpy + ml-dtypes, --bench times it; --emulate runs it on the "
@@ -438,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     from .files import FileError
 
     try:
-        args = _parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        args = _parser(words).parse_args(words)
     except SystemExit as e:          # argparse already printed the usage message
         return 2 if e.code else 0
     try:
