@@ -416,9 +416,16 @@ class IRError(Exception):
 def check_attrs(op: Op, tile: Op | None = None) -> None:
     """Every attribute of `op` is declared, present when required, and a value of its type: for an
     integer that lands in PTX, within the range of that PTX type (the one range rule)."""
+    _checked_snapshot(op, tile)
+
+
+def _checked_snapshot(op: Op, tile: Op | None) -> dict[str, Any]:
+    """check_attrs, returning snapshot_attrs(op.attrs) made on the way (a value the inline tests
+    accept is a scalar and needs no copy)."""
     d = OP_DEFS[op.name]
     defs = d.attrs
     attrs = op.attrs
+    snap = attrs.copy()
     for key, value in attrs.items():
         o = defs.get(key)
         if o is None:
@@ -445,6 +452,9 @@ def check_attrs(op: Op, tile: Op | None = None) -> None:
                           out_of_range=isinstance(p, OutOfRange), tile=tile)
             err.type_name = p.type_name if isinstance(p, OutOfRange) else "?"
             raise err
+        tv = type(value)
+        if tv is list or tv is dict or tv is tuple:
+            snap[key] = _copy_mutable(value)
     required = _REQUIRED.get(op.name)
     if required is None or required[0] is not defs or required[1] != len(defs):
         required = _REQUIRED[op.name] = (defs, len(defs), frozenset(k for k, o in defs.items() if o.required))
@@ -452,6 +462,7 @@ def check_attrs(op: Op, tile: Op | None = None) -> None:
         for key, o in defs.items():
             if o.required and key not in attrs:
                 raise IRError(f"'{op.name}' is missing attribute '{key}'", op, key)
+    return snap
 
 
 # Per op kind: its attribute definitions (and their number, which register_attr changes) and the
@@ -476,8 +487,7 @@ def verify_module(module: Op) -> None:
     if module.sym is not None:
         raise IRError(f"'{module.name}' takes no @symbol", module)
     if module.__dict__.get("_verified") != module.attrs:
-        check_attrs(module, None)
-        module.__dict__["_verified"] = snapshot_attrs(module.attrs)
+        module.__dict__["_verified"] = _checked_snapshot(module, None)
     _check_body(module, d, None)
 
 
@@ -541,8 +551,7 @@ def _check_body(op: Op, d: OpDef, tile: Op | None) -> None:
         attrs = child.attrs
         cdict = child.__dict__
         if cdict.get("_verified") != attrs:
-            check_attrs(child, owner)
-            cdict["_verified"] = snapshot_attrs(attrs)
+            cdict["_verified"] = _checked_snapshot(child, owner)
         if child.body:
             _check_body(child, cd, owner)
 
