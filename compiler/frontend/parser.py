@@ -26,7 +26,7 @@ from itertools import chain
 from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
 
 _GRAMMAR_NAME = "tile.lark"
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 def grammar_path() -> str:
@@ -128,10 +128,13 @@ def build_tables(grammar: str) -> dict:
                     i = rules.index(arg)
                 row[sym] = [1, i]
         states[str(number[state])] = row
+    terminals = [[t.name, t.pattern.to_regexp()] for t in scan_terminals]
     return {
         "format": CACHE_FORMAT,
-        "terminals": [[t.name, t.pattern.to_regexp()] for t in scan_terminals],
+        "terminals": terminals,
         "ignore": sorted(lexer.ignore_types),
+        # the lexer's regex (_scanner_pattern), worked out here once rather than by every process
+        "scanner": _scanner_pattern([(n, r) for n, r in terminals], frozenset(lexer.ignore_types)),
         "keywords": {name: dict(sorted(words.items())) for name, words in sorted(keywords.items())},
         "rules": [[r.origin.name, r.alias, len(r.expansion)] for r in rules],
         "states": states,
@@ -294,7 +297,7 @@ def _run_class(regex: str) -> str | None:
     return None if chars is None else "[" + "".join(re.escape(ch) for ch in sorted(chars)) + "]"
 
 
-def _scanner(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re.Pattern:
+def _scanner_pattern(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> str:
     """The lexer's regex: the terminals as alternatives in Lark's order (the first that matches at a
     position wins, as in Lark's basic lexer).
 
@@ -316,8 +319,8 @@ def _scanner(terminals: list[tuple[str, str]], ignore: frozenset[str]) -> re.Pat
         if any(o is None or o & mine for o in others):
             continue
         rest = "|".join(f"(?P<{n}>{r})" for n, r in terminals if n != name)
-        return re.compile(f"{run}*(?:{rest})|(?P<{name}>{run}+)")
-    return re.compile("|".join(f"(?P<{name}>{regex})" for name, regex in terminals))
+        return f"{run}*(?:{rest})|(?P<{name}>{run}+)"
+    return "|".join(f"(?P<{name}>{regex})" for name, regex in terminals)
 
 
 class Token:
@@ -359,7 +362,8 @@ class TileParser:
         # rule's origin) when >= 0, or ~rule number (reduce) when < 0.
         self.actions = {k: {sym: (arg if action == 0 else ~arg) for sym, (action, arg) in row.items()}
                         for k, row in self.states.items()}
-        self.scanner = _scanner(terminals, self.ignore)
+        pattern = tables.get("scanner")            # in tables from build_tables
+        self.scanner = re.compile(pattern if isinstance(pattern, str) else _scanner_pattern(terminals, self.ignore))
         names = set(self.terminals) | {"$END"} | {k for kw in self.keywords.values() for k in kw.values()}
         origins = {r[0] for r in self.rules}
         for row in self.states.values():
@@ -406,7 +410,7 @@ class TileParser:
                         line_start = start + value.rfind("\n") + 1
                     continue
                 token_start = m.start(kind)
-                if token_start != start:            # blanks the scanner skipped in front (_scanner)
+                if token_start != start:            # blanks the scanner skipped in front (_scanner_pattern)
                     nl = text.count("\n", start, token_start)
                     if nl:
                         line += nl
