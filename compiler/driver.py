@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from .diagnostics import CompileError, Diagnostic
@@ -11,12 +11,17 @@ from .ir import Op, print_op
 from .spec import FileSpec, TileSpec
 
 
-@dataclass
 class CompileResult:
-    module: Op
-    ptx: str | None
-    spec: FileSpec
-    ir_dumps: list[str] = field(default_factory=list)
+    """What a compile produced: the IR module after the passes, the PTX text (None when the pipeline
+    stopped before ptx-emission), the file's spec and the IR dumps asked for. (A plain class: a
+    dataclass costs every tilec process about half a millisecond to create.)"""
+
+    def __init__(self, module: Op, ptx: str | None, spec: FileSpec, ir_dumps: list[str] | None = None):
+        self.module, self.ptx, self.spec = module, ptx, spec
+        self.ir_dumps: list[str] = ir_dumps if ir_dumps is not None else []
+
+    def __repr__(self) -> str:
+        return f"CompileResult(module={self.module.name}, ptx={'None' if self.ptx is None else '...'})"
 
     @property
     def tiles(self) -> dict[str, Any]:
@@ -96,8 +101,6 @@ def _hex(value: int, bits: int) -> str:
 
 def parse_source(text: str, filename: str = "<string>", arch: str | None = None,
                  ptx_version: tuple[int, int] | None = None) -> FileSpec:
-    from dataclasses import replace
-
     from .frontend.build import parse_spec
     from .isa.targets import TARGETS
 
@@ -274,8 +277,6 @@ def run_passes(module_or_spec: Op | FileSpec | TileSpec, passes: Sequence[str] |
                 raise PipelineError("run_passes on a TileSpec needs target=")
             module_or_spec = tile_file_spec(module_or_spec, target)
         elif target is not None:
-            from dataclasses import replace
-
             module_or_spec = replace(module_or_spec, target=target)
         module = lower(module_or_spec)
     done = list(module.attrs.get("passes", ()))
