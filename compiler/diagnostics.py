@@ -13,7 +13,6 @@ wrong but not where it was written. The compiler attaches the location of the of
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 # What a diagnostic echoes of the input is bounded, whatever the input (a 10 MB name once gave 30 MB
 # of diagnostics): a quoted word at most ECHO_CHARS characters, the source line a window of
@@ -73,13 +72,26 @@ class Loc:
         return f"{self.file}:{self.line}:{self.col}"
 
 
-@dataclass
 class Diagnostic:
-    message: str
-    loc: Loc | None = None
-    hint: str | None = None
-    severity: str = "error"
-    notes: list[str] = field(default_factory=list)
+    """One message: what is wrong, where (None: no position), a hint, its severity ("error" or
+    "warning") and notes. A plain class rather than a dataclass (same fields, equality and repr): a
+    dataclass costs every tilec process about half a millisecond to create."""
+    __hash__ = None                 # type: ignore[assignment]  (mutable, compared by value)
+
+    def __init__(self, message: str, loc: Loc | None = None, hint: str | None = None, severity: str = "error",
+                 notes: list[str] | None = None):
+        self.message, self.loc, self.hint, self.severity = message, loc, hint, severity
+        self.notes: list[str] = notes if notes is not None else []
+
+    def _key(self) -> tuple:
+        return (self.message, self.loc, self.hint, self.severity, self.notes)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Diagnostic and self._key() == other._key()
+
+    def __repr__(self) -> str:
+        return (f"Diagnostic(message={self.message!r}, loc={self.loc!r}, hint={self.hint!r}, "
+                f"severity={self.severity!r}, notes={self.notes!r})")
 
     def render(self, source: str | None = None) -> str:
         where = f"{self.loc}: " if self.loc else "tilec: "
