@@ -21,7 +21,6 @@ after a print/parse round trip still points at the .tile token that caused it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from .diagnostics import Loc
@@ -260,17 +259,34 @@ def _describe(v: Any) -> str:
 
 # ---- ops ------------------------------------------------------------------------------------------
 
-@dataclass
 class Op:
-    name: str
-    sym: str | None = None                 # the @symbol, if any
-    attrs: dict[str, Any] = field(default_factory=dict)
-    body: list["Op"] = field(default_factory=list)
-    loc: Loc | None = None
-    locs: dict[str, Loc] = field(default_factory=dict)    # named locations (a tile's fields)
-    # What the pipeline produces and no pass reads (the PTX text and kernel ABIs of ptx-emission, on the
-    # module). Everything a pass consumes is a printed attribute: the IR text is the whole program.
-    outputs: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """One op: its name, @symbol, attributes, body, location and named locations; compared by those
+    (not by `outputs`). A plain class with a dataclass's __init__, __eq__ and __repr__: a dataclass
+    costs every tilec process about half a millisecond to create."""
+    __hash__ = None                 # type: ignore[assignment]  (mutable, compared by value)
+
+    def __init__(self, name: str, sym: str | None = None, attrs: dict[str, Any] | None = None,
+                 body: list["Op"] | None = None, loc: Loc | None = None, locs: dict[str, Loc] | None = None,
+                 outputs: dict[str, Any] | None = None):
+        self.name = name
+        self.sym = sym                                  # the @symbol, if any
+        self.attrs: dict[str, Any] = attrs if attrs is not None else {}
+        self.body: list[Op] = body if body is not None else []
+        self.loc = loc
+        self.locs: dict[str, Loc] = locs if locs is not None else {}    # named locations (a tile's fields)
+        # What the pipeline produces and no pass reads (the PTX text and kernel ABIs of ptx-emission, on
+        # the module). Everything a pass consumes is a printed attribute: the IR text is the whole program.
+        self.outputs: dict[str, Any] = outputs if outputs is not None else {}
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Op:
+            return NotImplemented
+        return (self.name, self.sym, self.attrs, self.body, self.loc, self.locs) == \
+            (other.name, other.sym, other.attrs, other.body, other.loc, other.locs)
+
+    def __repr__(self) -> str:
+        return (f"Op(name={self.name!r}, sym={self.sym!r}, attrs={self.attrs!r}, body={self.body!r}, "
+                f"loc={self.loc!r}, locs={self.locs!r})")
 
     def ops(self, name: str, sym: str | None = None) -> list["Op"]:
         return [o for o in self.body if o.name == name and (sym is None or o.sym == sym)]
