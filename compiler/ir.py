@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from .diagnostics import Loc
 from .isa.swizzle import MAJORS, SWIZZLE_MODES
-from .spec import SWIZZLES
+from .spec import METADATA_SOURCES, SCHEDULE_MMAS, SPACES, SWIZZLES
 
 
 class Hex(int):
@@ -337,10 +337,10 @@ OP_DEFS: dict[str, OpDef] = {
         ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule", "tilec.mma_form",
          "tilec.smem_layout", "tilec.pipeline", "tilec.tmem_plan", "tilec.metadata", "tilec.instr_desc",
          "tilec.smem_desc", "tilec.zero_column_mask", "tilec.kernel"), sym=True),
-    "tilec.operand": OpDef(_attrs(dtype=Str(), space=Enum("global", "smem", "tmem", "reg"),
+    "tilec.operand": OpDef(_attrs(dtype=Str(), space=Enum(*SPACES),
                                   major=Opt(_MAJOR), swizzle=Opt(Enum(*SWIZZLES))), sym=True),
     # rows: per row, per chunk, the kept positions (one index or a pair)
-    "tilec.sparsity": OpDef(_attrs(ratio=Str(), metadata=Enum("runtime", "static"),
+    "tilec.sparsity": OpDef(_attrs(ratio=Str(), metadata=Enum(*METADATA_SOURCES),
                                    selector=Opt(U32, True, "sparsity.selector"), pattern=Opt(Str()),
                                    rows=Opt(ListOf(ListOf(ListOf(U32))), blame="sparsity.rows"))),
     "tilec.zero_columns": OpDef(_attrs(value=Opt(B64, blame="zero_columns"),
@@ -349,7 +349,7 @@ OP_DEFS: dict[str, OpDef] = {
     "tilec.schedule": OpDef(_attrs(cta_m=Opt(U32, True, "schedule.cta"), cta_n=Opt(U32, True, "schedule.cta"),
                                    cta_k=Opt(U32, True, "schedule.cta"), warps_m=Opt(U32, True, "schedule.warps"),
                                    warps_n=Opt(U32, True, "schedule.warps"),
-                                   stages=Opt(U32, True, "schedule.stages"), mma=Enum("sync", "wgmma"),
+                                   stages=Opt(U32, True, "schedule.stages"), mma=Enum(*SCHEDULE_MMAS),
                                    cluster=Opt(U32, True, "schedule.cluster"))),
     # ---- verify: the instruction form, a key into the ISA tables (compiler/isa/) ----
     # tcgen05: the fields of isa.tcgen05_forms.Tcgen05Mma; mma.sp: the arguments of isa.mma_sp.forms.find_form
@@ -370,7 +370,7 @@ OP_DEFS: dict[str, OpDef] = {
                                     sfa=Opt(U32), sfa_columns=Opt(U32), sfb=Opt(U32), sfb_columns=Opt(U32),
                                     a=Opt(U32), a_columns=Opt(U32), allocated=U32)),
     # ---- sparse-metadata-packing: words = the periodic table, row-major over `period` ----
-    "tilec.metadata": OpDef(_attrs(source=Enum("runtime", "static"), words_per_row=Opt(U32, blame="loop.K"),
+    "tilec.metadata": OpDef(_attrs(source=Enum(*METADATA_SOURCES), words_per_row=Opt(U32, blame="loop.K"),
                                    period=Opt(ListOf(U32)), words=Opt(ListOf(B32)))),
     # ---- descriptor-materialization (PTX 9.7.16.4) ----
     "tilec.instr_desc": OpDef(_attrs(kind=Str(), value=B32, step_values=Opt(ListOf(B32)))),

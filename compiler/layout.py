@@ -39,6 +39,7 @@ from functools import cached_property, lru_cache
 
 from .bits import log2
 from .descriptors.smem import SmemDesc
+from .isa.descriptors import LBO_MODES
 from .diagnostics import SpecError
 from .isa.swizzle import MAJORS, SWIZZLE_MODES, SwizzleMode
 from .isa.tcgen05_kinds import SUBBYTE_CONTAINER_BITS
@@ -336,7 +337,7 @@ class CanonicalLayout:
         return values
 
     def _check_step(self, k0: int, mma_k: int, lbo_mode: str) -> None:
-        if lbo_mode not in ("relative", "absolute"):
+        if lbo_mode not in LBO_MODES:
             raise SpecError(f"unknown LBO mode {lbo_mode!r}; valid: relative, absolute")
         step = self.step_bytes(mma_k)
         if lbo_mode == "absolute":

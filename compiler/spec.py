@@ -12,7 +12,11 @@ from dataclasses import dataclass, field, replace
 from .diagnostics import Loc
 from .isa.swizzle import SWIZZLE_MODES
 
+# The words a spec's fields hold, read by the front end, the printer and the IR's attribute types alike.
 OPERAND_NAMES = ("A", "B", "C", "D", "SFA", "SFB")
+SPACES = ("global", "smem", "tmem", "reg")             # OperandSpec.space
+METADATA_SOURCES = ("runtime", "static")              # SparsitySpec.metadata
+SCHEDULE_MMAS = ("sync", "wgmma")                     # ScheduleSpec.mma
 # What OperandSpec.swizzle may hold: a swizzle mode of compiler/isa/swizzle.py, or "auto" (layout selection
 # picks one: compiler/layout.py choose_swizzle).
 SWIZZLES = (*SWIZZLE_MODES, "auto")

@@ -26,7 +26,8 @@ from functools import lru_cache
 from typing import TypeVar
 
 from .diagnostics import SpecError
-from .spec import OPERAND_NAMES, FileSpec, OperandSpec, SparsitySpec, TileSpec, ZeroColumnsSpec
+from .spec import (METADATA_SOURCES, OPERAND_NAMES, SCHEDULE_MMAS, SPACES, SWIZZLES, FileSpec, OperandSpec,
+                   SparsitySpec, TileSpec, ZeroColumnsSpec)
 
 __all__ = ["print_file", "print_tile", "TILE_STATEMENTS"]
 
@@ -114,7 +115,8 @@ def _statement(head: str, *args: str | None) -> str:
 
 # ---- one renderer per DSL statement ----------------------------------------------------------------
 # Each takes the tile and returns the statement lines it needs (none when every field it covers has its
-# default value). The words accepted are the front end's own tables (compiler/frontend/build.py).
+# default value). The words accepted are the ones the front end accepts: its own tables
+# (compiler/frontend/build.py), the spec's (compiler/spec.py) and the ISA's (compiler/isa/).
 
 def _engine(t: TileSpec) -> list[str]:
     from .frontend.build import ENGINES
@@ -141,7 +143,7 @@ def _loop(t: TileSpec) -> list[str]:
 
 
 def _operand(name: str, o: OperandSpec) -> str:
-    from .frontend.build import MAJORS, SPACES, SWIZZLES
+    from .isa.swizzle import MAJORS
     from .isa.types import TYPES
 
     if not isinstance(o, OperandSpec):
@@ -187,7 +189,6 @@ def _part(value: object, cls: type[_P], field: str) -> _P | None:
 
 
 def _sparsity(t: TileSpec) -> list[str]:
-    from .frontend.build import METADATA_SOURCES
     from .isa.sparsity import GRANULARITIES
 
     sp = _part(t.sparsity, SparsitySpec, "sparsity")
@@ -280,7 +281,7 @@ def _schedule(t: TileSpec) -> list[str]:
     def dims(*names: str) -> str:
         return "x".join(str(_uint(getattr(s, n), f"schedule.{n}", n, positive=True)) for n in names)
 
-    if s.mma not in ("sync", "wgmma"):
+    if s.mma not in SCHEDULE_MMAS:
         raise SpecError(f"schedule mma must be 'sync' or 'wgmma', not {s.mma!r}", "schedule.mma")
     return [_statement("schedule", f"cta={dims('cta_m', 'cta_n', 'cta_k')}",
                        f"warps={dims('warps_m', 'warps_n')}",

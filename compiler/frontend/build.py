@@ -9,15 +9,14 @@ from __future__ import annotations
 
 
 from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
-from ..spec import (OPERAND_NAMES, SWIZZLES, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec,
-                    ZeroColumnsSpec)
+from ..spec import (METADATA_SOURCES, OPERAND_NAMES, SCHEDULE_MMAS, SPACES, SWIZZLES, FileSpec, OperandSpec,
+                    ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
 from ..isa.swizzle import MAJORS
 from ..isa.targets import TARGETS, parse_version, version_problem
 from ..isa.types import TYPES
 from .parser import MAX_LIST_ITEMS, Arg, FileNode, Statement, Value, parse
 
 ENGINES = ("tcgen05", "mma.sp", "mma")
-SPACES = ("global", "smem", "tmem", "reg")
 # ---- limits (README "Limits"); the syntax's own (list length and depth, word length) are in parser.py ----
 # Integer lists name TMEM lanes or D columns (at most 256): after `a..b` ranges are expanded a list has
 # at most MAX_LIST_ITEMS (parser.py) items; a longer range is a typo, and expanding it (0..10**12) would
@@ -37,7 +36,6 @@ MAX_NAME_CHARS = 256
 # Diagnostics reported per file; after this many the rest of the file is not checked (C compilers
 # stop after 20 or so: a file with hundreds of errors is the wrong file, or one error repeated).
 MAX_ERRORS = 100
-METADATA_SOURCES = ("runtime", "static")
 BLOCK_SCALE_VECS = {"16": "block16", "32": "block32", "1X": "scale_vec::1X", "2X": "scale_vec::2X",
                     "4X": "scale_vec::4X", "block16": "block16", "block32": "block32"}
 
@@ -464,7 +462,7 @@ class Builder:
             locs["schedule.stages"] = kv["stages"].value.loc
         mma = "sync"
         if "mma" in kv:
-            mma = self.word(kv["mma"].value, "schedule mma", ("sync", "wgmma"))
+            mma = self.word(kv["mma"].value, "schedule mma", SCHEDULE_MMAS)
             locs["schedule.mma"] = kv["mma"].value.loc
         cluster = 1
         if "cluster" in kv:
