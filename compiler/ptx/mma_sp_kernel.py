@@ -411,6 +411,10 @@ def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> di
         "c": {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"},
         "d": {"element": form.d_type, "shape": ["M", "N"], "layout": "row-major (written)"},
     }
+    if sbits == 4:
+        # shapes count elements; two share a byte, so the arrays passed hold K/4 (A) and K/2 (B) bytes a row
+        for name in ("a_values", "b"):
+            buffers[name]["packed"] = True
     if runtime_meta:
         buffers["a_metadata"] = {"element": "u32", "shape": ["M/16", f"K/{form.k}", 32],
                                  "layout": "per 16-row tile and k-step, the 32 per-lane metadata words "

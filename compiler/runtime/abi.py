@@ -174,8 +174,11 @@ def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
         for name, b in abi["buffers"].items():
             if name == "tensor_maps":
                 continue
-            shape = tuple(eval_expr(s, env) for s in b["shape"])
-            out[name] = Buffer(name, b["element"], shape, written=name == "d")
+            shape = [eval_expr(s, env) for s in b["shape"]]
+            packed = bool(b.get("packed"))
+            if packed:        # two 4-bit elements per byte (the ABI's shape counts elements)
+                shape[-1] //= 2
+            out[name] = Buffer(name, b["element"], tuple(shape), written=name == "d", packed=packed)
         return out
     for p in abi["params"]:
         if p["type"] != "u64":

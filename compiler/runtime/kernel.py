@@ -12,7 +12,7 @@ from .errors import ArgumentError, DeviceError, TilecRuntimeError
 # element types a buffer accepts beyond its own name: metadata words are bit patterns (s32 or u32 arrays);
 # tf32 is stored as f32; 4-bit and scale-factor types are bytes to every array library
 _ACCEPTS = {"u32": ("u32", "s32"), "tf32": ("f32", "tf32"), "e2m1": ("u8", "s8"), "e2m3": ("u8", "s8"),
-            "e3m2": ("u8", "s8"), "ue4m3": ("u8", "e4m3"), "ue8m0": ("u8",)}
+            "e3m2": ("u8", "s8"), "s4": ("u8", "s8"), "u4": ("u8", "s8"), "ue4m3": ("u8", "e4m3"), "ue8m0": ("u8",)}
 ALIGN = 16          # bytes: the kernels' widest global access (16-byte cp.async / vector ld/st, TMA base)
 _BIG_SMEM = 48 * 1024   # beyond this a kernel must opt in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
 
@@ -33,8 +33,9 @@ def target_runs_on(target: str, sm: int) -> bool:
 
 
 class SparseA:
-    """A structured-sparse A packed for a kernel (Kernel.pack_a): compressed values (M x K/2 elements)
-    and metadata words, as device arrays, for an M x K dense A."""
+    """A structured-sparse A packed for a kernel (Kernel.pack_a): compressed values (M x K/2 elements;
+    4-bit types of the m16n8k128 forms two to a byte, M x K/4 bytes) and metadata words, as device arrays,
+    for an M x K dense A."""
 
     def __init__(self, values, metadata, element: str, m: int, k: int) -> None:
         self.values, self.metadata, self.element, self.m, self.k = values, metadata, element, m, k
@@ -195,8 +196,10 @@ class Kernel:
             raise ArgumentError("A", "type", "a packed structured-sparse A: kernel.pack_a(A)",
                                 f"{type(a).__module__}.{type(a).__name__}",
                                 hint="pack_a checks the sparsity pattern and compresses A once; reuse it")
-        if kb != a.k:
-            raise ArgumentError("B", "shape", f"K x N with K = {a.k} (A is {a.m} x {a.k})", f"shape {b.shape}")
+        packed = bool(self.abi["buffers"].get("b", {}).get("packed"))
+        if kb != (a.k // 2 if packed else a.k):
+            stored = f"{a.k // 2} bytes (two 4-bit elements a byte)" if packed else str(a.k)
+            raise ArgumentError("B", "shape", f"K x N with K = {stored} (A is {a.m} x {a.k})", f"shape {b.shape}")
         return a.m, n, a.k
 
     def _check(self, name: str, arg: str, v: ArrayView, want, device: int | None,

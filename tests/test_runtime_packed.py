@@ -1,0 +1,83 @@
+"""4-bit operands of the mma.sp kernels at launch, without a GPU: the shapes the runtime checks are the shapes
+compiler.sparse (Kernel.pack_a, sparse.pack_b) produces.
+
+The m16n8k128 forms (s4/u4; e2m1 of kind::mxf4 / mxf4nvf4) store two 4-bit elements a byte (PTX ISA
+9.7.14.6.2.7/.8: packed 8 per 32-bit register; compiler/isa/mma_sp/forms.py storage_bits 4). The ABI's shapes
+count elements (a_values M x K/2, b N x K) and marks the two packed; the arrays hold M x K/4 and N x K/2
+bytes. The runtime used to check the element counts against byte arrays: every 4-bit mma.sp launch failed
+its shape check on the very arrays pack_a uploads.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler import sparse
+from compiler.runtime import ArgumentError, DeviceError, SparseA, load
+from compiler.runtime import abi as rabi
+from tests.test_runtime import Fake
+
+TILES = {
+    # (tile body, A/B type, shape): kind::mxf4 with its ue8m0 scales, and plain s4 (no kind)
+    "e2m1": ("  engine mma.sp kind=mxf4;\n  shape M=16 N=8 K=128;\n  A: e2m1 global; B: e2m1 global; "
+             "C: f32 global; D: f32 global;\n  SFA: ue8m0 global; SFB: ue8m0 global;\n  block_scale vec=2X;\n"
+             "  sparsity 4:8;\n", "sm_120a"),
+    "s4": ("  engine mma.sp;\n  shape M=16 N=8 K=128;\n  A: s4 global; B: s4 global; C: s32 global; "
+           "D: s32 global;\n  sparsity 4:8;\n", "sm_80"),
+}
+M, N, K = 32, 16, 256
+
+
+@pytest.fixture(params=sorted(TILES))
+def packed(request, tmp_path):
+    body, target = TILES[request.param]
+    path = tmp_path / "p.tile"
+    path.write_text(f"target {target};\ntile p {{\n{body}}}\n")
+    return request.param, load(str(path))
+
+
+def _operands(dtype: str):
+    """What the host side makes for an M x K A and a K x N B: sparse.compress and sparse.pack_b's arrays."""
+    rng = np.random.default_rng(0)
+    a = sparse.random_sparse(rng, M, K, dtype, "m16n8k128")
+    values, meta = sparse.compress(a, dtype, "m16n8k128")
+    bt = sparse.pack_b(sparse.random_values(rng, (K, N), dtype), dtype, "m16n8k128")
+    return values, meta, bt
+
+
+def test_abi_buffers_are_the_packers_arrays(packed):
+    dtype, kernel = packed
+    values, meta, bt = _operands(dtype)
+    # 4 bits an element: M x K/2 elements of A are M x K/4 bytes, N x K of B are N x K/2 bytes
+    assert values.shape == (M, K // 4) and bt.shape == (N, K // 2) and values.dtype == bt.dtype == np.uint8
+    want = rabi.buffers(kernel.abi, M, N, K)
+    assert want["a_values"].shape == values.shape and want["b"].shape == bt.shape
+    assert want["a_values"].packed and want["b"].packed
+    assert want["a_metadata"].shape == meta.shape
+
+
+def _launch(kernel, dtype, values_shape, b_shape):
+    values, meta, _ = _operands(dtype)
+    a = SparseA(Fake(values_shape, "<u1"), Fake(meta.shape, "<u4"), dtype, M, K)
+    acc = "<f4" if dtype == "e2m1" else "<i4"
+    scales = {"scale_a": Fake((M, K // 64), "<u1"), "scale_b": Fake((N, K // 64), "<u1")} if dtype == "e2m1" else {}
+    kernel(a, Fake(b_shape, "<u1").T, Fake((M, N), acc), out=Fake((M, N), acc), **scales)
+
+
+def test_a_launch_with_the_packers_arrays_passes_every_check(packed):
+    dtype, kernel = packed
+    values, _, bt = _operands(dtype)
+    with pytest.raises(DeviceError):          # every argument check passed; no GPU here to load the module
+        _launch(kernel, dtype, values.shape, bt.shape)
+
+
+def test_unpacked_shapes_are_refused_naming_the_bytes(packed):
+    dtype, kernel = packed
+    values, _, bt = _operands(dtype)
+    with pytest.raises(ArgumentError) as e:
+        _launch(kernel, dtype, values.shape, (N, K))                    # a byte per element: K bytes a row
+    assert (e.value.argument, e.value.what) == ("B", "shape")
+    assert f"K = {K // 2} bytes (two 4-bit elements a byte)" in e.value.expected
+    with pytest.raises(ArgumentError) as e:
+        _launch(kernel, dtype, (M, K // 2), bt.shape)                   # M x K/2 bytes: twice the packed A
+    assert (e.value.argument, e.value.what, e.value.expected) == ("A.values", "shape", str((M, K // 4)))
