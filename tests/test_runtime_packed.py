@@ -81,3 +81,38 @@ def test_unpacked_shapes_are_refused_naming_the_bytes(packed):
     with pytest.raises(ArgumentError) as e:
         _launch(kernel, dtype, (M, K // 2), bt.shape)                   # M x K/2 bytes: twice the packed A
     assert (e.value.argument, e.value.what, e.value.expected) == ("A.values", "shape", str((M, K // 4)))
+
+
+# -- the torch op's rules (compiler/integrations/torch.py), on stand-ins for torch tensors --------------------
+
+class _Device:
+    type = "cuda"
+
+    def __eq__(self, other):
+        return isinstance(other, _Device)
+
+
+class FakeTensor:
+    """What Rules.check reads of a torch.Tensor: module, device, dim(), shape, dtype."""
+    __module__ = "torch.fake"
+
+    def __init__(self, shape, dtype="torch.uint8"):
+        self.shape, self.dtype, self.device = tuple(shape), dtype, _Device()
+
+    def dim(self):
+        return len(self.shape)
+
+
+def test_the_torch_ops_rules_take_the_packers_arrays(packed):
+    """The op reads K from B; B of a 4-bit form holds K/2 bytes a row, so K is twice its row count."""
+    from compiler.integrations.torch import Rules
+
+    dtype, kernel = packed
+    values, meta, bt = _operands(dtype)
+    acc = "torch.float32" if dtype == "e2m1" else "torch.int32"
+    args = {"a_values": FakeTensor(values.shape), "a_metadata": FakeTensor(meta.shape, "torch.int32"),
+            "b": FakeTensor(bt.shape[::-1]), "c": FakeTensor((M, N), acc)}
+    if dtype == "e2m1":
+        args.update(scale_a=FakeTensor((M, K // 64)), scale_b=FakeTensor((N, K // 64)))
+    m, n, k, _, want = Rules(kernel.abi).check(args, out=FakeTensor((M, N), acc))
+    assert (m, n, k) == (M, N, K) and want["a_values"].shape == values.shape

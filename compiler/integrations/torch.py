@@ -186,7 +186,8 @@ class Rules:
         if b.dim() != 2:
             raise ArgumentError("B", "shape", "a 2-D K x N array", f"shape {tuple(b.shape)}")
         m, n = lead.shape[0], b.shape[1]
-        k = self.abi["k"] if self.tcgen05 else b.shape[0]
+        # B's rows count K in bytes where two 4-bit elements share one (the ABI marks b `packed`)
+        k = self.abi["k"] if self.tcgen05 else b.shape[0] * (2 if self.abi["buffers"]["b"].get("packed") else 1)
         bad = abi_mod.unmet(self.abi, m, n, k)
         if bad:
             raise ArgumentError("A, B", "problem size", f"M x N x K meeting {', '.join(bad)}", f"{m} x {n} x {k}")
