@@ -201,6 +201,7 @@ def test_in_a_compiled_model(torch, name, mode, monkeypatch):
         p = problem(name, seed=20 + i, with_c=False)
         x = upload(p.bt, "torch", form.b_type)                  # N x K activations, new values each call
         x_before = x.clone()
+        torch.compiler.cudagraph_mark_step_begin()          # each call a new iteration (no backward here)
         y = compiled(x)
         torch.cuda.synchronize()
         # W x^T in float64 is exact in f32 (sparse_problem's values: 2-bit mantissas, exponents -1..1)
