@@ -101,6 +101,9 @@ def test_abi_expressions_refuse_anything_else():
         rabi.eval_expr("__import__('os')", {})
     with pytest.raises(ValueError, match="not whole"):
         rabi.eval_expr("M / 128", {"M": 100})
+    with pytest.raises(rabi.AbiError):
+        rabi.eval_expr("M > 1", {"M": 100})
+    assert rabi.eval_expr("M // 16 <= 65535", {"M": 16 * 65536 - 1}) and not rabi.eval_expr("M < 2", {"M": 2})
 
 
 def test_target_runs_on():
@@ -144,6 +147,50 @@ def test_wrong_problem_size(gemm):
     a, b, c, d = sparse_args(m=192)
     e = _err(gemm, a, b, c, out=d)
     assert e.what == "problem size" and "M % 128 == 0" in e.expected and e.got == "192 x 256 x 128"
+
+
+def test_sizes_beyond_the_stated_limits_are_refused(gemm):
+    """Issue 14: every kernel states the sizes it accepts (ABI `limits`) and the launch refuses the rest,
+    instead of passing a size that does not fit its u32 parameter (ctypes would keep the low 32 bits) or a
+    grid CUDA cannot launch."""
+    # sparse_gemm_f16: K = 2^31 is a multiple of cta K = 64, but not below 2^31
+    a, b, c, d = sparse_args(k=1 << 31)
+    e = _err(gemm, a, b, c, out=d)
+    assert e.what == "problem size" and e.expected == "M x N x K meeting K < 2147483648"
+    # M = 2^32 + 128 would reach the kernel as M = 128
+    a, b, c, d = sparse_args(m=(1 << 32) + 128)
+    assert "M < 2147483648" in _err(gemm, a, b, c, out=d).expected
+    # its 1-D grid: (M / 128) * (N / 256) tiles = 2^16 * 2^16 = 2^32 > 2^31 - 1 (CUDA's gridDim.x limit)
+    a, b, c, d = sparse_args(m=128 << 16, n=256 << 16)
+    assert _err(gemm, a, b, c, out=d).expected == "M x N x K meeting tiles <= 2147483647"
+    # tcgen05 (gemm_bf16, M = 128): grid y = m_total / 128 = 65536 > 65535 (gridDim.y limit)
+    k = load(os.path.join(EX, "gemm_bf16.tile"))
+    m = 128 * 65536
+    e = _err(k, Fake((m, 64), "<V2"), Fake((256, 64), "<V2").T, out=Fake((m, 256), "<f4"))
+    assert e.what == "problem size" and e.expected == "M x N x K meeting m_total // 128 <= 65535"
+    assert k.unmet(128 * 65535, 256, 64) == []
+    # the one-instruction mma.sp kernel (tile 16 x 8): grid y = M / 16
+    k = load(os.path.join(EX, "sparse_f16.tile"))
+    assert k.unmet(16 * 65535, 8, 32) == [] and k.unmet(16 * 65536, 8, 32) == ["M // tile_m <= 65535"]
+    assert k.unmet(16, 8, 1 << 31) == ["K < 2147483648"]
+
+
+def test_limits_bound_every_size_of_every_example():
+    """Each example's kernel states an upper bound for each size it takes at launch (rabi.largest finds it
+    by bisection over the ABI's limits) and a grid within CUDA's limits."""
+    for name in sorted(os.listdir(EX)):
+        if not name.endswith(".tile"):
+            continue
+        k = load(os.path.join(EX, name))
+        for size in ("M", "N") + (() if rabi.fixed_k(k.abi) else ("K",)):
+            top = rabi.largest(k.abi, size)
+            assert top < 1 << 31, (name, size, top)
+            units = rabi.size_units(k.abi)
+            bigger = {**units, size: top + units[size]}
+            assert k.unmet(bigger["M"], bigger["N"], bigger["K"]), (name, size)
+        gx, gy, gz = rabi.grid_blocks(k.abi, rabi.largest(k.abi, "M"), rabi.size_units(k.abi)["N"],
+                                      rabi.size_units(k.abi)["K"] if not rabi.fixed_k(k.abi) else k.abi["k"], 132)
+        assert gx <= (1 << 31) - 1 and gy <= 65535 and gz <= 65535, name
 
 
 def test_wrong_stride(gemm):

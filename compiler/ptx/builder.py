@@ -167,6 +167,13 @@ class PtxBuilder:
         self.ins(f"shl.b32 {dst}, {src}, {sh};" if sh > 0 else f"shr.u32 {dst}, {src}, {-sh};" if sh < 0
                  else f"mov.u32 {dst}, {src};")
 
+    def scale64(self, reg: str, num: int, den: int) -> None:
+        """reg *= num / den on a 64-bit register, for powers of two num and den: one shift (nothing when
+        equal). A right shift is exact where the caller's value is a multiple of den / num."""
+        sh = log2(num) - log2(den)
+        if sh:
+            self.ins(f"shl.b64 {reg}, {reg}, {sh};" if sh > 0 else f"shr.u64 {reg}, {reg}, {-sh};")
+
     def div_imm(self, dst: str, src: str, d: int, note: str = "") -> None:
         """dst = src / d: a shift when d is a power of two."""
         self.ins(f"shr.u32 {dst}, {src}, {log2(d)};{note}" if is_pow2(d) else f"div.u32 {dst}, {src}, {d};{note}")
@@ -263,6 +270,26 @@ class PtxBuilder:
         return "\n".join(out) + "\n"
 
 
+
+
+# The launch-time sizes every kernel accepts (its ABI's `limits`; compiler/runtime checks them at launch).
+# Each size (M, N, K; m_total, n_total) is a u32 parameter below 2^31: a row index plus an in-tile offset
+# then stays below 2^32, and a TMA coordinate (a signed 32-bit integer, PTX ISA cp.async.bulk.tensor)
+# can address every element. Grid dimensions stay within CUDA's limits (CUDA C++ Programming Guide,
+# "Technical Specifications per Compute Capability": gridDim.x <= 2^31 - 1, gridDim.y and .z <= 65535).
+SIZE_LIMIT = 1 << 31
+GRID_LIMITS = ((1 << 31) - 1, 65535, 65535)
+
+
+def launch_limits(sizes: Sequence[str], grid: Sequence[str | int]) -> list[str]:
+    """The `limits` of a kernel ABI: each size in `sizes` below SIZE_LIMIT, and each grid dimension
+    (an ABI expression of the sizes; `/` written `//` so that a size off the tile still evaluates) within
+    GRID_LIMITS."""
+    out = [f"{s} < {SIZE_LIMIT}" for s in sizes]
+    for expr, cap in zip(grid, GRID_LIMITS):
+        if isinstance(expr, str) and not expr.isdigit():
+            out.append(f"{expr.replace(' / ', ' // ')} <= {cap}")
+    return out
 
 
 def abi_params(kernel: str, params: Sequence[tuple[str, str]], param_format: str = PARAM_SHORT) -> list[dict]:

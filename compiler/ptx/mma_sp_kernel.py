@@ -6,6 +6,9 @@ fragments into the accumulators, walks K in steps of the instruction K (loading 
 registers straight from global memory, one 32-bit word per register: compiler/isa/mma_sp/fragments.py), and
 stores D. No shared memory, no pipelining: correctness first.
 
+Sizes: M, N, K multiples of the CTA tile and of the K step, each below 2^31, M / tile_m <= 65535 (grid
+y); ABI `requires` and `limits`. Byte offsets that grow with them are 64-bit (mul.wide.u32).
+
 Global layouts are those of compiler/sparse.py (compressed A row-major M x K/2, metadata
 [M/16][K/k][32] u32 words, B as N x K, C/D row-major M x N). With `static_metadata` the metadata words
 are embedded (an immediate, or a `.const` table indexed by lane / tile / k-step) instead of read from a
@@ -29,7 +32,8 @@ from ..isa.mma_sp.forms import ORDERED_METADATA_PTX, SHAPE_M, SHAPE_N, Form
 from ..isa.mma_sp.metadata import unpack_metadata, validate_nibbles
 from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
-from .builder import HAND_SCHEDULED, PtxBuilder, abi_params, require_kernel_name, target_lines, vector
+from .builder import (HAND_SCHEDULED, PtxBuilder, abi_params, launch_limits, require_kernel_name, target_lines,
+                      vector)
 
 CONST_BANK_BYTES = 65536      # a .const table must fit the 64 KB constant bank
 
@@ -220,6 +224,8 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     # ---- A pointers: register j of tile i = word t + 4*(j>>1) of compressed row g + 8*(j&1) (+16 i)
     ins(f"// A: compressed rows of K/2 elements = K*{sbits}/16 bytes; register j of tile i is word")
     ins("//    t + 4*(j>>1) of row m0 + 16i + g + 8*(j&1) (fragments.a_register_word)")
+    # the row pitch fits 32 bits: K < 2^31 (the ABI's limits) and at most 32-bit elements, K*32/16 < 2^32;
+    # the row times the pitch is the 64-bit mul.wide
     w.scale("%y", "%K", sbits, 16)
     for i in range(tm):
         for h in range(2):
@@ -231,27 +237,28 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
 
     # ---- B pointers: register j of tile q = word t + 4j of B^T row n0 + 8q + g
     ins(f"// B^T: rows of K elements = K*{sbits}/8 bytes; register j of tile q is word t + 4j of row")
-    ins("//    n0 + 8q + g (fragments.b_register_word)")
-    w.scale("%y", "%K", sbits, 8)
+    ins("//    n0 + 8q + g (fragments.b_register_word); row * K elements in 64 bits (K*4 bytes can exceed 2^32)")
     for q in range(tn):
         ins("add.u32 %x, %n0, %g;")
         add_imm("%x", 8 * q)
-        ins("mul.wide.u32 %off, %x, %y;")
+        ins("mul.wide.u32 %off, %x, %K;")
+        w.scale64("%off", sbits, 8)
         ins(f"add.u64 %pb{q}, %gb, %off;")
         ins(f"add.u64 %pb{q}, %pb{q}, %t4;")
 
     # ---- metadata
     ins(f"shr.u32 %nks, %K, {log2(form.k)};          // k-steps")
     if runtime_meta:
-        ins("// metadata words [M/16][K/k][32]: tile mt = m0/16 + i starts at word (mt*K/k)*32 + lane")
+        ins("// metadata words [M/16][K/k][32]: tile mt = m0/16 + i starts at word (mt*K/k)*32 + lane;")
+        ins("//    mt * K/k in 64 bits (M/16 * K/k * 128 bytes can exceed 2^32)")
         for i in range(tm):
             ins("shr.u32 %x, %m0, 4;")
             add_imm("%x", i)
-            ins("mul.lo.u32 %x, %x, %nks;")
-            ins("shl.b32 %x, %x, 5;")
-            ins("add.u32 %x, %x, %lane;")
-            ins("mul.wide.u32 %off, %x, 4;")
+            ins("mul.wide.u32 %off, %x, %nks;")
+            ins("shl.b64 %off, %off, 7;             // 32 words of 4 bytes per (tile, k-step)")
             ins(f"add.u64 %pe{i}, %ge, %off;")
+            ins("mul.wide.u32 %off, %lane, 4;")
+            ins(f"add.u64 %pe{i}, %pe{i}, %off;")
     else:
         tab = cfg.static_metadata
         pm, pk = len(tab), len(tab[0])
@@ -301,12 +308,12 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
     per_pair = cr // 2                 # registers holding elements (2h, 2h+1): 2 for 32-bit, 1 for f16x2
 
     def cd_rows(ptr_base: str, op: str) -> None:
-        ins(f"shl.b32 %y, %N, {log2(cbytes)};      // row stride in bytes")
         for i in range(tm):
             for h in range(2):
                 ins("add.u32 %x, %m0, %g;")
                 add_imm("%x", 16 * i + 8 * h)
-                ins("mul.wide.u32 %adr, %x, %y;")
+                ins("mul.wide.u32 %adr, %x, %N;          // row * N elements in 64 bits")
+                w.scale64("%adr", cbytes, 1)
                 ins("shl.b32 %x, %t, 1;")
                 ins("add.u32 %x, %x, %n0;")
                 ins(f"mul.wide.u32 %off, %x, {cbytes};")
@@ -435,4 +442,5 @@ def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> di
         "block": [cfg.threads, 1, 1],
         "grid": ["N / tile_n", "M / tile_m", 1],
         "requires": [f"M % {cfg.tile_m} == 0", f"N % {cfg.tile_n} == 0", f"K % {form.k} == 0"],
+        "limits": launch_limits("MNK", ["N / tile_n", "M / tile_m", 1]),
     }

@@ -42,7 +42,9 @@ Global layouts (the ones compiler/sparse.py produces; no re-packing):
   c          (only with `accumulate_c`) row-major M x N of the accumulator type.
   d          row-major M x N of `d_type` (16-byte aligned): the accumulator type, or f16 / bf16 (float
              forms) rounded to nearest even at the store (`cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`).
-Requirements: M % cta_m == N % cta_n == K % cta_k == 0 (checked by `SparseGemmPTX.grid`).
+Requirements: M % cta_m == N % cta_n == K % cta_k == 0 (checked by `SparseGemmPTX.grid`); limits (ABI
+`limits`, checked by compiler/runtime): M, N, K < 2^31 and at most 2^31 - 1 tiles (the 1-D grid). Global
+offsets that grow with a size (row * K * bytes, row * N * bytes) are 64-bit.
 
 Shared memory per stage: [A: cta_m rows x 32*cta_k/k B][B: cta_n rows x 64*cta_k/k B][metadata:
 cta_m/16 runs of 128*cta_k/k B], each region row-major; A and B swizzled. Dynamic shared memory
@@ -61,7 +63,7 @@ from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N, Form
 from ..isa.targets import TARGETS, Version, format_version
 from ..isa.types import TYPES
-from .builder import HAND_SCHEDULED, PtxBuilder, require_kernel_name, target_lines
+from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_instruction, mma_sp_ptx_version
 
 # Bytes of one k-step of one instruction tile for the forms this kernel takes (a_regs = b_regs = 4:
@@ -552,14 +554,16 @@ class _Writer(PtxBuilder):
                                         ("a_values", "b", "a_metadata")):
             cpr = reg.chunks_per_row
             self.global_pointer(gp, par)
-            self.scale("%y", "%K", reg.stride_num, reg.stride_den)        # global row stride in bytes
             ins(f"shr.u32 %x, %thr, {log2(cpr)};")
             if name == "E":                                                # one metadata row per 16 rows
                 ins(f"shr.u32 %z, %m0, {log2(SHAPE_M)};")
                 ins("add.u32 %x, %x, %z;")
             else:
                 ins(f"add.u32 %x, %x, {'%m0' if name == 'A' else '%n0'};")
-            ins("mul.wide.u32 %off, %x, %y;")
+            # row * K, then * the row stride's bytes per K (num/den): 64 bits (K*4 or K*8 bytes a row
+            # can exceed 2^32)
+            ins("mul.wide.u32 %off, %x, %K;")
+            self.scale64("%off", reg.stride_num, reg.stride_den)
             ins(f"add.u64 {gp}, {gp}, %off;")
             ins(f"and.b32 %x, %thr, {cpr - 1};")
             ins(f"mul.wide.u32 %off, %x, {CHUNK};")
@@ -716,7 +720,6 @@ class _Writer(PtxBuilder):
         ins("bar.sync 0;")
         cpr = cfg.cta_n * dbytes // CHUNK                      # 16-byte chunks per D row
         chunks = cfg.cta_m * cpr
-        ins(f"shl.b32 %z, %N, {log2(dbytes)};                 // D row stride in bytes")
         for guard in self.thread_rounds("%x", "%thr", T, chunks, "%pj"):
             ins(f"div.u32 %pm, %x, {cpr};                        // tile row")
             ins(f"rem.u32 %pn, %x, {cpr};                        // chunk in the row")
@@ -725,7 +728,8 @@ class _Writer(PtxBuilder):
             at = f"[%x+{cfg.d_offset}]" if cfg.d_offset else "[%x]"
             ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, {at};")
             ins("add.u32 %pm, %pm, %m0;")
-            ins("mul.wide.u32 %rp, %pm, %z;")
+            ins("mul.wide.u32 %rp, %pm, %N;                   // row * N elements in 64 bits")
+            self.scale64("%rp", dbytes, 1)
             ins(f"mad.lo.u32 %pn, %pn, {CHUNK // dbytes}, %n0;")
             ins(f"mul.wide.u32 %off, %pn, {dbytes};")
             ins("add.u64 %rp, %rp, %off;")
@@ -938,4 +942,5 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
         "tiles": f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})",
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [f"M % {cfg.cta_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
+        "limits": launch_limits("MNK", ["tiles"]),
     }

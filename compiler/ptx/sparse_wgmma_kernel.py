@@ -89,7 +89,7 @@ from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
 from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
                          WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
-from .builder import HAND_SCHEDULED, PtxBuilder, require_kernel_name, target_lines
+from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head
 from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK, RingGeometry, SlotRegion, operand_buffers
 
@@ -841,6 +841,7 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "tiles": f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})",
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [f"M % {cfg.cta_m * cfg.cluster_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
+        "limits": launch_limits("MNK", ["tiles"]),
     }
 
 

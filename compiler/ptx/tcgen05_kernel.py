@@ -12,7 +12,9 @@ per MMA. The TMEM layouts are in compiler/isa/tmem.py.
 Kernel ABI (also reported by `tilec compile --emit json`, see `_abi`):
   params : A, B, D (u64) global pointers; SFA, SFB (u64, block-scaled kinds); META (u64, sparse tiles
            with metadata=runtime); S (u64, smem-dump variant only); m_total, n_total (u32), multiples
-           of the tile's M and N. K is the tile's `loop K` (fixed).
+           of the tile's M and N, below 2^31, with a grid within CUDA's limits (ABI `limits`:
+           builder.launch_limits). K is the tile's `loop K` (fixed). Byte offsets that grow with
+           m_total / n_total are 64-bit; offsets within a row or a stage stay 32-bit.
   data   : A (smem) is [m_total][K] row-major when K-major, [K][m_total] when MN-major; sparse A holds
            the kept values, [m_total][K/2]. B is [n_total][K] row-major when K-major (B transposed),
            [K][n_total] when MN-major. Values are packed at their own width (fp4 two per byte, fp6 four per
@@ -60,7 +62,7 @@ from ..isa.tcgen05_kinds import mma_k
 from ..isa.tmem import a_columns_per_mma, data_path, metadata_format
 from ..passes.plans import collector_priming
 from ..isa.types import TYPES
-from .builder import PtxBuilder
+from .builder import PtxBuilder, launch_limits
 from .tcgen05_issue import descriptor, descriptor_base, idesc_registers, issue_mmas, trailing_operands
 
 THREADS = 128
@@ -349,14 +351,18 @@ class _Kernel:
         kb, e = self.kb, self.e
         total = self.smem_bytes // 16
         kb.comment(f"smem-dump: {self.smem_bytes} B of stage images to S")
-        bx, by, nx, blk = kb.regs("r", 4)
+        bx, by, nx = kb.regs("r", 3)
         e(f"mov.u32 {bx}, %ctaid.x;")
         e(f"mov.u32 {by}, %ctaid.y;")
         e(f"mov.u32 {nx}, %nctaid.x;")
-        e(f"mad.lo.u32 {blk}, {by}, {nx}, {bx};")
-        e(f"mad.lo.u32 {blk}, {blk}, {self.n_stages}, {self.kreg};")
-        off, offw, base = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
-        e(f"mul.wide.u32 {offw}, {blk}, {self.smem_bytes};")
+        # image index (ctaid.y * nctaid.x + ctaid.x) * n_stages + stage, and its byte offset, in 64 bits
+        off, offw, blk, base = kb.reg("r"), kb.reg("rd"), kb.reg("rd"), kb.reg("rd")
+        e(f"cvt.u64.u32 {blk}, {bx};")
+        e(f"mad.wide.u32 {blk}, {by}, {nx}, {blk};")
+        e(f"mul.lo.u64 {blk}, {blk}, {self.n_stages};")
+        e(f"cvt.u64.u32 {offw}, {self.kreg};")
+        e(f"add.u64 {blk}, {blk}, {offw};")
+        e(f"mul.lo.u64 {offw}, {blk}, {self.smem_bytes};")
         e(f"add.u64 {base}, {self.gptr['S']}, {offw};")
         with kb.strided_loop("dump", self.tid, total, THREADS) as c:
             e(f"shl.b32 {off}, {c}, 4;")
@@ -433,10 +439,11 @@ class _Kernel:
             e(f"add.u32 {grow}, {self.m0}, {row_reg};")
             base = kb.reg("rd")
             if meta.source == "runtime":
-                idx = kb.reg("r")
-                e(f"mad.lo.u32 {idx}, {grow}, {meta.words_per_row}, {w0};")
+                # word grow * words_per_row + w0 in 64 bits (m_total rows of K/(8*chunk) words)
                 iw = kb.reg("rd")
-                e(f"mul.wide.u32 {iw}, {idx}, 4;")
+                e(f"cvt.u64.u32 {iw}, {w0};")
+                e(f"mad.wide.u32 {iw}, {grow}, {meta.words_per_row}, {iw};")
+                e(f"shl.b64 {iw}, {iw}, 2;")
                 e(f"add.u64 {base}, {self.gptr['META']}, {iw};")
                 out = kb.regs("r", words)
                 for w in range(words):
@@ -520,10 +527,11 @@ class _Kernel:
                     e(f"min.u32 {idx}, {idx}, {extent - 1};")    # lanes past the extent hold nothing
                 grow = kb.reg("r")
                 e(f"add.u32 {grow}, {base_row}, {idx};")
+                # row * pitch in 64 bits; the stage's offset within the row (< pitch) in 32
                 off, offw, addr = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
-                e(f"mul.lo.u32 {off}, {grow}, {pitch};")
-                e(f"mad.lo.u32 {off}, {self.kreg}, {stage_bytes}, {off};")
+                e(f"mul.lo.u32 {off}, {self.kreg}, {stage_bytes};")
                 e(f"cvt.u64.u32 {offw}, {off};")
+                e(f"mad.wide.u32 {offw}, {grow}, {pitch}, {offw};")
                 e(f"add.u64 {addr}, {self.gptr[name]}, {offw};")
                 for g, src in enumerate(sources):
                     word = kb.reg("r")
@@ -630,8 +638,10 @@ class _Kernel:
         rofw, dbase = kb.regs("rd", 2)
         e(f"add.u32 {grow}, {self.m0}, {row};")
         e(f"add.u32 {roff}, {self.n0}, {col0};")
-        e(f"mad.lo.u32 {roff}, {grow}, {self.n_total}, {roff};")
-        e(f"mul.wide.u32 {rofw}, {roff}, {esz};")
+        # element grow * n_total + column in 64 bits (m_total x n_total elements can exceed 2^32)
+        e(f"cvt.u64.u32 {rofw}, {roff};")
+        e(f"mad.wide.u32 {rofw}, {grow}, {self.n_total}, {rofw};")
+        kb.scale64(rofw, esz, 1)
         e(f"add.u64 {dbase}, {self.gptr['D']}, {rofw};")
         col = kb.reg("r")
         e(f"mov.u32 {col}, 0;")
@@ -695,9 +705,11 @@ class _Kernel:
                            "layout": f"[gridDim.y*gridDim.x][{self.n_stages}][{self.smem_bytes}] bytes"})
         params += [{"name": "m_total", "type": "u32", "constraint": f"multiple of {spec.m}"},
                    {"name": "n_total", "type": "u32", "constraint": f"multiple of {spec.n}"}]
+        grid = [grid_x, f"m_total / {spec.m}", "1"]
         abi = {
             "params": params,
-            "grid": [grid_x, f"m_total / {spec.m}", "1"],
+            "grid": grid,
+            "limits": launch_limits(("m_total", "n_total"), grid),
             "block": [THREADS, 1, 1],
             "k": spec.total_k,
             "k_block": self.k_block,
@@ -805,25 +817,31 @@ def _emit_copy(kb: PtxBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kreg, 
         k_stored = spec.total_k // 2 if (name == "A" and spec.sparsity is not None) else spec.total_k
         row_bytes_k = k_stored * vbits // 8
         stage_k_bytes = lay.k * vbits // 8
-        g = kb.reg("r")
+        # Offsets that grow with m_total / n_total are 64-bit (a row of m_total < 2^31 times its bytes can
+        # exceed 2^32); the offset within a row (K-major: kreg*stage bytes + chunk bytes < the row's
+        # K*bits/8 bytes, an immediate the IR verifier checks against u32) or within the stage's chunk
+        # run (MN-major: chunk*data bytes < 16 * chunks per line) stays 32-bit.
+        g, o = kb.regs("r", 2)
+        gw, ow, ga = kb.regs("rd", 3)
         if lay.major == "K":
             # element (mn0 + line, kreg*k_block + chunk*T) of a [mn_total][K] row-major array
-            e(f"add.u32 {g}, {mn0}, {line};")
-            e(f"mul.lo.u32 {g}, {g}, {row_bytes_k};")
-            e(f"mad.lo.u32 {g}, {kreg}, {stage_k_bytes}, {g};")
+            e(f"add.u32 {g}, {mn0}, {line};")            # a row < mn_total < 2^31
+            e(f"mul.lo.u32 {o}, {kreg}, {stage_k_bytes};")
+            e(f"mad.lo.u32 {o}, {chunk}, {data_bytes}, {o};")
+            e(f"cvt.u64.u32 {ow}, {o};")
+            e(f"mad.wide.u32 {gw}, {g}, {row_bytes_k}, {ow};")
         else:
             # element (kreg*k_block + line, mn0 + chunk*T) of a [K][mn_total] row-major array (MN-major
-            # operands are never sub-byte: PTX 9.7.16.10.1, so value and container widths agree)
-            pitch, krow, mnb = kb.regs("r", 3)
-            e(f"mul.lo.u32 {pitch}, {mn_total}, {vbits};")
-            e(f"shr.u32 {pitch}, {pitch}, 3;")           # bytes per K row
-            e(f"mad.lo.u32 {krow}, {kreg}, {lay.k}, {line};")
-            e(f"mul.lo.u32 {mnb}, {mn0}, {vbits};")
-            e(f"shr.u32 {mnb}, {mnb}, 3;")
-            e(f"mad.lo.u32 {g}, {krow}, {pitch}, {mnb};")
-        e(f"mad.lo.u32 {g}, {chunk}, {data_bytes}, {g};")
-        gw, ga = kb.regs("rd", 2)
-        e(f"cvt.u64.u32 {gw}, {g};")
+            # operands are never sub-byte: PTX 9.7.16.10.1, so value and container widths agree):
+            # (krow * mn_total + mn0) elements, then bytes
+            krow = kb.reg("r")
+            e(f"mad.lo.u32 {krow}, {kreg}, {lay.k}, {line};")     # a K row < the loop K
+            e(f"cvt.u64.u32 {ow}, {mn0};")
+            e(f"mad.wide.u32 {gw}, {krow}, {mn_total}, {ow};")
+            kb.scale64(gw, vbits, 8)
+            e(f"mul.lo.u32 {o}, {chunk}, {data_bytes};")
+            e(f"cvt.u64.u32 {ow}, {o};")
+            e(f"add.u64 {gw}, {gw}, {ow};")
         e(f"add.u64 {ga}, {gbase}, {gw};")
         x = kb.regs("r", 4)
         _emit_chunk_load(kb, x, ga, data_bytes)

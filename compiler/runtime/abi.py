@@ -20,6 +20,7 @@ ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s32": 4, "u32": 4, "
 
 _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
         ast.Mod: lambda a, b: a % b, ast.FloorDiv: lambda a, b: a // b}
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b}
 
 
 class AbiError(ValueError):
@@ -27,10 +28,10 @@ class AbiError(ValueError):
 
 
 def eval_expr(expr, names: dict[str, int]):
-    """An ABI expression ('(M / 128) * (N / 256)', 'N / tile_n', 'M % 16 == 0',
+    """An ABI expression ('(M / 128) * (N / 256)', 'N / tile_n', 'M % 16 == 0', 'M // 16 <= 65535',
     'min(tiles, multiprocessors * max_ctas_per_sm)', or an int) for the given names. `/` must divide
-    exactly (the ABI's sizes are whole: ValueError otherwise); anything but integer arithmetic, ==, min /
-    max and the given names is refused (AbiError)."""
+    exactly (the ABI's sizes are whole: ValueError otherwise); anything but integer arithmetic, ==, <, <=,
+    min / max and the given names is refused (AbiError)."""
     if isinstance(expr, int):
         return expr
 
@@ -50,8 +51,8 @@ def eval_expr(expr, names: dict[str, int]):
             return a // b
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
             return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
-            return ev(node.left) == ev(node.comparators[0])
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
+            return _COMPARE[type(node.ops[0])](ev(node.left), ev(node.comparators[0]))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max") \
                 and node.args and not node.keywords:
             return (min if node.func.id == "min" else max)(ev(a) for a in node.args)
@@ -107,12 +108,54 @@ def requires(abi: dict) -> list[str]:
     return out
 
 
+def limits(abi: dict) -> list[str]:
+    """The ranges of M, N, K the kernel's address arithmetic and launch grid are built for (the ABI's
+    `limits`: each size below 2^31, the grid within CUDA's limits, ...). A kernel launched beyond them
+    would compute wrapped addresses or could not be launched; the runtime refuses such a launch."""
+    return list(abi.get("limits", []))
+
+
 def unmet(abi: dict, m: int, n: int, k: int) -> list[str]:
-    """The conditions problem M x N x K breaks (empty: it can run)."""
+    """The conditions problem M x N x K breaks (empty: it can run): those of `requires`, else those of
+    `limits` (which may count whole tiles, so they are read once the sizes are whole tiles)."""
     if m <= 0 or n <= 0 or k <= 0:        # not min(): a tracer would guard on their order
         return [f"M, N, K > 0 (got {m} x {n} x {k})"]
     env = names(abi, m, n, k)
-    return [r for r in requires(abi) if not eval_expr(r, env)]
+    bad = [r for r in requires(abi) if not eval_expr(r, env)]
+    return bad or [r for r in limits(abi) if not eval_expr(r, env)]
+
+
+def size_units(abi: dict) -> dict[str, int]:
+    """The multiple each of M, N, K must be (from `requires`; a fixed K is its own unit)."""
+    units = {"M": 1, "N": 1, "K": 1}
+    for r in requires(abi):
+        match = re.fullmatch(r"([MNK]) (%|==) (\d+)(?: == 0)?", r)
+        if match:
+            units[match.group(1)] = int(match.group(3))
+    return units
+
+
+def largest(abi: dict, size: str, others: dict[str, int] | None = None) -> int:
+    """The largest multiple of its unit that `size` ('M', 'N' or 'K') may be within the kernel's limits,
+    the other sizes held at `others` (default: their units)."""
+    units = size_units(abi)
+    if size == "K" and fixed_k(abi) is not None:
+        return fixed_k(abi)
+    dims = {**units, **(others or {})}
+
+    def fits(count: int) -> bool:
+        dims[size] = count * units[size]
+        return not unmet(abi, dims["M"], dims["N"], dims["K"])
+
+    lo, hi = 1, 1
+    while fits(hi):
+        lo, hi = hi, 2 * hi
+        if hi > 1 << 40:
+            raise AbiError(f"{entry(abi)}: no limit bounds {size}")
+    while hi - lo > 1:                  # fits(lo), not fits(hi): the limits are upper bounds
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo * units[size]
 
 
 def cluster(abi: dict) -> tuple[int, int, int]:
