@@ -74,8 +74,9 @@ def test_a_derived_immediate_that_would_wrap_is_a_located_diagnostic():
 
 
 def test_a_loop_k_whose_immediates_fit_compiles():
-    # K = 2^30: rows of 2^31 bytes, within .u32
+    # K = 2^30: rows of 2^31 bytes, within .u32 (the b operand of the copy's 64-bit row offset,
+    # mad.wide.u32 row, row bytes, in-row offset: PTX ISA mad.wide takes .u32 sources)
     k = 2**30
     result = compile_source(BF16 % k, "edge.tile")
-    assert f"mul.lo.u32 %r26, %r26, {2 * k};" in result.ptx
+    assert f"mad.wide.u32 %rd7, %r26, {2 * k}, %rd8;" in result.ptx
     assert "4294967296" not in result.ptx
