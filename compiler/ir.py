@@ -116,12 +116,19 @@ B32 = PtxInt("b32", 32, hex=True)
 B64 = PtxInt("b64", 64, hex=True)
 
 
-class Str(AttrType):
-    name = "string"
-    accepts = _STR
+class _Instances(AttrType):
+    """A type whose values are the instances of one Python class (`cls`)."""
+    cls: type = object
+    expected = "?"          # what the diagnostic says was expected
 
     def problem(self, v: Any) -> str | None:
-        return None if isinstance(v, str) else Problem(f"expected a string, got {_describe(v)}")
+        return None if isinstance(v, self.cls) else Problem(f"expected {self.expected}, got {_describe(v)}")
+
+
+class Str(_Instances):
+    name = "string"
+    accepts = _STR
+    cls, expected = str, "a string"
 
     def fmt(self, v: Any) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
@@ -143,12 +150,10 @@ class Enum(Str):
         return p
 
 
-class Bool(AttrType):
+class Bool(_Instances):
     name = "bool"
     accepts = _BOOL
-
-    def problem(self, v: Any) -> str | None:
-        return None if isinstance(v, bool) else Problem(f"expected true or false, got {_describe(v)}")
+    cls, expected = bool, "true or false"
 
     def fmt(self, v: Any) -> str:
         return "true" if v else "false"
