@@ -126,3 +126,51 @@ def test_a_float_typed_param_does_not_link(nvcc):
         frags = compile_fragments(nvcc, old, "sm_90a", Path(d))
         with pytest.raises(NvccError, match="Prototype doesn't match"):
             link_executable(nvcc, [caller, frags], "sm_90a", Path(d))
+
+
+def _nvcc_ptx(nvcc: str, cu: str, target: str = "sm_90a") -> str:
+    from tests.gpu.harness.nvcc_link import gencode, run_nvcc
+
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "caller.cu").write_text(cu)
+        run_nvcc(nvcc, [*gencode(target), "-rdc=true", "-ptx", "caller.cu", "-o", "caller.ptx"], d)
+        return Path(d, "caller.ptx").read_text()
+
+
+def test_link_fragments_takes_nvcc_ptx_as_it_comes(nvcc, ptxas):
+    """nvcc's whole module (its own .version 9.0 / .target sm_90a / .address_size 64 header and an .extern
+    .func of the fragment) with an sm_80 fragment of PTX 8.5: one header with the newer version and the
+    target that holds both (sm_80 code runs on sm_90a; PTX ISA 11.1.2 .target), the declaration checked and
+    dropped, and the module assembles on its own (ptxas without -c: the call resolves inside it)."""
+    from compiler.ptxas import assemble
+
+    spec = parse_source((ROOT / "examples" / "sparse_f16.tile").read_text())
+    f = emit_fragment(spec.tiles[0], "sm_80")
+    caller = _nvcc_ptx(nvcc, caller_source([f]))
+    assert caller.count(".version ") == 1 and f".extern .func  (.param .align 16 .b8 func_retval0[16]) {f.name}" in caller
+    ptx = link_fragments([f], ("caller.ptx", caller))
+    assert re.findall(r"^\.(version|target|address_size) (\S+)$", ptx, flags=re.M) == [
+        ("version", "9.0"), ("target", "sm_90a"), ("address_size", "64")]
+    assert ".extern .func" not in ptx and ptx.count(f".visible .func (.param .align 16 .b8 {f.name}_param_d[16]) {f.name}(") == 1
+    verdict = assemble(ptx, "sm_90a", ptxas)
+    assert verdict.ok, verdict.output
+
+
+@pytest.mark.parametrize("change, why", [
+    # e1 declared 64-bit: nvcc writes .param .b64 for unsigned long long
+    (lambda d: d.replace("unsigned e1)", "unsigned long long e1)"), r"parameter 21 \(e1\) is \.b64 there, \.b32 in"),
+    (lambda d: d.replace(", unsigned e1)", ")"), "21 parameters declared, 22 defined"),
+    (lambda d: d.replace("float4", "float2"), r"result \.align 8 \.b8\[8\] there, \.align 16 \.b8\[16\] in"),
+])
+def test_link_fragments_names_both_sides_of_a_prototype_mismatch(nvcc, change, why):
+    from compiler import LinkError
+
+    (f,) = _issue_fragment()
+    decl = change(f.cpp_declaration())
+    ret = decl.split("__device__ ")[1].split(" ")[0]
+    args = ", ".join(f"in[{i}]" for i in range(decl.count(",") + 1))
+    cu = decl + f'extern "C" __global__ void k(const unsigned *in, {ret} *out) {{ *out = {f.name}({args}); }}\n'
+    with pytest.raises(LinkError, match=why) as e:
+        link_fragments([f], ("caller.ptx", _nvcc_ptx(nvcc, cu)))
+    assert f"between caller.ptx and fragment {f.name} (tile sparse_f16)" in e.value.message
+    assert "caller.ptx: .extern .func" in e.value.message and e.value.hint.startswith("declare it as")

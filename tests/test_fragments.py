@@ -6,6 +6,7 @@ Descriptor constants are checked against the materialized descriptors of the nor
 the encodings of PTX 9.7.16.4.1/.2; sparse metadata addressing against PTX ISA 9.7.16.10.8.4, Table 44 sparsity selector.
 """
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -431,3 +432,25 @@ def test_emit_json_adds_the_fragment_beside_the_kernel(capsys):
     assert main(["compile", str(root / "examples" / "tcgen05_2cta.tile"), "--emit", "json"]) == 0
     (pair,) = json.loads(capsys.readouterr().out)["tiles"].values()
     assert pair["kernel"] is not None and pair["fragment"] is None and "cta_group::1" in pair["fragment_error"]
+
+
+def test_link_fragments_merges_module_headers_or_says_why_not():
+    """Code pieces given with their own module directives (PTX ISA 11.1: .version, .target, .address_size):
+    the newest version wins, the target must hold every piece (an arch-specific sm_100a fragment cannot go
+    into an sm_90a module, nor the other way), 32-bit addressing is refused, and a piece that defines a
+    fragment's name is refused."""
+    a = emit_fragment(GEMM, "sm_100a")                       # PTX 8.6, sm_100a
+    newer = ".version 8.8\n.target sm_100a\n.address_size 64\n.visible .entry host() { ret; }\n"
+    ptx = link_fragments([a], ("host.ptx", newer))
+    assert re.findall(r"^\.(version|target|address_size) (\S+)$", ptx, flags=re.M) == [
+        ("version", "8.8"), ("target", "sm_100a"), ("address_size", "64")]
+    with pytest.raises(LinkError, match="host.ptx is PTX for sm_90a, the fragments for sm_100a: no target holds both"):
+        link_fragments([a], ("host.ptx", newer.replace("sm_100a", "sm_90a")))
+    with pytest.raises(LinkError, match="address_size 32"):
+        link_fragments([a], newer.replace("64", "32"))
+    with pytest.raises(LinkError, match="code\\[0\\] defines 'tilec_gemm_mma'"):
+        link_fragments([a], ".visible .func tilec_gemm_mma() { ret; }\n")
+    with pytest.raises(LinkError, match="host.ptx needs PTX ISA 8.8; 8.6 is too old"):
+        link_fragments([a], ("host.ptx", newer), ptx_version=(8, 6))
+    # a family target's code fits a later member's arch-specific module: sm_100f code beside sm_100a fragments
+    assert "\n.target sm_100a\n" in link_fragments([a], newer.replace("sm_100a", "sm_100f"))
