@@ -56,7 +56,10 @@ def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int,
     kernel's K is fixed at the tile's loop K, the mma.sp kernels take any multiple of their K step.
     `seed` draws the inputs and the scheduler's choices; `order` ("forward", "reverse", "random") is the
     warp order of the warp machine and `mode` when its asynchronous copies and wgmma groups complete
-    ("eager", "lazy", "late_mma"; see compiler/emulator/warp.py). Raises EmulationError when the kernel
+    ("eager", "lazy", "late_mma"; see compiler/emulator/warp.py), or one of its scheduling policies
+    ("adversarial": every asynchronous operation completes as late as possible and warps interleave a few
+    instructions at a time in a seeded random order; "random": the same interleaving with completions at
+    random points). tcgen05 kernels take "eager" or a policy. Raises EmulationError when the kernel
     breaks a rule the emulator checks, or for a shape the kernel cannot take. `ptx` runs that module
     text instead of `result.ptx` with the tile's ABI (a hand-edited kernel).
     """
@@ -70,7 +73,7 @@ def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int,
     engine = t.attrs["engine"]
     text = result.ptx if ptx is None else ptx
     if engine == "tcgen05":
-        return _tcgen05(result, text, tile, shape, seed)
+        return _tcgen05(result, text, tile, shape, seed, mode)
     if engine == "mma.sp":
         return _mma_sp(result, text, tile, shape, seed, order, mode)
     raise EmulationError(f"engine {engine} has no emulator")
@@ -83,8 +86,8 @@ def _tiles(shape, tm: int, tn: int, what: str) -> tuple[int, int]:
     return m // tm, n // tn
 
 
-def _tcgen05(result, text: str, tile: str, shape, seed: int) -> Emulation:
-    from .tcgen05 import host_problem, reference_d, run_problem
+def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emulation:
+    from .tcgen05 import host_problem, reference_d, run_kernel
 
     spec = result.tiles[tile].payload
     k = spec.total_k
@@ -94,12 +97,18 @@ def _tcgen05(result, text: str, tile: str, shape, seed: int) -> Emulation:
         if shape[2] != k:
             raise EmulationError(f"shape K = {shape[2]}: the tcgen05 kernel's K is the tile's loop K = {k}")
     problem = host_problem(result, tile, m_tiles=m_tiles, n_tiles=n_tiles, seed=seed)
-    d = run_problem(text, problem)
-    return Emulation(tile, "tcgen05", "tcgen05", (spec.m * m_tiles, spec.n * n_tiles, k), d, reference_d(problem))
+    if mode not in ("eager", "adversarial", "random"):
+        raise EmulationError(f"mode {mode}: the tcgen05 machine takes eager, adversarial or random")
+    machine = run_kernel(text, problem.args, problem.grid, problem.entry, policy=None if mode == "eager" else mode,
+                         seed=seed)
+    d = machine.gmem.array("D").view(np.dtype(reference_d(problem).dtype)).reshape(
+        problem.args["m_total"], problem.args["n_total"])
+    return Emulation(tile, "tcgen05", "tcgen05", (spec.m * m_tiles, spec.n * n_tiles, k), d, reference_d(problem),
+                     machine.stats)
 
 
 def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: str) -> Emulation:
-    from .sparse_host import WGMMA_MODES, run_sparse_gemm, sparse_problem
+    from .sparse_host import WGMMA_MODES, policy_of, run_sparse_gemm, sparse_problem
 
     t = result.tiles[tile]
     spec = t.payload
@@ -122,6 +131,8 @@ def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: st
         if m_tiles * n_tiles % abi["cluster"][0]:
             raise EmulationError(f"shape M = {m}: CTA pairs need an even number of tiles")
         return _wgmma(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c)
+    if mode not in WGMMA_MODES:
+        raise EmulationError(f"mode {mode} (modes: {', '.join(WGMMA_MODES)})")
     land = WGMMA_MODES[mode][0]
     rng = np.random.default_rng(seed)
     problem = sparse_problem(form, m, n, k, rng, accumulate_c)
@@ -134,7 +145,7 @@ def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: st
         grid = (n_tiles, m_tiles)
     d, ref, stats = run_sparse_gemm(text, name, form, grid, threads, abi.get("dynamic_smem_bytes", 0), m, n,
                                     k, out_type, accumulate_c, land=land, order=order, problem=problem, rng=rng,
-                                    runtime_metadata="a_metadata" in params)
+                                    runtime_metadata="a_metadata" in params, policy=policy_of(mode))
     return Emulation(tile, "mma.sp", kind, (m, n, k), d, ref, stats)
 
 

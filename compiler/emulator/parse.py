@@ -56,6 +56,7 @@ class Kernel:
     cluster: tuple[int, int, int] = (1, 1, 1)         # `.reqnctapercluster`
     reqntid: tuple[int, int, int] | None = None       # `.reqntid`
     maxntid: tuple[int, int, int] | None = None       # `.maxntid`
+    target: str | None = None                         # the module's `.target` (shared memory limit)
 
     @property
     def cluster_size(self) -> int:
@@ -151,6 +152,7 @@ def parse_module(ptx: str) -> Module:
         first_line = ptx.count("\n", 0, start) + 1
         kernel = _parse_entry(ptx[start:end], name, globals_, first_line)
         kernel.shared[:0] = module_shared
+        kernel.target = module.target
         module.kernels[name] = kernel
     return module
 

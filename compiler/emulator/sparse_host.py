@@ -15,8 +15,15 @@ from .memory import FlatMemory
 from .parse import parse_kernel
 from .warp import WarpMachine
 
-# wgmma-kernel modes -> (when TMA copies land, whether wgmma groups run only when wait_group retires them)
-WGMMA_MODES = {"eager": ("eager", False), "lazy": ("lazy", True), "late_mma": ("eager", True)}
+# wgmma-kernel modes -> (when TMA copies land, whether wgmma groups run only when wait_group retires them);
+# "adversarial" and "random" are the warp machine's scheduling policies (compiler/emulator/warp.py POLICIES:
+# every asynchronous operation late, warps interleaved a few instructions at a time)
+WGMMA_MODES = {"eager": ("eager", False), "lazy": ("lazy", True), "late_mma": ("eager", True),
+               "adversarial": ("lazy", True), "random": ("lazy", True)}
+
+
+def policy_of(mode: str) -> str | None:
+    return mode if mode in ("adversarial", "random") else None
 
 
 def out_dtype(type_name: str):
@@ -104,7 +111,7 @@ def reference(form, p: SparseProblem, out_type: str) -> np.ndarray:
 def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], threads: int, smem_bytes: int, m: int,
                     n: int, k: int, out_type: str, accumulate_c: bool, *, land: str = "eager", order: str = "forward",
                     seed: int = 0, problem: SparseProblem | None = None, rng: np.random.Generator | None = None,
-                    runtime_metadata: bool = True):
+                    runtime_metadata: bool = True, policy: str | None = None):
     """The cp.async + ldmatrix + mma.sp kernels (pipelined and simple): run `text` on a random problem
     (or `problem`); returns (D, reference D, machine stats). Parameters `<name>_a_values`, `_a_metadata`
     (runtime metadata only), `_b`, `_c`, `_d`, `_M`, `_N`, `_K`; the dynamic shared window at address 0."""
@@ -124,7 +131,7 @@ def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], thr
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
     grid = grid if isinstance(grid, tuple) else (grid, 1)
     machine = WarpMachine(parse_kernel(text, name), mem, params, grid, threads, order=order, land=land,
-                          rng=rng, dynamic_smem=smem_bytes)
+                          rng=rng, dynamic_smem=smem_bytes, policy=policy)
     machine.run()
     d = mem.array("d").view(out_np).reshape(m, n).copy()
     return d, reference(form, p, out_type), machine.stats
@@ -161,7 +168,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     land, late = WGMMA_MODES[mode]
     machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (kern.grid(m, n, k)[0], 1), threads,
                           order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
-                          dynamic_at=smem_window, tensor_maps=tmaps)
+                          dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode))
     machine.run()
     d = mem.array("d").view(out_np).reshape(m, n).copy()
     return d, reference(form, p, out_type), machine.stats

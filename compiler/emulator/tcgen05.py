@@ -16,8 +16,12 @@ cta_group, scale factors are repeated in all four lane partitions (9.7.16.10.7).
 
 Execution: the warp machine of compiler/emulator/warp.py (warps of a cluster interleaved, divergent
 branches, bar.sync, barrier.cluster, mbarrier phases) with Tensor Memory per CTA and the tcgen05 family
-added here. An MMA is performed when it is issued and `tcgen05.commit` arrives at once (the mbarrier
-still orders the threads). `.ashift` shifts A's rows in TMEM after the product (`Machine._ashift`). Not
+added here. By default an MMA is performed when it is issued and `tcgen05.commit` arrives at once; under a
+scheduling policy of the warp machine ("adversarial", "random") both are queued in issue order and
+complete later (`_issue_mma`: the operands in registers are read at issue, shared memory at completion,
+and a change of those bytes in between is an error), D's TMEM columns are pending until then
+(`tcgen05.ld` / `st` of them fails: the wait on the commit's mbarrier is missing), and allocation past
+512 columns fails (9.7.16.7.1). `.ashift` shifts A's rows in TMEM after the product (`Machine._ashift`). Not
 modelled: data-path layouts the reference model lacks for A in TMEM / metadata (it raises SpecError).
 
 numpy is imported here: this module is for tests and host tools, never on the compile path.
@@ -30,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .memory import FlatMemory
-from .parse import EmulationError, Kernel, parse_kernel, vector
-from .warp import Cta, Warp, WarpMachine
+from .parse import EmulationError, Kernel, address, parse_kernel, vector
+from .warp import Cta, Pending, Warp, WarpMachine
 
 THREADS = 128
 TMEM_LANES, TMEM_COLS = 128, 512
@@ -48,11 +52,16 @@ class _Issued:
 
 
 class _Lane:
-    """One thread of a warp, for the instructions one thread issues (tcgen05.mma, tcgen05.commit)."""
-    __slots__ = ("w", "lane", "cta")
+    """One thread of a warp, for the instructions one thread issues (tcgen05.mma, tcgen05.commit).
+    `frozen`: the thread's register operands as they were at issue (an MMA completing later reads those,
+    not what the registers hold by then)."""
+    __slots__ = ("w", "lane", "cta", "frozen")
 
-    def __init__(self, w: Warp, lane: int):
-        self.w, self.lane, self.cta = w, lane, w.cta
+    def __init__(self, w: Warp, lane: int, frozen: dict | None = None):
+        self.w, self.lane, self.cta, self.frozen = w, lane, w.cta, frozen
+
+
+_REG = re.compile(r"%[\w.]+")
 
 
 def _qualifier(op: str, name: str) -> str:
@@ -69,7 +78,7 @@ class Machine(WarpMachine):
 
     def __init__(self, kernel: Kernel, args: dict[str, np.ndarray | int], grid: tuple[int, int],
                  sim_options: dict | None = None, shared_base: int = 0, record_ashift: bool = False,
-                 order: str = "forward", seed: int = 0):
+                 order: str = "forward", seed: int = 0, policy: str | None = None):
         mem = FlatMemory()
         params: dict[str, int] = {}
         for full, ptype in kernel.params:
@@ -83,7 +92,7 @@ class Machine(WarpMachine):
         # shared address of the first .shared symbol: 0 by default; a nonzero base (e.g. 1024, past the
         # reserved shared memory of sm_90+ parts) checks that addresses baked into descriptors are relocated
         super().__init__(kernel, mem, params, grid, threads, order=order, rng=seed, shared_base=shared_base,
-                         garbage_smem=False)
+                         garbage_smem=False, policy=policy)
         self.gmem = mem
         self.sim_options = sim_options or {}
         self.cta_groups: set[int] = set()
@@ -99,6 +108,7 @@ class Machine(WarpMachine):
         cta = super().new_cta(rank, ctaid, smem, lo, symbols)
         cta.tmem = np.zeros((TMEM_LANES, TMEM_COLS), dtype=np.uint64)
         cta.allocated = 0
+        cta.tmem_pending = {}           # id -> (first column, end column, who): D of MMAs not completed
         return cta
 
     def cluster_done(self, ctas) -> None:
@@ -108,10 +118,28 @@ class Machine(WarpMachine):
 
     # ---- one thread's operands ---------------------------------------------------------------------
     def _lval(self, th: _Lane, a: str) -> int:
+        if th.frozen is not None and a in th.frozen:
+            return th.frozen[a]
         return int(self.val(th.w, a)[th.lane])
 
     def _laddr(self, th: _Lane, a: str) -> int:
+        if th.frozen is not None:
+            base, off = address(a)
+            if base in th.frozen:
+                return th.frozen[base] + off
         return int(self.addr(th.w, a)[th.lane])
+
+    def _freeze(self, w: Warp, lane: int, ops) -> dict:
+        """The register operands of one thread's instruction, read now (at issue)."""
+        out = {}
+        for x in ops:
+            for name in _REG.findall(x):
+                if name in w.r or name.startswith("%"):
+                    try:
+                        out[name] = int(self.val(w, name)[lane])
+                    except EmulationError:
+                        pass
+        return out
 
     # ---- tcgen05 -------------------------------------------------------------------------------
     def execute(self, w: Warp, op: str, ops, act) -> None:
@@ -125,18 +153,32 @@ class Machine(WarpMachine):
                 self._cta_group(op)
         elif what == "alloc":                      # .sync.aligned: the warp allocates once
             self._cta_group(op)
-            cta.allocated = int(self.val(w, ops[1])[act][0])
-            # the TMEM address (lane 0, column 0) goes to shared memory
-            self.swrite(cta, int(self.addr(w, ops[0])[act][0]), np.zeros(4, np.uint8))
+            ncols = int(self.val(w, ops[1])[act][0])
+            # 9.7.16.7.1: a power of 2 from 32 to 512 columns; the CTA's allocations share 512 columns
+            if ncols < 32 or ncols > TMEM_COLS or ncols & (ncols - 1):
+                raise EmulationError(f"tcgen05.alloc of {ncols} columns (a power of 2, 32..{TMEM_COLS})")
+            if cta.allocated + ncols > TMEM_COLS:
+                raise EmulationError(f"TMEM over-allocation: {ncols} columns on top of {cta.allocated} allocated "
+                                     f"exceed the {TMEM_COLS} columns of the CTA's Tensor Memory")
+            # the TMEM address (lane 0, first free column) goes to shared memory
+            self.swrite(cta, int(self.addr(w, ops[0])[act][0]),
+                        np.array([cta.allocated], np.uint32).view(np.uint8))
+            cta.allocated += ncols
         elif what == "dealloc":
             self._cta_group(op)
-            cta.allocated = 0
+            if cta.tmem_pending:
+                raise EmulationError("tcgen05.dealloc while " + next(iter(cta.tmem_pending.values()))[2] +
+                                     " still writes the columns")
+            cta.allocated -= int(self.val(w, ops[1])[act][0])
         elif what in ("st", "ld"):
             self._tmem_move(w, op, ops, act, store=what == "st")
         elif what == "mma":
             self._cta_group(op)
             for lane in np.flatnonzero(act):
-                self._mma(_Lane(w, int(lane)), _Issued(op, ops))
+                if self.policy is None:
+                    self._mma(_Lane(w, int(lane)), _Issued(op, ops))
+                else:
+                    self._issue_mma(_Lane(w, int(lane), self._freeze(w, int(lane), ops)), _Issued(op, ops))
         elif what == "commit":
             self._cta_group(op)
             for lane in np.flatnonzero(act):
@@ -144,13 +186,25 @@ class Machine(WarpMachine):
                 for c in (self.ctas if "cta_group::2" in op else [cta]):
                     self.smem_snapshots.append((c.ctaid, c.smem.copy()))
                 addr = self._laddr(th, ops[0])
+                targets = [cta]
                 if "multicast" in op:
                     mask = self._lval(th, ops[1])
-                    for c in self.ctas:
-                        if mask >> c.rank & 1:
-                            self.bar_arrive(c, addr)
+                    targets = [c for c in self.ctas if mask >> c.rank & 1]
+                if self.policy is None:
+                    for c in targets:
+                        self.bar_arrive(c, addr)
                 else:
-                    self.bar_arrive(cta, addr)
+                    # the mbarrier tracks the completion of every earlier async tcgen05 op of the thread
+                    # (9.7.16.11.1): it arrives when the pipe reaches it, after the MMAs before it
+                    who = self._who()
+
+                    def arrive(targets=targets, addr=addr, who=who):
+                        try:
+                            for c in targets:
+                                self.bar_arrive(c, addr)
+                        except EmulationError as e:
+                            raise EmulationError(f"{who}: {e}") from None
+                    self.pending.append(Pending(("tcgen05", cta.rank), arrive, who))
         else:
             raise EmulationError(f"unsupported tcgen05 instruction {op}")
 
@@ -167,6 +221,11 @@ class Machine(WarpMachine):
         addr = int(addrs[0])
         regs = vector(ops[1] if store else ops[0])
         lane0, col0 = addr >> 16, addr & 0xFFFF
+        for first, end, who in w.cta.tmem_pending.values():
+            if col0 < end and first < col0 + len(regs):
+                raise EmulationError(f"tcgen05.{'st writes' if store else 'ld reads'} TMEM columns {col0}.."
+                                     f"{col0 + len(regs) - 1} that {who} has not finished writing: the wait on "
+                                     f"the mbarrier its tcgen05.commit arrives on is missing")
         warp = int(w.tid[0]) // 32
         if lane0 != 32 * (warp % 4):
             raise EmulationError(f"warp {warp} addresses TMEM lanes from {lane0} (9.7.16.8.3: only "
@@ -193,6 +252,52 @@ class Machine(WarpMachine):
                 raise EmulationError("tcgen05 instructions with different cta_group in one kernel")
 
     # ---- the MMA -------------------------------------------------------------------------------
+    def _issue_mma(self, th: _Lane, ins: _Issued) -> None:
+        """An asynchronous tcgen05.mma (the scheduling policies): D's columns are pending in every CTA of
+        the group until the MMA completes, in issue order, at a point the scheduler picks. It reads shared
+        memory when it completes; if those bytes changed since the issue (a stage refilled before the
+        commit was waited on) the result would depend on timing: that is an error."""
+        from ..sim.tcgen05 import decode_instr_desc
+
+        op = ins.op
+        cta_group = int(_qualifier(op, "cta_group"))
+        ctas = self.ctas if cta_group == 2 else [th.cta]
+        args = list(ins.args)
+        d_col = self._laddr(th, args[0]) & 0xFFFF
+        idesc = self._lval(th, args[4 if "sp" in op.split(".") else 3])
+        n = decode_instr_desc(idesc, _qualifier(op, "kind")).n
+        who = self._who()
+        token = object()
+        for c in ctas:
+            c.tmem_pending[id(token)] = (d_col, d_col + n, who)
+        snapshots = [c.smem.copy() for c in ctas]
+
+        def complete():
+            for c in ctas:
+                c.tmem_pending.pop(id(token))
+            try:
+                changed = [c for c, snap in zip(ctas, snapshots) if not np.array_equal(c.smem, snap)]
+                if changed:
+                    now = [(c.smem, c.tmem.copy()) for c in ctas]
+                    for c, snap in zip(ctas, snapshots):
+                        c.smem = snap
+                    self._mma(th, ins)
+                    meant = [c.tmem.copy() for c in ctas]
+                    for c, (smem, tmem) in zip(ctas, now):
+                        c.smem = smem
+                        c.tmem[:] = tmem
+                    self._mma(th, ins)
+                    self.mma_count -= 1
+                    if any(not np.array_equal(c.tmem, m) for c, m in zip(ctas, meant)):
+                        raise EmulationError(f"shared memory it reads (CTA {changed[0].rank}) changed between its "
+                                             f"issue and its completion: a stage overwritten before the wait on "
+                                             f"its tcgen05.commit")
+                else:
+                    self._mma(th, ins)
+            except EmulationError as e:
+                raise EmulationError(f"{who}: {e}") from None
+        self.pending.append(Pending(("tcgen05", th.cta.rank), complete, who))
+
     def _mma(self, th, ins) -> None:
         from ..sim.tcgen05 import decode_instr_desc
 
@@ -477,9 +582,13 @@ class DataPathLayout:
 
 
 def run_kernel(ptx: str, args: dict, grid: tuple[int, int], entry: str | None = None,
-               shared_base: int = 0, record_ashift: bool = False) -> Machine:
-    """Parse and run one kernel; returns the machine (`machine.gmem.array(name)` reads a buffer back)."""
-    machine = Machine(parse_kernel(ptx, entry), args, grid, shared_base=shared_base, record_ashift=record_ashift)
+               shared_base: int = 0, record_ashift: bool = False, policy: str | None = None,
+               seed: int = 0) -> Machine:
+    """Parse and run one kernel; returns the machine (`machine.gmem.array(name)` reads a buffer back).
+    `policy`: None (every tcgen05 op completes at issue) or a scheduling policy of
+    compiler/emulator/warp.py ("adversarial", "random"; MMAs and commits complete later), seeded by `seed`."""
+    machine = Machine(parse_kernel(ptx, entry), args, grid, shared_base=shared_base, record_ashift=record_ashift,
+                      policy=policy, seed=seed)
     machine.run()
     return machine
 
@@ -673,9 +782,11 @@ def reference_d(problem: HostProblem) -> np.ndarray:
     return d
 
 
-def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0) -> np.ndarray:
+def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0, policy: str | None = None,
+                seed: int = 0) -> np.ndarray:
     """Run the kernel on the problem's arguments; D as an M_total x N_total array."""
-    machine = run_kernel(ptx, problem.args, problem.grid, problem.entry, shared_base=shared_base)
+    machine = run_kernel(ptx, problem.args, problem.grid, problem.entry, shared_base=shared_base, policy=policy,
+                         seed=seed)
     raw = machine.gmem.array("D")
     np_type = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[problem.d_type]
     return raw.view(np_type).reshape(problem.args["m_total"], problem.args["n_total"])

@@ -14,8 +14,25 @@ Asynchronous work completes by `land` / `late_mma`:
   * wgmma groups (9.7.15.6) execute at issue or, with `late_mma`, only when `wgmma.wait_group` retires
     them (reading shared memory and registers then); a register such a group owns may not be touched
     in between.
-Pending work is kept in lists the scheduler drains, so a later change can delay any completion
-(issue 18's asynchronous tcgen05) by the same means.
+Scheduling policies (`policy=`, POLICIES): "adversarial" makes every asynchronous operation land as late
+as the kernel allows (TMA copies and their complete_tx only when no warp can move, cp.async groups and
+wgmma groups at the wait_group that retires them, tcgen05.mma / commit in the tcgen05 machine when no
+warp can move, in issue order) and interleaves warps 1-8 instructions at a time in a seeded random order;
+"random" interleaves the same way and completes a random pending operation at random points. Every
+choice comes from the seeded generator, so a run is reproducible from its seed. Pending operations are
+`Pending` entries of one list; the oldest of each queue may complete next.
+
+Protocol checks, each naming the instruction, its PTX line and warp (CTA rank, warp index):
+  * deadlock: every live warp waits and nothing in flight can release it; the report says where each
+    warp waits (bar.sync with the threads arrived; try_wait with the mbarrier's phase, missing arrivals
+    and tx bytes: a wait on a parity that can never complete shows here);
+  * shared memory races: bytes an asynchronous copy (TMA, cp.async) has not landed may not be read (a
+    dropped or early mbarrier / wait_group wait), and bytes a wgmma group in flight reads may not be
+    written by a copy or a store (a stage refilled before its consumer released it); two copies in flight
+    may not write the same bytes;
+  * an arrive on an mbarrier whose phase already has all its arrivals (9.7.13.15.13);
+  * a register a wgmma group in flight owns, read or written before the wait_group that retires it;
+  * shared memory over the target's per-CTA limit (compiler/isa/targets.py).
 
 Instruction families: integer ALU (add/sub/mul/mad/and/or/xor/shl/shr/min/div/rem/bfe/bfi/selp/setp,
 cvt/cvta/mov), f16x2/bf16x2 packing cvt, predicates; ld/st (.param, .global, .shared, vectors);
@@ -57,9 +74,30 @@ class Deadlock(EmulationError):
     """Every unfinished warp waits and nothing asynchronous is left to complete."""
 
 
+# Scheduling policies (`policy=`): None keeps the `order` / `land` / `late_mma` choices (eager by default);
+# "adversarial" lands every asynchronous operation as late as possible (only when no warp can move) and
+# interleaves warps a few instructions at a time in a random order; "random" interleaves the same way and
+# completes a random pending operation at random points. Both draw every choice from the seeded generator.
+POLICIES = (None, "adversarial", "random")
+
+
+class Pending:
+    """One asynchronous operation in flight: `complete()` makes its effects visible. Operations with the
+    same `queue` complete in issue order (one thread's tcgen05 pipe); different queues in any order."""
+    __slots__ = ("queue", "complete", "what")
+
+    def __init__(self, queue, complete, what: str):
+        self.queue, self.complete, self.what = queue, complete, what
+
+
+def where(ins, w: "Warp") -> str:
+    """`<op> at line N (CTA r warp i)`: the instruction a check names."""
+    return f"{ins.op} at line {ins.line} ({w.name()})"
+
+
 class Warp:
     __slots__ = ("cta", "index", "tid", "pc", "lane_pc", "alive", "r", "cp_open", "cp_groups", "open", "groups",
-                 "fenced", "bar", "done", "branches", "cluster_gen")
+                 "fenced", "bar", "done", "branches", "cluster_gen", "waiting")
 
     def __init__(self, cta, index: int):
         self.cta, self.index = cta, index
@@ -77,6 +115,10 @@ class Warp:
         self.done = False
         self.branches = 0
         self.cluster_gen = 0
+        self.waiting = None                  # (instruction, mbarrier CTA, address, parity) of a failed try_wait
+
+    def name(self) -> str:
+        return f"CTA {self.cta.rank} warp {self.index}"
 
 
 class Cta:
@@ -84,6 +126,11 @@ class Cta:
         self.rank, self.ctaid, self.smem, self.lo, self.symbols = rank, ctaid, smem, lo, symbols
         self.mbar: dict[int, dict] = {}
         self.warps: list[Warp] = []
+        # asynchronous claims on shared memory bytes: how many in-flight writers (copies not landed) and
+        # readers (wgmma groups not retired) hold each byte, and who they are (for the error message)
+        self.writing = np.zeros(len(smem), np.int32)
+        self.reading = np.zeros(len(smem), np.int32)
+        self.claims: dict[int, tuple[str, np.ndarray, str]] = {}   # id -> ("read" | "write", addresses, who)
 
     @property
     def exited(self) -> bool:
@@ -97,11 +144,17 @@ class WarpMachine:
                  order: str = "forward", land: str = "eager", late_mma: bool = False,
                  rng: np.random.Generator | int | None = None, dynamic_smem: int = 0,
                  dynamic_at: int | None = None, shared_base: int = 0, tensor_maps: dict | None = None,
-                 garbage_smem: bool = True, max_rounds: int = 100_000):
+                 garbage_smem: bool = True, max_rounds: int = 100_000, policy: str | None = None,
+                 smem_limit: int | None = None):
         if order not in ("forward", "reverse", "random"):
             raise ValueError(f"order {order!r}")
         if land not in ("eager", "lazy"):
             raise ValueError(f"land {land!r}")
+        if policy not in POLICIES:
+            raise ValueError(f"policy {policy!r}")
+        if policy is not None:                 # every asynchronous operation completes late, warps interleave
+            order, land, late_mma = "random", "lazy", True
+        self.policy = policy
         self.k, self.mem, self.params = kernel, memory, params
         self.grid, self.threads = grid, threads
         self.order, self.land, self.late_mma = order, land, late_mma
@@ -109,9 +162,13 @@ class WarpMachine:
         self.dynamic_smem, self.dynamic_at, self.shared_base = dynamic_smem, dynamic_at, shared_base
         self.tmaps = tensor_maps or {}
         self.garbage_smem, self.max_rounds = garbage_smem, max_rounds
-        self.stats = {"cp.async": 0, "ldmatrix": 0, "mma": 0, "tma": 0, "wgmma": 0, "arrive": 0, "multicast": 0}
-        self.pending: list = []
+        self.stats = {"cp.async": 0, "ldmatrix": 0, "mma": 0, "tma": 0, "wgmma": 0, "arrive": 0, "multicast": 0,
+                      "async": 0}                                # operations completed after their issue
+        self.pending: list[Pending] = []
         self.ctas: list[Cta] = []
+        self.smem_limit = smem_limit if smem_limit is not None else self._target_smem_limit(kernel)
+        self.ins = None                        # the instruction being executed and its warp (for checks)
+        self.warp: Warp | None = None
         self._forms: dict[str, object] = {}
         # module-scope `.global` / `.const` tables (static metadata) live in global memory
         self.global_syms = {name: memory.add(name, np.asarray(words, np.uint32))
@@ -152,6 +209,7 @@ class WarpMachine:
 
     def run_cluster(self, ids) -> None:
         symbols, lo, hi = self._layout_shared()
+        self._check_smem_size(hi - self.shared_base)
         ctas = []
         for rank, cid in enumerate(ids):
             smem = (self.rng.integers(0, 256, hi, dtype=np.uint8) if self.garbage_smem
@@ -179,18 +237,20 @@ class WarpMachine:
             for w in order:
                 if w.done or w.bar is not None:
                     continue
-                state, moved = self.step_warp(w)
+                budget = int(self.rng.integers(1, 9)) if self.policy else None
+                state, moved = self.step_warp(w, budget)
                 progressed |= moved
                 w.done = state == "ret"
             progressed |= self._release_barriers(warps)
-            if not progressed:
+            if self.policy == "random" and self.pending and self.rng.random() < 0.25:
+                self.complete_one()
+            elif not progressed:
                 if not self.pending:
-                    raise Deadlock(f"deadlock in CTAs {ids}: " + ", ".join(
-                        f"warp {i} pc {w.pc} {'bar' if w.bar else 'done' if w.done else 'spin'}"
-                        for i, w in enumerate(warps)))
-                self.land_copy(self.pending.pop(int(self.rng.integers(len(self.pending)))))
+                    raise Deadlock(self._deadlock_report(ids, warps))
+                self.complete_one()
         if self.pending:
-            raise EmulationError("copies still in flight at exit")
+            raise EmulationError("asynchronous operations still in flight when every warp has exited: "
+                                 + "; ".join(p.what for p in self.pending))
         self.cluster_done(ctas)
         for w in warps:
             if w.groups or w.open:
@@ -199,6 +259,93 @@ class WarpMachine:
                 pending = sum(len(g) for g in w.cp_groups) + len(w.cp_open)
                 if pending:
                     raise EmulationError("cp.async copies in flight at exit")
+
+    def complete_one(self) -> None:
+        """Complete one pending operation the seeded generator picks among those whose turn it is (the
+        oldest of each queue)."""
+        heads: dict = {}
+        for i, p in enumerate(self.pending):
+            heads.setdefault(p.queue, i)
+        pick = sorted(heads.values())[int(self.rng.integers(len(heads)))]
+        self.stats["async"] += 1
+        self.pending.pop(pick).complete()
+
+    def _deadlock_report(self, ids, warps) -> str:
+        """Every live warp waits and no pending completion can help: where each one waits."""
+        lines = []
+        for w in warps:
+            if w.done:
+                continue
+            if w.bar is not None:
+                key = w.bar[:2]
+                n = sum(32 for x in warps if x.bar is not None and x.bar[:2] == key)
+                what = ("barrier.cluster" if key[0] == "cluster" else f"bar.sync {key[1]}") + \
+                    f" ({n} of {w.bar[2] or 'all'} threads arrived)"
+                lines.append(f"{w.name()} at line {self.k.code[w.pc - 1].line}: {what}")
+            elif w.waiting is not None:
+                ins, cta, a, parity = w.waiting
+                b = cta.mbar[a]
+                lines.append(f"{w.name()} at line {ins.line}: {ins.op} waits for parity {parity} of the mbarrier "
+                             f"at {a:#x} (CTA {cta.rank}), whose phase {b['phase']} (parity {b['phase'] % 2}) "
+                             f"still misses {b['pending']} of {b['count']} arrivals and {b['tx']} tx bytes")
+            else:
+                lines.append(f"{w.name()} at pc {w.pc}")
+        return f"deadlock in CTAs {ids}: every live warp waits and nothing in flight can release it:\n  " + \
+            "\n  ".join(lines)
+
+    @staticmethod
+    def _target_smem_limit(kernel) -> int | None:
+        """Shared memory one CTA may use on the module's target: the SM's whole shared memory for the
+        targets compiler/isa/targets.py measures it for (STATIC_SMEM_ARCH_SPECIFIC, which is also the
+        dynamic opt-in maximum of those SMs), else none known."""
+        from ..isa.targets import STATIC_SMEM_ARCH_SPECIFIC, TARGETS
+
+        t = TARGETS.get(getattr(kernel, "target", None) or "")
+        return None if t is None else STATIC_SMEM_ARCH_SPECIFIC.get(t.sm)
+
+    def _check_smem_size(self, used: int) -> None:
+        from ..isa.targets import TARGETS, static_smem_limit
+
+        target = getattr(self.k, "target", None)
+        static = sum(d.size for d in self.k.shared if not d.extern)
+        if target in TARGETS and static > static_smem_limit(target):
+            raise EmulationError(f"{static} B of static shared memory: over {target}'s limit of "
+                                 f"{static_smem_limit(target)} B")
+        if self.smem_limit is not None and used > self.smem_limit:
+            raise EmulationError(f"{used} B of shared memory (static + {self.dynamic_smem} B dynamic) per CTA: "
+                                 f"over the limit of {self.smem_limit} B" + (f" on {target}" if target else ""))
+
+    # -- asynchronous claims on shared memory -----------------------------------------------------------
+    def claim(self, cta: Cta, addrs: np.ndarray, kind: str, who: str) -> int:
+        """An asynchronous reader or writer takes `addrs` until `release`: a write (copy in flight) may not
+        meet a reader that has not finished nor another write; a read may not meet a write in flight."""
+        addrs = np.unique(np.asarray(addrs, np.int64))
+        self.check_shared(cta, addrs, kind, who)
+        (cta.writing if kind == "write" else cta.reading)[addrs] += 1
+        token = id(addrs)
+        cta.claims[token] = (kind, addrs, who)
+        return token
+
+    def release(self, cta: Cta, token: int) -> None:
+        kind, addrs, _ = cta.claims.pop(token)
+        (cta.writing if kind == "write" else cta.reading)[addrs] -= 1
+
+    def check_shared(self, cta: Cta, addrs: np.ndarray, kind: str, who: str) -> None:
+        """A read of bytes an asynchronous copy has not landed yet, or a write of bytes an asynchronous
+        reader (wgmma group) still reads or a copy is still writing, is a race: raise, naming both sides."""
+        hit = cta.writing[addrs].any() or (kind == "write" and cta.reading[addrs].any())
+        if not hit:
+            return
+        for other, theirs, them in cta.claims.values():
+            if other == "read" and kind == "read":
+                continue
+            if np.intersect1d(theirs, addrs).size:
+                if other == "write":
+                    raise EmulationError(f"{who} {'reads' if kind == 'read' else 'writes'} shared memory "
+                                         f"(CTA {cta.rank}, {int(addrs.min()):#x}..) that {them} has not finished "
+                                         f"writing: a wait on its completion (mbarrier / wait_group) is missing")
+                raise EmulationError(f"{who} overwrites shared memory (CTA {cta.rank}, {int(addrs.min()):#x}..) "
+                                     f"that {them} still reads: a stage refilled before its consumer released it")
 
     def new_cta(self, rank: int, ctaid: tuple[int, int], smem: np.ndarray, lo: int, symbols: dict[str, int]) -> Cta:
         """A CTA of the cluster being started (a family with per-CTA state, e.g. Tensor Memory, adds it)."""
@@ -257,7 +404,8 @@ class WarpMachine:
         for grp in w.groups + [w.open]:
             for op in grp:
                 if reg in op["busy"]:
-                    raise EmulationError(f"{reg} accessed while its wgmma is in flight")
+                    raise EmulationError(f"{reg} accessed while its wgmma is in flight (issued by {op['who']}; "
+                                         f"no wgmma.wait_group retired it yet)")
 
     def setr(self, w: Warp, name: str, value: np.ndarray, act: np.ndarray) -> None:
         if w.groups or w.open:
@@ -279,12 +427,19 @@ class WarpMachine:
     def sread(self, cta: Cta, a: int, n: int) -> np.ndarray:
         if not self.in_shared(cta, a, n):
             raise EmulationError(f"shared read {a:#x}+{n} outside the CTA's shared memory")
+        if cta.writing[a:a + n].any():
+            self.check_shared(cta, np.arange(a, a + n), "read", self._who())
         return cta.smem[a:a + n]
 
     def swrite(self, cta: Cta, a: int, data: np.ndarray) -> None:
         if not self.in_shared(cta, a, len(data)):
             raise EmulationError(f"shared write {a:#x}+{len(data)} outside the CTA's shared memory")
+        if cta.writing[a:a + len(data)].any() or cta.reading[a:a + len(data)].any():
+            self.check_shared(cta, np.arange(a, a + len(data)), "write", self._who())
         cta.smem[a:a + len(data)] = data
+
+    def _who(self) -> str:
+        return where(self.ins, self.warp) if self.ins is not None else "a shared access"
 
     def cluster_target(self, w: Warp, a: int) -> tuple[Cta, int]:
         """(CTA, local address) of a shared::cluster address (a plain shared address is the own CTA's)."""
@@ -306,7 +461,9 @@ class WarpMachine:
         b["tx"] += tx
         b["pending"] -= 1
         if b["pending"] < 0:
-            raise EmulationError(f"more arrivals than expected on mbarrier {a:#x}")
+            raise EmulationError(f"more arrivals than expected on mbarrier {a:#x} (CTA {cta.rank}): its phase "
+                                 f"{b['phase']} already has all {b['count']} arrivals and waits for {b['tx'] - tx} "
+                                 f"tx bytes")
         self.bar_check(b)
         self.stats["arrive"] += 1
 
@@ -347,23 +504,36 @@ class WarpMachine:
         targets = [w.cta] if mask is None else [c for c in self.ctas if mask >> c.rank & 1]
         self.stats["tma"] += 1
         self.stats["multicast"] += mask is not None
+        who = where(self.ins, w) if self.ins is not None else "cp.async.bulk.tensor"
         for cta in targets:
-            copy = (cta, phys, block, bar)
+            if not (self.in_shared(cta, int(phys.min())) and self.in_shared(cta, int(phys.max()))):
+                raise EmulationError("TMA copy outside the CTA's shared memory")
             if self.land == "eager":
-                self.land_copy(copy)
+                self.check_shared(cta, phys, "write", who)
+                self.land_copy((cta, phys, block, bar, None))
             else:
-                self.pending.append(copy)
+                token = self.claim(cta, phys, "write", who)
+                copy = (cta, phys, block, bar, token)
+                self.pending.append(Pending(("tma", len(self.pending), id(copy)), lambda c=copy: self.land_copy(c),
+                                            f"{who} into CTA {cta.rank}"))
 
     def land_copy(self, copy) -> None:
-        cta, phys, block, bar = copy
-        if not (self.in_shared(cta, int(phys.min())) and self.in_shared(cta, int(phys.max()))):
-            raise EmulationError("TMA copy outside the CTA's shared memory")
+        cta, phys, block, bar, token = copy
+        if token is not None:
+            self.release(cta, token)
         cta.smem[phys] = block
         self.bar_complete_tx(cta, bar, block.size)
 
     # -- wgmma (9.7.15.6) ------------------------------------------------------------------------------
     def read_operand(self, cta: Cta, desc: int, rows: int, row_bytes: int, row0: int) -> np.ndarray:
         """Bytes [rows][row_bytes] of a K-major operand from its descriptor, rows row0.. (9.7.15.5.1.2)."""
+        a = self.operand_addresses(cta, desc, rows, row_bytes, row0)
+        if cta.writing[a].any():
+            self.check_shared(cta, a.reshape(-1), "read", self._who())
+        return cta.smem[a]
+
+    def operand_addresses(self, cta: Cta, desc: int, rows: int, row_bytes: int, row0: int) -> np.ndarray:
+        """The shared addresses [rows][row_bytes] `read_operand` reads."""
         start = (desc & 0x3FFF) << 4
         sbo = ((desc >> 32) & 0x3FFF) << 4
         lbo = ((desc >> 16) & 0x3FFF) << 4
@@ -384,7 +554,7 @@ class WarpMachine:
             a = a ^ ((((a >> 7) - base_offset) & ((1 << bits) - 1)) << 4)
         if not (self.in_shared(cta, int(a.min())) and self.in_shared(cta, int(a.max()))):
             raise EmulationError("wgmma descriptor read outside the CTA's shared memory")
-        return cta.smem[a]
+        return a
 
     def _wgmma_form(self, op: str):
         """The mma.sp form whose sparse layout a `wgmma.mma_async.sp...mMnNkK.D.A.B` step uses (same
@@ -485,8 +655,9 @@ class WarpMachine:
         self.stats["mma"] += 1
 
     # -- one warp until it blocks -----------------------------------------------------------------------
-    def step_warp(self, w: Warp):
-        """Run until ret / a barrier / a failed try_wait / a release; returns (state, progressed).
+    def step_warp(self, w: Warp, budget: int | None = None):
+        """Run until ret / a barrier / a failed try_wait / a release, or `budget` instructions (the
+        interleaving policies); returns (state, progressed).
 
         Divergence: while every live lane is at the same instruction the warp runs as one (`w.pc`); a
         branch that only some lanes take gives each lane its own pc (`w.lane_pc`), and the lanes at the
@@ -495,6 +666,10 @@ class WarpMachine:
         code, labels = self.k.code, self.k.labels
         progressed = False
         while True:
+            if budget is not None:
+                if budget == 0:
+                    return "yield", progressed
+                budget -= 1
             if w.lane_pc is None:
                 pc = w.pc
                 here = w.alive
@@ -502,6 +677,7 @@ class WarpMachine:
                 pc = int(w.lane_pc[w.alive].min())
                 here = w.alive & (w.lane_pc == pc)
             ins = code[pc]
+            self.ins, self.warp = ins, w
             self._advance(w, here, pc + 1)
             op, ops = ins.op, ins.args
             act = here.copy()
@@ -546,17 +722,26 @@ class WarpMachine:
                 full[act] = ok
                 self.setr(w, ops[0], full, act)
                 if not ok.all():
+                    i = int(np.flatnonzero(~ok)[0])
+                    w.waiting = (ins, w.cta, int(a[i]), int(parity[i]))
                     return "spin", progressed
+                w.waiting = None
                 continue
             try:
                 self.execute(w, op, ops, act)
             except EmulationError as e:
-                if str(e).startswith("line "):
-                    raise
-                raise EmulationError(f"line {ins.line}: {e} ({ins.text})") from None
+                if str(e).startswith("line ") or where(ins, w) in str(e):
+                    raise                    # already names the instruction, its line and warp
+                raise type(e)(f"line {ins.line}: {e} ({ins.text}; {w.name()})") from None
             progressed = True
             if op.startswith("mbarrier.arrive.shared"):
                 return "yield", True             # a release: whoever waits on it may run before this warp goes on
+
+    def _land_cp(self, cta: Cta, group) -> None:
+        self.stats["async"] += len(group)
+        for d, data, token in group:
+            self.release(cta, token)
+            cta.smem[d:d + len(data)] = data
 
     @staticmethod
     def _advance(w: Warp, lanes: np.ndarray, pc: int) -> None:
@@ -673,8 +858,13 @@ class WarpMachine:
             n = int(re.search(r"\.m64n(\d+)k", op).group(1))
             rec = {"op": op, "acc": acc, "a": int(da[0]), "b": int(db[0]), "n": n, "meta": ops[3],
                    "sel": int(ops[4], 0), "scale_d": bool(v(ops[5]).astype(bool).all()),
-                   "busy": set(acc) | {ops[3]}}
+                   "busy": set(acc) | {ops[3]}, "who": self._who()}
             if self.late_mma:
+                # the group reads its operands any time before wait_group retires it: claim them until then
+                warp = (int(w.tid[0]) // 32) % 4
+                a = self.operand_addresses(cta, rec["a"], 16, 32, 16 * warp).reshape(-1)
+                b = self.operand_addresses(cta, rec["b"], n, 64, 0).reshape(-1)
+                rec["claim"] = self.claim(cta, np.concatenate([a, b]), "read", rec["who"])
                 w.open.append(rec)
             else:
                 self.run_wgmma(w, rec)
@@ -688,6 +878,7 @@ class WarpMachine:
                 grp = w.groups.pop(0)
                 for rec in grp:
                     rec["busy"] = set()
+                    self.release(cta, rec.pop("claim"))
                     self.run_wgmma(w, rec)
         elif op == "cp.async.cg.shared.global":
             if ops[2] != "16":
@@ -702,22 +893,21 @@ class WarpMachine:
             self.stats["cp.async"] += len(copies)
             if self.land == "eager":
                 for d, x in copies:
-                    cta.smem[d:d + 16] = x
-            else:
-                w.cp_open.extend(copies)
+                    self.swrite(cta, d, x)
+            else:                     # in flight until the wait_group that retires its group
+                who = self._who()
+                w.cp_open.extend((d, x, self.claim(cta, np.arange(d, d + 16), "write", who)) for d, x in copies)
         elif op == "cp.async.commit_group":
             w.cp_groups.append(w.cp_open)
             w.cp_open = []
         elif op == "cp.async.wait_group":
             while len(w.cp_groups) > int(ops[0]):
-                for d, data in w.cp_groups.pop(0):
-                    cta.smem[d:d + len(data)] = data
+                self._land_cp(cta, w.cp_groups.pop(0))
         elif op == "cp.async.wait_all":
             w.cp_groups.append(w.cp_open)
             w.cp_open = []
             while w.cp_groups:
-                for d, data in w.cp_groups.pop(0):
-                    cta.smem[d:d + len(data)] = data
+                self._land_cp(cta, w.cp_groups.pop(0))
         elif op == "ldmatrix.sync.aligned.m8n8.x4.shared.b16":
             if not act.all():
                 raise EmulationError("ldmatrix by part of a warp")

@@ -1,0 +1,206 @@
+"""The emulator's asynchronous model (compiler/emulator/warp.py POLICIES, tcgen05.py `_issue_mma`) and its
+protocol checks, on the generated kernels that use asynchronous machinery:
+
+* the TMA + mbarrier ring + wgmma.sp kernel (examples/sparse_wgmma_f16.tile; a CTA pair, 4-stage ring);
+* the pipelined cp.async + ldmatrix + mma.sp kernel (examples/sparse_gemm_f16.tile);
+* the tcgen05 kernel (examples/gemm_f16.tile: tcgen05.mma, tcgen05.commit to an mbarrier, tcgen05.ld).
+
+Under the "adversarial" policy every asynchronous operation (TMA copies and their mbarrier tx bytes,
+cp.async groups, wgmma groups, tcgen05.mma and commit) completes as late as the kernel lets it (only when
+no warp can move), and warps interleave 1-8 instructions at a time in a seeded order; "random" completes
+operations at random points. Correct kernels still give the numpy result under several seeds; a kernel
+with one protocol bug seeded into its PTX (a wait dropped, an arrive dropped, a phase bit flipped, a
+wait_group moved, a TMEM allocation too large, shared memory over the target's limit) fails with the
+error that names it. Problems are small: each run takes well under a second or two on this machine.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import compiler
+from compiler import compile_file
+from compiler.emulator import EmulationError
+from compiler.emulator.warp import Deadlock
+
+ROOT = Path(__file__).resolve().parent.parent
+_RESULTS: dict = {}
+
+# (example, shape): the wgmma ring wraps (K = 384 is 6 blocks of 64 through 4 stages) on a CTA pair; the
+# cp.async pipeline runs 5 blocks through 3 stages; the tcgen05 kernel is one tile
+CASES = {"sparse_wgmma_f16": (256, 256, 384), "sparse_gemm_f16": (128, 256, 320), "gemm_f16": (128, 128, 128)}
+
+
+def _result(name: str):
+    if name not in _RESULTS:
+        _RESULTS[name] = compile_file(ROOT / "examples" / f"{name}.tile")
+    return _RESULTS[name]
+
+
+def _emulate(name: str, mode: str = "adversarial", seed: int = 0, ptx: str | None = None):
+    return compiler.emulate(_result(name), shape=CASES[name], seed=seed, mode=mode, ptx=ptx)
+
+
+# --------------------------------------------------------------------------------------------------
+# correct kernels under adversarial schedules
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("mode,seed", [("adversarial", 1), ("adversarial", 2), ("adversarial", 3), ("random", 4)])
+def test_generated_kernels_are_right_under_adversarial_schedules(name, mode, seed):
+    e = _emulate(name, mode, seed)
+    assert e.ok, f"{e.mismatches} elements differ"
+    assert e.stats["async"] > 0                 # operations really completed after their issue
+
+
+def test_a_policy_is_deterministic_per_seed():
+    a, b = _emulate("sparse_wgmma_f16", seed=7), _emulate("sparse_wgmma_f16", seed=7)
+    assert a.stats == b.stats and (a.d == b.d).all()
+
+
+# --------------------------------------------------------------------------------------------------
+# seeded bugs in the TMA + mbarrier + wgmma ring
+
+def _mutate(name: str, fn) -> str:
+    text = _result(name).ptx
+    out = fn(text)
+    assert out != text, "the mutation did not apply"
+    return out
+
+
+def _drop_wait(label_prefix: str, which: int):
+    """Delete the `which`-th try_wait spin loop whose label starts with `label_prefix` (the label stays)."""
+    def fn(t: str) -> str:
+        loops = list(re.finditer(rf"({label_prefix}_\d+):\n\s*mbarrier\.try_wait[^\n]*\n\s*@!%p\d+ bra(?:\.uni)? \1;\n", t))
+        m = loops[which]
+        return t[:m.start()] + m.group(1) + ":\n" + t[m.end():]
+    return fn
+
+
+def _first_error(name: str, ptx: str, seeds=range(4), mode: str = "adversarial") -> EmulationError:
+    """The error the emulator raises for the mutated kernel under the first seed that shows it."""
+    for seed in seeds:
+        try:
+            _emulate(name, mode, seed, ptx=ptx)
+        except EmulationError as e:
+            return e
+    pytest.fail(f"no seed of {list(seeds)} caught the bug")
+
+
+def test_dropped_full_barrier_wait_reads_a_stage_before_its_copy_landed():
+    # the consumer's wait on the full[st] barrier (CONSUME loop) dropped: it reads the slot the TMA fills
+    ptx = _mutate("sparse_wgmma_f16", _drop_wait("WAIT", 1))
+    e = _first_error("sparse_wgmma_f16", ptx)
+    assert re.search(r"at line \d+ \(CTA \d warp \d+\) reads shared memory .* that cp\.async\.bulk\.tensor\S* at "
+                     r"line \d+ \(CTA \d warp \d+\) has not finished writing", str(e)), e
+
+
+def test_flipped_consumer_phase_reads_a_stage_before_its_copy_landed():
+    # the consumer waits on the other parity of full[st]: a fresh barrier counts phase -1 (parity 1) as
+    # complete (PTX ISA 9.7.13.15.16), so the first wait passes at once
+    def flip(t):
+        return re.sub(r"(\n)(WAIT_\d+:\n\s*mbarrier\.try_wait\.parity\.shared::cta\.b64 %p2, \[%bar\], )%ph;",
+                      r"\1    xor.b32 %x, %ph, 1;\n\2%x;", t, count=1)
+    e = _first_error("sparse_wgmma_f16", _mutate("sparse_wgmma_f16", flip))
+    assert "has not finished writing" in str(e) and "cp.async.bulk.tensor" in str(e), e
+
+
+def test_flipped_producer_phase_overruns_the_ring():
+    # the producer waits on parity 1 of empty[st] always: every wait passes, so it laps the ring and arrives
+    # (expect_tx) on full[0] again while that barrier's phase still waits for the first copy's bytes (43008 = the
+    # stage's expect_tx in the PTX: A 8192 + B 32768 + metadata 2048)
+    ptx = _mutate("sparse_wgmma_f16", lambda t: t.replace("xor.b32 %x, %ph, 1;", "mov.u32 %x, 1;", 1))
+    e = _first_error("sparse_wgmma_f16", ptx)
+    assert re.search(r"line \d+: more arrivals than expected on mbarrier 0x[0-9a-f]+ \(CTA 0\): its phase 0 already has "
+                     r"all 1 arrivals and waits for 43008 tx bytes \(@%p6 mbarrier\.arrive\.expect_tx.*; CTA 0 warp \d+\)",
+                     str(e)), e
+
+
+def test_dropped_arrive_is_a_deadlock_naming_the_barrier():
+    # one consumer arrive on empty[] (the release to CTA rank 0) dropped: that phase never completes
+    ptx = _mutate("sparse_wgmma_f16", lambda t: re.sub(
+        r"mapa\.shared::cluster\.u32 %y, %x, 0;\n\s*@%p5 mbarrier\.arrive\.shared::cluster\.b64 _, \[%y\];",
+        "mapa.shared::cluster.u32 %y, %x, 0;", t, count=1))
+    e = _first_error("sparse_wgmma_f16", ptx)
+    assert isinstance(e, Deadlock), e
+    assert re.search(r"CTA 0 warp \d+ at line \d+: mbarrier\.try_wait\S* waits for parity \d of the mbarrier at "
+                     r"0x[0-9a-f]+ \(CTA 0\), whose phase \d+ \(parity \d\) still misses \d+ of 16 arrivals", str(e)), e
+
+
+def test_release_moved_before_wait_group_refills_a_stage_still_read():
+    # wgmma.wait_group 1 moved after the release of the previous slot: the producer may refill that slot
+    # while the previous block's wgmma group still reads it
+    def move(t):
+        t = t.replace("wgmma.wait_group.sync.aligned 1;", "", 1)
+        return t.replace("    mov.u32 %pn, %st;", "    wgmma.wait_group.sync.aligned 1;\n    mov.u32 %pn, %st;", 1)
+    e = _first_error("sparse_wgmma_f16", _mutate("sparse_wgmma_f16", move), seeds=range(8))
+    assert re.search(r"cp\.async\.bulk\.tensor\S* at line \d+ \(CTA \d warp \d+\) overwrites shared memory .* that "
+                     r"wgmma\.mma_async\S* at line \d+ .* still reads: a stage refilled before its consumer released "
+                     r"it", str(e)), e
+
+
+def test_accumulators_read_before_the_covering_wait_group():
+    # the final wgmma.wait_group 0 moved past the epilogue's first use of the accumulators
+    def move(t):
+        t = t.replace("    wgmma.wait_group.sync.aligned 0;\n", "", 1)
+        i = t.index("bar.sync 1, 256;")
+        j = t.index("%acc0", i)
+        j = t.index("\n", j) + 1
+        return t[:j] + "    wgmma.wait_group.sync.aligned 0;\n" + t[j:]
+    e = _first_error("sparse_wgmma_f16", _mutate("sparse_wgmma_f16", move))
+    assert re.search(r"line \d+: %acc\d+ accessed while its wgmma is in flight \(issued by wgmma\.mma_async\S* at line "
+                     r"\d+ \(CTA \d warp \d+\); no wgmma\.wait_group retired it yet\)", str(e)), e
+
+
+# --------------------------------------------------------------------------------------------------
+# seeded bugs in the cp.async pipeline
+
+def test_wait_group_one_short_reads_a_stage_before_its_cp_async_landed():
+    ptx = _mutate("sparse_gemm_f16", lambda t: t.replace("cp.async.wait_group 1;", "cp.async.wait_group 2;"))
+    e = _first_error("sparse_gemm_f16", ptx)
+    assert re.search(r"ldmatrix\S* at line \d+ \(CTA 0 warp \d\) reads shared memory .* that cp\.async\.cg\S* at line "
+                     r"\d+ \(CTA 0 warp \d\) has not finished writing", str(e)), e
+
+
+# --------------------------------------------------------------------------------------------------
+# seeded bugs in the tcgen05 kernel
+
+def test_dropped_commit_wait_reads_tmem_before_the_mma_completed():
+    ptx = _mutate("gemm_f16", _drop_wait(r"\$L_wait", 0))
+    e = _first_error("gemm_f16", ptx)
+    assert re.search(r"tcgen05\.ld reads TMEM columns \d+\.\.\d+ that tcgen05\.mma\S* at line \d+ \(CTA 0 warp 0\) has "
+                     r"not finished writing", str(e)), e
+
+
+def test_flipped_commit_phase_reads_tmem_before_the_mma_completed():
+    # wait on parity 1 of a fresh mbarrier: phase -1 counts as complete, the wait passes at once
+    def flip(t):
+        m = re.search(r"mbarrier\.try_wait\.parity\.shared::cta\.b64 %p\d+, \[\w+\], (%r\d+);", t)
+        reg = m.group(1)
+        return re.sub(rf"mov\.u32 {re.escape(reg)}, 0;", f"mov.u32 {reg}, 1;", t, count=1)
+    e = _first_error("gemm_f16", _mutate("gemm_f16", flip))
+    assert "tcgen05.ld reads TMEM columns" in str(e) and "has not finished writing" in str(e), e
+
+
+def test_dropped_commit_is_a_deadlock():
+    ptx = _mutate("gemm_f16", lambda t: re.sub(r"\n\s*tcgen05\.commit[^\n]*", "", t, count=1))
+    e = _first_error("gemm_f16", ptx)
+    assert isinstance(e, Deadlock) and "still misses 1 of 1 arrivals" in str(e), e
+
+
+def test_tmem_over_allocation():
+    # 128 columns allocated twice more: 384 of 512 fit, a further 256 would not
+    def over(t):
+        m = re.search(r"(\ttcgen05\.alloc[^\n]*?), 128;", t)
+        return t[:m.end()] + "\n" + m.group(1) + ", 256;\n" + m.group(1) + ", 256;" + t[m.end():]
+    e = _first_error("gemm_f16", _mutate("gemm_f16", over), mode="eager")
+    assert re.search(r"TMEM over-allocation: 256 columns on top of 384 allocated exceed the 512 columns", str(e)), e
+
+
+def test_shared_memory_over_the_target_limit():
+    # sm_100a: 0x38c00 = 232448 B per CTA (compiler/isa/targets.STATIC_SMEM_ARCH_SPECIFIC); one more byte fails
+    def grow(t):
+        return t.replace("\t.shared", "\t.shared .align 16 .b8 gemm_f16_pad[232448];\n\t.shared", 1)
+    e = _first_error("gemm_f16", _mutate("gemm_f16", grow), mode="eager")
+    assert re.search(r"\d+ B of static shared memory: over sm_100a's limit of 232448 B", str(e)), e
