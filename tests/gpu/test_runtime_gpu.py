@@ -91,6 +91,35 @@ def test_runtime_from_cupy_in_place(sm90, name):
     assert_bitwise(host(d, d_type), reference(form, p, d_type))
 
 
+@pytest.mark.parametrize("name, shape", [("sparse_f16.tile", (65536, 17408, 32)),
+                                         ("sparse_gemm_f16.tile", (65536, 16640, 64))])
+def test_d_rows_past_4_gib(sm90, torch_cuda, name, shape):
+    """Issue 14 (a kernel never computes a wrapped address): D (f32, row-major M x N) of more than 2^32
+    bytes, whose rows from 2^32 / (4 N) on start past 4 GiB (64-bit row offsets: mul.wide.u32 row, N then
+    shl.b64). C is zero (the runtime allocates it); the first rows, the rows around 4 GiB and the last rows
+    equal A B bit for bit. About 9 GB of device memory (C and D), a few MB of host data."""
+    from compiler.driver import compile_file
+    from compiler.emulator.sparse_host import SparseProblem
+
+    torch = torch_cuda
+    kernel = load(str(EX / name))
+    m, n, k = shape
+    assert m * n * 4 > 1 << 32 and kernel.unmet(m, n, k) == []
+    t = compile_file(str(EX / name)).tiles[kernel.tile]
+    form, d_type = t.facts["form"], t.payload.operands["D"].dtype
+    p = sparse_problem(form, m, n, k, np.random.default_rng(4), False)
+    a = kernel.pack_a(p.a, library="torch")
+    b = upload(p.bt, "torch", form.b_type).T
+    d = kernel(a, b)
+    torch.cuda.synchronize()
+    edge = (1 << 32) // (4 * n)                     # the first row that starts past 4 GiB is edge + 1
+    for rows in (slice(0, 8), slice(edge - 8, edge + 8), slice(m - 8, m)):
+        sub = SparseProblem(p.a[rows], p.b, None, p.values, p.meta, p.bt)
+        assert_bitwise(host(d[rows], d_type), reference(form, sub, d_type))
+    del a, b, d
+    torch.cuda.empty_cache()
+
+
 def test_non_default_stream(sm90, torch_cuda):
     torch, cp = torch_cuda, sm90
     kernel = load(str(EX / "sparse_gemm_f16.tile"))
