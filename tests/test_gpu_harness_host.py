@@ -60,11 +60,13 @@ def test_nothing_is_loaded_by_file_path():
 
 def test_benchmarks_holds_benchmarks_and_the_fuzz_driver_only():
     # timing: compile_speed (tilec start-up and throughput), parse_speed (the front end on 100,000 list
-    # items and 10,000 tiles), sparse_gemm / sparse_wgmma (GPU kernels against cuSPARSELt and cuBLAS),
-    # launch_overhead (compiler.runtime's host cost per launch against cupy.RawModule); fuzz.py: the fuzz
-    # driver. GPU correctness lives in tests/gpu/.
+    # items and 10,000 tiles), limits (time and peak memory at the largest inputs the limits allow),
+    # sparse_gemm / sparse_wgmma (GPU kernels against cuSPARSELt and cuBLAS), launch_overhead
+    # (compiler.runtime's host cost per launch against cupy.RawModule); fuzz.py: the fuzz driver. GPU
+    # correctness lives in tests/gpu/.
     assert sorted(p.name for p in (REPO / "benchmarks").glob("*.py")) == [
-        "compile_speed.py", "fuzz.py", "launch_overhead.py", "parse_speed.py", "sparse_gemm.py", "sparse_wgmma.py"]
+        "compile_speed.py", "fuzz.py", "launch_overhead.py", "limits.py", "parse_speed.py", "sparse_gemm.py",
+        "sparse_wgmma.py"]
 
 
 @pytest.mark.parametrize("script", ["sparse_gemm.py", "sparse_wgmma.py"])
