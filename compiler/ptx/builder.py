@@ -174,6 +174,13 @@ class PtxBuilder:
         if sh:
             self.ins(f"shl.b64 {reg}, {reg}, {sh};" if sh > 0 else f"shr.u64 {reg}, {reg}, {-sh};")
 
+    def wide_offset(self, dst: str, row: str, pitch: int | str, col: str, col_wide: str | None = None) -> None:
+        """dst = row * pitch + col in 64 bits: the 32-bit `col` widened (into `col_wide`, else dst), then one
+        mad.wide.u32, so the row product of an array larger than 4 GiB never wraps."""
+        wide = col_wide or dst
+        self.ins(f"cvt.u64.u32 {wide}, {col};")
+        self.ins(f"mad.wide.u32 {dst}, {row}, {pitch}, {wide};")
+
     def div_imm(self, dst: str, src: str, d: int, note: str = "") -> None:
         """dst = src / d: a shift when d is a power of two."""
         self.ins(f"shr.u32 {dst}, {src}, {log2(d)};{note}" if is_pow2(d) else f"div.u32 {dst}, {src}, {d};{note}")

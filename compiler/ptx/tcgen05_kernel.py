@@ -357,8 +357,7 @@ class _Kernel:
         e(f"mov.u32 {nx}, %nctaid.x;")
         # image index (ctaid.y * nctaid.x + ctaid.x) * n_stages + stage, and its byte offset, in 64 bits
         off, offw, blk, base = kb.reg("r"), kb.reg("rd"), kb.reg("rd"), kb.reg("rd")
-        e(f"cvt.u64.u32 {blk}, {bx};")
-        e(f"mad.wide.u32 {blk}, {by}, {nx}, {blk};")
+        kb.wide_offset(blk, by, nx, bx)
         e(f"mul.lo.u64 {blk}, {blk}, {self.n_stages};")
         e(f"cvt.u64.u32 {offw}, {self.kreg};")
         e(f"add.u64 {blk}, {blk}, {offw};")
@@ -441,8 +440,7 @@ class _Kernel:
             if meta.source == "runtime":
                 # word grow * words_per_row + w0 in 64 bits (m_total rows of K/(8*chunk) words)
                 iw = kb.reg("rd")
-                e(f"cvt.u64.u32 {iw}, {w0};")
-                e(f"mad.wide.u32 {iw}, {grow}, {meta.words_per_row}, {iw};")
+                kb.wide_offset(iw, grow, meta.words_per_row, w0)
                 e(f"shl.b64 {iw}, {iw}, 2;")
                 e(f"add.u64 {base}, {self.gptr['META']}, {iw};")
                 out = kb.regs("r", words)
@@ -530,8 +528,7 @@ class _Kernel:
                 # row * pitch in 64 bits; the stage's offset within the row (< pitch) in 32
                 off, offw, addr = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
                 e(f"mul.lo.u32 {off}, {self.kreg}, {stage_bytes};")
-                e(f"cvt.u64.u32 {offw}, {off};")
-                e(f"mad.wide.u32 {offw}, {grow}, {pitch}, {offw};")
+                kb.wide_offset(offw, grow, pitch, off)
                 e(f"add.u64 {addr}, {self.gptr[name]}, {offw};")
                 for g, src in enumerate(sources):
                     word = kb.reg("r")
@@ -639,8 +636,7 @@ class _Kernel:
         e(f"add.u32 {grow}, {self.m0}, {row};")
         e(f"add.u32 {roff}, {self.n0}, {col0};")
         # element grow * n_total + column in 64 bits (m_total x n_total elements can exceed 2^32)
-        e(f"cvt.u64.u32 {rofw}, {roff};")
-        e(f"mad.wide.u32 {rofw}, {grow}, {self.n_total}, {rofw};")
+        kb.wide_offset(rofw, grow, self.n_total, roff)
         kb.scale64(rofw, esz, 1)
         e(f"add.u64 {dbase}, {self.gptr['D']}, {rofw};")
         col = kb.reg("r")
@@ -828,16 +824,14 @@ def _emit_copy(kb: PtxBuilder, spec, name, lay_op: Op, gbase, sbase, tid, kreg, 
             e(f"add.u32 {g}, {mn0}, {line};")            # a row < mn_total < 2^31
             e(f"mul.lo.u32 {o}, {kreg}, {stage_k_bytes};")
             e(f"mad.lo.u32 {o}, {chunk}, {data_bytes}, {o};")
-            e(f"cvt.u64.u32 {ow}, {o};")
-            e(f"mad.wide.u32 {gw}, {g}, {row_bytes_k}, {ow};")
+            kb.wide_offset(gw, g, row_bytes_k, o, ow)
         else:
             # element (kreg*k_block + line, mn0 + chunk*T) of a [K][mn_total] row-major array (MN-major
             # operands are never sub-byte: PTX 9.7.16.10.1, so value and container widths agree):
             # (krow * mn_total + mn0) elements, then bytes
             krow = kb.reg("r")
             e(f"mad.lo.u32 {krow}, {kreg}, {lay.k}, {line};")     # a K row < the loop K
-            e(f"cvt.u64.u32 {ow}, {mn0};")
-            e(f"mad.wide.u32 {gw}, {krow}, {mn_total}, {ow};")
+            kb.wide_offset(gw, krow, mn_total, mn0, ow)
             kb.scale64(gw, vbits, 8)
             e(f"mul.lo.u32 {o}, {chunk}, {data_bytes};")
             e(f"cvt.u64.u32 {ow}, {o};")
