@@ -54,6 +54,19 @@ def test_generated_kernels_are_right_under_adversarial_schedules(name, mode, see
     assert e.stats["async"] > 0                 # operations really completed after their issue
 
 
+# every tcgen05 example (one tile each; tcgen05_k96's 256 x 256 x 1536 problem is the slow one): MMAs and
+# commits complete late, in issue order (2-CTA with a multicast commit, A in TMEM, block scales, sparse, .ws)
+TCGEN05 = ["tcgen05_2cta", "tcgen05_a_tmem", "tcgen05_block_scaled", "tcgen05_sparse", "tcgen05_ws", "gemm_bf16"]
+
+
+@pytest.mark.parametrize("name", TCGEN05 + [pytest.param("tcgen05_k96", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("mode,seed", [("adversarial", 1), ("random", 2)])
+def test_every_tcgen05_example_under_the_policies(name, mode, seed):
+    e = compiler.emulate(_result(name), seed=seed, mode=mode)
+    assert e.engine == "tcgen05" and e.ok, f"{e.mismatches} elements differ"
+    assert e.stats["async"] > 0
+
+
 def test_a_policy_is_deterministic_per_seed():
     a, b = _emulate("sparse_wgmma_f16", seed=7), _emulate("sparse_wgmma_f16", seed=7)
     assert a.stats == b.stats and (a.d == b.d).all()
@@ -204,3 +217,79 @@ def test_shared_memory_over_the_target_limit():
         return t.replace("\t.shared", "\t.shared .align 16 .b8 gemm_f16_pad[232448];\n\t.shared", 1)
     e = _first_error("gemm_f16", _mutate("gemm_f16", grow), mode="eager")
     assert re.search(r"\d+ B of static shared memory: over sm_100a's limit of 232448 B", str(e)), e
+
+
+# --------------------------------------------------------------------------------------------------
+# the scheduler on a hand-written kernel: warps 1.. spin on an mbarrier that warp 0's 32 threads complete
+
+_WAIT = """.version 8.5
+.target sm_90a
+.address_size 64
+.visible .entry w(
+    .param .u64 w_d
+)
+{
+    .reg .pred %p<2>;
+    .reg .u32 %r<4>;
+    .reg .u64 %rd<2>;
+    .shared .align 8 .b64 w_bar;
+    mov.u32 %r0, %tid.x;
+    setp.eq.u32 %p0, %r0, 0;
+    mov.u32 %r1, w_bar;
+    @%p0 mbarrier.init.shared::cta.b64 [%r1], ARRIVALS;
+    bar.sync 0;
+    setp.ge.u32 %p1, %r0, 32;
+    @%p1 bra.uni WAIT;
+    mbarrier.arrive.shared::cta.b64 %rd1, [%r1];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], 0;
+    @!%p1 bra.uni WAIT;
+    ld.param.u64 %rd0, [w_d];
+    mul.wide.u32 %rd1, %r0, 4;
+    add.u64 %rd0, %rd0, %rd1;
+    st.global.b32 [%rd0], %r0;
+    ret;
+}
+"""
+
+
+def _run_wait(arrivals: int, policy: str, seed: int, threads: int = 128, **kw):
+    import numpy as np
+    from compiler.emulator import FlatMemory, WarpMachine, parse_kernel
+
+    mem = FlatMemory()
+    d = mem.add("d", np.zeros(threads, np.uint32), writable=True)
+    m = WarpMachine(parse_kernel(_WAIT.replace("ARRIVALS", str(arrivals))), mem, {"w_d": d}, (1, 1), threads,
+                    policy=policy, rng=seed, **kw)
+    m.run()
+    return mem.array("d").view(np.uint32)
+
+
+@pytest.mark.parametrize("policy,seed", [("adversarial", s) for s in range(6)] + [("random", s) for s in range(3)])
+def test_spinning_warps_wait_for_the_phase_under_every_interleaving(policy, seed):
+    """Warps interleave a few executed instructions at a time; branches are free, so a warp spinning on
+    try_wait never counts as progress, and the waiters go on once warp 0's arrivals complete the phase."""
+    import numpy as np
+
+    np.testing.assert_array_equal(_run_wait(32, policy, seed), np.arange(128))
+
+
+def test_a_phase_short_of_arrivals_is_a_deadlock_under_the_policies():
+    with pytest.raises(Deadlock) as info:
+        _run_wait(33, "adversarial", 0)
+    # 33 arrivals expected, warp 0's 32 threads arrive once each (PTX ISA 9.7.13.15: the phase needs all);
+    # line 21 of _WAIT is the try_wait
+    assert re.search(r"CTA 0 warp [0-3] at line 21: mbarrier\.try_wait\.parity\.shared::cta\.b64 waits for parity 0 "
+                     r"of the mbarrier at 0x0 \(CTA 0\), whose phase 0 \(parity 0\) still misses 1 of 33 arrivals",
+                     str(info.value)), info.value
+
+
+def test_dynamic_shared_memory_over_the_target_limit():
+    # sm_90a: 0x38c00 = 232448 B per CTA (compiler/isa/targets.STATIC_SMEM_ARCH_SPECIFIC); w_bar takes 8 B, so a
+    # dynamic window of 232440 B fits and one more byte does not
+    import numpy as np
+
+    np.testing.assert_array_equal(_run_wait(32, None, 0, dynamic_smem=232440), np.arange(128))
+    with pytest.raises(EmulationError, match=r"232449 B of shared memory \(static \+ 232441 B dynamic\) per CTA: over "
+                                             r"the limit of 232448 B on sm_90a"):
+        _run_wait(32, None, 0, dynamic_smem=232441)

@@ -209,7 +209,8 @@ class WarpMachine:
 
     def run_cluster(self, ids) -> None:
         symbols, lo, hi = self._layout_shared()
-        self._check_smem_size(hi - self.shared_base)
+        # a launch's dynamic bytes count whether or not the kernel declares the window
+        self._check_smem_size(hi - self.shared_base + (0 if any(d.extern for d in self.k.shared) else self.dynamic_smem))
         ctas = []
         for rank, cid in enumerate(ids):
             smem = (self.rng.integers(0, 256, hi, dtype=np.uint8) if self.garbage_smem
@@ -656,8 +657,8 @@ class WarpMachine:
 
     # -- one warp until it blocks -----------------------------------------------------------------------
     def step_warp(self, w: Warp, budget: int | None = None):
-        """Run until ret / a barrier / a failed try_wait / a release, or `budget` instructions (the
-        interleaving policies); returns (state, progressed).
+        """Run until ret / a barrier / a failed try_wait / a release, or `budget` executed instructions
+        (the interleaving policies); returns (state, progressed).
 
         Divergence: while every live lane is at the same instruction the warp runs as one (`w.pc`); a
         branch that only some lanes take gives each lane its own pc (`w.lane_pc`), and the lanes at the
@@ -666,10 +667,6 @@ class WarpMachine:
         code, labels = self.k.code, self.k.labels
         progressed = False
         while True:
-            if budget is not None:
-                if budget == 0:
-                    return "yield", progressed
-                budget -= 1
             if w.lane_pc is None:
                 pc = w.pc
                 here = w.alive
@@ -736,6 +733,13 @@ class WarpMachine:
             progressed = True
             if op.startswith("mbarrier.arrive.shared"):
                 return "yield", True             # a release: whoever waits on it may run before this warp goes on
+            # the interleaving policies switch warps after `budget` executed instructions; branches and
+            # instructions no lane executes are free, so a warp spinning on a try_wait loop never counts
+            # as progress and a deadlock is still found
+            if budget is not None:
+                budget -= 1
+                if budget == 0:
+                    return "yield", True
 
     def _land_cp(self, cta: Cta, group) -> None:
         self.stats["async"] += len(group)
