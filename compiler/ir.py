@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from .diagnostics import Loc
 from .isa.swizzle import MAJORS, SWIZZLE_MODES
-from .spec import METADATA_SOURCES, SCHEDULE_MMAS, SPACES, SWIZZLES
+from .spec import EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, METADATA_SOURCES, SCHEDULE_MMAS, SPACES, SWIZZLES
 
 
 class Hex(int):
@@ -339,7 +339,8 @@ OP_DEFS: dict[str, OpDef] = {
                saturate=Opt(Bool()), max_shift=Opt(U32, blame="max_shift"),
                scale_input_d=Opt(U32, blame="scale_input_d.value"),
                disable_output_lane=Opt(ListOf(B32), blame="disable_output_lane.value")),
-        ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule", "tilec.mma_form",
+        ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule", "tilec.epilogue", "tilec.mma_form",
+         "tilec.epilogue_plan",
          "tilec.smem_layout", "tilec.pipeline", "tilec.tmem_plan", "tilec.metadata", "tilec.instr_desc",
          "tilec.smem_desc", "tilec.zero_column_mask", "tilec.kernel"), sym=True),
     "tilec.operand": OpDef(_attrs(dtype=Str(), space=Enum(*SPACES),
@@ -356,6 +357,11 @@ OP_DEFS: dict[str, OpDef] = {
                                    warps_n=Opt(U32, True, "schedule.warps"),
                                    stages=Opt(U32, True, "schedule.stages"), mma=Enum(*SCHEDULE_MMAS),
                                    cluster=Opt(U32, True, "schedule.cluster"))),
+    # alpha / beta: decimal literals as written, or "param" (absent: 1)
+    "tilec.epilogue": OpDef(_attrs(alpha=Opt(Str(), blame="epilogue.alpha"), beta=Opt(Str(), blame="epilogue.beta"),
+                                   bias=Opt(Enum(*EPILOGUE_BIAS), blame="epilogue.bias"),
+                                   act=Opt(Enum(*EPILOGUE_ACTS), blame="epilogue.act"),
+                                   acc=Opt(Enum(*EPILOGUE_ACCS), blame="epilogue.acc"))),
     # ---- verify: the instruction form, a key into the ISA tables (compiler/isa/) ----
     # tcgen05: the fields of isa.tcgen05_forms.Tcgen05Mma; mma.sp: the arguments of isa.mma_sp.forms.find_form
     "tilec.mma_form": OpDef(_attrs(
@@ -381,6 +387,16 @@ OP_DEFS: dict[str, OpDef] = {
     "tilec.instr_desc": OpDef(_attrs(kind=Str(), value=B32, step_values=Opt(ListOf(B32)))),
     "tilec.smem_desc": OpDef(_attrs(k_step=U32, values=ListOf(B64), lbo_mode=Opt(_LBO_MODES)), sym=True),
     "tilec.zero_column_mask": OpDef(_attrs(value=B64)),
+    # ---- epilogue-lowering: per accumulator element, the PTX the kernel applies before storing D ----
+    # c: where C enters (none | accumulate: loaded into the accumulators before the first MMA, which
+    # adds it | epilogue: loaded beside the accumulators and scaled there); params: the epilogue's
+    # kernel parameters in order; steps: {step, ptx = instruction templates over {x} (the element),
+    # {c} (its C element), {b} (its bias element), {t0}.. (scratch), {alpha}/{beta} (f32 parameters)}
+    # alpha / beta: the f32 immediate (0f...) or "param" (absent: 1; beta absent also without C)
+    "tilec.epilogue_plan": OpDef(_attrs(acc=Enum(*EPILOGUE_ACCS), out=Str(), c=Enum("none", "accumulate", "epilogue"),
+                                        alpha=Opt(Str()), beta=Opt(Str()), bias=Enum(*EPILOGUE_BIAS),
+                                        act=Enum(*EPILOGUE_ACTS), params=ListOf(Str()),
+                                        steps=ListOf(Record("epilogue_step", {"step": Str(), "ptx": ListOf(Str())})))),
     # ---- kernel-selection: the kernel that implements the tile and its configuration ----
     # The tcgen05 kernel's immediates derived from the loop K: the bytes of one row of A / B in global
     # memory (K-major operands; A in TMEM: in its TMEM containers) and of one row of scale factors.

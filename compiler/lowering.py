@@ -60,4 +60,11 @@ def lower_tile(t: TileSpec) -> Op:
     if t.schedule is not None:
         tile.body.append(Op("tilec.schedule", None, {f: getattr(t.schedule, f) for f in _SCHEDULE_FIELDS},
                             loc=t.loc("schedule")))
+    if t.epilogue is not None:
+        e = t.epilogue
+        ea = {k: getattr(e, k) for k in ("alpha", "beta") if getattr(e, k) is not None}
+        ea.update(bias=e.bias, act=e.act)
+        if e.acc is not None:
+            ea["acc"] = e.acc
+        tile.body.append(Op("tilec.epilogue", None, ea, loc=t.loc("epilogue")))
     return tile

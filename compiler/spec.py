@@ -59,6 +59,25 @@ class ScheduleSpec:
     cluster: int = 1                # CTAs per cluster along M sharing B by multicast (mma=wgmma)
 
 
+# The fused epilogue (README "DSL tour"): D = act(alpha*(A*B) + beta*C + bias), converted to D's type.
+EPILOGUE_BIAS = ("none", "row", "col")
+EPILOGUE_ACTS = ("none", "relu", "silu", "gelu_tanh", "gelu_erf")
+EPILOGUE_ACCS = ("f32", "s32")
+EPILOGUE_PARAM = "param"        # alpha=param / beta=param: an f32 kernel parameter instead of an immediate
+
+
+@dataclass
+class EpilogueSpec:
+    """`epilogue [alpha=X|param] [beta=X|param] [bias=row|col] [act=...] [acc=f32|s32];`: what happens to
+    the accumulators between the last MMA and the store of D (whose declared type is the output type).
+    alpha and beta are decimal literals as written (None: 1; beta needs operand C) or "param"."""
+    alpha: str | None = None
+    beta: str | None = None
+    bias: str = "none"              # none | row (one value per row of D: M values) | col (N values)
+    act: str = "none"               # none | relu | silu | gelu_tanh | gelu_erf
+    acc: str | None = None          # the accumulator type; None: C's type, else the MMA form's float/int one
+
+
 def field_loc(locs: dict[str, Loc], key: str | None = None, tile: Loc | None = None) -> Loc | None:
     """The location of a tile field ("sparsity.ratio") in `locs`, falling back to its statement ("sparsity"),
     then to the tile's ("tile", else `tile`). File-level keys ("target", "ptx") have no fallback: when
@@ -96,6 +115,7 @@ class TileSpec:
     disable_output_lane: tuple | None = None
     zero_columns: ZeroColumnsSpec | None = None
     schedule: ScheduleSpec | None = None
+    epilogue: EpilogueSpec | None = None
     locs: dict[str, Loc] = field(default_factory=dict, compare=False, repr=False)
 
     def loc(self, key: str | None = None) -> Loc | None:

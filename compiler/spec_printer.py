@@ -290,6 +290,31 @@ def _schedule(t: TileSpec) -> list[str]:
                        None if s.cluster == 1 else f"cluster={_uint(s.cluster, 'schedule.cluster', 'cluster')}")]
 
 
+def _epilogue(t: TileSpec) -> list[str]:
+    from .spec import EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_PARAM
+
+    e = getattr(t, "epilogue", None)
+    if e is None:
+        return []
+    scalars = []
+    for key in ("alpha", "beta"):
+        v = getattr(e, key)
+        if v is None:
+            continue
+        whole, _, frac = v.partition(".") if isinstance(v, str) else ("", "", "")
+        if v != EPILOGUE_PARAM and not (whole.isdigit() and (frac.isdigit() or not frac) and "." not in frac):
+            raise SpecError(f"epilogue {key} must be a non-negative decimal literal (a string such as '0.5') or "
+                            f"'{EPILOGUE_PARAM}', not {v!r}", f"epilogue.{key}")
+        scalars.append(f"{key}={v}")
+    words = []
+    for key, choices, default in (("bias", EPILOGUE_BIAS, "none"), ("act", EPILOGUE_ACTS, "none"),
+                                  ("acc", EPILOGUE_ACCS, None)):
+        v = getattr(e, key)
+        if v != default:
+            words.append(f"{key}={_word(v, choices, f'epilogue.{key}', f'epilogue {key}')}")
+    return [_statement("epilogue", *scalars, *words)]
+
+
 @dataclass(frozen=True)
 class TileStatement:
     """One DSL statement of a tile body: the TileSpec fields it writes and its renderer."""
@@ -313,6 +338,7 @@ TILE_STATEMENTS: tuple[TileStatement, ...] = (
     TileStatement("disable_output_lane", ("disable_output_lane",), _disable_output_lane),
     TileStatement("zero_columns", ("zero_columns",), _zero_columns),
     TileStatement("schedule", ("schedule",), _schedule),
+    TileStatement("epilogue", ("epilogue",), _epilogue),
 )
 
 # TileSpec fields that are not statements: the tile's name (its header) and the source locations.

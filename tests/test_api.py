@@ -125,8 +125,8 @@ def test_partial_pipeline_and_ir_dumps():
     r = compile_source(SOURCE, print_ir_after={"*"})
     assert [d.splitlines()[0] for d in r.ir_dumps] == [
         f"// -----// IR Dump After {n} //----- //" for n in
-        ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization", "kernel-selection",
-         "ptx-emission")]
+        ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization", "epilogue-lowering",
+         "kernel-selection", "ptx-emission")]
 
 
 def test_compile_spec_from_code():

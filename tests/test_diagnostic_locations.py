@@ -39,7 +39,8 @@ def test_too_many_threads_points_at_the_warp_grid():
 def _statement_fields() -> set[str]:
     """Statement keys a tile's locs can hold: the statements of the grammar and the operand names."""
     return {"tile", "engine", "shape", "loop", "sparsity", "schedule", "block_scale", "zero_columns", "negate",
-            "saturate", "max_shift", "scale_input_d", "disable_output_lane", "A", "B", "C", "D", "SFA", "SFB"}
+            "saturate", "max_shift", "scale_input_d", "disable_output_lane", "epilogue", "A", "B", "C", "D", "SFA",
+            "SFB"}
 
 
 def test_emitters_blame_fields_that_have_locations():

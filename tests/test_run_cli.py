@@ -36,7 +36,12 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_emulate_passes_on_every_example(capsys, name):
     rc, out, err = run(capsys, "--emulate", os.path.join(EX, name))
     assert rc == 0, out + err
-    assert out.count("D matches the numpy reference bit for bit") == len(out.splitlines()) >= 1
+    # a fused epilogue's .approx activations are checked within their error bound (compiler/emulator/
+    # sparse_host.py epilogue_atol); every other kernel bit for bit
+    with open(os.path.join(EX, name)) as f:
+        fused = any(line.strip().startswith("epilogue ") for line in f)
+    want = "D matches the numpy reference " + ("within the epilogue's tolerance" if fused else "bit for bit")
+    assert out.count(want) == len(out.splitlines()) >= 1
 
 
 def test_emulate_takes_a_shape_whose_k_is_not_the_loop_k(capsys):

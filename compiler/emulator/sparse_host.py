@@ -26,6 +26,22 @@ def policy_of(mode: str) -> str | None:
     return mode if mode in ("adversarial", "random") else None
 
 
+# unit of D's type, relative to sum_k |a||b| + |c| (the classic GEMM error bound's scale): one ulp
+# (2^-(mantissa bits)) for f16 (10 bits) and bf16 (7 bits); a few f32 ulps (2^-23) of accumulation for f32;
+# integer sums are exact (they wrap mod 2^32 like the reference). `tilec run --check` (compiler/run.py).
+TOLERANCE = {"f32": 2.0 ** -21, "f16": 2.0 ** -10, "bf16": 2.0 ** -7, "s32": 0.0}
+# the fused epilogue's activations (compiler/passes/epilogue_lowering.py), relative to |x| before the
+# activation: ex2.approx / rcp.approx are within a few f32 ulps (2^-20 covers silu's and the erf
+# polynomial's 1.5e-7); tanh.approx.f32's error is near 2^-11 (PTX ISA 9.7.4.13), so gelu_tanh gets 2^-10
+ACT_ERROR = {"none": 0.0, "relu": 0.0, "silu": 2.0 ** -20, "gelu_erf": 2.0 ** -20, "gelu_tanh": 2.0 ** -10}
+
+
+def epilogue_atol(bound, pre, act: str, out_type: str):
+    """Per element, the absolute error an epilogue's D may have: D's unit times the terms' magnitude, plus
+    the activation's error on the value before it."""
+    return TOLERANCE.get(out_type, 2.0 ** -7) * bound + ACT_ERROR[act] * np.abs(pre)
+
+
 def out_dtype(type_name: str):
     np_type = {"f32": np.float32, "s32": np.int32, "f16": np.float16}.get(type_name)
     if np_type is None:
@@ -108,6 +124,50 @@ def reference(form, p: SparseProblem, out_type: str) -> np.ndarray:
     return ref.astype(np.float32).astype(out_dtype(out_type))
 
 
+def epilogue_inputs(desc: dict, m: int, n: int, rng: np.random.Generator, scalars: dict | None = None):
+    """The bias vector (f32, few significant bits) and the alpha / beta values of an epilogue (the ABI's
+    `epilogue`): "param" scalars take `scalars[name]` (default alpha -1.25, beta 0.75)."""
+    from .. import sparse
+
+    bias = None
+    if desc["bias"] != "none":
+        bias = sparse.random_values(rng, (n if desc["bias"] == "col" else m,), "f16").astype(np.float32)
+    values = {"alpha": -1.25, "beta": 0.75, **(scalars or {})}
+    return bias, {k: (values[k] if desc[k] == "param" else desc[k]) for k in ("alpha", "beta")}
+
+
+def epilogue_reference(form, p: SparseProblem, out_type: str, desc: dict, bias, scalars: dict):
+    """D = act(alpha*(A*B) + beta*C + bias) in f64, rounded once to f32 and then to the D type (the
+    activations exactly: tanh, erf); also the magnitude bound of the terms (|alpha||A||B| + |beta||C| +
+    |bias|) and the pre-activation values, for tolerances."""
+    import math
+
+    ab = p.a.astype(np.float64) @ p.b.astype(np.float64)
+    alpha, beta = scalars["alpha"], scalars["beta"]
+    x = alpha * ab
+    bound = abs(alpha) * (np.abs(p.a.astype(np.float64)) @ np.abs(p.b.astype(np.float64)))
+    if p.c is not None and desc["c"] != "none":
+        x = x + beta * p.c.astype(np.float64)
+        bound = bound + abs(beta) * np.abs(p.c.astype(np.float64))
+    if bias is not None:
+        b = bias.astype(np.float64)
+        b = b[None, :] if desc["bias"] == "col" else b[:, None]
+        x = x + b
+        bound = bound + np.abs(b)
+    act = desc["act"]
+    if act == "relu":
+        y = np.maximum(x, 0.0)
+    elif act == "silu":
+        y = x / (1.0 + np.exp(-x))
+    elif act == "gelu_tanh":
+        y = 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    elif act == "gelu_erf":
+        y = 0.5 * x * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2.0)))
+    else:
+        y = x
+    return y.astype(np.float32).astype(out_dtype(out_type)), bound, x
+
+
 def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], threads: int, smem_bytes: int, m: int,
                     n: int, k: int, out_type: str, accumulate_c: bool, *, land: str = "eager", order: str = "forward",
                     seed: int = 0, problem: SparseProblem | None = None, rng: np.random.Generator | None = None,
@@ -139,7 +199,7 @@ def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], thr
 
 def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
                      out_type: str, accumulate_c: bool, *, mode: str = "eager", order: str = "forward", seed: int = 0,
-                     text: str | None = None, smem_window: int = 528):
+                     text: str | None = None, smem_window: int = 528, scalars: dict | None = None):
     """The TMA + mbarrier + wgmma.sp kernel: run `text` (default `kern.text`) on a random problem; returns
     (D, reference D, machine stats). The dynamic window sits at `smem_window`, not 1024-aligned (the
     kernel rounds it up); TMA reads take the tensor-map parameters (compiler/ptx/sparse_wgmma_kernel.py
@@ -157,6 +217,13 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)      # poison
     if p.c is not None:
         params[f"{name}_c"] = mem.add("c", p.c)
+    desc = kern.abi.get("epilogue")
+    if desc is not None:          # the fused epilogue: its bias buffer and f32 scalar parameters (as bits)
+        bias, scal = epilogue_inputs(desc, m, n, rng, scalars)
+        if bias is not None:
+            params[f"{name}_bias"] = mem.add("bias", bias)
+        for key in ("alpha", "beta"):
+            params[f"{name}_{key}"] = int(np.float32(scal[key]).view(np.uint32))
     maps = mem.add("tensor_maps", np.zeros(3 * TMA_MAP_BYTES, np.uint8), loadable=False)
     params[f"{name}_tensor_maps"] = maps
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
@@ -171,4 +238,8 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
                           dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode))
     machine.run()
     d = mem.array("d").view(out_np).reshape(m, n).copy()
+    if desc is not None:
+        ref, bound, pre = epilogue_reference(form, p, out_type, desc, bias, scal)
+        machine.stats["atol"] = epilogue_atol(bound, pre, desc["act"], out_type)
+        return d, ref, machine.stats
     return d, reference(form, p, out_type), machine.stats

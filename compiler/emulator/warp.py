@@ -70,6 +70,22 @@ def _bits(type_name: str) -> int:
     return int(digits) if digits else 1
 
 
+
+def _f32(x) -> np.ndarray:
+    return np.asarray(x, np.float64).astype(np.float32)
+
+
+# f32 instructions of the fused epilogue (compiler/passes/epilogue_lowering.py), on f32 arrays
+_F32_OPS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "max": np.fmax, "min": np.fmin, "abs": np.abs,
+    "fma": lambda a, b, c: _f32(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)),
+    "ex2": lambda a: _f32(np.exp2(a.astype(np.float64))),
+    "rcp": lambda a: _f32(1.0 / a.astype(np.float64)),
+    "tanh": lambda a: _f32(np.tanh(a.astype(np.float64))),
+    "copysign": lambda a, b: np.copysign(b, a),          # copysign d, a, b: b with a's sign (9.7.4.2)
+}
+
 class Deadlock(EmulationError):
     """Every unfinished warp waits and nothing asynchronous is left to complete."""
 
@@ -788,6 +804,17 @@ class WarpMachine:
             self.setr(w, ops[0], v(ops[1]).astype(bool) & v(ops[2]).astype(bool), act)
         elif op == "or.pred":
             self.setr(w, ops[0], v(ops[1]).astype(bool) | v(ops[2]).astype(bool), act)
+        elif parts[-1] == "f32" and base in _F32_OPS:
+            # f32 arithmetic of the fused epilogue (PTX ISA 9.7.4), on f32 numpy values: fma rounds once (its
+            # f64 product of two f32 is exact; the sum rounds to f64, then to f32); the .approx functions
+            # are modelled by the exact function rounded to f32 (the hardware's error bounds are the
+            # tolerance of tests that compare them: tests/test_epilogue.py)
+            x = [v(o).astype(np.uint32).view(np.float32) for o in ops[1:]]
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                r = _F32_OPS[base](*x)
+            if ".ftz" in op:              # .ftz: subnormal results flush to sign-preserving zero
+                r = np.where(np.abs(r) < np.float32(2.0 ** -126), np.copysign(np.float32(0), r), r)
+            self.setr(w, ops[0], np.asarray(r, np.float32).view(np.uint32).astype(np.uint64), act)
         elif base in ("and", "or", "shr", "shl", "add", "sub", "xor", "min", "max", "div", "rem"):
             a, b = v(ops[1]), v(ops[2])
             bits = 64 if parts[-1].endswith("64") else 32

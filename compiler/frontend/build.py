@@ -9,8 +9,9 @@ from __future__ import annotations
 
 
 from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
-from ..spec import (METADATA_SOURCES, OPERAND_NAMES, SCHEDULE_MMAS, SPACES, SWIZZLES, FileSpec, OperandSpec,
-                    ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
+from ..spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_PARAM, METADATA_SOURCES, OPERAND_NAMES,
+                    SCHEDULE_MMAS, SPACES, SWIZZLES, EpilogueSpec, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec,
+                    TileSpec, ZeroColumnsSpec)
 from ..isa.swizzle import MAJORS
 from ..isa.targets import TARGETS, parse_version, version_problem
 from ..isa.types import TYPES
@@ -470,6 +471,35 @@ class Builder:
             locs["schedule.cluster"] = kv["cluster"].value.loc
         f["schedule"] = ScheduleSpec(cm, cn, ck, wm, wn, stages, mma, cluster)
 
+    def scalar(self, v: Value, what: str) -> str:
+        """A non-negative decimal literal (`2`, `0.5`, `1.`) that is a finite f32, or `param`; kept as
+        written (the kernel rounds it to f32 once: compiler/passes/epilogue_lowering.py)."""
+        t = v.text if v.kind == "atom" else ""
+        whole, dot, frac = t.partition(".")
+        if t == EPILOGUE_PARAM:
+            return t
+        if not (whole.isdigit() and (frac.isdigit() or not frac) and "." not in frac) or len(t) > 64:
+            self.error(f"{what} must be a decimal number such as 0.5, or '{EPILOGUE_PARAM}', found "
+                       f"'{echo(v.text) or '[...]'}'", v.loc,
+                       f"{what}={EPILOGUE_PARAM} makes it an f32 kernel parameter (negative values included)")
+        if float(t) >= 2.0 ** 128:      # rounds to +inf in f32 (PTX ISA 5.2.4: f32 is IEEE binary32)
+            self.error(f"{what} = {echo(t)} does not fit f32 (largest finite value about 3.4e38)", v.loc)
+        return t
+
+    def epilogue(self, st, f, locs):
+        """epilogue [alpha=X|param] [beta=X|param] [bias=none|row|col] [act=...] [acc=f32|s32];"""
+        _, kv = self.split_args(st, {"alpha": None, "beta": None, "bias": None, "act": None, "acc": None})
+        e = EpilogueSpec()
+        for key in ("alpha", "beta"):
+            if key in kv:
+                setattr(e, key, self.scalar(kv[key].value, key))
+                locs[f"epilogue.{key}"] = kv[key].value.loc
+        for key, choices in (("bias", EPILOGUE_BIAS), ("act", EPILOGUE_ACTS), ("acc", EPILOGUE_ACCS)):
+            if key in kv:
+                setattr(e, key, self.word(kv[key].value, f"epilogue {key}", choices))
+                locs[f"epilogue.{key}"] = kv[key].value.loc
+        f["epilogue"] = e
+
 
 _KEYWORDS = {
     "engine": Builder.engine,
@@ -484,6 +514,7 @@ _KEYWORDS = {
     "disable_output_lane": Builder.disable_output_lane,
     "zero_columns": Builder.zero_columns,
     "schedule": Builder.schedule,
+    "epilogue": Builder.epilogue,
 }
 
 

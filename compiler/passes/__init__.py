@@ -102,6 +102,7 @@ _BUILTIN = {
     "layout-selection": ".layout_selection:LayoutSelection",
     "sparse-metadata-packing": ".sparse_metadata_packing:SparseMetadataPacking",
     "descriptor-materialization": ".descriptor_materialization:DescriptorMaterialization",
+    "epilogue-lowering": ".epilogue_lowering:EpilogueLowering",
     # codegen passes: they build the PTX layer's kernels, so they live there (compiler/ptx/emission.py)
     "kernel-selection": "..ptx.emission:KernelSelection",
     "ptx-emission": "..ptx.emission:PtxEmission",

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..diagnostics import SpecError
 from ..ir import Op, snapshot_attrs
-from ..spec import FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec, field_loc
+from ..spec import EpilogueSpec, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec, field_loc
 
 
 def required(tile: Op, name: str, provider: str, sym: str | None = None) -> Op:
@@ -57,7 +57,7 @@ def tile_loc(tile: Op, key: str | None = None):
 _FLAGS = ("ws", "ashift", "negate_a", "negate_b", "saturate")
 
 
-_SPEC_OPS = ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule")
+_SPEC_OPS = ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule", "tilec.epilogue")
 
 
 def tile_spec(tile: Op) -> TileSpec:
@@ -108,6 +108,10 @@ def _tile_spec(tile: Op) -> TileSpec:
     sc = tile.op("tilec.schedule")
     if sc is not None:
         schedule = ScheduleSpec(**sc.attrs)
+    epilogue = None
+    ep = tile.op("tilec.epilogue")
+    if ep is not None:
+        epilogue = EpilogueSpec(**ep.attrs)
     kind = a.get("kind")
     if kind == "none":                  # verify's word for an mma.sp form without .kind
         kind = None
@@ -119,7 +123,7 @@ def _tile_spec(tile: Op) -> TileSpec:
         kind=kind, cta_group=a.get("cta_group", 1), collector=a.get("collector"), sparsity=sparsity,
         block_scale=a.get("block_scale"), max_shift=a.get("max_shift", 0), scale_input_d=a.get("scale_input_d"),
         disable_output_lane=tuple(int(v) for v in dol) if dol is not None else None, zero_columns=zero,
-        schedule=schedule, locs=dict(tile.locs), **{f: a.get(f, False) for f in _FLAGS})
+        schedule=schedule, epilogue=epilogue, locs=dict(tile.locs), **{f: a.get(f, False) for f in _FLAGS})
 
 
 # ---- verify: the instruction form -------------------------------------------------------------------

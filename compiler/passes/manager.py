@@ -25,10 +25,11 @@ def registry_key(names: list[str]) -> str:
 BAKED_KEY = ("verify<>verified;layout-selection<verified>layouts;"
              "sparse-metadata-packing<verified>metadata;"
              "descriptor-materialization<layouts>descriptors;"
-             "kernel-selection<descriptors,metadata>kernels;"
+             "epilogue-lowering<verified>epilogue;"
+             "kernel-selection<descriptors,metadata,epilogue>kernels;"
              "ptx-emission<kernels>ptx")
 BAKED_ORDER = ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization",
-               "kernel-selection", "ptx-emission")
+               "epilogue-lowering", "kernel-selection", "ptx-emission")
 
 
 def build_graph(names: list[str]):

@@ -133,6 +133,9 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
         if spec.schedule is not None:
             raise SpecError("'schedule' describes warp-level mma.sp GEMMs; tcgen05 tiles are scheduled by "
                             "their shape and loop", "schedule")
+        if spec.epilogue is not None:
+            raise SpecError("the epilogue is lowered into the sparse wgmma kernel (mma.sp tiles with schedule ... "
+                            "mma=wgmma) only; tcgen05 tiles store D as the MMA leaves it", "epilogue")
         _check_operands(tile, ctx, OPERAND_SPACES, SCALE_OPERAND_SPACES)
         a, b, d = (spec.operands[x] for x in "ABD")
         scaled = spec.block_scale is not None or "SFA" in spec.operands or "SFB" in spec.operands
@@ -292,16 +295,27 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
     def mma_sp(self, tile, ctx: PassContext, fspec):
         from ..isa.mma_sp.forms import find_form
 
+        from .epilogue_lowering import accumulator_type, check_epilogue
+
         spec = tile_spec(tile)
-        _check_operands(tile, ctx, _MMA_SP_OPERANDS, _MMA_SP_SCALE_OPERANDS)
+        # C is optional where the kernel can leave it out (the wgmma GEMM: D = A*B; epilogue-lowering)
+        c_optional = spec.schedule is not None and spec.schedule.mma == "wgmma"
+        required = {k: v for k, v in _MMA_SP_OPERANDS.items() if k != "C" or not c_optional}
+        _check_operands(tile, ctx, required, {**_MMA_SP_SCALE_OPERANDS, "C": _MMA_SP_OPERANDS["C"]})
         if spec.sparsity is None:
             ctx.fail("an mma.sp tile needs a 'sparsity' statement", spec.loc("tile"),
                      "add e.g. 'sparsity 2:4 metadata=runtime;'")
         ops = spec.operands
         scale_type, scale_vec = self._mma_sp_scale_words(spec)
+        check_epilogue(spec)
+        # the MMA's C and D are the accumulators: C's type (or, without C, the accumulator type), and D's
+        # unless an epilogue converts them into D's type
+        acc = accumulator_type(spec)
+        form_c = ops["C"].dtype if "C" in ops else acc
+        form_d = acc if spec.epilogue is not None else ops["D"].dtype
         try:
-            form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, ops["C"].dtype,
-                             ops["D"].dtype, kind=spec.kind, scale_type=scale_type, scale_vec=scale_vec)
+            form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, form_c,
+                             form_d, kind=spec.kind, scale_type=scale_type, scale_vec=scale_vec)
         except SpecError as e:
             # find_form names the PTX words; the tile spells them as the SFA type and `block_scale vec=`
             field = {"scale_type": "SFA.dtype" if "SFA" in ops else "SFB.dtype",
@@ -315,8 +329,8 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
             raise SpecError(f"loop K={spec.total_k} is not a positive multiple of the instruction K={spec.k}",
                             "loop.K")
         if spec.saturate:
-            form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, ops["C"].dtype,
-                             ops["D"].dtype, kind=spec.kind, satfinite=True)
+            form = find_form(f"m{spec.m}n{spec.n}k{spec.k}", ops["A"].dtype, ops["B"].dtype, form_c,
+                             form_d, kind=spec.kind, satfinite=True)
         min_ptx, err = form.requirements(fspec.target, fspec.ptx_version)
         if err:
             raise err

@@ -33,7 +33,7 @@ from ..passes.derive import mma_form, required, scale_layouts, tile_loc, tile_sp
 from .builder import module_header
 
 # configuration fields the IR holds elsewhere (see the module docstring)
-_HELD_ELSEWHERE = ("name", "form", "target", "ptx_version", "static_metadata")
+_HELD_ELSEWHERE = ("name", "form", "target", "ptx_version", "static_metadata", "epilogue")
 
 
 def _kernel_classes() -> dict[str, type]:
@@ -59,6 +59,10 @@ def kernel_config(view, module: Op) -> Any:
             "ptx_version": parse_version(module.attrs["ptx_version"])}
     if any(f.name == "static_metadata" for f in dataclasses.fields(cls)):
         held["static_metadata"] = view.facts.get("static_metadata")
+    if any(f.name == "epilogue" for f in dataclasses.fields(cls)):
+        from ..passes.epilogue_lowering import epilogue_plan
+
+        held["epilogue"] = epilogue_plan(view.ir)
     return cls(**held, **dict(op.attrs.get("config", {})))
 
 
@@ -73,9 +77,15 @@ def _select_mma_sp(view, module: Op) -> tuple[str, Any]:
     static = view.facts.get("static_metadata")
     target = module.attrs["target"]
     if sc is not None and sc.mma == "wgmma":          # warpgroup wgmma.mma_async.sp, TMA-fed (sm_90a)
+        from ..passes.epilogue_lowering import accumulator_type, epilogue_plan
         from .sparse_wgmma_kernel import config_from_schedule
 
-        return "sparse_wgmma", config_from_schedule(spec.name, form, target, ptx, sc, spec.sparsity.selector, static)
+        plan = epilogue_plan(view.ir)
+        acc, out = accumulator_type(spec), spec.operands["D"].dtype
+        return "sparse_wgmma", config_from_schedule(
+            spec.name, form, target, ptx, sc, spec.sparsity.selector, static,
+            accumulate_c=plan.c != "none" if plan is not None else "C" in spec.operands,
+            d_type=out if out != acc else None, epilogue=plan)
     if sc is not None and sc.stages >= 2 and static is None and pipelined_form(form):
         return "sparse_gemm", SparseGemmConfig(
             name=spec.name, form=form, target=target, ptx_version=ptx, cta_m=sc.cta_m, cta_n=sc.cta_n,
@@ -136,7 +146,8 @@ def _tcgen05_kernel_attrs(tile: Op) -> dict[str, Any]:
     return attrs
 
 
-class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "metadata"), provides=("kernels",),
+class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "metadata", "epilogue"),
+                      provides=("kernels",),
                       description="choose each tile's kernel and print its configuration"):
 
     def apply(self, module, ctx: PassContext) -> None:

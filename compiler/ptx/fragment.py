@@ -558,4 +558,8 @@ def emit_fragment_for_tile(tile_op: Op, module: Op, prefix: str | None = None) -
     if engine not in FRAGMENT_EMITTERS:
         raise SpecError(f"no fragment emitter for engine '{engine}'", "engine.name",
                         "engines: " + ", ".join(FRAGMENT_EMITTERS))
+    if tile.payload.epilogue is not None:
+        # a fragment returns the MMA's accumulators to its caller; D = act(alpha*(A*B) + ...) is the kernel's
+        raise SpecError("a fragment returns the MMA's accumulators; the epilogue is applied by the whole-GEMM "
+                        "kernel only", "epilogue", "compile the tile as a kernel, or drop 'epilogue' for its fragment")
     return FRAGMENT_EMITTERS[engine](tile, module, fragment_name(tile.payload.name, prefix))

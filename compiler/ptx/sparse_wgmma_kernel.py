@@ -87,6 +87,7 @@ from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, Form
 from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
+from ..passes.epilogue_lowering import SCRATCH, EpiloguePlan
 from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
                          WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
@@ -181,6 +182,7 @@ class SparseWgmmaConfig(RingGeometry):
     raster_group: int = 8                # CTA rows along M walked together (L2 reuse)
     stage_d: bool = True                 # D through shared memory (coalesced stores) when it fits
     cluster_m: int = 1                   # 2: CTA pairs along M share B (each loads half, multicast to both)
+    epilogue: EpiloguePlan | None = None # the DSL's epilogue (tilec.epilogue_plan): applied before D is stored
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -221,6 +223,11 @@ class SparseWgmmaConfig(RingGeometry):
     def acc_type(self) -> str:
         return self.wg_form.acc_type
 
+    @property
+    def preload_c(self) -> bool:
+        """C enters the accumulators before the first MMA (which adds it), not in the epilogue."""
+        return self.accumulate_c and (self.epilogue is None or self.epilogue.c == "accumulate")
+
     @cached_property
     def regions(self) -> dict[str, Region]:
         ks = self.ksteps
@@ -258,8 +265,10 @@ class SparseWgmmaConfig(RingGeometry):
     @property
     def d_pitch(self) -> int:
         """Row pitch of the staged D tile: 16 bytes of padding, so the 8 rows g of a fragment store
-        (lanes 4g+t at column 2t) start 4 banks apart and a warp's 32 words hit 32 banks."""
-        return self.cta_n * TYPES[self.out_type].bits // 8 + 16
+        (lanes 4g+t at column 2t) start 4 banks apart and a warp's 32 words hit 32 banks. With an
+        epilogue the raw accumulators are staged (it runs in the copy-out, with no accumulator live)."""
+        staged = self.acc_type if self.epilogue is not None else self.out_type
+        return self.cta_n * TYPES[staged].bits // 8 + 16
 
     @property
     def staged_d(self) -> bool:
@@ -399,6 +408,13 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
     if out not in D_STORES or (out in ("f16", "bf16") and cfg.acc_type != "f32") or \
             (out in ("f32", "s32") and out != cfg.acc_type):
         raise SpecError(f"D type {out} cannot be stored from {cfg.acc_type} accumulators", field="D.dtype")
+    ep = cfg.epilogue
+    if ep is not None:
+        if ep.out != out or ep.acc != cfg.acc_type or ep.convert != D_STORES[out][1] or \
+                (ep.c != "none") != cfg.accumulate_c:
+            raise SpecError(f"the epilogue plan (acc {ep.acc}, D {ep.out}, C {ep.c}) does not match the kernel "
+                            f"(acc {cfg.acc_type}, D {out}, C {'read' if cfg.accumulate_c else 'absent'})",
+                            field="epilogue")
     if cfg.selector not in wf.selectors:
         raise SpecError(f"sparsity selector {cfg.selector} is not valid for wgmma.mma_async.sp with "
                         f"{form.a_type} (valid: {', '.join(map(str, wf.selectors))}; PTX 9.7.15.6.1)",
@@ -445,6 +461,10 @@ class _Writer(PtxBuilder):
         self.store_type, self.convert = D_STORES[cfg.out_type]
         self.smem = f"{cfg.name}_smem"
         self.add_params("u64", "tensor_maps", *(("c",) if cfg.accumulate_c else ()), "d")
+        ep = cfg.epilogue
+        if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
+            self.add_params("u64", *(p for p in ep.params if p == "bias"))
+            self.add_params("f32", *(p for p in ep.params if p != "bias"))
         self.add_params("u32", "M", "N", "K")
 
     def opcode(self) -> str:
@@ -459,7 +479,14 @@ class _Writer(PtxBuilder):
     def header(self) -> None:
         cfg, out = self.cfg, self.module
         r = cfg.regions
-        out.append(f"// tilec sparse wgmma GEMM {cfg.name}: D = A*B{' + C' if cfg.accumulate_c else ''}, A "
+        formula = f"A*B{' + C' if cfg.accumulate_c else ''}"
+        if cfg.epilogue is not None:
+            ep = cfg.epilogue
+            formula = "alpha*(A*B)" if ep.alpha is not None else "A*B"
+            formula += {"none": "", "accumulate": " + C", "epilogue": " + beta*C" if ep.beta else " + C"}[ep.c]
+            formula += {"none": "", "row": " + bias[row]", "col": " + bias[col]"}[ep.bias]
+            formula = formula if ep.act == "none" else f"{ep.act}({formula})"
+        out.append(f"// tilec sparse wgmma GEMM {cfg.name}: D = {formula}, A "
                    f"{self.form.granularity.name} structured-sparse {self.form.a_type}, {self.opcode()}")
         out.append(f"// CTA {cfg.cta_m}x{cfg.cta_n}x{cfg.cta_k}: 1 TMA producer + {cfg.consumers} consumer "
                    f"warpgroups of {cfg.wg_m} rows, {cfg.stages} stages of {cfg.stage_bytes} B [A {r['A'].bytes} B "
@@ -478,6 +505,11 @@ class _Writer(PtxBuilder):
         self.declare("u64", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
+        if cfg.epilogue is not None:
+            self.declare("f32", "%ev<4>", "%ce<4>", "%be<4>", f"%t<{SCRATCH}>",
+                         *(f"%{p}" for p in cfg.epilogue.params if p != "bias"))
+            self.declare("u64", "%rc", "%rb", "%gq")
+            self.declare("b32", "%hw<2>")
 
     # -- shared pieces ------------------------------------------------------------------------------
     def raster(self) -> None:
@@ -750,7 +782,7 @@ class _Writer(PtxBuilder):
 
     def init_acc(self) -> None:
         cfg, ins = self.cfg, self.ins
-        if not cfg.accumulate_c:
+        if not cfg.preload_c:
             zero = "0f00000000" if self.acc == ".f32" else "0"
             for r in range(cfg.accumulators):
                 ins(f"mov{self.acc} %acc{r}, {zero};")
@@ -765,27 +797,134 @@ class _Writer(PtxBuilder):
     def store_acc_pair(self, space: str, at: str, i: int) -> None:
         self.store_pair(space, at, f"%acc{i}", f"%acc{i + 1}", self.store_type, self.convert)
 
+    def epilogue_params(self) -> None:
+        """The plan's f32 parameters into registers; %rc = C, %rb = bias (global addresses)."""
+        ep, ins = self.cfg.epilogue, self.ins
+        ins(f"// epilogue (tilec.epilogue_plan): {', '.join(s for s, _ in ep.steps)}")
+        for p in ep.params:
+            if p != "bias":
+                self.ld_param("f32", f"%{p}", p)
+        if ep.c == "epilogue":
+            self.global_pointer("%rc", "c")
+        if ep.bias != "none":
+            self.global_pointer("%rb", "bias")
+
+    def element_steps(self, x: str, c: str, b: str) -> None:
+        """The plan's per-element steps on accumulator element register `x` (C element `c`, bias `b`)."""
+        regs = {"x": x, "c": c, "b": b, "alpha": "%alpha", "beta": "%beta",
+                **{f"t{n}": f"%t{n}" for n in range(SCRATCH)}}
+        for _step, lines in self.cfg.epilogue.element_steps:
+            for line in lines:
+                self.ins(line.format(**regs) + ";")
+
+    def apply_epilogue(self, i: int, r: int, c: int) -> None:
+        """Direct D stores: the plan on accumulator pair (%acc{i}, %acc{i+1}) at (row r, column c) of the
+        thread's pair 0 (%rc, %rb: direct_epilogue_pointers)."""
+        ep, ins = self.cfg.epilogue, self.ins
+        if ep.c == "epilogue":
+            ins(f"mad.wide.u32 %gq, %N, {r * self.abytes}, %rc;" if r else "mov.u64 %gq, %rc;")
+            ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{c * self.abytes}];")
+        if ep.bias == "col":
+            ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%rb+{c * 4}];")
+        elif ep.bias == "row":
+            ins(f"ld.global.f32 %be0, [%rb+{r * 4}];")
+        for k in range(2):
+            self.element_steps(f"%acc{i + k}", f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
+
+    def direct_epilogue_pointers(self) -> None:
+        """Direct D stores: %rc and %rb advanced to the thread's pair 0 (row thread_row, column 2*(lane%4))."""
+        ep, ins = self.cfg.epilogue, self.ins
+        if ep.c == "epilogue":
+            self.thread_row()
+            ins("add.u32 %x, %x, %m0;")
+            ins("add.u32 %y, %y, %n0;")
+            ins("mul.wide.u32 %gq, %x, %N;")
+            ins("cvt.u64.u32 %off, %y;")
+            ins("add.u64 %gq, %gq, %off;")
+            ins(f"mad.lo.u64 %rc, %gq, {self.abytes}, %rc;")
+        if ep.bias != "none":
+            self.thread_row()
+            ins("add.u32 %y, %y, %n0;" if ep.bias == "col" else "add.u32 %x, %x, %m0;")
+            ins(f"mul.wide.u32 %gq, {'%y' if ep.bias == 'col' else '%x'}, 4;")
+            ins("add.u64 %rb, %rb, %gq;")
+
+    def staged_epilogue_out(self) -> None:
+        """The copy-out of a staged accumulator tile through the epilogue: per 16-byte chunk (4 f32
+        accumulators of one row), 4 C elements and 4 (column) or 1 (row) bias elements in one load each,
+        the steps per element, and D stored converted: v4.f32, or two packed cvt pairs as v2.b32."""
+        cfg, ins, ep = self.cfg, self.ins, self.cfg.epilogue
+        pitch, ab = cfg.d_pitch, self.abytes
+        cpr = cfg.cta_n * ab // CHUNK
+        per = CHUNK // ab                                  # accumulators per chunk
+        self.global_pointer("%gd", "d")
+        ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
+        for guard in self.thread_rounds("%z", "%q", WG_THREADS, cfg.wg_m * cpr, "%p6"):
+            ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
+            ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
+            ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
+            ins(f"mad.lo.u32 %x, %pm, {pitch}, %sb;")
+            ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+            ins(f"{guard}ld.shared.v4.f32 {{%ev0, %ev1, %ev2, %ev3}}, [%x];")
+            ins("add.u32 %pm, %pm, %m0;                      // row of D")
+            ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;              // column of D")
+            ins("mul.wide.u32 %rp, %pm, %N;")
+            ins("cvt.u64.u32 %off, %pn;")
+            ins("add.u64 %rp, %rp, %off;                     // element index in D")
+            if ep.c == "epilogue":
+                ins(f"mad.lo.u64 %gq, %rp, {ab}, %rc;")
+                ins(f"{guard}ld.global.v4.f32 {{%ce0, %ce1, %ce2, %ce3}}, [%gq];")
+            if ep.bias == "col":
+                ins("mul.wide.u32 %gq, %pn, 4;")
+                ins("add.u64 %gq, %gq, %rb;")
+                ins(f"{guard}ld.global.v4.f32 {{%be0, %be1, %be2, %be3}}, [%gq];")
+            elif ep.bias == "row":
+                ins("mul.wide.u32 %gq, %pm, 4;")
+                ins("add.u64 %gq, %gq, %rb;")
+                ins(f"{guard}ld.global.f32 %be0, [%gq];")
+            for k in range(per):
+                self.element_steps(f"%ev{k}", f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
+            ins(f"mad.lo.u64 %gq, %rp, {self.dbytes}, %gd;")
+            if self.convert:
+                for h in range(per // 2):
+                    ins(f"{self.convert} %hw{h}, %ev{2 * h + 1}, %ev{2 * h};")
+                ins(f"{guard}st.global.v2.b32 [%gq], {{%hw0, %hw1}};")
+            else:
+                ins(f"{guard}st.global.v4.f32 [%gq], {{%ev0, %ev1, %ev2, %ev3}};")
+
     def epilogue(self) -> None:
         cfg, ins = self.cfg, self.ins
+        if cfg.epilogue is not None:
+            self.epilogue_params()
         if not cfg.staged_d:
             ins("// accumulators -> D, fragment by fragment")
+            if cfg.epilogue is not None:
+                self.direct_epilogue_pointers()
             self.global_pointer("%gd", "d")
             self.global_fragment_ptr("%gd", self.dbytes)
             for _j, i, r, c in self.pairs():
+                if cfg.epilogue is not None:
+                    self.apply_epilogue(i, r, c)
                 ins(f"mad.wide.u32 %gc, %N, {r * self.dbytes}, %rp;" if r else "mov.u64 %gc, %rp;")
                 self.store_acc_pair("global", f"[%gc+{c * self.dbytes}]", i)
             return
-        pitch, db = cfg.d_pitch, self.dbytes
+        pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue is not None else self.dbytes)
         ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
         ins("fence.proxy.async.shared::cta;              // the ring was last touched by the async proxy")
         ins(f"bar.sync 1, {WG_THREADS * cfg.consumers};               // every consumer is done with the ring")
         self.thread_row()
         ins(f"mad.lo.u32 %x, %x, {pitch}, %sb;")
         ins(f"mad.lo.u32 %x, %y, {db}, %x;")
-        for _j, i, r, c in self.pairs():
-            self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
+        if cfg.epilogue is not None:           # the raw accumulators; the epilogue runs in the copy-out
+            for _j, i, r, c in self.pairs():
+                ins(f"st.shared.v2{self.acc} [%x+{r * pitch + c * db}], {{%acc{i}, %acc{i + 1}}};")
+        else:
+            for _j, i, r, c in self.pairs():
+                self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
         ins("add.u32 %z, %wg, 2;")
         ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's rows are staged")
+        if cfg.epilogue is not None:
+            self.staged_epilogue_out()
+            return
         cpr = cfg.cta_n * db // CHUNK
         total = cfg.wg_m * cpr
         self.global_pointer("%gd", "d")
@@ -827,6 +966,13 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
                                         "sparse_wgmma_kernel.encode_tensor_maps builds them"}
     if cfg.accumulate_c:
         buffers["c"] = {"element": cfg.acc_type, "shape": ["M", "N"], "layout": "row-major"}
+    extra = {}
+    ep = cfg.epilogue
+    if ep is not None:
+        if ep.bias != "none":
+            buffers["bias"] = {"element": "f32", "shape": ["N"] if ep.bias == "col" else ["M"],
+                               "layout": f"one f32 per {'column' if ep.bias == 'col' else 'row'} of D"}
+        extra["epilogue"] = ep.describe()
     return {
         **abi_head(cfg.name, "sparse_wgmma", form.name, wgmma_opcode(cfg), cfg.target, ptx, params, buffers),
         "tensor_maps": maps,
@@ -842,6 +988,7 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [f"M % {cfg.cta_m * cfg.cluster_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
         "limits": launch_limits("MNK", ["tiles"]),
+        **extra,
     }
 
 
@@ -898,7 +1045,8 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
 # --------------------------------------------------------------------------------------------------
 
 def config_from_schedule(name: str, form: Form, target: str, ptx_version: Version | None, schedule,
-                         selector: int, static_metadata) -> SparseWgmmaConfig:
+                         selector: int, static_metadata, accumulate_c: bool = True, d_type: str | None = None,
+                         epilogue: EpiloguePlan | None = None) -> SparseWgmmaConfig:
     """The kernel of a tile with `schedule cta=MxNxK warps=Wx1 stages=S mma=wgmma`: W = 4 or 8 consumer
     warps (1 or 2 consumer warpgroups; a producer warpgroup is added), D = A*B + C in the accumulator type."""
     if static_metadata is not None:
@@ -910,4 +1058,5 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
                         field="schedule.warps", hint="write warps=8x1")
     return SparseWgmmaConfig(name, form, target, cta_m=schedule.cta_m, cta_n=schedule.cta_n, cta_k=schedule.cta_k,
                              consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
-                             ptx_version=ptx_version, cluster_m=schedule.cluster)
+                             ptx_version=ptx_version, cluster_m=schedule.cluster, accumulate_c=accumulate_c,
+                             d_type=d_type, epilogue=epilogue)

@@ -33,10 +33,11 @@ PRE_BLACKWELL = sorted(p.name for p in EXAMPLES.glob("*.tile") if int(example_ta
 
 
 def test_pre_blackwell_examples_are_the_sparse_ones():
-    # the four mma.sp examples: one-instruction tiles (sm_80), the pipelined mma.sp GEMM in f16 and bf16,
-    # and the warpgroup wgmma GEMM (sm_90a); tcgen05 examples need sm_100a or later
+    # the five mma.sp examples: one-instruction tiles (sm_80), the pipelined mma.sp GEMM in f16 and bf16,
+    # and the warpgroup wgmma GEMM (sm_90a), plain and with a fused epilogue; tcgen05 examples need sm_100a
+    # or later
     assert PRE_BLACKWELL == ["sparse_f16.tile", "sparse_gemm_bf16.tile", "sparse_gemm_f16.tile",
-                             "sparse_wgmma_f16.tile"]
+                             "sparse_wgmma_f16.tile", "sparse_wgmma_f16_silu_bias.tile"]
 
 
 @pytest.mark.parametrize("name", PRE_BLACKWELL)
@@ -55,6 +56,13 @@ def test_dsl_example_on_gpu(cupy_device, name):
     for tile_name, tile in tiles.items():
         abi = tile["kernel"]
         assert abi["instruction"] in result.ptx, (tile_name, abi["instruction"])      # the kernel the ABI names
+        if "epilogue" in abi:       # a fused epilogue: bias / alpha / beta through the runtime, `tilec run --check`
+            from compiler.run import run_tile
+
+            ok, lines = run_tile(result, tile_name, sk.abi_problem_size(abi, scale=(4, 3, 4)), check=True,
+                                 bench=False, iters=0, warmup=0, seed=zlib.crc32(name.encode()))
+            assert ok, "\n".join(lines)
+            continue
         shape, a_t, b_t, cd, out = sk.abi_types(abi)
         if "bf16" in (a_t, b_t, out) or a_t.startswith("e"):
             pytest.importorskip("ml_dtypes", reason=f"{a_t} / {out} host data needs ml_dtypes")

@@ -1,0 +1,259 @@
+"""`epilogue-lowering`: a tile's `epilogue` statement -> the per-element PTX its kernel applies to the
+accumulators before D is stored: `D = act(alpha*(A*B) + beta*C + bias)`, converted to D's type.
+
+The plan is printed as `tilec.epilogue_plan` (compiler/ir.py): where C enters (`c`), the kernel
+parameters the epilogue adds (`params`), and the steps, each a list of PTX instruction templates over
+`{x}` (the accumulator element, f32), `{c}` (its element of C), `{b}` (its bias element), `{t0}`..`{t2}`
+(f32 scratch) and `{alpha}` / `{beta}` (the f32 parameters). The kernel emitters
+(compiler/ptx/sparse_wgmma_kernel.py) substitute registers and emit them verbatim; the last step,
+`convert`, names the conversion of an element pair into D's type (the emitter's packed store).
+
+Numbers: alpha and beta literals are rounded to f32 (PTX ISA 5.2.4: an f32 immediate is `0f` and the
+8 hex digits of its IEEE binary32 bits) through Python's f64, once, here. alpha = beta = 1 with C keeps
+C in the accumulators (loaded before the first MMA, which adds it: scale-d = 1); any other alpha or beta
+reads C beside the accumulators in the epilogue. beta = 0 does not read C (the BLAS convention), so the
+kernel then takes no `c`.
+
+Activations (f32, per element; PTX ISA 9.7.4 floating-point instructions):
+- relu: max(x, 0) (`max.f32`).
+- silu: x * sigmoid(x) = x / (1 + e^-x) = x * rcp(1 + 2^(-x*log2 e)) (`ex2.approx.ftz.f32`, PTX ISA
+  9.7.4.11; `rcp.approx.ftz.f32`, 9.7.4.8). Large |x| saturate correctly: 2^+inf = inf, rcp(inf) = 0.
+- gelu_tanh: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))) (Hendrycks & Gimpel 2016, eq. for the tanh
+  approximation), with `tanh.approx.f32` (PTX ISA 9.7.4.13, sm_75+, PTX 7.0).
+- gelu_erf: 0.5*x*(1 + erf(x/sqrt 2)), erf by Abramowitz & Stegun 7.1.26: for z >= 0,
+  erf(z) = 1 - (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) e^(-z^2), t = 1/(1 + p z), |error| <= 1.5e-7,
+  p = 0.3275911, a1..a5 = 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429; erf is odd
+  (`copysign.f32`, 9.7.4.2, gives the result x's sign).
+Conversion (PTX ISA 9.7.9.21 cvt): f16 / bf16 by `cvt.rn.{f16x2,bf16x2}.f32` (round to nearest even).
+"""
+from __future__ import annotations
+
+import struct
+
+from ..diagnostics import SpecError
+from ..ir import Op
+from ..spec import EPILOGUE_PARAM, TileSpec
+from . import Pass, PassContext
+from .derive import tile_loc, tile_spec
+
+INTEGER_A = ("s8", "u8", "s4", "u4")
+# Output types the epilogue converts f32 accumulators into, and the packed pair conversion (cvt).
+FLOAT_OUTPUTS = {"f32": None, "f16": "cvt.rn.f16x2.f32", "bf16": "cvt.rn.bf16x2.f32"}
+
+
+def f32_imm(value: float) -> str:
+    """A PTX f32 immediate: 0f and the IEEE binary32 bits (PTX ISA 5.2.4, floating-point constants)."""
+    return "0f%08X" % struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+ONE, HALF, ZERO = f32_imm(1.0), f32_imm(0.5), f32_imm(0.0)
+NEG_LOG2E = f32_imm(-1.4426950408889634)          # -log2(e): e^v = 2^(v*log2 e)
+
+ACTIVATIONS: dict[str, tuple[str, ...]] = {
+    "relu": (f"max.f32 {{x}}, {{x}}, {ZERO}",),
+    "silu": (f"mul.f32 {{t0}}, {{x}}, {NEG_LOG2E}",          # -x log2 e
+             "ex2.approx.ftz.f32 {t0}, {t0}",                 # e^-x
+             f"add.f32 {{t0}}, {{t0}}, {ONE}",
+             "rcp.approx.ftz.f32 {t0}, {t0}",                 # sigmoid(x)
+             "mul.f32 {x}, {x}, {t0}"),
+    "gelu_tanh": ("mul.f32 {t0}, {x}, {x}",
+                  f"fma.rn.f32 {{t0}}, {{t0}}, {f32_imm(0.044715)}, {ONE}",
+                  "mul.f32 {t0}, {t0}, {x}",                  # x + 0.044715 x^3
+                  f"mul.f32 {{t0}}, {{t0}}, {f32_imm(0.7978845608028654)}",   # * sqrt(2/pi)
+                  "tanh.approx.f32 {t0}, {t0}",
+                  f"fma.rn.f32 {{t0}}, {{t0}}, {HALF}, {HALF}",
+                  "mul.f32 {x}, {x}, {t0}"),
+    "gelu_erf": ("abs.f32 {t0}, {x}",
+                 f"mul.f32 {{t0}}, {{t0}}, {f32_imm(0.7071067811865476)}",    # z = |x| / sqrt 2
+                 f"fma.rn.f32 {{t1}}, {{t0}}, {f32_imm(0.3275911)}, {ONE}",
+                 "rcp.approx.ftz.f32 {t1}, {t1}",                            # t = 1 / (1 + p z)
+                 f"fma.rn.f32 {{t2}}, {{t1}}, {f32_imm(1.061405429)}, {f32_imm(-1.453152027)}",
+                 f"fma.rn.f32 {{t2}}, {{t2}}, {{t1}}, {f32_imm(1.421413741)}",
+                 f"fma.rn.f32 {{t2}}, {{t2}}, {{t1}}, {f32_imm(-0.284496736)}",
+                 f"fma.rn.f32 {{t2}}, {{t2}}, {{t1}}, {f32_imm(0.254829592)}",
+                 "mul.f32 {t2}, {t2}, {t1}",                                 # a1 t + ... + a5 t^5
+                 "mul.f32 {t0}, {t0}, {t0}",
+                 f"mul.f32 {{t0}}, {{t0}}, {NEG_LOG2E}",
+                 "ex2.approx.ftz.f32 {t0}, {t0}",                            # e^(-z^2)
+                 "mul.f32 {t2}, {t2}, {t0}",
+                 f"sub.f32 {{t2}}, {ONE}, {{t2}}",                           # erf(z)
+                 "copysign.f32 {t2}, {x}, {t2}",                             # erf(x / sqrt 2)
+                 f"fma.rn.f32 {{t2}}, {{t2}}, {HALF}, {HALF}",
+                 "mul.f32 {x}, {x}, {t2}"),
+}
+SCRATCH = 3          # {t0}..{t2}
+
+
+def accumulator_type(spec: TileSpec) -> str:
+    """The accumulator type: the epilogue's acc=, else C's type, else (no epilogue) D's, else the
+    MMA's natural one (s32 for integer A, f32 otherwise)."""
+    e, ops = spec.epilogue, spec.operands
+    if e is not None and e.acc is not None:
+        return e.acc
+    if "C" in ops:
+        return ops["C"].dtype
+    if e is None and "D" in ops:
+        return ops["D"].dtype
+    return "s32" if ops["A"].dtype in INTEGER_A else "f32"
+
+
+def _value(text: str | None) -> float | None:
+    return None if text is None or text == EPILOGUE_PARAM else float(text)
+
+
+def check_epilogue(spec: TileSpec) -> None:
+    """Combinations the epilogue cannot lower (SpecError on the field to blame). Runs in `verify`."""
+    e, ops = spec.epilogue, spec.operands
+    if e is None:
+        return
+    sc = spec.schedule
+    if sc is None or sc.mma != "wgmma":
+        raise SpecError("the epilogue is lowered into the sparse wgmma kernel (schedule ... mma=wgmma) only; the "
+                        "warp-level kernels store A*B + C as they are", "epilogue",
+                        "write 'schedule cta=128x256x64 warps=8x1 stages=4 mma=wgmma;' (target sm_90a)")
+    natural = "s32" if ops["A"].dtype in INTEGER_A else "f32"
+    if e.acc is not None and e.acc != natural:
+        raise SpecError(f"acc={e.acc}: {ops['A'].dtype} products accumulate in {natural} in the wgmma kernel "
+                        f"(PTX 9.7.15.6.3: f32 for float, s32 for integer types)", "epilogue.acc",
+                        f"write acc={natural} or leave acc= out")
+    acc = natural
+    if "C" in ops and ops["C"].dtype != acc:
+        raise SpecError(f"C is read in the accumulator type {acc}, not {ops['C'].dtype}", "C.dtype",
+                        f"write 'C: {acc} global;'")
+    if e.beta is not None and "C" not in ops:
+        raise SpecError("beta scales C, and this tile has no operand C", "epilogue.beta",
+                        "add 'C: f32 global;' or drop beta=")
+    out = ops["D"].dtype
+    if acc == "s32":
+        if out != "s32":
+            raise SpecError(f"D type {out} from s32 accumulators: the epilogue converts integer accumulators to "
+                            "s32 only (s8 with saturation is not lowered yet)", "D.dtype", "write 'D: s32 global;'")
+        for key, default in (("alpha", None), ("beta", None), ("bias", "none"), ("act", "none")):
+            if getattr(e, key) != default:
+                raise SpecError(f"{key}= on s32 output: the epilogue's arithmetic is f32, and an integer output "
+                                "without saturation would wrap", f"epilogue.{key}",
+                                "drop it, or use float inputs (f16, bf16, tf32, e4m3)")
+        return
+    if out not in FLOAT_OUTPUTS:
+        raise SpecError(f"D type {out} is not an output of the f32 epilogue (f32, f16, bf16; s8 and e4m3 with an "
+                        "output scale are not lowered yet)", "D.dtype", "write 'D: bf16 global;' or f16 or f32")
+
+
+def plan_attrs(spec: TileSpec) -> dict:
+    """The `tilec.epilogue_plan` attributes of a tile with an epilogue (check_epilogue passed)."""
+    e, ops = spec.epilogue, spec.operands
+    acc, out = accumulator_type(spec), ops["D"].dtype
+    alpha, beta = _value(e.alpha), _value(e.beta)
+    has_c = "C" in ops and not (beta == 0.0)
+    params: list[str] = []
+    steps: list[dict] = []
+    if alpha != 1.0 and e.alpha is not None:
+        if e.alpha == EPILOGUE_PARAM:
+            params.append("alpha")
+        steps.append({"step": "scale", "ptx": ["mul.f32 {x}, {x}, " + ("{alpha}" if alpha is None else f32_imm(alpha))]})
+    scaled = bool(steps)
+    if not has_c:
+        c = "none"
+    elif not scaled and (e.beta is None or beta == 1.0):
+        c = "accumulate"
+    else:
+        c = "epilogue"
+        if e.beta == EPILOGUE_PARAM:
+            params.append("beta")
+        if e.beta is None or beta == 1.0:
+            steps.append({"step": "add_c", "ptx": ["add.f32 {x}, {x}, {c}"]})
+        else:
+            steps.append({"step": "add_c", "ptx": ["fma.rn.f32 {x}, {c}, " + ("{beta}" if beta is None else
+                                                                                  f32_imm(beta)) + ", {x}"]})
+    if e.bias != "none":
+        params.insert(0, "bias")
+        steps.append({"step": f"bias_{e.bias}", "ptx": ["add.f32 {x}, {x}, {b}"]})
+    if e.act != "none":
+        steps.append({"step": e.act, "ptx": list(ACTIVATIONS[e.act])})
+    if FLOAT_OUTPUTS.get(out):
+        steps.append({"step": "convert", "ptx": [FLOAT_OUTPUTS[out]]})
+    attrs = {"acc": acc, "out": out, "c": c}
+    if e.alpha is not None and alpha != 1.0:
+        attrs["alpha"] = e.alpha if alpha is None else f32_imm(alpha)
+    if c == "epilogue" and e.beta is not None and beta != 1.0:
+        attrs["beta"] = e.beta if beta is None else f32_imm(beta)
+    attrs.update(bias=e.bias, act=e.act, params=params, steps=steps)
+    return attrs
+
+
+class EpiloguePlan:
+    """`tilec.epilogue_plan` as the kernel emitters read it (compiler/ptx/sparse_wgmma_kernel.py). A plain
+    class (a dataclass costs every process that imports this module half a millisecond to create)."""
+    __slots__ = ("acc", "out", "c", "alpha", "beta", "bias", "act", "params", "steps")
+
+    def __init__(self, acc: str, out: str, c: str, alpha: str | None, beta: str | None, bias: str, act: str,
+                 params: tuple[str, ...], steps: tuple[tuple[str, tuple[str, ...]], ...]):
+        self.acc, self.out = acc, out
+        self.c = c                          # none | accumulate | epilogue
+        self.alpha, self.beta = alpha, beta  # f32 immediate (0f...) | "param" | None (1)
+        self.bias, self.act = bias, act      # bias: none | row | col
+        self.params = params                # u64 bias first, then the f32 scalars, in this order
+        self.steps = steps
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, EpiloguePlan) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "EpiloguePlan(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+    @property
+    def element_steps(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The per-element steps (all but the pairwise `convert`)."""
+        return tuple(s for s in self.steps if s[0] != "convert")
+
+    def scalar(self, name: str) -> float | str:
+        """alpha or beta: its value, or "param"."""
+        v = getattr(self, name)
+        if v is None:
+            return 1.0
+        if v == EPILOGUE_PARAM:
+            return v
+        return struct.unpack("<f", int(v[2:], 16).to_bytes(4, "little"))[0]
+
+    def describe(self) -> dict:
+        """The epilogue as the kernel ABI states it (what the runtime passes, what a reference computes)."""
+        return {"formula": "D = act(alpha*(A*B) + beta*C + bias)", "c": self.c, "alpha": self.scalar("alpha"),
+                "beta": self.scalar("beta") if self.c == "epilogue" else (1.0 if self.c == "accumulate" else 0.0),
+                "bias": self.bias, "act": self.act, "acc": self.acc, "out": self.out}
+
+    @property
+    def convert(self) -> str | None:
+        return next((p[0] for s, p in self.steps if s == "convert"), None)
+
+
+def epilogue_plan(tile: Op) -> EpiloguePlan | None:
+    """The tile's plan (None without an epilogue statement)."""
+    op = tile.op("tilec.epilogue_plan")
+    if op is None:
+        return None
+    a = op.attrs
+    return EpiloguePlan(a["acc"], a["out"], a["c"], a.get("alpha"), a.get("beta"), a["bias"], a["act"],
+                        tuple(a["params"]),
+                        tuple((s["step"], tuple(s["ptx"])) for s in a["steps"]))
+
+
+class EpilogueLowering(Pass, name="epilogue-lowering", requires=("verified",), provides=("epilogue",),
+                       description="lower each tile's epilogue statement to its per-element PTX plan"):
+
+    def apply(self, module, ctx: PassContext) -> None:
+        for tile in module.ops("tilec.tile"):
+            if tile.op("tilec.epilogue") is None:
+                continue
+            spec = tile_spec(tile)
+            try:
+                check_epilogue(spec)
+            except SpecError as e:
+                ctx.spec_error(e, tile)
+            tile.body.append(Op("tilec.epilogue_plan", None, plan_attrs(spec),
+                                loc=tile_loc(tile, "epilogue")))

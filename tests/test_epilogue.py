@@ -1,0 +1,299 @@
+"""The fused epilogue `D = act(alpha*(A*B) + beta*C + bias)` (README "DSL tour"): the `epilogue` statement,
+its IR (tilec.epilogue, tilec.epilogue_plan), the `epilogue-lowering` pass
+(compiler/passes/epilogue_lowering.py) and its lowering into the sparse wgmma kernel
+(compiler/ptx/sparse_wgmma_kernel.py).
+
+Factors: act (none, relu, silu, gelu_tanh, gelu_erf) x D type (f32, f16, bf16) x C (absent; present with
+alpha = beta = 1, so preloaded into the accumulators; beta=0.25; beta=param) x bias (none, row, col) x
+alpha (none, 0.5, param). The kernel factor has one value: the warp-level kernels refuse an epilogue (a
+located diagnostic, tests/lit/diagnostics/epilogue.tile). A pairwise covering set of the factors (every
+pair of values of every two factors in some case) is assembled by ptxas and run on the CPU emulator
+(compiler/emulator/warp.py, whose f32 epilogue instructions model the .approx functions by the exact
+function rounded to f32) against the numpy reference (compiler/emulator/sparse_host.py
+epilogue_reference, within epilogue_atol); the full product is assembled under `slow`.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler import CompileError, compile_source
+from compiler.emulator.sparse_host import run_sparse_wgmma
+from compiler.passes.epilogue_lowering import f32_imm
+from compiler.ptx.emission import kernel_config
+from compiler.ptx.sparse_wgmma_kernel import emit_sparse_wgmma
+
+FACTORS = {
+    "act": ("none", "relu", "silu", "gelu_tanh", "gelu_erf"),
+    "out": ("f32", "f16", "bf16"),
+    "c": ("none", "C", "beta", "beta_param"),
+    "bias": ("none", "row", "col"),
+    "alpha": ("none", "0.5", "param"),
+}
+
+
+def pairwise(factors: dict) -> list[dict]:
+    """A covering set: greedily the case of the full product (in its order) that covers the most pairs not
+    yet covered, until every pair of values of every two factors is covered."""
+    names = list(factors)
+    product = [dict(zip(names, values)) for values in itertools.product(*factors.values())]
+
+    def pairs(case):
+        return {(a, case[a], b, case[b]) for a, b in itertools.combinations(names, 2)}
+
+    todo = set().union(*(pairs(c) for c in product))
+    chosen = []
+    while todo:
+        best = max(product, key=lambda c: len(pairs(c) & todo))
+        chosen.append(best)
+        todo -= pairs(best)
+    return chosen
+
+
+PAIRWISE = pairwise(FACTORS)
+FULL = [dict(zip(FACTORS, v)) for v in itertools.product(*FACTORS.values())]
+
+
+def case_id(case: dict) -> str:
+    return "-".join(f"{k}={v}" for k, v in case.items())
+
+
+def tile_text(case: dict, cta: str = "128x256x64", stages: int = 4, name: str = "t") -> str:
+    words = []
+    if case["alpha"] != "none":
+        words.append(f"alpha={case['alpha']}")
+    if case["c"] == "beta":
+        words.append("beta=0.25")
+    elif case["c"] == "beta_param":
+        words.append("beta=param")
+    if case["bias"] != "none":
+        words.append(f"bias={case['bias']}")
+    words.append(f"act={case['act']}")
+    c = "  C: f32 global;\n" if case["c"] != "none" else ""
+    return (f"target sm_90a;\ntile {name} {{\n  engine mma.sp;\n  shape M=16 N=8 K=32;\n  A: f16 global;\n"
+            f"  B: f16 global;\n{c}  D: {case['out']} global;\n  sparsity 2:4 metadata=runtime selector=0;\n"
+            f"  schedule cta={cta} warps=8x1 stages={stages} mma=wgmma;\n  epilogue {' '.join(words)};\n}}\n")
+
+
+def test_pairwise_set_covers_every_pair():
+    names = list(FACTORS)
+    for a, b in itertools.combinations(names, 2):
+        seen = {(c[a], c[b]) for c in PAIRWISE}
+        assert seen == set(itertools.product(FACTORS[a], FACTORS[b])), (a, b)
+    assert len(PAIRWISE) < len(FULL) // 10          # 540 cases in the product
+
+
+# --------------------------------------------------------------------------------------------------
+# DSL and IR
+# --------------------------------------------------------------------------------------------------
+
+def test_statement_round_trips_through_the_printer():
+    from compiler.frontend.build import parse_spec
+    from compiler.spec_printer import print_file
+
+    text = tile_text(dict(act="gelu_erf", out="bf16", c="beta_param", bias="row", alpha="0.5"))
+    spec = parse_spec(text)
+    e = spec.tiles[0].epilogue
+    assert (e.alpha, e.beta, e.bias, e.act, e.acc) == ("0.5", "param", "row", "gelu_erf", None)
+    assert "epilogue alpha=0.5 beta=param bias=row act=gelu_erf;" in print_file(spec)
+    assert parse_spec(print_file(spec)).tiles[0].epilogue == e
+
+
+def plan_of(text: str):
+    r = compile_source(text, passes=["verify", "epilogue-lowering"])
+    return r.module.ops("tilec.tile")[0].op("tilec.epilogue_plan").attrs
+
+
+def test_where_c_enters():
+    base = dict(act="none", out="f32", bias="none", alpha="none")
+    # alpha = beta = 1: C is loaded into the accumulators before the first MMA (scale-d adds it)
+    p = plan_of(tile_text(dict(base, c="C")))
+    assert p["c"] == "accumulate" and p["steps"] == [] and p["params"] == []
+    # alpha scales A*B only: C is read in the epilogue
+    p = plan_of(tile_text(dict(base, c="C", alpha="0.5")))
+    # 0.5 = 2^-1: sign 0, biased exponent 126 = 0x7E, mantissa 0 -> 0x7E << 23 = 0x3F000000
+    assert p["c"] == "epilogue" and p["alpha"] == "0f3F000000"
+    assert p["steps"] == [{"step": "scale", "ptx": ["mul.f32 {x}, {x}, 0f3F000000"]},
+                          {"step": "add_c", "ptx": ["add.f32 {x}, {x}, {c}"]}]
+    # beta = 0.25 = 2^-2: exponent 125 = 0x7D -> 0x7D << 23 = 0x3E800000; fma: beta*c + x
+    p = plan_of(tile_text(dict(base, c="beta")))
+    assert p["steps"] == [{"step": "add_c", "ptx": ["fma.rn.f32 {x}, {c}, 0f3E800000, {x}"]}]
+    # beta=0: C is not read (the BLAS convention); the kernel takes no c
+    p = plan_of(tile_text(dict(base, c="beta")).replace("beta=0.25", "beta=0"))
+    assert p["c"] == "none" and p["steps"] == []
+    # parameters: the bias pointer first, then the f32 scalars
+    p = plan_of(tile_text(dict(base, c="beta_param", alpha="param", bias="col")))
+    assert p["params"] == ["bias", "alpha", "beta"]
+
+
+def test_f32_immediates():
+    # IEEE binary32 (PTX ISA 5.2.4 0f literals): 1 = 0x7F << 23; -log2(e) = -1.4427 = -1.01110001... x 2^0
+    assert f32_imm(1.0) == "0f3F800000" and f32_imm(-1.4426950408889634) == "0fBFB8AA3B"
+
+
+def test_ir_prints_and_parses_the_plan():
+    from compiler.ir import print_op
+    from compiler.ir_parser import parse_ir
+
+    r = compile_source(tile_text(dict(act="silu", out="bf16", c="none", bias="col", alpha="param")),
+                       passes=["verify", "epilogue-lowering"])
+    text = print_op(r.module)
+    assert 'tilec.epilogue {alpha = "param", bias = "col", act = "silu"}' in text
+    assert print_op(parse_ir(text)) == text
+
+
+def test_kernel_abi_and_parameters():
+    r = compile_source(tile_text(dict(act="relu", out="f16", c="beta_param", bias="row", alpha="param")))
+    abi = r.to_json()["tiles"]["t"]["kernel"]
+    assert [(p["name"], p["type"]) for p in abi["params"]] == [
+        ("tensor_maps", "u64"), ("c", "u64"), ("d", "u64"), ("bias", "u64"), ("alpha", "f32"), ("beta", "f32"),
+        ("M", "u32"), ("N", "u32"), ("K", "u32")]
+    assert abi["buffers"]["bias"]["shape"] == ["M"] and abi["buffers"]["d"]["element"] == "f16"
+    assert abi["epilogue"] == {"formula": "D = act(alpha*(A*B) + beta*C + bias)", "c": "epilogue", "alpha": "param",
+                               "beta": "param", "bias": "row", "act": "relu", "acc": "f32", "out": "f16"}
+    kern = emit_sparse_wgmma(kernel_config(r.tiles["t"], r.module))      # the kernel's own header comment
+    assert "// tilec sparse wgmma GEMM t: D = relu(alpha*(A*B) + beta*C + bias[row])" in kern.text
+
+
+def test_tiles_without_an_epilogue_are_unchanged():
+    # C optional for wgmma tiles: D = A*B in the accumulator type
+    text = tile_text(dict(act="none", out="f32", c="none", bias="none", alpha="none"))
+    r = compile_source(text.replace("  epilogue act=none;\n", ""))
+    abi = r.to_json()["tiles"]["t"]["kernel"]
+    assert "c" not in {p["name"] for p in abi["params"]} and "epilogue" not in abi
+
+
+# --------------------------------------------------------------------------------------------------
+# ptxas
+# --------------------------------------------------------------------------------------------------
+
+def _assemble(ptxas, text: str, tmp_path: Path) -> str:
+    src = tmp_path / "k.ptx"
+    src.write_text(text)
+    res = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return res.stderr
+
+
+def _check_assembles(ptxas, tmp_path, case):
+    r = compile_source(tile_text(case))
+    log = _assemble(ptxas, r.ptx, tmp_path)
+    # the epilogue runs in the copy-out of the staged accumulators: no spill at the benchmark tile
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    if case["act"] in ("silu", "gelu_erf"):
+        assert "ex2.approx.ftz.f32" in r.ptx
+    if case["act"] == "gelu_tanh":
+        assert "tanh.approx.f32" in r.ptx
+
+
+@pytest.mark.parametrize("case", PAIRWISE, ids=case_id)
+def test_pairwise_cases_assemble(ptxas, tmp_path, case):
+    _check_assembles(ptxas, tmp_path, case)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FULL, ids=case_id)
+def test_every_case_assembles(ptxas, tmp_path, case):
+    _check_assembles(ptxas, tmp_path, case)
+
+
+# --------------------------------------------------------------------------------------------------
+# numbers: the emulator against numpy
+# --------------------------------------------------------------------------------------------------
+
+def emulate(text: str, m: int, n: int, k: int, seed: int = 1, transform=None):
+    res = compile_source(text)
+    cfg = kernel_config(res.tiles["t"], res.module)
+    kern = emit_sparse_wgmma(cfg)
+    text = transform(kern.text) if transform is not None else kern.text
+    d, ref, stats = run_sparse_wgmma(kern, cfg.name, cfg.form, cfg.cluster_m, cfg.threads, cfg.smem_bytes, m, n, k,
+                                     cfg.out_type, cfg.accumulate_c, seed=seed, text=text)
+    return cfg, d, ref, stats
+
+
+def outside(d, ref, atol) -> int:
+    diff = np.abs(d.astype(np.float64) - ref.astype(np.float64))
+    return int(np.count_nonzero(~(diff <= atol)))
+
+
+@pytest.mark.parametrize("case", PAIRWISE, ids=case_id)
+def test_pairwise_cases_compute_the_epilogue(case):
+    if case["out"] == "bf16":
+        pytest.importorskip("ml_dtypes")
+    # a 128 x 64 CTA tile whose f32 accumulators fit the drained ring: the staged copy-out epilogue
+    cfg, d, ref, stats = emulate(tile_text(case, cta="128x64x64", stages=2), 128, 128, 128)
+    assert cfg.staged_d
+    assert outside(d, ref, stats["atol"]) == 0
+
+
+@pytest.mark.parametrize("case", [PAIRWISE[i] for i in (0, 3, 7, 11)], ids=case_id)
+def test_direct_stores_compute_the_epilogue(case):
+    if case["out"] == "bf16":
+        pytest.importorskip("ml_dtypes")
+    # 128 x 64 x 32 with 2 stages: the f32 tile (128 x 272 B) does not fit the 18 KB ring; fragment stores
+    cfg, d, ref, stats = emulate(tile_text(case, cta="128x64x32", stages=2), 128, 128, 96)
+    assert not cfg.staged_d
+    assert outside(d, ref, stats["atol"]) == 0
+
+
+# Mutations the numeric check must catch: silu's log2(e) negated (sigmoid(-x)); the erf polynomial's a1
+# off by 1 %; C added twice; the bias of column n/2 for column n; relu kept negative values
+MUTATIONS = {
+    "silu_sign": ("silu", lambda t: t.replace("0fBFB8AA3B", "0f3FB8AA3B")),
+    "erf_a1": ("gelu_erf", lambda t: t.replace(f32_imm(0.254829592), f32_imm(0.254829592 * 1.01))),
+    "c_twice": ("none", lambda t: t.replace("fma.rn.f32 %ev0, %ce0, %beta, %ev0;",
+                                             "fma.rn.f32 %ev0, %ce0, %beta, %ev0;\n    add.f32 %ev0, %ev0, %ce0;")),
+    "bias_column": ("none", lambda t: t.replace("mul.wide.u32 %gq, %pn, 4;", "mul.wide.u32 %gq, %pn, 2;")),
+    "relu_min": ("relu", lambda t: t.replace("max.f32 %ev", "min.f32 %ev")),
+}
+
+
+@pytest.mark.parametrize("name", MUTATIONS)
+def test_numeric_check_catches_broken_epilogues(name):
+    act, mutate = MUTATIONS[name]
+    case = dict(act=act, out="f32", c="beta_param", bias="col", alpha="0.5")
+    text = tile_text(case, cta="128x64x64", stages=2)
+    _, d, ref, stats = emulate(text, 128, 128, 128)
+    assert outside(d, ref, stats["atol"]) == 0
+    _, d, ref, stats = emulate(text, 128, 128, 128, transform=mutate)
+    assert outside(d, ref, stats["atol"]) > 0
+
+
+# --------------------------------------------------------------------------------------------------
+# diagnostics (also as lit tests: tests/lit/diagnostics/epilogue.tile)
+# --------------------------------------------------------------------------------------------------
+
+BAD = [
+    ("beta without C", dict(act="none", out="f32", c="none", bias="none", alpha="none"),
+     ("epilogue act=none;", "epilogue beta=0.5;"), "beta scales C, and this tile has no operand C"),
+    ("e4m3 out", dict(act="relu", out="f32", c="none", bias="none", alpha="none"),
+     ("D: f32 global;", "D: e4m3 global;"), "D type e4m3 is not an output of the f32 epilogue"),
+    ("acc s32 for f16", dict(act="none", out="f32", c="none", bias="none", alpha="none"),
+     ("act=none;", "acc=s32;"), "acc=s32: f16 products accumulate in f32"),
+    ("C type", dict(act="none", out="f32", c="C", bias="none", alpha="none"),
+     ("C: f32 global;", "C: f16 global;"), "C is read in the accumulator type f32, not f16"),
+    ("warp-level kernel", dict(act="relu", out="f32", c="C", bias="none", alpha="none"),
+     ("warps=8x1 stages=4 mma=wgmma", "warps=2x4 stages=3"), "the epilogue is lowered into the sparse wgmma kernel"),
+    ("exponent literal", dict(act="none", out="f32", c="none", bias="none", alpha="none"),
+     ("act=none;", "alpha=1e40;"), "alpha must be a decimal number"),
+    ("alpha beyond f32", dict(act="none", out="f32", c="none", bias="none", alpha="none"),
+     ("act=none;", "alpha=" + "9" * 40 + ";"), "does not fit f32"),
+    ("unknown act", dict(act="none", out="f32", c="none", bias="none", alpha="none"),
+     ("act=none;", "act=gelu;"), "unknown epilogue act 'gelu'"),
+]
+
+
+@pytest.mark.parametrize("what,case,edit,message", BAD, ids=[b[0] for b in BAD])
+def test_illegal_combinations_are_located(what, case, edit, message):
+    text = tile_text(case).replace(*edit)
+    with pytest.raises(CompileError) as e:
+        compile_source(text, filename="bad.tile")
+    out = str(e.value)
+    assert message in out, out
+    assert re.search(r"bad\.tile:\d+:\d+: error:", out), out
