@@ -150,7 +150,8 @@ def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: st
         grid = (n_tiles, m_tiles)
     d, ref, stats = run_sparse_gemm(text, name, form, grid, threads, abi.get("dynamic_smem_bytes", 0), m, n,
                                     k, out_type, accumulate_c, land=land, order=order, problem=problem, rng=rng,
-                                    runtime_metadata="a_metadata" in params, policy=policy_of(mode))
+                                    runtime_metadata="a_metadata" in params, policy=policy_of(mode),
+                                    epilogue=abi.get("epilogue"))
     return Emulation(tile, "mma.sp", kind, (m, n, k), d, ref, stats)
 
 

@@ -171,10 +171,13 @@ def epilogue_reference(form, p: SparseProblem, out_type: str, desc: dict, bias, 
 def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], threads: int, smem_bytes: int, m: int,
                     n: int, k: int, out_type: str, accumulate_c: bool, *, land: str = "eager", order: str = "forward",
                     seed: int = 0, problem: SparseProblem | None = None, rng: np.random.Generator | None = None,
-                    runtime_metadata: bool = True, policy: str | None = None):
+                    runtime_metadata: bool = True, policy: str | None = None, epilogue: dict | None = None,
+                    scalars: dict | None = None):
     """The cp.async + ldmatrix + mma.sp kernels (pipelined and simple): run `text` on a random problem
     (or `problem`); returns (D, reference D, machine stats). Parameters `<name>_a_values`, `_a_metadata`
-    (runtime metadata only), `_b`, `_c`, `_d`, `_M`, `_N`, `_K`; the dynamic shared window at address 0."""
+    (runtime metadata only), `_b`, `_c`, `_d`, `_M`, `_N`, `_K`; the dynamic shared window at address 0.
+    `epilogue`: the kernel ABI's fused epilogue (its bias and scalar parameters; the reference then
+    epilogue_reference, its tolerance stats["atol"])."""
     rng = rng or np.random.default_rng(seed)
     p = problem or sparse_problem(form, m, n, k, rng, accumulate_c)
     out_np = out_dtype(out_type)
@@ -189,12 +192,28 @@ def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], thr
         params[f"{name}_sfb"] = mem.add("sfb", np.ascontiguousarray(p.sfb))
     params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)    # poison
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
+    if epilogue is not None:
+        bias, scal = _epilogue_params(epilogue, name, m, n, rng, scalars, mem, params)
     grid = grid if isinstance(grid, tuple) else (grid, 1)
     machine = WarpMachine(parse_kernel(text, name), mem, params, grid, threads, order=order, land=land,
                           rng=rng, dynamic_smem=smem_bytes, policy=policy)
     machine.run()
     d = mem.array("d").view(out_np).reshape(m, n).copy()
+    if epilogue is not None:
+        ref, bound, pre = epilogue_reference(form, p, out_type, epilogue, bias, scal)
+        machine.stats["atol"] = epilogue_atol(bound, pre, epilogue["act"], out_type)
+        return d, ref, machine.stats
     return d, reference(form, p, out_type), machine.stats
+
+
+def _epilogue_params(desc: dict, name: str, m: int, n: int, rng, scalars, mem, params: dict):
+    """The fused epilogue's bias buffer and f32 scalar parameters (as their bits) for a kernel run."""
+    bias, scal = epilogue_inputs(desc, m, n, rng, scalars)
+    if bias is not None:
+        params[f"{name}_bias"] = mem.add("bias", bias)
+    for key in ("alpha", "beta"):
+        params[f"{name}_{key}"] = int(np.float32(scal[key]).view(np.uint32))
+    return bias, scal
 
 
 def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
@@ -219,11 +238,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
         params[f"{name}_c"] = mem.add("c", p.c)
     desc = kern.abi.get("epilogue")
     if desc is not None:          # the fused epilogue: its bias buffer and f32 scalar parameters (as bits)
-        bias, scal = epilogue_inputs(desc, m, n, rng, scalars)
-        if bias is not None:
-            params[f"{name}_bias"] = mem.add("bias", bias)
-        for key in ("alpha", "beta"):
-            params[f"{name}_{key}"] = int(np.float32(scal[key]).view(np.uint32))
+        bias, scal = _epilogue_params(desc, name, m, n, rng, scalars, mem, params)
     maps = mem.add("tensor_maps", np.zeros(3 * TMA_MAP_BYTES, np.uint8), loadable=False)
     params[f"{name}_tensor_maps"] = maps
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})

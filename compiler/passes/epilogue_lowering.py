@@ -102,19 +102,19 @@ def _value(text: str | None) -> float | None:
 
 
 def check_epilogue(spec: TileSpec) -> None:
-    """Combinations the epilogue cannot lower (SpecError on the field to blame). Runs in `verify`."""
+    """Combinations the epilogue cannot lower (SpecError on the field to blame). Runs in `verify`, before
+    the MMA form is looked up (check_epilogue_kernel: after)."""
     e, ops = spec.epilogue, spec.operands
     if e is None:
         return
-    sc = spec.schedule
-    if sc is None or sc.mma != "wgmma":
-        raise SpecError("the epilogue is lowered into the sparse wgmma kernel (schedule ... mma=wgmma) only; the "
-                        "warp-level kernels store A*B + C as they are", "epilogue",
-                        "write 'schedule cta=128x256x64 warps=8x1 stages=4 mma=wgmma;' (target sm_90a)")
+    if spec.schedule is None:
+        raise SpecError("the epilogue is lowered into the whole-GEMM kernels of a 'schedule' (mma=wgmma, or the "
+                        "pipelined mma.sp kernel); a tile without one stores its fragments as they are", "epilogue",
+                        "add e.g. 'schedule cta=128x256x64 warps=8x1 stages=4 mma=wgmma;' (target sm_90a)")
     natural = "s32" if ops["A"].dtype in INTEGER_A else "f32"
     if e.acc is not None and e.acc != natural:
-        raise SpecError(f"acc={e.acc}: {ops['A'].dtype} products accumulate in {natural} in the wgmma kernel "
-                        f"(PTX 9.7.15.6.3: f32 for float, s32 for integer types)", "epilogue.acc",
+        raise SpecError(f"acc={e.acc}: {ops['A'].dtype} products accumulate in {natural} in the GEMM kernels "
+                        f"(PTX 9.7.15.6.3, 9.7.14.6: f32 for float, s32 for integer types)", "epilogue.acc",
                         f"write acc={natural} or leave acc= out")
     acc = natural
     if "C" in ops and ops["C"].dtype != acc:
@@ -137,6 +137,21 @@ def check_epilogue(spec: TileSpec) -> None:
     if out not in FLOAT_OUTPUTS:
         raise SpecError(f"D type {out} is not an output of the f32 epilogue (f32, f16, bf16; s8 and e4m3 with an "
                         "output scale are not lowered yet)", "D.dtype", "write 'D: bf16 global;' or f16 or f32")
+
+
+def check_epilogue_kernel(spec: TileSpec, form) -> None:
+    """An epilogue needs a kernel that lowers it: the wgmma GEMM, or the pipelined mma.sp GEMM (a schedule
+    of 2+ stages, runtime metadata and a form it serves: compiler/ptx/emission.py picks the same way)."""
+    sc = spec.schedule
+    if spec.epilogue is None or sc is None or sc.mma == "wgmma":
+        return
+    from .limits import mma_sp_kernel
+
+    if mma_sp_kernel(spec, form) == "mma.sp":
+        raise SpecError("the epilogue is lowered into the sparse wgmma kernel and the pipelined mma.sp kernel "
+                        "(stages >= 2, runtime metadata, the k-wide form without .kind) only; this tile gets the "
+                        "one-instruction-tile kernel, which stores its fragments as they are", "epilogue",
+                        "write e.g. 'schedule cta=128x256x64 warps=2x4 stages=3;', or mma=wgmma on sm_90a")
 
 
 def plan_attrs(spec: TileSpec) -> dict:

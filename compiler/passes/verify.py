@@ -295,11 +295,12 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
     def mma_sp(self, tile, ctx: PassContext, fspec):
         from ..isa.mma_sp.forms import find_form
 
-        from .epilogue_lowering import accumulator_type, check_epilogue
+        from .epilogue_lowering import accumulator_type, check_epilogue, check_epilogue_kernel
 
         spec = tile_spec(tile)
-        # C is optional where the kernel can leave it out (the wgmma GEMM: D = A*B; epilogue-lowering)
-        c_optional = spec.schedule is not None and spec.schedule.mma == "wgmma"
+        # C is optional where the kernel can leave it out (the wgmma GEMM, and a pipelined GEMM with an
+        # epilogue: D = A*B; epilogue-lowering)
+        c_optional = spec.schedule is not None and (spec.schedule.mma == "wgmma" or spec.epilogue is not None)
         required = {k: v for k, v in _MMA_SP_OPERANDS.items() if k != "C" or not c_optional}
         _check_operands(tile, ctx, required, {**_MMA_SP_SCALE_OPERANDS, "C": _MMA_SP_OPERANDS["C"]})
         if spec.sparsity is None:
@@ -325,6 +326,7 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
             raise SpecError(f"{form.shape} with {ops['A'].dtype} is {form.granularity.name} sparse, not "
                             f"{spec.sparsity.ratio}", "sparsity.ratio")
         form.check_selector(spec.sparsity.selector)
+        check_epilogue_kernel(spec, form)
         if spec.total_k % spec.k or spec.total_k <= 0:
             raise SpecError(f"loop K={spec.total_k} is not a positive multiple of the instruction K={spec.k}",
                             "loop.K")

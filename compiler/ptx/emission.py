@@ -87,9 +87,19 @@ def _select_mma_sp(view, module: Op) -> tuple[str, Any]:
             accumulate_c=plan.c != "none" if plan is not None else "C" in spec.operands,
             d_type=out if out != acc else None, epilogue=plan)
     if sc is not None and sc.stages >= 2 and static is None and pipelined_form(form):
+        if spec.epilogue is None:
+            return "sparse_gemm", SparseGemmConfig(
+                name=spec.name, form=form, target=target, ptx_version=ptx, cta_m=sc.cta_m, cta_n=sc.cta_n,
+                cta_k=sc.cta_k, warps_m=sc.warps_m, warps_n=sc.warps_n, stages=sc.stages,
+                selector=spec.sparsity.selector)
+        from ..passes.epilogue_lowering import accumulator_type, epilogue_plan
+
+        plan = epilogue_plan(view.ir)
+        acc, out = accumulator_type(spec), spec.operands["D"].dtype
         return "sparse_gemm", SparseGemmConfig(
             name=spec.name, form=form, target=target, ptx_version=ptx, cta_m=sc.cta_m, cta_n=sc.cta_n,
-            cta_k=sc.cta_k, warps_m=sc.warps_m, warps_n=sc.warps_n, stages=sc.stages, selector=spec.sparsity.selector)
+            cta_k=sc.cta_k, warps_m=sc.warps_m, warps_n=sc.warps_n, stages=sc.stages, selector=spec.sparsity.selector,
+            accumulate_c=plan.c != "none", d_type=out if out != acc else None, epilogue=plan)
     grid = {}
     if sc is not None:        # warps and per-warp instruction tiles of the CTA tile
         grid = dict(warps_m=sc.warps_m, warps_n=sc.warps_n, tiles_m=sc.cta_m // (spec.m * sc.warps_m),

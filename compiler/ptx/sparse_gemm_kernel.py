@@ -18,7 +18,10 @@ this kernel does as a whole GEMM schedule (the DSL's `schedule cta=MxNxK warps=W
 * CTAs are rasterised in groups of `raster_group` CTA rows along M (a 1-D grid), so that CTAs running
   at the same time share A and B panels in L2.
 * D goes through a padded shared tile (`d_pitch`) and leaves in coalesced 16-byte stores when that
-  tile fits the drained ring (`stage_d`; otherwise straight from the fragments).
+  tile fits the drained ring (`stage_d`; otherwise straight from the fragments). With the DSL's fused
+  epilogue (`epilogue`: compiler/passes/epilogue_lowering.py's plan) the raw f32 accumulators are staged
+  and the plan runs in the copy-out, per 16-byte chunk (compiler/ptx/epilogue.py), or per fragment pair
+  when they are stored directly.
 * `persistent=True`: CTAs walk tiles c, c + nctaid, ...; the copy side runs stages-1 K blocks ahead
   across tile boundaries (ring slots then live in the base registers). Correct (model and H100), but
   measured 10-25 % slower than one tile per CTA on the H100, so it is off by default.
@@ -63,6 +66,8 @@ from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N, Form
 from ..isa.targets import TARGETS, Version, format_version
 from ..isa.types import TYPES
+from ..passes.epilogue_lowering import EpiloguePlan
+from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_instruction, mma_sp_ptx_version
 
@@ -142,6 +147,7 @@ class SparseGemmConfig(RingGeometry):
     stage_d: bool = True                   # write D through shared memory (coalesced 16-byte stores)
     persistent: bool = False               # CTAs walk several tiles (needs an even k-step count); measured
                                            # slower than one tile per CTA on the H100 so far
+    epilogue: EpiloguePlan | None = None   # the DSL's epilogue (tilec.epilogue_plan): applied before D is stored
 
     @property
     def threads(self) -> int:
@@ -167,6 +173,17 @@ class SparseGemmConfig(RingGeometry):
     def out_type(self) -> str:
         return self.d_type or self.form.d_type
 
+    @property
+    def staged_type(self) -> str:
+        """The element type of the staged D tile: with an epilogue the raw accumulators (it runs in the
+        copy-out, with no accumulator live), else D's."""
+        return self.form.c_type if self.epilogue is not None else self.out_type
+
+    @property
+    def preload_c(self) -> bool:
+        """C enters the accumulators before the first MMA (which adds it), not in the epilogue."""
+        return self.accumulate_c and (self.epilogue is None or self.epilogue.c == "accumulate")
+
     @cached_property
     def regions(self) -> dict[str, Region]:
         return _regions(self)
@@ -191,7 +208,7 @@ class SparseGemmConfig(RingGeometry):
         """Shared row pitch of the staged D tile: padded by 8 elements, so that the 8 rows g of one
         fragment store (4 or 8 bytes per lane at column 2t) start 4*D-bytes banks apart: 8 rows x 4
         lanes cover each bank once per 128-byte wavefront."""
-        return (self.cta_n + 8) * TYPES[self.out_type].bits // 8
+        return (self.cta_n + 8) * TYPES[self.staged_type].bits // 8
 
     @property
     def d_offset(self) -> int | None:
@@ -313,6 +330,12 @@ def check_config(cfg: SparseGemmConfig) -> Version:
             (out in ("f32", "s32") and out != form.c_type):
         raise SpecError(f"D type {out} cannot be stored from {form.c_type} accumulators "
                         f"(use {form.c_type}{', f16 or bf16' if form.c_type == 'f32' else ''})", field="D.dtype")
+    ep = cfg.epilogue
+    if ep is not None and (ep.out != out or ep.acc != form.c_type or ep.convert != D_STORES[out][1] or
+                           (ep.c != "none") != cfg.accumulate_c):
+        raise SpecError(f"the epilogue plan (acc {ep.acc}, D {ep.out}, C {ep.c}) does not match the kernel "
+                        f"(acc {form.c_type}, D {out}, C {'read' if cfg.accumulate_c else 'absent'})",
+                        field="epilogue")
     ptx = mma_sp_ptx_version(form, cfg.target, cfg.ptx_version, cfg.selector)
     limit = cfg.smem_limit
     if cfg.ring_bytes > limit:
@@ -472,6 +495,10 @@ class _Writer(PtxBuilder):
         self.xors = sorted({(bi, x) for bi, x, _d in self.fwhere.values() if x})
         self.partial = {name: n for (name, _j), (_a, n) in self.copies.items() if n < cfg.threads}
         self.add_params("u64", "a_values", "a_metadata", "b", *(("c",) if cfg.accumulate_c else ()), "d")
+        ep = cfg.epilogue
+        if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
+            self.add_params("u64", *(p for p in ep.params if p == "bias"))
+            self.add_params("f32", *(p for p in ep.params if p != "bias"))
         self.add_params("u32", "M", "N", "K")
 
     def terms(self, dst: str, acc: Access) -> None:
@@ -518,6 +545,9 @@ class _Writer(PtxBuilder):
         self.declare("u64", "%ga", "%gb", "%ge", "%gd", "%gc", "%gt", "%off", "%rp")
         self.declare("b32", f"%ra<{2 * tm * 4}>", f"%rb<{2 * tn * 4}>", f"%re<{2 * tm}>", "%h", "%v<4>")
         self.declare(self.acc_type, f"%acc<{tm * tn * 4}>")
+        if cfg.epilogue is not None:
+            epilogue.declare(self, cfg.epilogue, "%rbias")
+            self.declare("u64", "%gbias")
 
     def tile_count(self, dst: str) -> None:
         """dst = (M / cta_m) * (N / cta_n) (uses %x)."""
@@ -610,7 +640,7 @@ class _Writer(PtxBuilder):
         """Accumulators of tile (%m0, %n0): C fragments (c_i at row g + 8*(i>>1), col 2t + (i&1),
         digest section 6.2) or zeros."""
         cfg, ins = self.cfg, self.ins
-        if cfg.accumulate_c:
+        if cfg.preload_c:
             self.global_pointer("%gc", "c")
             for i in range(cfg.tiles_m):
                 for h in range(2):
@@ -688,22 +718,62 @@ class _Writer(PtxBuilder):
     def store_d(self) -> None:
         """Accumulators -> D for tile (%m0, %n0) (%gd loaded)."""
         cfg, ins = self.cfg, self.ins
+        ep = cfg.epilogue
+        if ep is not None:
+            epilogue.load_params(self, ep, "%rbias")
         if cfg.d_offset is not None:
             self.store_d_staged()
             return
         ins(f"// accumulators -> D ({cfg.out_type}, row-major M x N), fragment by fragment")
         for i in range(cfg.tiles_m):
             for h in range(2):
+                if ep is not None:
+                    self.fragment_epilogue(i, h)
                 self.row_pointer("%gd", i, h, self.dbytes)
                 for q in range(cfg.tiles_n):
                     self.store_pair("global", f"[%rp+{8 * q * self.dbytes}]", *self.acc_regs(i, q, h),
                                     self.store_type, self.convert)
+
+    def fragment_epilogue(self, i: int, h: int) -> None:
+        """Direct D stores: the plan on the accumulator pairs of row 16i + 8h + g of the warp tile, every q
+        (%gq: C of pair q = 0, %gbias: its bias; row and column as row_pointer computes them)."""
+        cfg, ins, ep = self.cfg, self.ins, self.cfg.epilogue
+        ins(f"shr.u32 %x, %thr, {5 + log2(cfg.warps_n)};")
+        ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")
+        ins("add.u32 %x, %x, %g;")
+        self.add_imm("%x", 16 * i + 8 * h)
+        ins("shr.u32 %y, %thr, 5;")
+        ins(f"and.b32 %y, %y, {cfg.warps_n - 1};")
+        ins(f"mad.lo.u32 %y, %y, {cfg.warp_n}, %n0;")
+        ins("shl.b32 %z, %t, 1;")
+        ins("add.u32 %y, %y, %z;                           // row %x, column %y of pair q = 0")
+        if ep.c == "epilogue":
+            ins("mul.wide.u32 %gq, %x, %N;")
+            ins("cvt.u64.u32 %off, %y;")
+            ins("add.u64 %gq, %gq, %off;")
+            ins(f"mad.lo.u64 %gq, %gq, {self.abytes}, %rc;")
+        if ep.bias != "none":
+            ins(f"mul.wide.u32 %gbias, {'%y' if ep.bias == 'col' else '%x'}, 4;")
+            ins("add.u64 %gbias, %gbias, %rbias;")
+        for q in range(cfg.tiles_n):
+            lo, hi = self.acc_regs(i, q, h)
+            if ep.c == "epilogue":
+                ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{8 * q * self.abytes}];")
+            if ep.bias == "col":
+                ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%gbias+{8 * q * 4}];")
+            elif ep.bias == "row" and q == 0:
+                ins("ld.global.f32 %be0, [%gbias];")
+            for k, x in enumerate((lo, hi)):
+                epilogue.element_steps(self, ep, x, f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
 
     def store_d_staged(self) -> None:
         """D through a padded cta_m x cta_n shared tile: fragments in, then 16-byte chunks out,
         consecutive threads taking consecutive chunks of a row (coalesced global stores)."""
         cfg, ins = self.cfg, self.ins
         T, dbytes, pitch = cfg.threads, self.dbytes, cfg.d_pitch
+        ep = cfg.epilogue
+        if ep is not None:
+            dbytes = self.abytes                 # the raw accumulators are staged
         ins(f"// accumulators -> shared D tile (pitch {pitch} B) -> D ({cfg.out_type}, row-major M x N)")
         if not cfg.is_persistent:
             ins("cp.async.wait_group 0;")
@@ -715,11 +785,30 @@ class _Writer(PtxBuilder):
         for i in range(cfg.tiles_m):
             for h in range(2):
                 for q in range(cfg.tiles_n):
+                    if ep is not None:
+                        lo, hi = self.acc_regs(i, q, h)
+                        ins(f"st.shared.v2{self.acc_type} [%y+{(16 * i + 8 * h) * pitch + 8 * q * dbytes}], "
+                            f"{{{lo}, {hi}}};")
+                        continue
                     self.store_pair("shared", f"[%y+{(16 * i + 8 * h) * pitch + 8 * q * dbytes}]",
                                     *self.acc_regs(i, q, h), "b32" if self.convert else "v2.b32", self.convert)
         ins("bar.sync 0;")
         cpr = cfg.cta_n * dbytes // CHUNK                      # 16-byte chunks per D row
         chunks = cfg.cta_m * cpr
+        if ep is not None:
+            def body() -> None:
+                ins(f"div.u32 %pm, %z, {cpr};                        // tile row")
+                ins(f"rem.u32 %pn, %z, {cpr};                        // chunk in the row")
+                ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")
+                ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+                at = f"[%x+{cfg.d_offset}]" if cfg.d_offset else "[%x]"
+                ins(f"ld.shared.v4.f32 {{%ev0, %ev1, %ev2, %ev3}}, {at};")
+                ins("add.u32 %pm, %pm, %m0;                      // row of D")
+                ins(f"mad.lo.u32 %pn, %pn, {CHUNK // dbytes}, %n0;              // column of D")
+                epilogue.chunk(self, ep, "", "%pm", "%pn", "%rbias", dbytes, self.dbytes, self.convert, "%gd")
+
+            epilogue.chunk_loop(self, "%z", "%thr", T, chunks, "%pj", body)
+            return
         for guard in self.thread_rounds("%x", "%thr", T, chunks, "%pj"):
             ins(f"div.u32 %pm, %x, {cpr};                        // tile row")
             ins(f"rem.u32 %pn, %x, {cpr};                        // chunk in the row")
@@ -817,7 +906,7 @@ class _Writer(PtxBuilder):
         for _ in range(S - 1):
             self.issue_block(advance="plain")
             self.next_copy_block()
-        if cfg.accumulate_c:               # the copy side may have moved %m0/%n0 to a later tile
+        if cfg.preload_c:                  # the copy side may have moved %m0/%n0 to a later tile
             self.raster("%ct")
         self.init_acc()
         ins(f"cp.async.wait_group {S - 2};")
@@ -892,7 +981,7 @@ def d_stage_access(cfg: SparseGemmConfig) -> Access:
     """Per-thread offset in the staged D tile of fragment (0, 0, h=0): row wm*WM + g, column
     wn*WN + 2t (fragment (i, h, q) adds (16i + 8h) rows and 8q columns; digest section 6.2)."""
     (wm_s, wm_m, _), (wn_s, wn_m, _) = _warp_terms(cfg)
-    pitch, dbytes = cfg.d_pitch, TYPES[cfg.out_type].bits // 8
+    pitch, dbytes = cfg.d_pitch, TYPES[cfg.staged_type].bits // 8
     return Access("D", ((wm_s, wm_m, cfg.warp_m * pitch), (2, 7, pitch), (wn_s, wn_m, cfg.warp_n * dbytes),
                         (0, 3, 2 * dbytes)), 0)
 
@@ -925,6 +1014,13 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
     buffers = operand_buffers(form, cfg.out_type)
     if cfg.accumulate_c:
         buffers["c"] = {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"}
+    extra = {}
+    ep = cfg.epilogue
+    if ep is not None:
+        if ep.bias != "none":
+            buffers["bias"] = {"element": "f32", "shape": ["N"] if ep.bias == "col" else ["M"],
+                               "layout": f"one f32 per {'column' if ep.bias == 'col' else 'row'} of D"}
+        extra["epilogue"] = ep.describe()
     # CTAs that fit one SM at once: 64K registers at up to 256 per thread (ptxas may use all 255 that
     # .maxntid allows), and the shared memory of an SM (1 KB of it reserved per CTA on sm_80+)
     regs_fit = 65536 // (cfg.threads * 256)
@@ -943,4 +1039,5 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [f"M % {cfg.cta_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
         "limits": launch_limits("MNK", ["tiles"]),
+        **extra,
     }

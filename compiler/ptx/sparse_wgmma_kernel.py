@@ -26,7 +26,9 @@ compiler/ptx/sparse_gemm_kernel.py; a different machine underneath:
   accumulator fragment (Figure 149 layout: d_i at row 16*warp + lane/4 + 8*((i>>1)&1), column
   8*(i>>2) + 2*(lane%4) + (i&1); 9.7.15.5.1.1.1) into a padded D tile in the drained ring, and each
   warpgroup copies its rows out in coalesced 16-byte stores (direct fragment stores when the tile does
-  not fit the ring).
+  not fit the ring). With the DSL's fused epilogue (`epilogue`: compiler/passes/epilogue_lowering.py's
+  plan) the raw f32 accumulators are staged and the plan runs in the copy-out loop, per 16-byte chunk
+  (compiler/ptx/epilogue.py: C and bias in one vector load each), or per pair on direct stores.
 
 Sparse operands (9.7.15.6). For the 2:4 forms (f16/bf16 .m64nNk32; e4m3/e5m2/s8/u8 .m64nNk64) and 1:2
 tf32 (.m64nNk16), the compressed A of one instruction is 64 rows x 32 bytes in shared memory (a
@@ -87,9 +89,10 @@ from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, Form
 from ..isa.targets import MAX_PTX, Version, format_version
 from ..isa.types import TYPES
-from ..passes.epilogue_lowering import SCRATCH, EpiloguePlan
+from ..passes.epilogue_lowering import EpiloguePlan
 from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
                          WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
+from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head
 from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK, RingGeometry, SlotRegion, operand_buffers
@@ -506,10 +509,7 @@ class _Writer(PtxBuilder):
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
         if cfg.epilogue is not None:
-            self.declare("f32", "%ev<4>", "%ce<4>", "%be<4>", f"%t<{SCRATCH}>",
-                         *(f"%{p}" for p in cfg.epilogue.params if p != "bias"))
-            self.declare("u64", "%rc", "%rb", "%gq")
-            self.declare("b32", "%hw<2>")
+            epilogue.declare(self, cfg.epilogue, "%rb")
 
     # -- shared pieces ------------------------------------------------------------------------------
     def raster(self) -> None:
@@ -797,26 +797,6 @@ class _Writer(PtxBuilder):
     def store_acc_pair(self, space: str, at: str, i: int) -> None:
         self.store_pair(space, at, f"%acc{i}", f"%acc{i + 1}", self.store_type, self.convert)
 
-    def epilogue_params(self) -> None:
-        """The plan's f32 parameters into registers; %rc = C, %rb = bias (global addresses)."""
-        ep, ins = self.cfg.epilogue, self.ins
-        ins(f"// epilogue (tilec.epilogue_plan): {', '.join(s for s, _ in ep.steps)}")
-        for p in ep.params:
-            if p != "bias":
-                self.ld_param("f32", f"%{p}", p)
-        if ep.c == "epilogue":
-            self.global_pointer("%rc", "c")
-        if ep.bias != "none":
-            self.global_pointer("%rb", "bias")
-
-    def element_steps(self, x: str, c: str, b: str) -> None:
-        """The plan's per-element steps on accumulator element register `x` (C element `c`, bias `b`)."""
-        regs = {"x": x, "c": c, "b": b, "alpha": "%alpha", "beta": "%beta",
-                **{f"t{n}": f"%t{n}" for n in range(SCRATCH)}}
-        for _step, lines in self.cfg.epilogue.element_steps:
-            for line in lines:
-                self.ins(line.format(**regs) + ";")
-
     def apply_epilogue(self, i: int, r: int, c: int) -> None:
         """Direct D stores: the plan on accumulator pair (%acc{i}, %acc{i+1}) at (row r, column c) of the
         thread's pair 0 (%rc, %rb: direct_epilogue_pointers)."""
@@ -829,7 +809,7 @@ class _Writer(PtxBuilder):
         elif ep.bias == "row":
             ins(f"ld.global.f32 %be0, [%rb+{r * 4}];")
         for k in range(2):
-            self.element_steps(f"%acc{i + k}", f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
+            epilogue.element_steps(self, ep, f"%acc{i + k}", f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
 
     def direct_epilogue_pointers(self) -> None:
         """Direct D stores: %rc and %rb advanced to the thread's pair 0 (row thread_row, column 2*(lane%4))."""
@@ -855,46 +835,26 @@ class _Writer(PtxBuilder):
         cfg, ins, ep = self.cfg, self.ins, self.cfg.epilogue
         pitch, ab = cfg.d_pitch, self.abytes
         cpr = cfg.cta_n * ab // CHUNK
-        per = CHUNK // ab                                  # accumulators per chunk
         self.global_pointer("%gd", "d")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
-        for guard in self.thread_rounds("%z", "%q", WG_THREADS, cfg.wg_m * cpr, "%p6"):
+
+        def body() -> None:
             ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
             ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
             ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
             ins(f"mad.lo.u32 %x, %pm, {pitch}, %sb;")
             ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
-            ins(f"{guard}ld.shared.v4.f32 {{%ev0, %ev1, %ev2, %ev3}}, [%x];")
+            ins("ld.shared.v4.f32 {%ev0, %ev1, %ev2, %ev3}, [%x];")
             ins("add.u32 %pm, %pm, %m0;                      // row of D")
-            ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;              // column of D")
-            ins("mul.wide.u32 %rp, %pm, %N;")
-            ins("cvt.u64.u32 %off, %pn;")
-            ins("add.u64 %rp, %rp, %off;                     // element index in D")
-            if ep.c == "epilogue":
-                ins(f"mad.lo.u64 %gq, %rp, {ab}, %rc;")
-                ins(f"{guard}ld.global.v4.f32 {{%ce0, %ce1, %ce2, %ce3}}, [%gq];")
-            if ep.bias == "col":
-                ins("mul.wide.u32 %gq, %pn, 4;")
-                ins("add.u64 %gq, %gq, %rb;")
-                ins(f"{guard}ld.global.v4.f32 {{%be0, %be1, %be2, %be3}}, [%gq];")
-            elif ep.bias == "row":
-                ins("mul.wide.u32 %gq, %pm, 4;")
-                ins("add.u64 %gq, %gq, %rb;")
-                ins(f"{guard}ld.global.f32 %be0, [%gq];")
-            for k in range(per):
-                self.element_steps(f"%ev{k}", f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
-            ins(f"mad.lo.u64 %gq, %rp, {self.dbytes}, %gd;")
-            if self.convert:
-                for h in range(per // 2):
-                    ins(f"{self.convert} %hw{h}, %ev{2 * h + 1}, %ev{2 * h};")
-                ins(f"{guard}st.global.v2.b32 [%gq], {{%hw0, %hw1}};")
-            else:
-                ins(f"{guard}st.global.v4.f32 [%gq], {{%ev0, %ev1, %ev2, %ev3}};")
+            ins(f"mad.lo.u32 %pn, %pn, {CHUNK // ab}, %n0;              // column of D")
+            epilogue.chunk(self, ep, "", "%pm", "%pn", "%rb", ab, self.dbytes, self.convert, "%gd")
+
+        epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, cfg.wg_m * cpr, "%p6", body)
 
     def epilogue(self) -> None:
         cfg, ins = self.cfg, self.ins
         if cfg.epilogue is not None:
-            self.epilogue_params()
+            epilogue.load_params(self, cfg.epilogue, "%rb")
         if not cfg.staged_d:
             ins("// accumulators -> D, fragment by fragment")
             if cfg.epilogue is not None:

@@ -1,0 +1,91 @@
+"""The fused epilogue's PTX, shared by the kernels that lower it (sparse_wgmma_kernel.py, sparse_gemm_kernel.py).
+
+A kernel hands over its builder and an `EpiloguePlan` (compiler/passes/epilogue_lowering.py: the steps are
+PTX instruction templates over {x}, {c}, {b}, {t0}.., {alpha}, {beta}); this module declares the registers
+the plan needs, loads its parameters, and emits its steps, per element or for one 16-byte chunk of staged
+f32 accumulators (4 elements of one row of D): C and bias in one vector load each, D stored converted.
+
+Registers: %ev0..3 (a chunk's accumulators), %ce0..3 (C), %be0..3 (bias), %t0.. (scratch), %alpha, %beta
+(f32); %rc (C), the bias base (u64; its name is the kernel's), %gq (u64 scratch); %hw0, %hw1 (packed D).
+"""
+from __future__ import annotations
+
+from ..passes.epilogue_lowering import SCRATCH, EpiloguePlan
+
+CHUNK_BYTES = 16
+
+
+def declare(b, plan: EpiloguePlan, bias_reg: str) -> None:
+    b.declare("f32", "%ev<4>", "%ce<4>", "%be<4>", f"%t<{SCRATCH}>", *(f"%{p}" for p in plan.params if p != "bias"))
+    b.declare("u64", "%rc", bias_reg, "%gq")
+    b.declare("b32", "%hw<2>")
+
+
+def load_params(b, plan: EpiloguePlan, bias_reg: str) -> None:
+    """The plan's f32 parameters into registers; %rc = C and `bias_reg` = bias (global addresses)."""
+    b.ins(f"// epilogue (tilec.epilogue_plan): {', '.join(s for s, _ in plan.steps)}")
+    for p in plan.params:
+        if p != "bias":
+            b.ld_param("f32", f"%{p}", p)
+    if plan.c == "epilogue":
+        b.global_pointer("%rc", "c")
+    if plan.bias != "none":
+        b.global_pointer(bias_reg, "bias")
+
+
+def element_steps(b, plan: EpiloguePlan, x: str, c: str, bias: str) -> None:
+    """The plan's per-element steps on element register `x` (its C element `c`, its bias `bias`)."""
+    regs = {"x": x, "c": c, "b": bias, "alpha": "%alpha", "beta": "%beta",
+            **{f"t{n}": f"%t{n}" for n in range(SCRATCH)}}
+    for _step, lines in plan.element_steps:
+        for line in lines:
+            b.ins(line.format(**regs) + ";")
+
+
+def chunk_loop(b, item: str, tid: str, threads: int, total: int, pred: str, body) -> None:
+    """for (item = tid; item < total; item += threads) body(): a loop, not unrolled rounds. Unrolled, ptxas
+    hoists the shared loads of many rounds above the activations and spills at the 168-register budget
+    of the 384-thread wgmma CTA (24 bytes for silu at 128 x 256); a loop keeps one chunk live."""
+    loop, done = b.label("EPILOGUE_CHUNK"), b.label("EPILOGUE_DONE")
+    b.ins(f"mov.u32 {item}, {tid};")
+    b.ins(f"setp.ge.u32 {pred}, {item}, {total};")
+    b.ins(f"@{pred} bra {done};")
+    b.put(loop)
+    body()
+    b.ins(f"add.u32 {item}, {item}, {threads};")
+    b.ins(f"setp.lt.u32 {pred}, {item}, {total};")
+    b.ins(f"@{pred} bra{'.uni' if total % threads == 0 else ''} {loop};")
+    b.put(done)
+
+
+def chunk(b, plan: EpiloguePlan, guard: str, row: str, col: str, bias_reg: str, abytes: int, dbytes: int,
+          convert: str | None, d_base: str) -> None:
+    """One chunk of staged accumulators already in %ev0..3: D row `row`, first column `col` (u32
+    registers). %rp = its element index in D (64-bit), C and bias loaded (`guard`ed like the chunk's
+    shared load), the steps per element, D stored: v4.f32, or two cvt pairs as v2.b32 (PTX ISA cvt:
+    `cvt.rn.f16x2.f32 d, a, b` puts a in the upper half)."""
+    ins = b.ins
+    per = CHUNK_BYTES // abytes
+    ins(f"mul.wide.u32 %rp, {row}, %N;")
+    ins(f"cvt.u64.u32 %off, {col};")
+    ins("add.u64 %rp, %rp, %off;                     // element index in D")
+    if plan.c == "epilogue":
+        ins(f"mad.lo.u64 %gq, %rp, {abytes}, %rc;")
+        ins(f"{guard}ld.global.v4.f32 {{%ce0, %ce1, %ce2, %ce3}}, [%gq];")
+    if plan.bias == "col":
+        ins(f"mul.wide.u32 %gq, {col}, 4;")
+        ins(f"add.u64 %gq, %gq, {bias_reg};")
+        ins(f"{guard}ld.global.v4.f32 {{%be0, %be1, %be2, %be3}}, [%gq];")
+    elif plan.bias == "row":
+        ins(f"mul.wide.u32 %gq, {row}, 4;")
+        ins(f"add.u64 %gq, %gq, {bias_reg};")
+        ins(f"{guard}ld.global.f32 %be0, [%gq];")
+    for k in range(per):
+        element_steps(b, plan, f"%ev{k}", f"%ce{k}", f"%be{k if plan.bias == 'col' else 0}")
+    ins(f"mad.lo.u64 %gq, %rp, {dbytes}, {d_base};")
+    if convert:
+        for h in range(per // 2):
+            ins(f"{convert} %hw{h}, %ev{2 * h + 1}, %ev{2 * h};")
+        ins(f"{guard}st.global.v2.b32 [%gq], {{%hw0, %hw1}};")
+    else:
+        ins(f"{guard}st.global.v4.f32 [%gq], {{%ev0, %ev1, %ev2, %ev3}};")
