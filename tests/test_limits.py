@@ -173,3 +173,20 @@ def test_a_tile_named_like_a_tcgen05_static_metadata_table_is_a_located_error():
                          "for tile 'g' (PTX module scope)")
     assert (d.loc.line, d.loc.col) == (11, 6)
     assert ".global .align 4 .b32 g_meta[" in compile_source(src.replace("g_meta", "h"), "t.tile").ptx
+
+
+@pytest.mark.parametrize("name", ["a$b", "$x", "gemm$"])
+def test_an_entry_name_is_a_c_identifier_from_ir_text_too(name):
+    """Issue 14: exported names stay C identifiers. The DSL's grammar has no `$`, but IR text (compile_ir,
+    `tilec opt`) named a tile `a$b` and got `.visible .entry a$b(`: a PTX identifier (PTX ISA 4.4) that no
+    C or C++ host code can name."""
+    from compiler.driver import compile_ir
+
+    gemm = (ROOT / "examples" / "gemm_bf16.tile").read_text()
+    ir = compile_source(gemm, "g.tile", passes=[]).ir()
+    with pytest.raises(CompileError) as e:
+        compile_ir(ir.replace("@gemm_bf16", f"@{name}"), "g.ir")
+    (d,) = e.value.diagnostics
+    assert d.message == f"tile name '{name}' is not a C identifier (host code looks the kernel's .entry up by name)"
+    assert (d.loc.file, d.loc.line, d.loc.col) == ("g.tile", 5, 6)        # the name in the tile's source
+    assert ".visible .entry gemm_bf16(" in compile_ir(ir, "g.ir").ptx

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 from ..diagnostics import CompileError, Diagnostic, SpecError
-from ..isa.identifiers import is_ptx_identifier
+from ..isa.identifiers import is_c_identifier, is_ptx_identifier
 from ..isa.targets import MAX_PTX, TARGETS, format_version, is_released, version_problem
 from . import Pass, PassContext
 from .derive import form_op, module_spec, tile_loc, tile_spec
@@ -90,6 +90,10 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
             if not is_ptx_identifier(tile.sym or ""):
                 ctx.fail(f"tile name '{tile.sym}' is not a PTX identifier (it names the kernel's .entry)",
                          tile_loc(tile, "tile"), "use letters, digits and '_', starting with a letter")
+            if not is_c_identifier(tile.sym):
+                # the DSL's grammar has no `$`; IR text (compile_ir, `tilec opt`) can spell one
+                ctx.fail(f"tile name '{tile.sym}' is not a C identifier (host code looks the kernel's .entry up "
+                         "by name)", tile_loc(tile, "tile"), "use letters, digits and '_'")
             try:
                 if tile.attrs["engine"] == "tcgen05":
                     v = self.tcgen05(tile, ctx, fspec)
