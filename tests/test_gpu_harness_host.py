@@ -62,11 +62,12 @@ def test_benchmarks_holds_benchmarks_and_the_fuzz_driver_only():
     # timing: compile_speed (tilec start-up and throughput), parse_speed (the front end on 100,000 list
     # items and 10,000 tiles), limits (time and peak memory at the largest inputs the limits allow),
     # sparse_gemm / sparse_wgmma (GPU kernels against cuSPARSELt and cuBLAS), launch_overhead
-    # (compiler.runtime's host cost per launch against cupy.RawModule); fuzz.py: the fuzz driver. GPU
-    # correctness lives in tests/gpu/.
+    # (compiler.runtime's host cost per launch against cupy.RawModule), fragment_call (a CUDA C++ loop
+    # calling an mma.sp fragment out of line / inlined against tilec's kernel); fuzz.py: the fuzz driver.
+    # GPU correctness lives in tests/gpu/.
     assert sorted(p.name for p in (REPO / "benchmarks").glob("*.py")) == [
-        "compile_speed.py", "fuzz.py", "launch_overhead.py", "limits.py", "parse_speed.py", "sparse_gemm.py",
-        "sparse_wgmma.py"]
+        "compile_speed.py", "fragment_call.py", "fuzz.py", "launch_overhead.py", "limits.py", "parse_speed.py",
+        "sparse_gemm.py", "sparse_wgmma.py"]
 
 
 @pytest.mark.parametrize("script", ["sparse_gemm.py", "sparse_wgmma.py"])
