@@ -196,6 +196,45 @@ def test_flipped_commit_phase_reads_tmem_before_the_mma_completed():
     assert "tcgen05.ld reads TMEM columns" in str(e) and "has not finished writing" in str(e), e
 
 
+# sm_100f keeps the 48 KB static shared budget, so layout selection halves this tile's K stage to 64
+# (A + B at K = 128: 2 x 128 x 128 x 2 B = 64 KB > 48 KB; at K = 64: 32 KB): two stages share one buffer
+TWO_STAGES = """target sm_100f;
+
+tile two_stages {
+  engine tcgen05;
+  shape M=128 N=128 K=16;
+  loop K=128;
+  A: f16 smem major=K swizzle=128B;
+  B: f16 smem major=K swizzle=128B;
+  D: f32 tmem;
+}
+"""
+
+
+def test_dropped_commit_wait_overwrites_a_stage_the_mma_still_reads():
+    from compiler import compile_source
+
+    _RESULTS.setdefault("two_stages", compile_source(TWO_STAGES))
+    CASES.setdefault("two_stages", (128, 128, 128))
+    assert _result("two_stages").tiles["two_stages"].facts["k_block"] == 64
+    assert _emulate("two_stages", "random", 1).ok
+    # without the wait the second stage's copy overwrites shared memory the first stage's MMAs read; under
+    # "random" an MMA completes after that copy (under "adversarial" the tcgen05.ld check fires first)
+    e = _first_error("two_stages", _mutate("two_stages", _drop_wait(r"\$L_wait", 0)), mode="random")
+    assert re.search(r"tcgen05\.mma\S* at line \d+ \(CTA 0 warp 0\): shared memory it reads \(CTA 0\) changed between "
+                     r"its issue and its completion: a stage overwritten before the wait on its tcgen05\.commit",
+                     str(e)), e
+
+
+def test_dropped_commit_wait_on_a_cta_pair():
+    # tcgen05_2cta: cta_group::2, the commit multicasts its arrive to both CTAs' mbarriers
+    _RESULTS.setdefault("tcgen05_2cta", compile_file(ROOT / "examples" / "tcgen05_2cta.tile"))
+    CASES.setdefault("tcgen05_2cta", (256, 128, 128))
+    e = _first_error("tcgen05_2cta", _mutate("tcgen05_2cta", _drop_wait(r"\$L_wait", 0)))
+    assert re.search(r"tcgen05\.ld reads TMEM columns \d+\.\.\d+ that tcgen05\.mma\S* at line \d+ \(CTA 0 warp 0\) has "
+                     r"not finished writing", str(e)), e
+
+
 def test_dropped_commit_is_a_deadlock():
     ptx = _mutate("gemm_f16", lambda t: re.sub(r"\n\s*tcgen05\.commit[^\n]*", "", t, count=1))
     e = _first_error("gemm_f16", ptx)
