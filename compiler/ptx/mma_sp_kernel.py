@@ -287,6 +287,8 @@ def emit_mma_sp_kernel(cfg: MmaSpKernelConfig) -> KernelPTX:
         ins(f"// scale factors (PTX 9.7.14.3): SFA [M][K/{block_elements(form.k, form.block_scale.scale_vec)}], "
             f"SFB [N][K/{block_elements(form.k, form.block_scale.scale_vec)}] .{form.block_scale.scale_type} "
             f"bytes; {vec} per row/column per k-step")
+        # K/k * vec < 2^31 / 64 * 4 (K < 2^31, block-scaled k >= 64): the row pitch fits 32 bits; the row
+        # times it is the 64-bit mul.wide below
         ins(f"mul.lo.u32 %y, %nks, {vec};           // scale bytes per SFA row / SFB row")
         ins("and.b32 %sr, %t, 1;")
         ins("shl.b32 %sr, %sr, 3;")

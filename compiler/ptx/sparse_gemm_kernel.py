@@ -1038,6 +1038,7 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
         "tiles": f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})",
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [f"M % {cfg.cta_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
-        "limits": launch_limits("MNK", ["tiles"]),
+        # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (Writer.raster)
+        "limits": launch_limits("MNK", ["tiles"]) + [f"N // {cfg.cta_n} * {cfg.raster_group} < {1 << 32}"],
         **extra,
     }
