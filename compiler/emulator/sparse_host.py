@@ -192,18 +192,25 @@ def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], thr
         params[f"{name}_sfb"] = mem.add("sfb", np.ascontiguousarray(p.sfb))
     params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)    # poison
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
+    bias = scal = None
     if epilogue is not None:
         bias, scal = _epilogue_params(epilogue, name, m, n, rng, scalars, mem, params)
     grid = grid if isinstance(grid, tuple) else (grid, 1)
     machine = WarpMachine(parse_kernel(text, name), mem, params, grid, threads, order=order, land=land,
                           rng=rng, dynamic_smem=smem_bytes, policy=policy)
+    return _outcome(machine, mem, (m, n), out_np, form, p, out_type, epilogue, bias, scal)
+
+
+def _outcome(machine, mem, shape, out_np, form, p, out_type: str, desc: dict | None, bias, scal):
+    """Run the machine; (D, reference D, machine stats), the reference with the fused epilogue `desc` applied
+    (and the activation's error bound as stats["atol"]) when the kernel has one."""
     machine.run()
-    d = mem.array("d").view(out_np).reshape(m, n).copy()
-    if epilogue is not None:
-        ref, bound, pre = epilogue_reference(form, p, out_type, epilogue, bias, scal)
-        machine.stats["atol"] = epilogue_atol(bound, pre, epilogue["act"], out_type)
-        return d, ref, machine.stats
-    return d, reference(form, p, out_type), machine.stats
+    d = mem.array("d").view(out_np).reshape(shape).copy()
+    if desc is None:
+        return d, reference(form, p, out_type), machine.stats
+    ref, bound, pre = epilogue_reference(form, p, out_type, desc, bias, scal)
+    machine.stats["atol"] = epilogue_atol(bound, pre, desc["act"], out_type)
+    return d, ref, machine.stats
 
 
 def _epilogue_params(desc: dict, name: str, m: int, n: int, rng, scalars, mem, params: dict):
@@ -237,6 +244,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     if p.c is not None:
         params[f"{name}_c"] = mem.add("c", p.c)
     desc = kern.abi.get("epilogue")
+    bias = scal = None
     if desc is not None:          # the fused epilogue: its bias buffer and f32 scalar parameters (as bits)
         bias, scal = _epilogue_params(desc, name, m, n, rng, scalars, mem, params)
     maps = mem.add("tensor_maps", np.zeros(3 * TMA_MAP_BYTES, np.uint8), loadable=False)
@@ -251,10 +259,4 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (kern.grid(m, n, k)[0], 1), threads,
                           order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
                           dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode))
-    machine.run()
-    d = mem.array("d").view(out_np).reshape(m, n).copy()
-    if desc is not None:
-        ref, bound, pre = epilogue_reference(form, p, out_type, desc, bias, scal)
-        machine.stats["atol"] = epilogue_atol(bound, pre, desc["act"], out_type)
-        return d, ref, machine.stats
-    return d, reference(form, p, out_type), machine.stats
+    return _outcome(machine, mem, (m, n), out_np, form, p, out_type, desc, bias, scal)

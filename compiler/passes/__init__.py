@@ -40,14 +40,16 @@ class PassContext:
     def fail(self, message: str, loc=None, hint: str | None = None):
         raise CompileError([Diagnostic(message, loc, hint)], self.source)
 
-    def each_tile(self, module, engine: str, fn) -> None:
-        """Run `fn(tile)` on every tile of `engine`; a SpecError becomes a diagnostic on that tile."""
+    def each_tile(self, module, fn, *, engine: str | None = None, having: str | None = None,
+                  field: str | None = None) -> None:
+        """Run `fn(tile)` on every tile of `engine` (any engine when None) that holds an op named `having`
+        (when given); a SpecError becomes a diagnostic on that tile (on `field` when the error names none)."""
         for tile in module.ops("tilec.tile"):
-            if tile.attrs["engine"] == engine:
+            if (engine is None or tile.attrs["engine"] == engine) and (having is None or tile.op(having) is not None):
                 try:
                     fn(tile)
                 except SpecError as e:
-                    self.spec_error(e, tile)
+                    self.spec_error(e, tile, field)
 
     def spec_error(self, err: SpecError, tile, default_field: str | None = None):
         """Turn a SpecError from a pure module into a located diagnostic on `tile`'s field (`tile`: a

@@ -19,7 +19,7 @@ class DescriptorMaterialization(Pass, name="descriptor-materialization", require
                                 description="encode the instruction, smem and zero-column-mask descriptors into the IR"):
 
     def apply(self, module, ctx: PassContext) -> None:
-        ctx.each_tile(module, "tcgen05", self.tile)
+        ctx.each_tile(module, self.tile, engine="tcgen05")
 
     @staticmethod
     def step_fields(tile: Op, step: int, scales=None) -> dict:

@@ -262,13 +262,9 @@ class EpilogueLowering(Pass, name="epilogue-lowering", requires=("verified",), p
                        description="lower each tile's epilogue statement to its per-element PTX plan"):
 
     def apply(self, module, ctx: PassContext) -> None:
-        for tile in module.ops("tilec.tile"):
-            if tile.op("tilec.epilogue") is None:
-                continue
-            spec = tile_spec(tile)
-            try:
-                check_epilogue(spec)
-            except SpecError as e:
-                ctx.spec_error(e, tile)
-            tile.body.append(Op("tilec.epilogue_plan", None, plan_attrs(spec),
-                                loc=tile_loc(tile, "epilogue")))
+        ctx.each_tile(module, self.tile, having="tilec.epilogue")
+
+    def tile(self, tile: Op) -> None:
+        spec = tile_spec(tile)
+        check_epilogue(spec)
+        tile.body.append(Op("tilec.epilogue_plan", None, plan_attrs(spec), loc=tile_loc(tile, "epilogue")))

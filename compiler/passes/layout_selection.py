@@ -66,7 +66,7 @@ class LayoutSelection(Pass, name="layout-selection", requires=("verified",), pro
         # only a kernel is held to the target's static limit (option "fragment", set by emit_fragments).
         fragment = (ctx.options or {}).get("fragment", False)
         budget = STAGE_BUDGET if fragment else stage_budget(module.attrs["target"])
-        ctx.each_tile(module, "tcgen05", lambda tile: self.tile(tile, budget))
+        ctx.each_tile(module, lambda tile: self.tile(tile, budget), engine="tcgen05")
 
     def tile(self, tile: Op, budget: int = STAGE_BUDGET) -> None:
         from ..isa.tcgen05_kinds import check_major, mma_k

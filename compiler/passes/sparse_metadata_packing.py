@@ -28,13 +28,7 @@ class SparseMetadataPacking(Pass, name="sparse-metadata-packing", requires=("ver
                             description="pack static sparsity patterns into metadata words (or mark runtime metadata)"):
 
     def apply(self, module, ctx: PassContext) -> None:
-        for tile in module.ops("tilec.tile"):
-            if tile.op("tilec.sparsity") is None:
-                continue
-            try:
-                self.tile(tile, module)
-            except SpecError as e:
-                ctx.spec_error(e, tile, "sparsity")
+        ctx.each_tile(module, lambda tile: self.tile(tile, module), having="tilec.sparsity", field="sparsity")
 
     def tile(self, tile: Op, module) -> None:
         spec = tile_spec(tile)

@@ -15,6 +15,18 @@ from ..passes.epilogue_lowering import SCRATCH, EpiloguePlan
 CHUNK_BYTES = 16
 
 
+def abi_entries(plan: EpiloguePlan | None, buffers: dict) -> dict:
+    """The epilogue's part of a kernel ABI: adds the bias buffer to `buffers` (when the plan reads one) and
+    returns the ABI's extra keys ({"epilogue": what the runtime passes and a reference computes}, or {})."""
+    if plan is None:
+        return {}
+    if plan.bias != "none":
+        per = "column" if plan.bias == "col" else "row"
+        buffers["bias"] = {"element": "f32", "shape": ["N"] if plan.bias == "col" else ["M"],
+                           "layout": f"one f32 per {per} of D"}
+    return {"epilogue": plan.describe()}
+
+
 def declare(b, plan: EpiloguePlan, bias_reg: str) -> None:
     b.declare("f32", "%ev<4>", "%ce<4>", "%be<4>", f"%t<{SCRATCH}>", *(f"%{p}" for p in plan.params if p != "bias"))
     b.declare("u64", "%rc", bias_reg, "%gq")

@@ -1014,13 +1014,7 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
     buffers = operand_buffers(form, cfg.out_type)
     if cfg.accumulate_c:
         buffers["c"] = {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"}
-    extra = {}
-    ep = cfg.epilogue
-    if ep is not None:
-        if ep.bias != "none":
-            buffers["bias"] = {"element": "f32", "shape": ["N"] if ep.bias == "col" else ["M"],
-                               "layout": f"one f32 per {'column' if ep.bias == 'col' else 'row'} of D"}
-        extra["epilogue"] = ep.describe()
+    extra = epilogue.abi_entries(cfg.epilogue, buffers)
     # CTAs that fit one SM at once: 64K registers at up to 256 per thread (ptxas may use all 255 that
     # .maxntid allows), and the shared memory of an SM (1 KB of it reserved per CTA on sm_80+)
     regs_fit = 65536 // (cfg.threads * 256)

@@ -926,13 +926,7 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
                                         "sparse_wgmma_kernel.encode_tensor_maps builds them"}
     if cfg.accumulate_c:
         buffers["c"] = {"element": cfg.acc_type, "shape": ["M", "N"], "layout": "row-major"}
-    extra = {}
-    ep = cfg.epilogue
-    if ep is not None:
-        if ep.bias != "none":
-            buffers["bias"] = {"element": "f32", "shape": ["N"] if ep.bias == "col" else ["M"],
-                               "layout": f"one f32 per {'column' if ep.bias == 'col' else 'row'} of D"}
-        extra["epilogue"] = ep.describe()
+    extra = epilogue.abi_entries(cfg.epilogue, buffers)
     return {
         **abi_head(cfg.name, "sparse_wgmma", form.name, wgmma_opcode(cfg), cfg.target, ptx, params, buffers),
         "tensor_maps": maps,
