@@ -15,19 +15,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def find_ptxas() -> str | None:
-    env = os.environ.get("PTXAS")
-    if env:
-        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
-    on_path = shutil.which("ptxas")
+def find_cuda_tool(name: str, env: str, wheel_dirs: tuple[str, ...] = ("cu13", "cu12", "cuda_nvcc")) -> str | None:
+    """A CUDA tool (ptxas, nvcc): $`env`, `name` on PATH, else the `nvidia-cuda-nvcc` wheel's
+    site-packages/nvidia/<wheel_dir>/bin/`name`."""
+    given = os.environ.get(env)
+    if given:
+        return given if os.path.isfile(given) and os.access(given, os.X_OK) else None
+    on_path = shutil.which(name)
     if on_path:
         return on_path
     for base in map(Path, sys.path):
-        for sub in ("cu13", "cu12", "cuda_nvcc"):
-            cand = base / "nvidia" / sub / "bin" / "ptxas"
+        for sub in wheel_dirs:
+            cand = base / "nvidia" / sub / "bin" / name
             if cand.is_file() and os.access(cand, os.X_OK):
                 return str(cand)
     return None
+
+
+def find_ptxas() -> str | None:
+    return find_cuda_tool("ptxas", "PTXAS")
 
 
 @dataclass

@@ -17,28 +17,18 @@ the system's (`g++` on PATH, as nvcc finds it). Nothing here needs a GPU.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from compiler.ptxas import find_cuda_tool
+
 
 def find_nvcc() -> str | None:
-    env = os.environ.get("NVCC")
-    if env:
-        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
-    on_path = shutil.which("nvcc")
-    if on_path:
-        return on_path
-    for base in map(Path, sys.path):
-        cand = base / "nvidia" / "cu13" / "bin" / "nvcc"
-        if cand.is_file() and os.access(cand, os.X_OK):
-            return str(cand)
-    return None
+    return find_cuda_tool("nvcc", "NVCC", ("cu13",))
 
 
 def gencode(target: str) -> list[str]:
@@ -125,6 +115,16 @@ def _argument(cpp_type: str, word: str) -> str:
     return {"float": f"__uint_as_float({word})", "int": f"(int){word}", "unsigned": word}[cpp_type]
 
 
+def _caller_kernel(kernel: str, callee: str, f, args: str) -> str:
+    """`extern "C" __global__ void KERNEL(const unsigned *in[, D *out])` calling `callee(args)`: a fragment
+    with a result by every thread (written to out[threadIdx.x]), one without by thread 0."""
+    if f.result is None:
+        return (f'extern "C" __global__ void {kernel}(const unsigned *in) {{\n'
+                f"    if (threadIdx.x == 0) {callee}({args});\n}}")
+    return (f'extern "C" __global__ void {kernel}(const unsigned *in, {f.result.cpp_type} *out) {{\n'
+            f"    out[threadIdx.x] = {callee}({args});\n}}")
+
+
 def caller_source(fragments: Sequence) -> str:
     """A CUDA C++ translation unit that declares each fragment (`Fragment.cpp_declaration()`) and calls it
     from a kernel of its own, `call_<fragment>(const unsigned *in[, D *out])`, every argument read from
@@ -135,12 +135,7 @@ def caller_source(fragments: Sequence) -> str:
     for f in fragments:
         args = ", ".join(_argument(p.cpp_type, f"in[{i}]") for i, p in enumerate(f.params))
         out.append(f.cpp_declaration().rstrip("\n"))
-        if f.result is None:
-            out.append(f'extern "C" __global__ void call_{f.name}(const unsigned *in) {{\n'
-                       f"    if (threadIdx.x == 0) {f.name}({args});\n}}")
-        else:
-            out.append(f'extern "C" __global__ void call_{f.name}(const unsigned *in, {f.result.cpp_type} *out) {{\n'
-                       f"    out[threadIdx.x] = {f.name}({args});\n}}")
+        out.append(_caller_kernel(f"call_{f.name}", f.name, f, args))
     out.append("int main() { return 0; }")
     return "\n".join(out) + "\n"
 
@@ -158,12 +153,7 @@ def header_caller_source(fragments: Sequence, header: str,
         for kernel, callee in ((f"call_{f.name}", f.name), (f"inline_{f.name}", f"{f.name}_inline")):
             if kernel.split("_")[0] not in kinds:
                 continue
-            if f.result is None:
-                out.append(f'extern "C" __global__ void {kernel}(const unsigned *in) {{\n'
-                           f"    if (threadIdx.x == 0) {callee}({args});\n}}")
-            else:
-                out.append(f'extern "C" __global__ void {kernel}(const unsigned *in, {f.result.cpp_type} *out) {{\n'
-                           f"    out[threadIdx.x] = {callee}({args});\n}}")
+            out.append(_caller_kernel(kernel, callee, f, args))
         if f.result is None:
             continue
         steps = f.constants["k_steps"]
