@@ -535,15 +535,13 @@ FRAGMENT_EMITTERS: dict[str, Callable[[TileView, Op, str], Fragment]] = {
 def fragment_name(tile_name: str, prefix: str | None = None) -> str:
     """`<prefix><tile>_mma` (prefix default "tilec_"), checked as a PTX identifier (PTX 4.4) that is also a C
     identifier: host code names exported symbols, and `$` is a PTX identifier character but not a C one."""
-    import re
-
-    from ..isa.identifiers import is_ptx_identifier
+    from ..isa.identifiers import is_c_identifier, is_ptx_identifier
 
     name = f"{DEFAULT_PREFIX if prefix is None else prefix}{tile_name}{NAME_SUFFIX}"
     if not is_ptx_identifier(name):
         raise SpecError(f"fragment name '{name}' is not a PTX identifier", "tile",
                         "use a prefix of letters, digits and '_' (PTX 4.4)")
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+    if not is_c_identifier(name):
         raise SpecError(f"fragment name '{name}' is not a C identifier", "tile",
                         "use a prefix of letters, digits and '_'")
     return name

@@ -14,10 +14,6 @@ from __future__ import annotations
 import ast
 import re
 
-# bytes per element of the element types the ABIs name (4-bit types: `packed`, two per byte, handled below)
-ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "tf32": 4, "s32": 4, "u32": 4, "s8": 1, "u8": 1,
-                 "e4m3": 1, "e5m2": 1, "ue4m3": 1, "ue8m0": 1, "e2m1": 1, "e2m3": 1, "e3m2": 1}
-
 _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
         ast.Mod: lambda a, b: a % b, ast.FloorDiv: lambda a, b: a // b}
 _COMPARE = {ast.Eq: lambda a, b: a == b, ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b}
