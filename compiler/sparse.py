@@ -287,3 +287,72 @@ def random_values(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
         exp = rng.integers(0, 2, size=shape)
     sign = rng.choice([-1.0, 1.0], size=shape)
     return (sign * (1 + mant / 4) * np.exp2(exp)).astype(np.float32).astype(_np_dtype(dtype))
+
+
+# --------------------------------------------------------------------------------------------------
+# block scale factors (SFA / SFB of the block-scaled kinds: PTX ISA 9.7.14.3)
+# --------------------------------------------------------------------------------------------------
+
+def decode_scales(codes, scale_type: str) -> np.ndarray:
+    """Scale bytes -> float64 values (compiler/isa/mma_sp/block_scale.decode_scale, byte by byte)."""
+    from .isa.mma_sp.block_scale import decode_scale
+
+    table = np.array([decode_scale(x, scale_type) for x in range(256)])
+    return table[np.asarray(codes, np.uint8)]
+
+
+def encode_scales(values, scale_type: str) -> np.ndarray:
+    """Exact scale values -> their bytes (uint8, the SFA / SFB image). `.ue8m0` takes powers of two
+    2^-127 .. 2^127, `.ue4m3` the non-negative finite e4m3 values; anything else is a SpecError (scales
+    are never rounded here: quantize_block_scaled chooses representable ones)."""
+    v = np.asarray(values, np.float64)
+    table = decode_scales(np.arange(256), scale_type)
+    ok = np.isfinite(table)
+    codes = np.zeros(v.shape, np.uint8)
+    for code in np.flatnonzero(ok)[::-1]:          # ue4m3 0x00 and 0x80 are both 0: keep the unsigned one
+        codes[v == table[code]] = code
+    bad = ~np.isin(v, table[ok])
+    if bad.any():
+        x = v[bad].flat[0]
+        raise SpecError(f"scale {x!r} is not a .{scale_type} value "
+                        + ("(powers of two 2^-127 .. 2^127)" if scale_type == "ue8m0"
+                           else "(non-negative finite e4m3 values)"), field="scale_type")
+    return codes
+
+
+def quantize_block_scaled(x, dtype: str, scale_type: str, block: int, *, k_axis: int = 1
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Block-scaled quantization of a dense operand along K: returns (elements in `dtype`, x's shape;
+    scale bytes uint8 [rows][K / block], the ABI's SFA / SFB layout: rows are M for A (k_axis=1, M x K)
+    and N for B (k_axis=0, K x N)). Per block of `block` consecutive K (the kernel ABI's K/blk says
+    which: compiler/isa/mma_sp/block_scale.block_elements):
+      .ue8m0 (MX): scale = 2^(floor(log2(amax)) - emax), emax the exponent of dtype's largest finite value
+                   (OCP Microscaling Formats v1.0, 6.3), clamped to 2^-127 .. 2^127;
+      .ue4m3 (NVFP4): scale = amax / (dtype's largest finite value), rounded to the nearest ue4m3;
+    an all-zero block gets scale 1. Elements are x / scale rounded to nearest even in dtype, saturated to
+    its largest finite magnitude. Zeros stay zeros, so a structured-sparse A stays sparse."""
+    import ml_dtypes
+
+    x = np.asarray(x, np.float64)
+    if x.ndim != 2 or k_axis not in (0, 1):
+        raise SpecError(f"quantize a 2-D operand along axis 0 or 1, got shape {x.shape} axis {k_axis}")
+    rows_k = x if k_axis == 1 else x.T                                    # rows x K
+    rows, k = rows_k.shape
+    if block < 1 or k % block:
+        raise SpecError(f"K = {k} is not a multiple of the scale block {block}", field="shape.K")
+    target = _np_dtype(dtype)
+    top = float(ml_dtypes.finfo(target).max)
+    amax = np.abs(rows_k).reshape(rows, k // block, block).max(axis=-1)
+    with np.errstate(divide="ignore"):
+        if scale_type == "ue8m0":
+            emax = np.floor(np.log2(top))
+            e = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - emax, 0)
+            scales = np.exp2(np.clip(e, -127, 127))
+        elif scale_type == "ue4m3":
+            ideal = np.where(amax > 0, amax / top, 1.0)
+            scales = np.clip(ideal, 0, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+            scales = np.where(scales > 0, scales, 2.0 ** -9)                # the smallest ue4m3 (0x01)
+        else:
+            raise SpecError(f"not a scale type: {scale_type}", field="scale_type")
+    q = np.clip(rows_k / np.repeat(scales, block, axis=1), -top, top).astype(np.float32).astype(target)
+    return (q if k_axis == 1 else np.ascontiguousarray(q.T)), encode_scales(scales, scale_type)

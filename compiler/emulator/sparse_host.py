@@ -70,10 +70,9 @@ SCALE_BYTES = {"ue8m0": (125, 126, 127, 128, 129), "ue4m3": (0x30, 0x34, 0x38, 0
 
 
 def scale_values(form, codes: np.ndarray) -> np.ndarray:
-    from ..isa.mma_sp.block_scale import decode_scale
+    from ..sparse import decode_scales
 
-    table = np.array([decode_scale(x, form.block_scale.scale_type) for x in range(256)])
-    return table[codes]
+    return decode_scales(codes, form.block_scale.scale_type)
 
 
 def sparse_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accumulate_c: bool) -> SparseProblem:

@@ -175,6 +175,33 @@ class Kernel:
         return SparseA(upload(values, library, element, device=device), upload(meta, library, "u32", device=device),
                        element, m, k)
 
+    def pack_scales(self, values, operand: str = "a", library: str | None = None):
+        """Scale factors of a block-scaled mma.sp kernel as it reads them (its ABI's `sfa` / `sfb`: rows
+        M / N of K / blk scales each): exact .ue8m0 / .ue4m3 values (e.g. the scales that
+        compiler.sparse.quantize_block_scaled chose, decoded) encoded to bytes on the host
+        (compiler.sparse.encode_scales: synchronising) and uploaded with the values' library. Pass the
+        result as scale_a / scale_b."""
+        key = {"a": "sfa", "b": "sfb"}.get(operand)
+        if key is None:
+            raise ArgumentError("operand", "value", "'a' or 'b'", repr(operand))
+        buf = self.abi.get("buffers", {}).get(key)
+        if self.tcgen05 or buf is None:
+            raise TilecRuntimeError(f"{self.entry} takes no {key} (it is not a block-scaled mma.sp kernel)")
+        import numpy as np
+
+        from .. import sparse
+        from ..diagnostics import SpecError
+
+        host = np.asarray(_host(values), np.float64)
+        if host.ndim != 2:
+            raise ArgumentError("values", "shape", f"a 2-D {buf['shape'][0]} x {buf['shape'][1]} array",
+                                f"shape {tuple(host.shape)}")
+        try:
+            codes = sparse.encode_scales(host, buf["element"])
+        except SpecError as e:
+            raise ArgumentError("values", "value", f".{buf['element']} scale factors", str(e)) from None
+        return upload(codes, library or library_of(values), buf["element"])
+
     def _sizes(self, a, b: ArrayView) -> tuple[int, int, int]:
         if len(b.shape) != 2:
             raise ArgumentError("B", "shape", "a 2-D K x N array", f"shape {b.shape}")

@@ -8,6 +8,8 @@ compiler.layout): tests compare the compiler's layouts and descriptors against i
 - `tcgen05`: instruction-descriptor decoding and the MMA itself (`decode_instr_desc`, `mma`,
   `zero_column_mask_bits`, sparse-metadata helpers).
 - `numerics`: element codes <-> numbers through ml_dtypes / numpy.
+- `mma_sp`: a GEMM of block-scaled warp-level `mma.sp` instructions from element, metadata and scale
+  codes (`sparse_block_scaled_gemm`).
 
 Loaded lazily: importing `compiler.sim` costs nothing until a name is used.
 """
@@ -36,6 +38,7 @@ _WHERE = {
     "expand_sparse": ".tcgen05",
     "d_row_lanes": ".tcgen05",
     "ashift_rows": ".tcgen05",
+    "sparse_block_scaled_gemm": ".mma_sp",
     "decode": ".numerics",
     "encode": ".numerics",
 }
