@@ -176,3 +176,192 @@ def test_runtime_pack_scales_checks_before_uploading():
         k.pack_scales(np.ones((16, 8)), "c")
     with pytest.raises(TilecRuntimeError):
         load(os.path.join(root, "sparse_f16.tile")).pack_scales(np.ones((16, 2)))
+
+
+# -- the pipelined kernel (compiler/ptx/sparse_gemm_kernel.py) ------------------------------------------
+
+# (kind, A, B, vec, stype, schedule, M x N x K): selectors byte-id 0..3 (1X, 4 k-steps a block), 0/2 (2X),
+# 0 (4X); tile pairs / quads complete and not (tiles_m 1, 2, 3; tiles_n 1, 3, 4, 8); 1..32 scale bytes a
+# row and block (u8, u16, b32, v2, v4, two v4 loads); odd unrolls doubled for the two scale sets
+PIPELINED = [
+    ("mxf8f6f4", "e4m3", "e5m2", "1X", "ue8m0", "cta=32x32x256 warps=1x1 stages=3", (64, 64, 768)),
+    ("mxf8f6f4", "e3m2", "e2m3", "1X", "ue8m0", "cta=32x64x64 warps=2x1 stages=2", (64, 128, 192)),
+    ("mxf8f6f4", "e2m1", "e4m3", "1X", "ue8m0", "cta=16x64x128 warps=1x1 stages=3", (32, 64, 256)),
+    ("mxf4", "e2m1", "e2m1", "2X", "ue8m0", "cta=48x24x256 warps=1x1 stages=2", (96, 48, 512)),
+    ("mxf4", "e2m1", "e2m1", "2X", "ue8m0", "cta=32x16x128 warps=2x2 stages=4", (64, 32, 512)),
+    ("mxf4nvf4", "e2m1", "e2m1", "4X", "ue4m3", "cta=64x64x512 warps=2x2 stages=2", (64, 128, 1024)),
+    ("mxf4nvf4", "e2m1", "e2m1", "4X", "ue4m3", "cta=16x8x1024 warps=1x1 stages=2", (32, 16, 2048)),
+    ("mxf4nvf4", "e2m1", "e2m1", "2X", "ue8m0", "cta=32x32x256 warps=1x2 stages=3", (64, 64, 512)),
+]
+
+
+def _pipelined_tile(case, name: str = "mx") -> str:
+    kind, a, b, vec, stype, sched, _shape = case
+    return _tile(kind, a, b, vec, stype, name=name, schedule=f"  schedule {sched};\n")
+
+
+@pytest.mark.parametrize("case", PIPELINED, ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}-{c[3]}-{c[5].split()[0]}")
+def test_pipelined_kernel_emulator_reference_and_model_agree(case):
+    """A `schedule` makes a block-scaled tile the pipelined GEMM (cp.async ring, ldmatrix, scales loaded a K
+    block ahead): its emulated D equals the numpy reference and the model bit for bit, with copies landing
+    at issue and warps in order, and with copies landing only at their wait_group and warps in reverse."""
+    for land, order in (("eager", "forward"), ("lazy", "reverse")):
+        form, p, d, ref, abi = run(_pipelined_tile(case), case[6], seed=11, land=land, order=order)
+        assert abi["kernel_kind"] == "sparse_gemm" and {"sfa", "sfb"} <= set(abi["buffers"])
+        np.testing.assert_array_equal(d, ref)
+    np.testing.assert_array_equal(sim_d(form, p), ref)
+
+
+def _selectors(ptx: str) -> set[tuple[int, int, int, int]]:
+    import re
+
+    return {tuple(map(int, m)) for m in re.findall(r"%sfa\d+, \{(\d), (\d)\}, %sfb\d+, \{(\d), (\d)\};", ptx)}
+
+
+def test_pipelined_selectors_cover_the_isa_ranges():
+    """1X with 4 k-steps a K block uses byte-id 0..3 (the four scale bytes of a row in one register),
+    thread-id-a 0/1 (two A tiles a register), thread-id-b 0..3 (four B tiles); 2X with 2 k-steps byte-id 0/2;
+    4X byte-id 0 (compiler/isa/mma_sp/block_scale.BYTE_ID: every legal value, and only those)."""
+    from compiler.driver import compile_source
+    from compiler.isa.mma_sp.block_scale import BYTE_ID, THREAD_ID_A, THREAD_ID_B
+
+    for vec, stype, kind, sched in (("1X", "ue8m0", "mxf8f6f4", "cta=32x32x256 warps=1x1 stages=3"),
+                                    ("2X", "ue8m0", "mxf4", "cta=32x32x256 warps=1x1 stages=3"),
+                                    ("4X", "ue4m3", "mxf4nvf4", "cta=32x32x256 warps=1x1 stages=3")):
+        ab = "e4m3" if kind == "mxf8f6f4" else "e2m1"
+        ptx = compile_source(_tile(kind, ab, ab, vec, stype, schedule=f"  schedule {sched};\n"), "mx.tile").ptx
+        sels = _selectors(ptx)
+        assert {s[0] for s in sels} == set(BYTE_ID[vec]) and all(s[0] == s[2] for s in sels)
+        assert {s[1] for s in sels} == set(THREAD_ID_A) and {s[3] for s in sels} == set(THREAD_ID_B)
+
+
+# Each mutation points one lane group or k-step at other scale bytes; the model must see it.
+SCALE_MUTATIONS = {
+    "thread-id-a of the second A tile": lambda s: s.replace("{1, 1}, %sfb", "{1, 0}, %sfb", 1),
+    "thread-id-b of the fourth B tile": lambda s: s.replace(", {2, 3};", ", {2, 2};", 1),
+    "byte-id of the third k-step": lambda s: s.replace(", {2, 0}, %sfb", ", {1, 0}, %sfb", 1),
+    "SFB pointer not moved on after block 0": lambda s: s.replace("add.u64 %psb0, %psb0, 4;", "// dropped", 1),
+}
+
+
+@pytest.mark.parametrize("name", SCALE_MUTATIONS)
+def test_model_catches_wrong_scale_selection(name):
+    from compiler.driver import compile_source
+    from compiler.emulator.sparse_host import run_sparse_gemm, sparse_problem
+
+    text = _pipelined_tile(PIPELINED[0])
+    r = compile_source(text, "mx.tile")
+    form = r.tiles["mx"].facts["form"]
+    abi = r.to_json()["tiles"]["mx"]["kernel"]
+    broken = SCALE_MUTATIONS[name](r.ptx)
+    assert broken != r.ptx
+    m, n, k = PIPELINED[0][6]
+    rng = np.random.default_rng(2)
+    p = sparse_problem(form, m, n, k, rng, accumulate_c=True)
+    d, ref, _ = run_sparse_gemm(broken, "mx", form, ((m // 32) * (n // 32), 1), abi["block"][0],
+                                abi["dynamic_smem_bytes"], m, n, k, "f32", True, problem=p, rng=rng)
+    assert not np.array_equal(d, ref)
+
+
+@pytest.mark.parametrize("case", PIPELINED[::2] + [PIPELINED[5]], ids=lambda c: f"{c[0]}-{c[3]}-{c[5].split()[0]}")
+def test_pipelined_kernels_assemble_on_every_target_of_the_form(ptxas, case):
+    """ptxas (CUDA 13) assembles the pipelined block-scaled kernel on every target the form's support row
+    lists (mxf8f6f4: sm_120a, sm_121a and the family targets; mxf4 / mxf4nvf4: sm_120a, sm_121a)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from compiler.driver import compile_source
+    from compiler.isa.mma_sp.forms import find_form
+
+    kind, a, b, vec, stype = case[:5]
+    form = find_form("m16n8k64" if kind == "mxf8f6f4" else "m16n8k128", a, b, "f32", "f32", kind,
+                     scale_vec=vec, scale_type=stype)
+    targets = form.row.target_rule.targets()
+    assert "sm_120a" in targets
+    for target in targets:
+        text = _pipelined_tile(case).replace("target sm_120a;", f"target {target};")
+        ptx = compile_source(text, "mx.tile").ptx
+        assert "cp.async.cg.shared.global" in ptx and "ldmatrix" in ptx
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "k.ptx"
+            src.write_text(ptx)
+            res = subprocess.run([ptxas, f"-arch={target}", "-v", str(src), "-o", str(Path(tmp) / "k.o")],
+                                 capture_output=True, text=True)
+        assert res.returncode == 0, f"{target}: {res.stderr}"
+        assert " 0 bytes spill stores" in res.stderr, res.stderr
+
+
+def test_pipelined_configuration_errors():
+    """Persistent CTAs (API only) refuse block-scaled forms by name; a schedule whose scale registers
+    overflow the thread is a located error on the schedule (passes/limits.py counts them)."""
+    from compiler.diagnostics import CompileError, SpecError
+    from compiler.driver import compile_source
+    from compiler.isa.mma_sp.forms import find_form
+    from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm
+
+    form = find_form("m16n8k128", "e2m1", "e2m1", "f32", "f32", "mxf4nvf4", scale_vec="4X", scale_type="ue4m3")
+    with pytest.raises(SpecError) as e:
+        emit_sparse_gemm(SparseGemmConfig(name="k", form=form, target="sm_120a", cta_m=64, cta_n=64, cta_k=256,
+                                          warps_m=2, warps_n=2, stages=2, persistent=True))
+    assert e.value.field == "schedule.persistent" and "block-scaled" in str(e.value)
+    case = ("mxf4nvf4", "e2m1", "e2m1", "4X", "ue4m3", "cta=64x64x1024 warps=1x1 stages=2", None)
+    with pytest.raises(CompileError) as e:
+        compile_source(_pipelined_tile(case), "mx.tile")
+    # 64x64 warp tile: 4 x 8 tiles x 4 = 128 accumulators; 2 x (4 x 4 A + 8 x 4 B + 4 metadata) = 104
+    # fragments + 2 sets x (2 pairs + 2 quads) x 8 words (8 k-steps x 4 scales = 32 bytes) = 64 scale registers
+    assert "128 accumulator + 168 fragment registers" in str(e.value) and "mx.tile:14:" in str(e.value)
+
+
+@pytest.mark.parametrize("form_args,kw", [
+    (("m16n8k32", "f16", "f16", "f32", "f32"), dict(cta_m=16, cta_n=8, cta_k=256)),
+    (("m16n8k64", "e4m3", "e4m3", "f32", "f32"), dict(cta_m=32, cta_n=32, cta_k=512)),
+], ids=["f16", "e4m3"])
+def test_one_warp_copies_rows_longer_than_its_threads(form_args, kw):
+    """8 k-steps a K block with one warp: a metadata row of the block is 8 x 128 B = 64 chunks, two cp.async
+    rounds of 32 threads along the same row (the rounds used to step T/cpr = 0 rows and copied the first
+    half twice), and 4-bit A / B rows step K/4 and K/2 bytes per round (tests above: mxf4 at cta K 1024)."""
+    from compiler.emulator.sparse_host import run_sparse_gemm
+    from compiler.isa.mma_sp.forms import find_form
+    from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm
+
+    form = find_form(*form_args)
+    cfg = SparseGemmConfig(name="k", form=form, target="sm_90a", warps_m=1, warps_n=1, stages=2, **kw)
+    assert cfg.ksteps == 8 and cfg.regions["E"].chunks_per_row == 2 * cfg.threads
+    kern = emit_sparse_gemm(cfg)
+    m, n, k = 2 * cfg.cta_m, 2 * cfg.cta_n, 2 * cfg.cta_k
+    d, ref, _ = run_sparse_gemm(kern.text, "k", form, kern.grid(m, n, k)[0], cfg.threads, kern.smem_bytes, m, n, k,
+                                "f32", True, land="lazy", seed=4)
+    np.testing.assert_array_equal(d, ref)
+
+
+def test_pipelined_block_scaled_with_fused_epilogue():
+    """The fused epilogue runs on the block-scaled accumulators: D = relu(alpha * (A*SFA)(B*SFB) + C + bias)
+    in bf16 within the epilogue's tolerance (compiler.emulate; its reference applies the scales)."""
+    from compiler.driver import compile_source
+    from compiler.emulator.api import emulate
+
+    case = ("mxf4nvf4", "e2m1", "e2m1", "4X", "ue4m3", "cta=64x64x256 warps=2x2 stages=3", None)
+    text = _pipelined_tile(case).replace("  D: f32 global;", "  D: bf16 global;").replace(
+        "stages=3;\n", "stages=3;\n  epilogue alpha=param bias=col act=relu;\n")
+    r = compile_source(text, "mx.tile")
+    abi = r.to_json()["tiles"]["mx"]["kernel"]
+    assert abi["kernel_kind"] == "sparse_gemm" and abi["epilogue"]["act"] == "relu" and "sfa" in abi["buffers"]
+    em = emulate(r, "mx", shape=(128, 64, 512), seed=3)
+    assert em.ok and em.d.dtype.name == "bfloat16" and np.count_nonzero(em.d.astype(np.float32)) > 0
+
+
+def test_scale_register_count_matches_the_declarations():
+    """SparseGemmConfig.scale_registers (which passes/limits.py mirrors for the register budget) is what
+    the kernel declares: 32x32 warp tile, 4X, 4 k-steps: 2 sets x (1 pair + 1 quad) x 16 bytes / 4 = 16."""
+    import re
+
+    from compiler.isa.mma_sp.forms import find_form
+    from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm
+
+    form = find_form("m16n8k128", "e2m1", "e2m1", "f32", "f32", "mxf4nvf4", scale_vec="4X", scale_type="ue4m3")
+    cfg = SparseGemmConfig(name="k", form=form, target="sm_120a", cta_m=64, cta_n=64, cta_k=512, warps_m=2,
+                           warps_n=2, stages=2)
+    text = emit_sparse_gemm(cfg).text
+    declared = sum(int(n) for n in re.findall(r"%sf[ab]<(\d+)>", text))
+    assert cfg.scale_registers == declared == 16

@@ -99,17 +99,23 @@ def sparse_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accum
     return p
 
 
+def scaled_operands(form, p: SparseProblem) -> tuple[np.ndarray, np.ndarray]:
+    """A and B as float64, block-scaled forms with their scales applied: D = (A * scale_A)(B * scale_B) + C,
+    entry [r][j] of SFA / SFB scales K elements blk*j .. blk*j + blk - 1 (PTX 9.7.14.3)."""
+    af, bf = p.a.astype(np.float64), p.b.astype(np.float64)
+    if p.sfa is not None:
+        blk = af.shape[1] // p.sfa.shape[1]
+        af = af * np.repeat(scale_values(form, p.sfa), blk, axis=1)
+        bf = bf * np.repeat(scale_values(form, p.sfb).T, blk, axis=0)
+    return af, bf
+
+
 def reference(form, p: SparseProblem, out_type: str) -> np.ndarray:
     """D = A B (+ C), rounded once to the D type; s32 wraps; tf32 inputs lose their low 13 mantissa bits."""
     if form.c_type == "s32":
         ref = p.a.astype(np.int64) @ p.b.astype(np.int64) + (p.c.astype(np.int64) if p.c is not None else 0)
         return ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)
-    af, bf = p.a.astype(np.float64), p.b.astype(np.float64)
-    if p.sfa is not None:
-        # D = (A * scale_A)(B * scale_B) + C: entry [r][j] scales K elements blk*j .. blk*j + blk - 1
-        blk = af.shape[1] // p.sfa.shape[1]
-        af = af * np.repeat(scale_values(form, p.sfa), blk, axis=1)
-        bf = bf * np.repeat(scale_values(form, p.sfb).T, blk, axis=0)
+    af, bf = scaled_operands(form, p)
     if form.a_type == "tf32":
         af = (p.a.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
         bf = (p.b.astype(np.float32).view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
@@ -141,10 +147,11 @@ def epilogue_reference(form, p: SparseProblem, out_type: str, desc: dict, bias, 
     |bias|) and the pre-activation values, for tolerances."""
     import math
 
-    ab = p.a.astype(np.float64) @ p.b.astype(np.float64)
+    af, bf = scaled_operands(form, p)
+    ab = af @ bf
     alpha, beta = scalars["alpha"], scalars["beta"]
     x = alpha * ab
-    bound = abs(alpha) * (np.abs(p.a.astype(np.float64)) @ np.abs(p.b.astype(np.float64)))
+    bound = abs(alpha) * (np.abs(af) @ np.abs(bf))
     if p.c is not None and desc["c"] != "none":
         x = x + beta * p.c.astype(np.float64)
         bound = bound + abs(beta) * np.abs(p.c.astype(np.float64))

@@ -52,9 +52,10 @@ PIPELINED_A_TYPES = ("f16", "bf16", "tf32", "s8", "u8", "e4m3", "e5m2")
 
 
 def pipelined_form(form) -> bool:
-    """Does the pipelined kernel serve `form` (k-wide shape, 32-bit accumulators, checked types)?"""
-    return (form.a_type in PIPELINED_A_TYPES and form.a_regs == 4 and form.b_regs == 4 and form.c_regs == 4
-            and form.block_scale is None and form.kind is None)
+    """Does the pipelined kernel serve `form` (k-wide shape, 32-bit accumulators, checked types: the
+    A types above without .kind, and the block-scaled kinds)?"""
+    return (form.a_regs == 4 and form.b_regs == 4 and form.c_regs == 4
+            and ((form.a_type in PIPELINED_A_TYPES and form.kind is None) or form.block_scale is not None))
 
 
 def mma_sp_kernel(spec, form) -> str:
@@ -94,7 +95,14 @@ def mma_sp_budget(spec, form) -> KernelBudget:
     if kernel == "pipelined mma.sp":
         ksteps = sc.cta_k // form.k
         unroll = sc.stages * (1 if sc.stages * ksteps % 2 == 0 else 2)    # SparseGemmConfig.unroll
-        return KernelBudget("pipelined mma.sp", tm * tn * ksteps * unroll, acc, 2 * one_buffer, what)
+        scale_regs = 0
+        if form.block_scale is not None:
+            from ..isa.mma_sp.block_scale import SCALE_VECTOR
+
+            unroll *= 2 if unroll % 2 else 1                                  # two scale register sets
+            words = -(-ksteps * SCALE_VECTOR[form.block_scale.scale_vec] // 4)
+            scale_regs = 2 * (-(-tm // 2) + -(-tn // 4)) * words               # SparseGemmConfig.scale_registers
+        return KernelBudget("pipelined mma.sp", tm * tn * ksteps * unroll, acc, 2 * one_buffer + scale_regs, what)
     scales = 2 if form.block_scale else 0                               # %sa, %sb
     return KernelBudget("mma.sp", tm * tn, acc, one_buffer + scales, what)
 

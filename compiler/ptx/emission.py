@@ -119,10 +119,10 @@ def _not_pipelined_reason(view) -> tuple[str, str] | None:
     if view.facts.get("static_metadata") is not None:
         return ("static metadata", "the pipelined kernel reads its metadata from the META parameter: write "
                 "`metadata=runtime`, or `stages=1` to ask for the one-instruction-tile kernel")
-    if form.block_scale is not None or form.kind is not None:
-        what = "block-scaled mma.sp" if form.block_scale is not None else f"mma.sp .kind::{form.kind}"
-        return (what, "the pipelined kernel serves the unscaled forms without .kind; write `stages=1`")
-    if form.a_type not in PIPELINED_A_TYPES:
+    if form.kind is not None and form.block_scale is None:
+        return (f"mma.sp .kind::{form.kind}", "the pipelined kernel serves the forms without .kind and the "
+                "block-scaled kinds; write `stages=1`")
+    if form.block_scale is None and form.a_type not in PIPELINED_A_TYPES:
         return (f"A type {form.a_type}", f"the pipelined kernel serves A types {', '.join(PIPELINED_A_TYPES)}; "
                 "write `stages=1`")
     if form.c_regs != 4:

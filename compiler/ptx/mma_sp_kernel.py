@@ -405,6 +405,22 @@ def abi_head(kernel: str, kernel_kind: str | None, form: str, instruction: str, 
     return {**head, "params": abi_params(kernel, params), "buffers": buffers}
 
 
+def scale_buffers(form: Form, aligned: int = 1) -> dict:
+    """ABI buffers sfa / sfb of a block-scaled form (both mma.sp GEMM kernels): row-major scale bytes, one
+    per blk = k / vector K elements of a row of A / column of B (PTX 9.7.14.3, Table 35); `aligned` > 1
+    states the alignment the kernel's vector loads need."""
+    from ..isa.mma_sp.block_scale import block_elements
+
+    blk = block_elements(form.k, form.block_scale.scale_vec)
+    out = {}
+    for name, rows, what in (("sfa", "M", "row m of A"), ("sfb", "N", "column n of B")):
+        out[name] = {"element": form.block_scale.scale_type, "shape": [rows, f"K/{blk}"],
+                     "layout": f"row-major: entry [{rows.lower()}][j] scales K elements {blk}j .. "
+                               f"{blk}j+{blk - 1} of {what} (PTX 9.7.14.3)"
+                               + (f"; {aligned}-byte aligned" if aligned > 1 else "")}
+    return out
+
+
 def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> dict:
     form, lay = cfg.form, cfg.form.layout
     sbits = lay.storage_bits
@@ -429,13 +445,7 @@ def _abi(cfg: MmaSpKernelConfig, ptx: Version, params, runtime_meta: bool) -> di
                                  "layout": "per 16-row tile and k-step, the 32 per-lane metadata words "
                                            "(compiler.sparse.compress)"}
     if form.block_scale is not None:
-        from ..isa.mma_sp.block_scale import block_elements
-
-        blk = block_elements(form.k, form.block_scale.scale_vec)
-        for name, rows, what in (("sfa", "M", "row m of A"), ("sfb", "N", "column n of B")):
-            buffers[name] = {"element": form.block_scale.scale_type, "shape": [rows, f"K/{blk}"],
-                             "layout": f"row-major: entry [{rows.lower()}][j] scales K elements {blk}j .. "
-                                       f"{blk}j+{blk - 1} of {what} (PTX 9.7.14.3)"}
+        buffers.update(scale_buffers(form))
     return {
         **abi_head(cfg.name, None, form.name, form.instruction(ptx), cfg.target, ptx, params, buffers),
         "metadata": "runtime" if runtime_meta else "static",

@@ -29,8 +29,9 @@ this kernel does as a whole GEMM schedule (the DSL's `schedule cta=MxNxK warps=W
 Forms. Every form with 4 A registers, 4 B registers and 32-bit accumulators moves the same bytes per
 k-step (compressed A: 16 rows x 32 B, B: 8 columns x 64 B, PTX ISA 9.7.14.6.2 (A and B fragments): every register is one
 aligned 32-bit word of a row), so one byte-level kernel serves f16/bf16 m16n8k32, tf32 m16n8k16,
-s8/u8 m16n8k64 and e4m3/e5m2 m16n8k64 (`passes.limits.pipelined_form`; s4/u4 m16n8k128 moves the same bytes, but its
-4:8 metadata is not modelled yet, so the DSL keeps the simple kernel for it). ldmatrix moves 16-byte
+s8/u8 m16n8k64, e4m3/e5m2 m16n8k64 and the block-scaled kinds (below: mxf8f6f4 m16n8k64, e2m1 mxf4 /
+mxf4nvf4 m16n8k128 with 4:8 metadata; `passes.limits.pipelined_form`). s4/u4 m16n8k128 moves the same bytes
+but is not checked by the execution model yet, so the DSL keeps the simple kernel for it. ldmatrix moves 16-byte
 rows whatever the element type: its `.b16` view puts bytes 4t..4t+3 of row g in lane 4g+t, exactly the
 word `fragments.a_register_word` / `b_register_word` asks for.
 
@@ -54,22 +55,38 @@ cta_m/16 runs of 128*cta_k/k B], each region row-major; A and B swizzled. Dynami
 (`.extern .shared`): the launcher must allow `abi["dynamic_smem_bytes"]` for the kernel
 (cudaFuncAttributeMaxDynamicSharedMemorySize) when it exceeds 48 KB.
 
+Block-scaled forms (`.kind::mxf8f6f4 / mxf4 / mxf4nvf4 .block_scale`, sm_120a/sm_121a; PTX ISA 9.7.14.6.3,
+block scaling 9.7.14.3) move A, B and metadata like the others (4 registers each: mxf8f6f4 in 8-bit
+containers at m16n8k64, e2m1 packed at m16n8k128). Their scale factors come straight from global memory
+(the layouts of the one-instruction-tile kernel: SFA uint8 [M][K/blk], SFB uint8 [N][K/blk], blk = k /
+vector), one K block ahead of the MMAs in two register sets: a K block's scales of one row are
+`scale_bytes` = ksteps x vector consecutive bytes (1..32), one ld.global (u8, u16, b32, v2 or v4.b32, two
+v4 for 32) per lane, row pair and column quad. The selectors then pick without moving bytes:
+  byte-id   k-step s reads byte s*vector of the row's bytes: word (s*vector) / 4, byte-id (s*vector) % 4
+            (1X: 0..3; 2X: 0 or 2; 4X: 0 -- exactly the ranges of compiler/isa/mma_sp/block_scale.BYTE_ID);
+  thread-id lane 4g + t holds SFA row g + 8*(t & 1) of mma tile 2p + (t >> 1) (thread-id-a = tile % 2 picks
+            the lane pair) and SFB row g of mma tile 4r + t (thread-id-b = tile % 4 picks the lane), so one
+            register serves two A tiles / four B tiles (block_scale.scale_a_lane / scale_b_lane).
+Persistent CTAs do not take them (their copy side moves %m0 / %n0 ahead of the MMAs).
+
 Measurements (throughput, ncu): docs/measurements.md.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from math import gcd
 
 from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
+from ..isa.mma_sp.block_scale import SCALE_VECTOR
 from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N, Form
 from ..isa.targets import TARGETS, Version, format_version
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
 from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
-from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_instruction, mma_sp_ptx_version
+from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_instruction, mma_sp_ptx_version, scale_buffers
 
 # Bytes of one k-step of one instruction tile for the forms this kernel takes (a_regs = b_regs = 4:
 # 4 words x 32 lanes = 512 B = 16 A rows x 32 B = 8 B columns x 64 B; PTX ISA 9.7.14.6.2 (A and B fragments)).
@@ -103,9 +120,8 @@ D_STORES = {
 
 
 # A types whose pipelined kernels are checked by the execution model (tests/test_sparse_gemm_kernel.py;
-# f16, bf16, s8 and tf32 also on the H100, benchmarks/sparse_gemm.py); the DSL picks this kernel only
-# for them. 4-bit (4:8)
-# forms move the same bytes but their pair-wise metadata is not modelled yet.
+# f16, bf16, s8 and tf32 also on the H100, benchmarks/sparse_gemm.py) are passes/limits.PIPELINED_A_TYPES;
+# the block-scaled kinds (4:8 e2m1 included) are checked by tests/test_block_scaled_kernels.py.
 # --------------------------------------------------------------------------------------------------
 # configuration
 # --------------------------------------------------------------------------------------------------
@@ -230,8 +246,26 @@ class SparseGemmConfig(RingGeometry):
     @property
     def unroll(self) -> int:
         """K blocks per loop iteration: a multiple of `stages` (ring slots become immediates) with an
-        even number of k-steps (the two fragment buffers alternate)."""
-        return self.stages * (1 if self.stages * self.ksteps % 2 == 0 else 2)
+        even number of k-steps (the two fragment buffers alternate) and, for block-scaled forms, an even
+        number of K blocks (the two scale register sets alternate)."""
+        u = self.stages * (1 if self.stages * self.ksteps % 2 == 0 else 2)
+        return 2 * u if self.form.block_scale is not None and u % 2 else u
+
+    # -- block scale factors (PTX ISA 9.7.14.3; see the module docstring) ----------------------------
+    @property
+    def scale_bytes(self) -> int:
+        """Scale bytes of one SFA / SFB row per K block: ksteps x vector (0 without block scaling)."""
+        bs = self.form.block_scale
+        return self.ksteps * SCALE_VECTOR[bs.scale_vec] if bs is not None else 0
+
+    @property
+    def scale_words(self) -> int:
+        return -(-self.scale_bytes // 4)
+
+    @property
+    def scale_registers(self) -> int:
+        """32-bit scale registers per thread: two sets x (A tile pairs + B tile quads) x scale_words."""
+        return 2 * (-(-self.tiles_m // 2) + -(-self.tiles_n // 4)) * self.scale_words
 
 
 @dataclass(frozen=True)
@@ -295,12 +329,16 @@ def check_config(cfg: SparseGemmConfig) -> Version:
     """Validate `cfg`; return the PTX version to emit. Raises SpecError naming the schedule field."""
     form = cfg.form
     require_kernel_name(cfg.name)
-    if form.a_regs != 4 or form.b_regs != 4 or form.c_regs != 4 or form.block_scale is not None:
+    if form.a_regs != 4 or form.b_regs != 4 or form.c_regs != 4:
         raise SpecError(
             f"the pipelined sparse GEMM takes the k-wide mma.sp shapes with 32-bit accumulators "
             f"(4 A, 4 B and 4 C registers: f16/bf16 m16n8k32, tf32 m16n8k16, 8-bit m16n8k64, 4-bit "
             f"m16n8k128), not {form.name}", field="shape",
             hint="use the k-wide shape, or drop 'schedule' for the simple kernel")
+    if form.block_scale is not None and cfg.persistent:
+        raise SpecError(f"persistent CTAs do not take block-scaled {form.name} (their copy side runs ahead into "
+                        f"the next tile, the scale loads follow the MMAs)", field="schedule.persistent",
+                        hint="use one tile per CTA (persistent=False)")
     for what, v in (("warps_m", cfg.warps_m), ("warps_n", cfg.warps_n), ("cta_k", cfg.cta_k),
                     ("stages", cfg.stages), ("raster_group", cfg.raster_group)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -494,7 +532,8 @@ class _Writer(PtxBuilder):
         self.cbases, self.cwhere = _plan_bases(cfg, {k: v[0] for k, v in self.copies.items()})
         self.xors = sorted({(bi, x) for bi, x, _d in self.fwhere.values() if x})
         self.partial = {name: n for (name, _j), (_a, n) in self.copies.items() if n < cfg.threads}
-        self.add_params("u64", "a_values", "a_metadata", "b", *(("c",) if cfg.accumulate_c else ()), "d")
+        self.add_params("u64", "a_values", "a_metadata", "b", *(("c",) if cfg.accumulate_c else ()), "d",
+                        *(("sfa", "sfb") if self.form.block_scale is not None else ()))
         ep = cfg.epilogue
         if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
             self.add_params("u64", *(p for p in ep.params if p == "bias"))
@@ -545,6 +584,11 @@ class _Writer(PtxBuilder):
         self.declare("u64", "%ga", "%gb", "%ge", "%gd", "%gc", "%gt", "%off", "%rp")
         self.declare("b32", f"%ra<{2 * tm * 4}>", f"%rb<{2 * tn * 4}>", f"%re<{2 * tm}>", "%h", "%v<4>")
         self.declare(self.acc_type, f"%acc<{tm * tn * 4}>")
+        if self.form.block_scale is not None:
+            pairs, quads, words = -(-tm // 2), -(-tn // 4), cfg.scale_words
+            self.declare("pred", "%ps")
+            self.declare("u64", "%gsa", "%gsb", f"%psa<{pairs}>", f"%psb<{quads}>")
+            self.declare("b32", f"%sfa<{2 * pairs * words}>", f"%sfb<{2 * quads * words}>")
         if cfg.epilogue is not None:
             epilogue.declare(self, cfg.epilogue, "%rbias")
             self.declare("u64", "%gbias")
@@ -668,10 +712,23 @@ class _Writer(PtxBuilder):
                     guard = "%pj"
                 ins(f"@{guard} cp.async.cg.shared.global [%cb{bi}+{slot * cfg.stage_bytes + d}], [%gt], {CHUNK};")
                 if j != rounds[-1]:
-                    # T/cpr rows further: K * (T/cpr) * num/den bytes. A chain from the previous round:
-                    # per-round offsets from the base become loop invariants that ptxas keeps in
+                    # T chunks further: T/cpr rows (K * (T/cpr) * num/den bytes) when T >= cpr; a row
+                    # longer than T chunks (the metadata of 8 k-steps with one warp) takes several rounds,
+                    # moving 16*T bytes along it, then to the next row's start. A chain from the previous
+                    # round: per-round offsets from the base become loop invariants that ptxas keeps in
                     # registers (and then spills)
-                    ins(f"mad.wide.u32 %gt, %K, {cfg.threads // reg.chunks_per_row * reg.stride_num // reg.stride_den}, %gt;")
+                    cpr, t = reg.chunks_per_row, cfg.threads
+                    rows = (j + 1) * t // cpr - j * t // cpr
+                    along = ((j + 1) * t % cpr - j * t % cpr) * CHUNK
+                    common = gcd(rows * reg.stride_num, reg.stride_den)      # bytes per K: num / den
+                    num, den = rows * reg.stride_num // common, reg.stride_den // common
+                    if den > 1:                       # 4-bit rows: K/4 or K/2 bytes (K % cta_k == 0)
+                        ins(f"shr.u32 %x, %K, {log2(den)};")
+                        ins(f"mad.wide.u32 %gt, %x, {num}, %gt;")
+                    elif rows:
+                        ins(f"mad.wide.u32 %gt, %K, {num}, %gt;")
+                    if along:
+                        ins(f"add.s64 %gt, %gt, {along};")
             ins(f"add.u64 {gp}, {gp}, {reg.row_bytes};")
         ins("cp.async.commit_group;")
 
@@ -696,7 +753,9 @@ class _Writer(PtxBuilder):
             regs = ", ".join(f"%rb{(buf * tn + q) * 4 + j}" for j in range(4))
             ins(f"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, {addr(('B', q, s))};")
 
-    def mmas(self, buf: int) -> None:
+    def mmas(self, buf: int, scale_set: int = 0, s: int = 0) -> None:
+        """The mma.sp of one k-step (fragment buffer `buf`); block-scaled forms read k-step `s` of the
+        scale registers of set `scale_set` (module docstring: byte-id and thread-id selectors)."""
         cfg = self.cfg
         tm, tn = cfg.tiles_m, cfg.tiles_n
         opcode = self.form.instruction(self.ptx)
@@ -705,7 +764,84 @@ class _Writer(PtxBuilder):
                 c = [f"%acc{(i * tn + q) * 4 + r}" for r in range(4)]
                 self.ins(mma_sp_instruction(opcode, c, [f"%ra{(buf * tm + i) * 4 + j}" for j in range(4)],
                                             [f"%rb{(buf * tn + q) * 4 + j}" for j in range(4)], c,
-                                            f"%re{buf * tm + i}", cfg.selector))
+                                            f"%re{buf * tm + i}", cfg.selector, self.scale_operands(scale_set, s, i, q)))
+
+    def scale_operands(self, scale_set: int, s: int, i: int, q: int) -> str:
+        """`, scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, {byte-id-b, thread-id-b}` of mma tile
+        (i, q) at k-step s, or "" without block scaling."""
+        bs = self.form.block_scale
+        if bs is None:
+            return ""
+        cfg = self.cfg
+        words = cfg.scale_words
+        word, byte_id = divmod(s * SCALE_VECTOR[bs.scale_vec], 4)
+        pairs, quads = -(-cfg.tiles_m // 2), -(-cfg.tiles_n // 4)
+        sa = f"%sfa{(scale_set * pairs + i // 2) * words + word}"
+        sb = f"%sfb{(scale_set * quads + q // 4) * words + word}"
+        return f", {sa}, {{{byte_id}, {i % 2}}}, {sb}, {{{byte_id}, {q % 4}}}"
+
+    def scale_pointers(self) -> None:
+        """%psa<p> / %psb<r>: this lane's SFA row of A tile pair p and SFB row of B tile quad r at K block 0
+        (module docstring): rows of K / k * vector bytes, row * pitch in 64 bits. A lane whose tile of the
+        pair / quad does not exist (odd tiles_m, tiles_n not a multiple of 4) reads the first tile's row."""
+        cfg, ins, form = self.cfg, self.ins, self.form
+        tm, tn = cfg.tiles_m, cfg.tiles_n
+        self.global_pointer("%gsa", "sfa")
+        self.global_pointer("%gsb", "sfb")
+        ins(f"// scale factors (PTX ISA 9.7.14.3): SFA [M][K/blk], SFB [N][K/blk] .{form.block_scale.scale_type} "
+            f"bytes, {cfg.scale_bytes} a row per K block")
+        ins(f"shr.u32 %z, %K, {log2(form.k)};")
+        ins(f"mul.lo.u32 %z, %z, {SCALE_VECTOR[form.block_scale.scale_vec]};       // scale bytes a row")
+        for p in range(-(-tm // 2)):
+            ins(f"shr.u32 %x, %thr, {5 + log2(cfg.warps_n)};")
+            ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")
+            ins("add.u32 %x, %x, %g;")
+            ins("and.b32 %y, %t, 1;")
+            ins("shl.b32 %y, %y, 3;")
+            ins("add.u32 %x, %x, %y;                           // row g + 8*(t & 1): thread-id-a picks the pair")
+            if 2 * p + 1 < tm:
+                ins("shr.u32 %y, %t, 1;")
+                ins(f"shl.b32 %y, %y, {log2(SHAPE_M)};")
+                ins(f"add.u32 %x, %x, %y;                           // lanes t >> 1 = 1: tile {2 * p + 1}")
+            self.add_imm("%x", 2 * SHAPE_M * p)
+            ins("mul.wide.u32 %off, %x, %z;")
+            ins(f"add.u64 %psa{p}, %gsa, %off;")
+        for r in range(-(-tn // 4)):
+            count = min(4, tn - 4 * r)
+            ins("shr.u32 %x, %thr, 5;")
+            ins(f"and.b32 %x, %x, {cfg.warps_n - 1};")
+            ins(f"mad.lo.u32 %x, %x, {cfg.warp_n}, %n0;")
+            ins("add.u32 %x, %x, %g;")
+            if count > 1:
+                if count < 4:
+                    ins(f"setp.lt.u32 %ps, %t, {count};")
+                    ins("selp.u32 %y, %t, 0, %ps;")
+                    ins(f"shl.b32 %y, %y, {log2(SHAPE_N)};")
+                else:
+                    ins(f"shl.b32 %y, %t, {log2(SHAPE_N)};")
+                ins(f"add.u32 %x, %x, %y;                           // lane 4g + t: tile {4 * r} + t (thread-id-b)")
+            self.add_imm("%x", 4 * SHAPE_N * r)
+            ins("mul.wide.u32 %off, %x, %z;")
+            ins(f"add.u64 %psb{r}, %gsb, %off;")
+
+    def load_scales(self, scale_set: int, pred: str) -> None:
+        """One K block's scale bytes of every A tile pair / B tile quad into set `scale_set` (where `pred`),
+        then the pointers one K block on."""
+        cfg, ins = self.cfg, self.ins
+        nbytes, words = cfg.scale_bytes, cfg.scale_words
+        for ptr, count, reg in (("%psa", -(-cfg.tiles_m // 2), "%sfa"), ("%psb", -(-cfg.tiles_n // 4), "%sfb")):
+            for p in range(count):
+                first = (scale_set * count + p) * words
+                if nbytes < 4:
+                    ins(f"@{pred} ld.global.{'u8' if nbytes == 1 else 'u16'} {reg}{first}, [{ptr}{p}];")
+                for h in range(0, words if nbytes >= 4 else 0, 4):
+                    regs = [f"{reg}{first + h + j}" for j in range(min(4, words - h))]
+                    at = f"[{ptr}{p}+{4 * h}]" if h else f"[{ptr}{p}]"
+                    if len(regs) == 1:
+                        ins(f"@{pred} ld.global.b32 {regs[0]}, {at};")
+                    else:
+                        ins(f"@{pred} ld.global.v{len(regs)}.b32 {{{', '.join(regs)}}}, {at};")
+                ins(f"add.u64 {ptr}{p}, {ptr}{p}, {nbytes};")
 
     def ring_step(self, regs: list[str], pred_wrap: str) -> None:
         """Persistent CTAs: move base registers one ring slot on (back to slot 0 where `pred_wrap`)."""
@@ -843,6 +979,10 @@ class _Writer(PtxBuilder):
         ins("mov.u32 %pid, %ctaid.x;")
         self.raster("%pid")
         self.copy_pointers()
+        if self.form.block_scale is not None:
+            self.scale_pointers()
+            ins("setp.gt.u32 %ps, %kr, 0;")
+            self.load_scales(0, "%ps")
         ins(f"// prologue: K blocks 0..{S - 2} into slots 0..{S - 2} (one commit group each, empty past K)")
         for s in range(S - 1):
             ins(f"setp.gt.u32 %pl, %kr, {s};")
@@ -862,6 +1002,9 @@ class _Writer(PtxBuilder):
                 if s == 0:
                     ins(f"setp.gt.u32 %pl, %kr, {S - 1};       // block kb + {S - 1} exists")
                     self.issue_copies((u + S - 1) % S, "%pl")
+                    if self.form.block_scale is not None:
+                        ins("setp.gt.u32 %ps, %kr, 1;              // block kb + 1 exists: its scales")
+                        self.load_scales((u + 1) % 2, "%ps")
                 if s == KS - 1:
                     # block kb+1 landed (commits so far: S-1 + kb+1; kb+2 needed -> S-2 may pend), and
                     # every warp is done with the slot refilled next (its fragments were read above)
@@ -870,7 +1013,7 @@ class _Writer(PtxBuilder):
                     self.load_fragments((u + 1) % S, 0, 1 - buf)
                 else:
                     self.load_fragments(slot, s + 1, 1 - buf)
-                self.mmas(buf)
+                self.mmas(buf, u % 2, s)
             if u == U - 1:
                 self.count_down("%kr", "%pe", loop)
             else:
@@ -1012,6 +1155,8 @@ def operand_buffers(form: Form, d_type: str) -> dict:
 def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
     form = cfg.form
     buffers = operand_buffers(form, cfg.out_type)
+    if form.block_scale is not None:
+        buffers.update(scale_buffers(form, aligned=min(cfg.scale_bytes, CHUNK)))
     if cfg.accumulate_c:
         buffers["c"] = {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"}
     extra = epilogue.abi_entries(cfg.epilogue, buffers)
