@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .diagnostics import SpecError
 from .spec import (METADATA_SOURCES, OPERAND_NAMES, SCHEDULE_MMAS, SPACES, SWIZZLES, FileSpec, OperandSpec,
@@ -288,6 +288,17 @@ def _schedule(t: TileSpec) -> list[str]:
                        f"stages={_uint(s.stages, 'schedule.stages', 'stages')}",
                        None if s.mma == "sync" else f"mma={s.mma}",
                        None if s.cluster == 1 else f"cluster={_uint(s.cluster, 'schedule.cluster', 'cluster')}")]
+
+
+if TYPE_CHECKING:
+    from .spec import ScheduleSpec
+
+
+def schedule_statement(schedule: ScheduleSpec) -> str:
+    """`schedule ...;` for one ScheduleSpec, as print_tile writes it (`tilec tune --write` puts it in a tile)."""
+    from types import SimpleNamespace
+
+    return _schedule(SimpleNamespace(schedule=schedule))[0]   # type: ignore[arg-type]
 
 
 def _epilogue(t: TileSpec) -> list[str]:

@@ -66,13 +66,16 @@ def kernel_config(view, module: Op) -> Any:
     return cls(**held, **dict(op.attrs.get("config", {})))
 
 
-def _select_mma_sp(view, module: Op) -> tuple[str, Any]:
+def _select_mma_sp(view, module: Op, schedule=None) -> tuple[str, Any]:
+    """The kernel and configuration of an mma.sp tile; with `schedule` (a ScheduleSpec), those the tile
+    would get with that schedule instead of its own (compiler/ptx/schedules.py asks, for every candidate)."""
     from ..isa.targets import parse_version
     from .mma_sp_kernel import MmaSpKernelConfig
     from ..passes.limits import pipelined_form
     from .sparse_gemm_kernel import SparseGemmConfig
 
-    spec, form, sc = view.payload, view.facts["form"], view.payload.schedule
+    spec, form = view.payload, view.facts["form"]
+    sc = schedule if schedule is not None else spec.schedule
     ptx = parse_version(module.attrs["ptx_version"])
     static = view.facts.get("static_metadata")
     target = module.attrs["target"]

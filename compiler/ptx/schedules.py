@@ -1,0 +1,207 @@
+"""The legal schedules of a whole-GEMM mma.sp tile, and a cheap ranking of them for one problem size
+(what `tilec tune` searches: compiler/tune.py).
+
+The two whole-GEMM kernels are the pipelined warp-level mma.sp GEMM (compiler/ptx/sparse_gemm_kernel.py,
+`schedule ... stages>=2`) and the sparse wgmma GEMM (compiler/ptx/sparse_wgmma_kernel.py, `mma=wgmma`).
+A tile keeps its kernel family (`mma`); the other schedule fields vary.
+
+Candidates are the product of the rows of AXES: one row per `schedule` field (compiler/spec.py
+ScheduleSpec), its candidate values a function of the tile's mma.sp form. A schedule field added to the
+DSL becomes searchable by adding its row. The values come from the ISA facts: the N of every
+`wgmma.mma_async.sp` shape (compiler/isa/wgmma.py, PTX 9.7.15.6.3 .shape), CTA K as 1, 2 or 4 wgmma
+k-steps (which fixes the 32/64/128-byte swizzle of the ring's rows: sparse_wgmma_kernel.Region), the
+m16n8 instruction shape of warp-level mma.sp (9.7.14.6) for the warp tiles.
+
+Legality is the kernels' own, with no copy of any rule here: each candidate becomes the configuration
+that kernel-selection builds for it (emission._select_mma_sp with the candidate schedule) and must pass
+that kernel's check_config (accumulator registers, TMA box, ring stages against the target's shared
+memory per block, cluster halves, ...). What check_config cannot see (verify's rules, the MMA unrolling
+budget of compiler/passes/limits.py, the sizes the kernel takes) the real compile of each candidate
+tried decides (compiler/tune.py).
+
+The ranking (estimate_cycles) is a deliberately small throughput model used only to order the search:
+whole waves of CTAs over the SMs, per K block the slowest of tensor-core work, operand bytes into
+shared memory, shared-memory reads of the warp-level kernel's fragments, and the copy latency the ring's
+stages do not hide. Its constants are round figures for a Hopper SM, not measurements; the timings of
+`tilec tune` decide.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ..diagnostics import SpecError
+from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N
+from ..isa.wgmma import WG_THREADS, WGMMA_M, WGMMA_SP_FORMS
+from ..spec import ScheduleSpec
+
+WHOLE_GEMM_KERNELS = ("sparse_gemm", "sparse_wgmma")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One `schedule` field and its candidate values for a tile of mma.sp form `form`."""
+    field: str
+    values: Callable[[Any], Sequence[Any]]
+
+
+def _pow2(lo: int, hi: int) -> tuple[int, ...]:
+    return tuple(1 << i for i in range(lo.bit_length() - 1, hi.bit_length()) if lo <= 1 << i <= hi)
+
+
+STAGES = tuple(range(2, 9))      # both rings take 2..8 stages (their check_config)
+MAX_CTA_MN = 256                 # the search's bound on CTA M and N (the wgmma kernel's TMA box bound too)
+
+AXES: dict[str, tuple[Axis, ...]] = {
+    # wgmma: 4 or 8 consumer warps (1 or 2 warpgroups) of 64 or 128 rows each; N any wgmma .shape N;
+    # K 1, 2 or 4 k-steps; CTA pairs sharing B (cluster=2) or not.
+    "sparse_wgmma": (
+        Axis("warps_m", lambda form: (4, 8)),
+        Axis("warps_n", lambda form: (1,)),
+        Axis("cta_m", lambda form: (WGMMA_M, 2 * WGMMA_M, 4 * WGMMA_M)),
+        Axis("cta_n", lambda form: WGMMA_SP_FORMS[form.a_type].n_values),
+        Axis("cta_k", lambda form: tuple(form.k * s for s in (1, 2, 4))),
+        Axis("stages", lambda form: STAGES),
+        Axis("cluster", lambda form: (1, 2)),
+    ),
+    # warp-level mma.sp: power-of-two warp grids and CTA tiles (multiples of the m16n8 instruction
+    # tile times the warps, check_config), K 1, 2, 4 or 8 k-steps.
+    "sparse_gemm": (
+        Axis("warps_m", lambda form: _pow2(1, 16)),
+        Axis("warps_n", lambda form: _pow2(1, 16)),
+        Axis("cta_m", lambda form: _pow2(SHAPE_M, MAX_CTA_MN)),
+        Axis("cta_n", lambda form: _pow2(SHAPE_N, MAX_CTA_MN)),
+        Axis("cta_k", lambda form: tuple(form.k * s for s in (1, 2, 4, 8))),
+        Axis("stages", lambda form: STAGES),
+    ),
+}
+
+
+# ScheduleSpec fields a kernel's search keeps as the tile writes them, and why.
+NOT_SEARCHED: dict[str, dict[str, str]] = {
+    "sparse_wgmma": {"mma": "the kernel family is the tile's choice"},
+    "sparse_gemm": {"mma": "the kernel family is the tile's choice",
+                    "cluster": "CTA pairs exist for mma=wgmma only"},
+}
+
+
+def _checker(kernel: str) -> Callable[[Any], Any]:
+    if kernel == "sparse_wgmma":
+        from .sparse_wgmma_kernel import check_config
+    else:
+        from .sparse_gemm_kernel import check_config
+    return check_config
+
+
+@dataclass(frozen=True)
+class Candidate:
+    schedule: ScheduleSpec
+    config: Any                       # the kernel's configuration dataclass
+
+
+def schedule_words(s: ScheduleSpec) -> str:
+    """The `schedule` statement's arguments as the DSL writes them (compiler/spec_printer.py)."""
+    from ..spec_printer import schedule_statement
+
+    return schedule_statement(s).removeprefix("schedule ").removesuffix(";")
+
+
+def tile_kernel(view, module) -> str | None:
+    """The whole-GEMM kernel a compiled tile uses ("sparse_gemm" | "sparse_wgmma"), or None."""
+    op = view.ir.op("tilec.kernel")
+    kernel = op.attrs.get("kernel") if op is not None else None
+    return kernel if kernel in WHOLE_GEMM_KERNELS else None
+
+
+def legal_schedules(view, module) -> list[Candidate]:
+    """Every schedule of the product of AXES[kernel] that keeps the tile on its kernel and passes the
+    kernel's check_config, in a fixed order (the product's). `view`: the tile of a compiled module
+    (CompileResult.tiles[name]); its own schedule is among them when it is in the product."""
+    from .emission import _select_mma_sp
+
+    kernel = tile_kernel(view, module)
+    if kernel is None:
+        return []
+    form, base = view.facts["form"], view.payload.schedule
+    axes = AXES[kernel]
+    unknown = {a.field for a in axes} - {f.name for f in fields(ScheduleSpec)}
+    if unknown:
+        raise ValueError(f"schedules.AXES[{kernel!r}] names no ScheduleSpec field: {', '.join(sorted(unknown))}")
+    check = _checker(kernel)
+    out: list[Candidate] = []
+    for values in itertools.product(*(a.values(form) for a in axes)):
+        words = dict(zip((a.field for a in axes), values))
+        if not _plausible(kernel, words, form):
+            continue
+        schedule = replace(base, **words)
+        try:
+            chosen, config = _select_mma_sp(view, module, schedule)
+            if chosen != kernel:
+                continue
+            check(config)
+        except SpecError:
+            continue
+        out.append(Candidate(schedule, config))
+    return out
+
+
+def _plausible(kernel: str, w: dict, form) -> bool:
+    """Cheap necessary conditions that spare check_config most of the product (each is implied by a
+    check_config rule: a CTA dimension that is a whole number of instruction tiles per warp, at most
+    1024 threads; check_config still decides)."""
+    if kernel == "sparse_gemm":
+        return (w["cta_m"] % (SHAPE_M * w["warps_m"]) == 0 and w["cta_n"] % (SHAPE_N * w["warps_n"]) == 0
+                and w["warps_m"] * w["warps_n"] <= 32)
+    return w["cta_m"] % (WGMMA_M * w["warps_m"] // 4) == 0
+
+
+# ---- ranking -----------------------------------------------------------------------------------------
+
+SMEM_PER_SM = 233472           # bytes of shared memory an sm_90 SM holds (228 KB)
+THREADS_PER_SM = 2048
+TENSOR_FLOPS_PER_CYCLE = 8192  # dense-equivalent 16-bit 2:4 flops per SM and cycle (twice dense's 4096)
+L2_BYTES_PER_CYCLE = 32        # operand bytes an SM receives per cycle (L2 bandwidth shared by all SMs)
+SMEM_BYTES_PER_CYCLE = 128     # shared-memory bytes an SM reads per cycle (ldmatrix)
+COPY_LATENCY = 1000            # cycles from a K block's copy to its data in shared memory
+ISSUE_CYCLES = 32              # least cycles of one MMA instruction (small N does not fill the pipe)
+
+
+def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int) -> float:
+    """Estimated cycles of an M x N x K problem on `sms` SMs (module docstring): lower ranks first."""
+    c = config
+    a_bits = form.layout.storage_bits
+    rate = TENSOR_FLOPS_PER_CYCLE * 16 // a_bits
+    cluster = getattr(c, "cluster_m", 1)
+    tiles = -(-m // c.cta_m) * -(-n // c.cta_n)
+    per_sm = max(1, min(SMEM_PER_SM // max(1, c.smem_bytes), THREADS_PER_SM // c.threads))
+    waves = -(-tiles // (sms * per_sm))
+    k_blocks = -(-k // c.cta_k)
+    flops = 2 * c.cta_m * c.cta_n * c.cta_k
+    if kernel == "sparse_wgmma":
+        instrs = c.consumers * c.m_blocks * c.ksteps
+        mma = max(flops / rate, instrs * ISSUE_CYCLES / c.consumers)
+        smem_read = 0.0
+    else:
+        instrs = c.warps_m * c.warps_n * c.tiles_m * c.tiles_n * c.ksteps
+        mma = max(flops / rate, instrs * ISSUE_CYCLES / 4 / min(4, c.warps_m * c.warps_n))
+        # ldmatrix: each warp reads its A rows (half of K, compressed) and B columns per block
+        smem_read = c.warps_m * c.warps_n * (c.warp_m * c.cta_k // 2 + c.warp_n * c.cta_k) * a_bits / 8 / \
+            SMEM_BYTES_PER_CYCLE
+    loaded = (c.cta_m * c.cta_k // 2 + c.cta_n * c.cta_k // cluster) * a_bits / 8
+    load = loaded / L2_BYTES_PER_CYCLE
+    block = max(per_sm * mma, per_sm * load, per_sm * smem_read, COPY_LATENCY / (c.stages - 1))
+    return waves * (k_blocks * block + COPY_LATENCY)
+
+
+def ranked(candidates: Sequence[Candidate], view, m: int, n: int, k: int, sms: int) -> list[Candidate]:
+    """`candidates` best-estimated first (ties: the enumeration order)."""
+    kernel = tile_kernel(view, None)
+    form = view.facts["form"]
+    scored = [(estimate_cycles(kernel, c.config, form, m, n, k, sms), i, c) for i, c in enumerate(candidates)]
+    return [c for _, _, c in sorted(scored, key=lambda t: (t[0], t[1]))]
+
+
+def candidates_for(view, module, m: int, n: int, k: int, sms: int) -> Iterator[Candidate]:
+    yield from ranked(legal_schedules(view, module), view, m, n, k, sms)
