@@ -1,4 +1,4 @@
-"""Command line: `tilec compile | opt | passes | explain | draw | run`.
+"""Command line: `tilec compile | opt | passes | explain | draw | run | tune`.
 
 Exit codes: 0 success; 1 bad input (located diagnostics on stderr) or an OS error on a file the user
 named (the message names it); 2 usage error; 3 internal error (a bug); 130 interrupted (SIGINT).
@@ -26,7 +26,7 @@ def write_output(path: str | None, text: str | bytes, input_path: str | None = N
         raise UsageError(str(e)) from None
 
 
-_COMMANDS = ("compile", "opt", "passes", "explain", "draw", "run")
+_COMMANDS = ("compile", "opt", "passes", "explain", "draw", "run", "tune")
 
 
 class _Unused:
@@ -85,6 +85,8 @@ def _parser(argv: list[str] | None = None):
                         "(for checking the copy code and descriptors on Hopper)")
     c.add_argument("--print-ir-after-all", action="store_true", help="dump the IR after every pass (stderr)")
     c.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
+    c.add_argument("--tuning", metavar="FILE", help="use the schedules a `tilec tune` JSON FILE chose for this "
+                                                    "file's tiles (refused unless it was made for them)")
 
     o = add("opt", help="run passes on DSL or IR input and print the IR", formatter_class=Formatter)
     o.add_argument("file", help="input .tile file or IR text, or - for stdin")
@@ -144,6 +146,20 @@ def _parser(argv: list[str] | None = None):
     r.add_argument("--warmup", type=int, default=10, help="untimed launches first (--bench; default 10)")
     r.add_argument("--seed", type=int, default=0, help="random data seed (default 0)")
     r.add_argument("--arch", help="target, overriding the file's 'target'")
+
+    t = add("tune", help="search a tile's legal schedules on the GPU for one problem size",
+            formatter_class=Formatter,
+            description="Compile every legal schedule of each whole-GEMM tile of FILE (best-estimated first), "
+                        "check it against numpy and time it on the GPU; write the results as JSON.")
+    t.add_argument("file", help="input .tile file")
+    t.add_argument("--shape", metavar="M,N,K", required=True, help="the problem size to tune for")
+    t.add_argument("--tile", help="tune only this tile (default: every tile with a whole-GEMM kernel)")
+    t.add_argument("--out", default="tuning.json", help="the JSON results (default tuning.json; -: stdout)")
+    t.add_argument("--budget", type=float, default=600.0, metavar="SECONDS",
+                   help="start no candidate after this many seconds (default 600)")
+    t.add_argument("--top", type=int, default=16, metavar="K",
+                   help="run at most K candidates per tile, best-estimated first (default 16)")
+    t.add_argument("--write", action="store_true", help="write the chosen schedule into FILE's tile")
     return p
 
 
@@ -190,6 +206,14 @@ def _cmd_compile(args, opt_mode: bool) -> int:
     emit = "ir" if opt_mode else args.emit
     if is_ir and (args.arch or args.ptx_version):
         raise UsageError("--arch and --ptx-version apply to DSL input; IR text names its target and version")
+    if getattr(args, "tuning", None):
+        if is_ir:
+            raise UsageError("--tuning applies to DSL input (it rewrites a tile's `schedule` statement)")
+        from .driver import parse_source
+        from .tuning import apply_tuning, read_tuning
+
+        spec = parse_source(text, name, args.arch, _version(args.ptx_version))
+        text = apply_tuning(text, spec, read_tuning(args.tuning), args.tuning)
     if emit in ("func", "header"):
         if is_ir:
             raise UsageError(f"--emit {emit} takes DSL input")
@@ -480,6 +504,10 @@ def main(argv: list[str] | None = None) -> int:
             from .run import cmd_run
 
             return cmd_run(args)
+        if args.cmd == "tune":
+            from .tune import cmd_tune
+
+            return cmd_tune(args)
     except CompileError as e:
         sys.stderr.write(e.render() + "\n")
         return 1

@@ -116,40 +116,39 @@ class _Problem:
         self.args, self.kwargs, self.ref, self.scale, self.d_type, self.out = args, kwargs, ref, scale, d_type, out
 
 
-def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib) -> _Problem:
+class SparseHost:
+    """The host side of one random mma.sp problem: operands, epilogue inputs, the numpy reference and its
+    error scale. It depends on the tile's form, D type, epilogue and C, not on its schedule, so `tilec tune`
+    makes it once for every candidate schedule of a tile."""
+
+    def __init__(self, p, bias, scalars, ref, scale, d_type: str) -> None:
+        self.p, self.bias, self.scalars, self.ref, self.scale, self.d_type = p, bias, scalars, ref, scale, d_type
+
+
+def sparse_host(abi: dict, result, tile: str, m: int, n: int, k: int, seed: int) -> SparseHost:
     import numpy as np
 
     from .emulator.sparse_host import reference, sparse_problem
-    from .runtime.kernel import upload
 
     t = result.tiles[tile]
     form = t.facts["form"]
     d_type = t.payload.operands["D"].dtype
-    names = {p["name"] for p in kernel.abi["params"]}
+    names = {p["name"] for p in abi["params"]}
     rng = np.random.default_rng(seed)
     p = sparse_problem(form, m, n, k, rng, "c" in names)
-    if kernel.abi.get("metadata") == "static":
+    if abi.get("metadata") == "static":
         from .emulator.api import _static_problem
 
         p = _static_problem(t, form, p, m, k)
-    a = kernel.pack_a(p.a, library=lib.__name__)
-    b = upload(p.bt, lib.__name__, form.b_type).T
-    c = upload(p.c, lib.__name__, form.c_type) if p.c is not None else None
-    kwargs = {}
-    if p.sfa is not None:          # block-scaled forms: the u8 scale bytes (PTX 9.7.14.3)
-        kwargs = {"scale_a": upload(p.sfa, lib.__name__, form.block_scale.scale_type),
-                  "scale_b": upload(p.sfb, lib.__name__, form.block_scale.scale_type)}
-    desc = kernel.abi.get("epilogue")
+    desc = abi.get("epilogue")
     if desc is not None:           # D = act(alpha*(A*B) + beta*C + bias): the ABI says what the kernel fuses
         from .emulator.sparse_host import epilogue_atol, epilogue_inputs, epilogue_reference
 
         bias, scalars = epilogue_inputs(desc, m, n, rng)
         ref, bound, pre = epilogue_reference(form, p, d_type, desc, bias, scalars)
-        kwargs = {k: scalars[k] for k in ("alpha", "beta") if desc[k] == "param"}
-        if bias is not None:
-            kwargs["bias"] = upload(bias, lib.__name__, "f32")
         scale = epilogue_atol(bound, pre, desc["act"], d_type) / tolerance(d_type)
-        return _Problem((a, b, c), kwargs, ref, scale, d_type, None)
+        return SparseHost(p, bias, {k: scalars[k] for k in ("alpha", "beta") if desc[k] == "param"}, ref, scale,
+                          d_type)
     ref = reference(form, p, d_type)
     scale = np.abs(p.a.astype(np.float64)) @ np.abs(p.b.astype(np.float64))
     if p.sfa is not None:          # error bound of the scaled products
@@ -160,7 +159,28 @@ def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int
             (np.abs(p.b.astype(np.float64)) * np.repeat(scale_values(form, p.sfb).T, blk, axis=0))
     if p.c is not None:
         scale = scale + np.abs(p.c.astype(np.float64))
-    return _Problem((a, b, c), kwargs, ref, scale, d_type, None)
+    return SparseHost(p, None, None, ref, scale, d_type)
+
+
+def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib,
+                    host: SparseHost | None = None) -> _Problem:
+    from .runtime.kernel import upload
+
+    h = host or sparse_host(kernel.abi, result, tile, m, n, k, seed)
+    p, form = h.p, result.tiles[tile].facts["form"]
+    a = kernel.pack_a(p.a, library=lib.__name__)
+    b = upload(p.bt, lib.__name__, form.b_type).T
+    c = upload(p.c, lib.__name__, form.c_type) if p.c is not None else None
+    if h.scalars is not None:      # the fused epilogue's parameters
+        kwargs = dict(h.scalars)
+        if h.bias is not None:
+            kwargs["bias"] = upload(h.bias, lib.__name__, "f32")
+        return _Problem((a, b, c), kwargs, h.ref, h.scale, h.d_type, None)
+    kwargs = {}
+    if p.sfa is not None:          # block-scaled forms: the u8 scale bytes (PTX 9.7.14.3)
+        kwargs = {"scale_a": upload(p.sfa, lib.__name__, form.block_scale.scale_type),
+                  "scale_b": upload(p.sfb, lib.__name__, form.block_scale.scale_type)}
+    return _Problem((a, b, c), kwargs, h.ref, h.scale, h.d_type, None)
 
 
 def _tcgen05_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib) -> _Problem:

@@ -18,11 +18,12 @@ Layers, lowest first. A module imports only modules of its own layer or a lower 
                      here because it checks the module's recorded `passes` against the pass registry
                      (compiler/passes/manager.py); no pass reads IR text
   6  codegen         compiler/ptx/, including the `ptx-emission` pass (compiler/ptx/emission.py)
-  7  driver          driver (the pipeline), api (fragments and linking)
+  7  driver          driver (the pipeline), api (fragments and linking), tuning (the tuning files
+                     `tilec tune` writes and `compile --tuning` applies: a tile's key, its schedule statement)
   8  consumers       emulator/ (runs the emitted PTX), runtime/ (loads and launches it), litkit,
                      draw (`tilec draw` pictures), integrations/ (compiled tiles as PyTorch ops, over
                      runtime/)
-  9  entry points    cli, run (`tilec run`), usage (what those two share), __main__, and the package's
+  9  entry points    cli, run (`tilec run`), tune (`tilec tune`), usage (what those share), __main__, and the package's
                      lazy facade compiler/__init__.py
 
 No allow-list: every edge in the package fits the map.
@@ -45,9 +46,9 @@ LAYERS = {
     "ir": 4, "lowering": 4,
     "passes": 5, "ir_parser": 5,
     "ptx": 6,
-    "driver": 7, "api": 7,
+    "driver": 7, "api": 7, "tuning": 7,
     "emulator": 8, "runtime": 8, "litkit": 8, "draw": 8, "integrations": 8,
-    "cli": 9, "run": 9, "usage": 9, "__main__": 9, "": 9,          # "": compiler/__init__.py
+    "cli": 9, "run": 9, "tune": 9, "usage": 9, "__main__": 9, "": 9,          # "": compiler/__init__.py
 }
 
 
