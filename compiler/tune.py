@@ -2,13 +2,13 @@
 
 For each tile that uses a whole-GEMM kernel (the pipelined warp-level mma.sp GEMM or the sparse wgmma GEMM;
 `--tile` picks one): the legal schedules (compiler/ptx/schedules.py: the kernel's own check_config over the
-ISA's choices) in the order of its cheap estimate; from the best-estimated down, each candidate is compiled
-from FILE with its `schedule` statement replaced (compiler/tuning.py, the edit --write makes), checked for
-the shape (the kernel's ABI `requires`), launched through compiler.runtime on random data and its D
-compared with the numpy reference (compiler/run.py, as `tilec run --check`), then timed (CUDA events,
-median of launches). A candidate that fails to compile, cannot take the shape, errs on the device or
-computes a wrong D is recorded with its status and never chosen. The search stops after `--top`
-candidates have run, or once `--budget` seconds have passed.
+ISA's choices), the tile's own first (the baseline), then in the order of a cheap estimate. Each candidate
+is compiled from FILE with its `schedule` statement replaced (compiler/tuning.py, the edit --write makes);
+one that fails to compile or whose kernel does not take the shape (its ABI `requires`) is counted and
+skipped. The others are launched through compiler.runtime on random data, their D compared with the numpy
+reference (compiler/run.py, as `tilec run --check`), then timed (CUDA events, median of launches); one
+that errs on the device or computes a wrong D is recorded with its status and never chosen. The search
+stops after `--top` candidates have run, or once `--budget` seconds have passed.
 
 The results go to a JSON file (`--out`, atomic): per candidate its schedule, status, median ms and
 TFLOP/s (dense-equivalent 2*M*N*K), and per tile the chosen schedule with the key `compile --tuning`
@@ -167,21 +167,20 @@ def tune_tile(text: str, name: str, result, spec, tile: str, shape, runner, args
     """Search one tile; its record for the JSON file."""
     from .diagnostics import CompileError
     from .driver import compile_source
-    from .ptx.schedules import candidates_for, legal_schedules, schedule_words, tile_kernel
+    from .ptx.schedules import search_order, schedule_words, tile_kernel
     from .runtime import abi as rabi
     from .tuning import tile_key, with_schedule
 
     m, n, k = shape
     view = result.tiles[tile]
     tspec = next(t for t in spec.tiles if t.name == tile)
-    legal = legal_schedules(view, result.module)
-    order = candidates_for(view, result.module, m, n, k, runner.sms)
-    progress = Progress(progress_stream, tile, min(args.top, len(legal)))
+    order = search_order(view, result.module, m, n, k, runner.sms)
+    progress = Progress(progress_stream, tile, min(args.top, len(order)))
     tried: list[dict[str, Any]] = []
-    counts = {"legal": len(legal), "not_compiled": 0, "not_taking_shape": 0}
+    counts = {"legal": len(order), "not_compiled": 0, "not_taking_shape": 0}
     ran = 0
     stopped = None
-    for rank, cand in enumerate(order, 1):
+    for rank, cand in enumerate(order):
         if ran >= args.top:
             break
         if time.monotonic() - started > args.budget:
@@ -210,7 +209,7 @@ def tune_tile(text: str, name: str, result, spec, tile: str, shape, runner, args
         else:
             times = sorted(got.times_ms)
             med = times[len(times) // 2]
-            entry.update(status="ok", median_ms=round(med, 6), tflops=round(2.0 * m * n * k / (med * 1e-3) / 1e12, 3),
+            entry.update(status="ok", median_ms=float(f"{med:.7g}"), tflops=round(2.0 * m * n * k / (med * 1e-3) / 1e12, 3),
                          launches=len(times))
         tried.append(entry)
         progress.step(words, entry["status"], entry.get("median_ms"))
@@ -291,9 +290,11 @@ def cmd_tune(args) -> int:
             status = 1
             continue
         best = next(e for e in rec["candidates"] if e["schedule"] == rec["chosen"])
+        was = next((e for e in rec["candidates"] if e["schedule"] == rec["written"]), None)
+        was_ms = f", {was['median_ms']:.4f} ms" if was is not None and "median_ms" in was else ""
         out.write(f"{t}: schedule {rec['chosen']}; {best['median_ms']:.4f} ms, {best['tflops']:.1f} TFLOP/s "
                          f"at {shape[0]}x{shape[1]}x{shape[2]} on {runner.device} (best of {len(rec['candidates'])} "
-                         f"tried, {rec['counts']['legal']} legal; was {rec['written']})\n")
+                         f"tried, {rec['counts']['legal']} legal; was {rec['written']}{was_ms})\n")
     if args.write and any(rec["chosen"] for rec in records.values()):
         chosen = {t: rec for t, rec in records.items() if rec["chosen"] is not None}
         new = apply_tuning(text, spec, {"tiles": chosen}, args.out)

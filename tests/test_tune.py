@@ -81,7 +81,7 @@ def ranked_words(path: Path, shape, sms=132) -> list[str]:
     r = compile_source(text, str(path))
     (name,) = r.tiles
     return [schedules.schedule_words(c.schedule)
-            for c in schedules.candidates_for(r.tiles[name], r.module, *shape, sms)]
+            for c in schedules.search_order(r.tiles[name], r.module, *shape, sms)]
 
 
 # ---- the search, end to end -------------------------------------------------------------------------------
@@ -112,7 +112,8 @@ def test_tune_chooses_the_fastest_correct_candidate_and_never_a_wrong_one(tile_c
     assert best["tflops"] == pytest.approx(2 * 1024 * 1024 * 512 / (best["median_ms"] * 1e-3) / 1e12, rel=1e-3)
     assert doc["device"] == "Fake GPU" and doc["shape"] == [1024, 1024, 512] and doc["target"] == "sm_90a"
     assert doc["tilec"] == __import__("compiler").__version__ and doc["format"] == "tilec-tuning"
-    assert rec["written"] == "cta=128x256x64 warps=8x1 stages=4 mma=wgmma cluster=2"
+    assert rec["written"] == "cta=128x256x64 warps=8x1 stages=4 mma=wgmma cluster=2" == first[0]  # the baseline
+    assert [c["rank"] for c in rec["candidates"]] == list(range(8))
     assert "7 of" in next(c["detail"] for c in rec["candidates"] if c["status"] == "wrong")
     # stdout names the choice; stderr has one progress line per candidate (not a terminal)
     assert f"schedule {want};" in out

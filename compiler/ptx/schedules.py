@@ -28,7 +28,7 @@ stages do not hide. Its constants are round figures for a Hopper SM, not measure
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -203,5 +203,9 @@ def ranked(candidates: Sequence[Candidate], view, m: int, n: int, k: int, sms: i
     return [c for _, _, c in sorted(scored, key=lambda t: (t[0], t[1]))]
 
 
-def candidates_for(view, module, m: int, n: int, k: int, sms: int) -> Iterator[Candidate]:
-    yield from ranked(legal_schedules(view, module), view, m, n, k, sms)
+def search_order(view, module, m: int, n: int, k: int, sms: int) -> list[Candidate]:
+    """The order `tilec tune` tries: the tile's own schedule first (the baseline the others are measured
+    against), then the other legal schedules best-estimated first."""
+    legal = legal_schedules(view, module)
+    own = [c for c in legal if c.schedule == view.payload.schedule]
+    return own + [c for c in ranked(legal, view, m, n, k, sms) if c.schedule != view.payload.schedule]
