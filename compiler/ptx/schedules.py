@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ..bits import is_pow2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N
 from ..isa.wgmma import WG_THREADS, WGMMA_M, WGMMA_SP_FORMS
@@ -47,8 +48,9 @@ class Axis:
     values: Callable[[Any], Sequence[Any]]
 
 
-def _pow2(lo: int, hi: int) -> tuple[int, ...]:
-    return tuple(1 << i for i in range(lo.bit_length() - 1, hi.bit_length()) if lo <= 1 << i <= hi)
+def _powers_between(lo: int, hi: int) -> tuple[int, ...]:
+    """The powers of two in [lo, hi]."""
+    return tuple(v for v in range(lo, hi + 1) if is_pow2(v))
 
 
 STAGES = tuple(range(2, 9))      # both rings take 2..8 stages (their check_config)
@@ -69,10 +71,10 @@ AXES: dict[str, tuple[Axis, ...]] = {
     # warp-level mma.sp: power-of-two warp grids and CTA tiles (multiples of the m16n8 instruction
     # tile times the warps, check_config), K 1, 2, 4 or 8 k-steps.
     "sparse_gemm": (
-        Axis("warps_m", lambda form: _pow2(1, 16)),
-        Axis("warps_n", lambda form: _pow2(1, 16)),
-        Axis("cta_m", lambda form: _pow2(SHAPE_M, MAX_CTA_MN)),
-        Axis("cta_n", lambda form: _pow2(SHAPE_N, MAX_CTA_MN)),
+        Axis("warps_m", lambda form: _powers_between(1, 16)),
+        Axis("warps_n", lambda form: _powers_between(1, 16)),
+        Axis("cta_m", lambda form: _powers_between(SHAPE_M, MAX_CTA_MN)),
+        Axis("cta_n", lambda form: _powers_between(SHAPE_N, MAX_CTA_MN)),
         Axis("cta_k", lambda form: tuple(form.k * s for s in (1, 2, 4, 8))),
         Axis("stages", lambda form: STAGES),
     ),
