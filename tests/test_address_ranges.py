@@ -27,7 +27,9 @@ def wraps_at_corners(result, tile: str) -> list[tuple[tuple[int, int, int], list
     out = []
     for m, n, k in problem_corners(abi):
         grid = rabi.grid_blocks(abi, m, n, k, multiprocessors=132)
-        found = address_wraps(result.ptx, {"M": m, "N": n, "K": k, "m_total": m, "n_total": n}, grid,
+        # row strides (the wgmma kernel's ldc / ldd, u32 elements): anything from N up to the u32 limit
+        strides = {"ldc": (n, (1 << 32) - 1), "ldd": (n, (1 << 32) - 1)}
+        found = address_wraps(result.ptx, {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, **strides}, grid,
                               entry=tile, cluster=rabi.cluster(abi))
         if found:
             out.append(((m, n, k), found))

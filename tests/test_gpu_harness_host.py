@@ -165,12 +165,14 @@ def test_abi_grid_is_the_sparse_wgmma_emitters(key):
     m, n, k = sk.abi_problem_size(kern.abi)
     assert m == 2 * kw["cta_m"] * kw.get("cluster_m", 1)
     assert sk.abi_grid(kern.abi, m, n, k) == kern.grid(m, n, k)
-    if kw.get("cluster_m") == 2:       # CTA pairs: M must hold whole pairs
-        assert sk.abi_unmet(kern.abi, kw["cta_m"], n, k)
-    # argument order is the ABI's: tensor maps, D, M, N, K (no C: D = A*B)
+    # any size (issue 17); CTA pairs: an M of one tile still launches a whole pair (the second CTA's rows
+    # lie outside D)
+    assert not sk.abi_unmet(kern.abi, kw["cta_m"] - 1, n + 1, k + 1)
+    assert sk.abi_grid(kern.abi, kw["cta_m"], kw["cta_n"], k) == (kw.get("cluster_m", 1), 1, 1)
+    # argument order is the ABI's: tensor maps, D, M, N, K, ldd (no C: D = A*B)
     args = sk.abi_arguments(kern.abi, {"tensor_maps": 0x1000, "d": 0x2000}, m, n, k)
-    assert [type(a) for a in args] == [np.uint64, np.uint64, np.uint32, np.uint32, np.uint32]
-    assert [int(a) for a in args] == [0x1000, 0x2000, m, n, k]
+    assert [type(a) for a in args] == [np.uint64, np.uint64, np.uint32, np.uint32, np.uint32, np.uint32]
+    assert [int(a) for a in args] == [0x1000, 0x2000, m, n, k, n]
 
 
 def test_benchmark_other_forms_build():
@@ -209,7 +211,7 @@ def test_dsl_examples_the_gpu_test_launches():
         seen[name] = abi
     wg = seen["sparse_wgmma_f16"]
     assert wg["kernel_kind"] == "sparse_wgmma" and wg["cluster"] == [2, 1, 1] and wg["target"] == "sm_90a"
-    assert [p["name"] for p in wg["params"]] == ["tensor_maps", "c", "d", "M", "N", "K"]
+    assert [p["name"] for p in wg["params"]] == ["tensor_maps", "c", "d", "M", "N", "K", "ldc", "ldd"]
     m, n, k = sk.abi_problem_size(wg, scale=(4, 3, 4))
     maps = tensor_map_args(wg, m, n, k)          # what encode_tensor_maps hands the driver
     assert [mp["dims"][-1] for mp in maps] == [m, n, m // 16]
@@ -378,9 +380,12 @@ def test_launch_from_abi_hands_the_kernel_what_its_abi_says(kind, kw, out, with_
         with pytest.raises(ValueError, match="needs a C"):
             sk.launch_from_abi(cp, kern.text, kern.abi, sk.make_problem(np.random.default_rng(1), a_t, a_t, cd,
                                                                          shape, m, n, k, False))
-    with pytest.raises(ValueError, match="breaks"):
-        sk.launch_from_abi(cp, kern.text, kern.abi, sk.make_problem(np.random.default_rng(1), a_t, a_t, cd, shape,
-                                                                     m + 16, n, k, with_c))
+    if kind == "wgmma":                # any size (issue 17): only sizes beyond the limits are refused
+        assert sk.abi_unmet(kern.abi, m + 16, n + 1, k + 1) == [] and sk.abi_unmet(kern.abi, m, n, 1 << 31)
+    else:
+        with pytest.raises(ValueError, match="breaks"):
+            sk.launch_from_abi(cp, kern.text, kern.abi, sk.make_problem(np.random.default_rng(1), a_t, a_t, cd,
+                                                                         shape, m + 16, n, k, with_c))
     assert len(cp.launches) == 1
 
 

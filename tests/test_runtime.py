@@ -329,3 +329,37 @@ def test_block_scaled_mma_sp_takes_scale_buffers(tmp_path):
     with pytest.raises(ArgumentError) as e:
         k(a, bt, Fake((m, n), "<f4"), scale_a=Fake((m, 3), "<u1"), scale_b=Fake((n, 2), "<u1"))
     assert e.value.argument == "scale_a" and "3" in str(e.value)
+
+
+def test_wgmma_kernel_takes_any_size_and_pitched_rows():
+    """Issue 17: the sparse wgmma kernel takes any M, N, K >= 1 and B, C, D rows further apart than their
+    length (a multiple of 16 bytes: TMA global strides, 16-byte vector stores); the launch passes the row
+    strides (ldc, ldd in elements; B's in its tensor map) and refuses rows the kernel cannot address."""
+    k = load(os.path.join(EX, "sparse_wgmma_f16.tile"))
+    assert k.unmet(1, 1, 1) == [] and k.unmet(200, 136, 72) == []
+    # CTA pairs of 128 x 256 tiles: M = 200 -> one pair (2 CTAs), N = 300 -> 2 tile columns
+    assert rabi.grid_blocks(k.abi, 200, 300, 72) == (4, 1, 1)
+    # the packer's padding: K to the instruction K (32), metadata to whole 256-row pairs and 64-wide K blocks
+    assert k._padding(200, 72) == (96, 256, 128)
+    m, n, kk = 200, 135, 72
+
+    def args(b=None, c=None, d=None):
+        a = SparseA(Fake(rabi.buffer_shape(k.abi, "a_values", m, kk), "<f2"),
+                    Fake(rabi.buffer_shape(k.abi, "a_metadata", m, kk), "<u4"), "f16", m, kk)
+        return (a, b or Fake((n, kk), "<f2").T, c or Fake((m, n), "<f4", strides=(544, 4)),
+                d or Fake((m, n), "<f4", strides=(544, 4)))
+
+    a, b, c, d = args()
+    with pytest.raises(DeviceError):          # every check passes (rows of 135 f32 padded to 544 bytes)
+        k(a, b, c, out=d)
+    e = _err(k, *args()[:3], out=Fake((m, n), "<f4"))                       # 540-byte rows
+    assert (e.argument, e.what) == ("out", "stride") and "[:, :N]" in str(e)
+    a, b, c, _ = args()
+    e = _err(k, a, b, c, out=Fake((m, n), "<f4", strides=(528, 4)))          # rows overlap
+    assert (e.argument, e.what) == ("out", "stride") and "at least 540" in e.expected
+    kk = 70                                   # 140-byte rows of B^T: no TMA stride
+    a, _, c, d = args()
+    e = _err(k, a, Fake((n, kk), "<f2").T, c, out=d)
+    assert (e.argument, e.what) == ("B", "stride")
+    with pytest.raises(DeviceError):          # the same B in rows of 144 bytes
+        k(a, Fake((n, kk), "<f2", strides=(144, 2)).T, c, out=d)

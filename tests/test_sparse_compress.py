@@ -234,3 +234,29 @@ def test_decompress_rejects_invalid_metadata():
     meta[0, 0, :] = 0                     # 0b0000 is undefined (seed 9.7.14.6.1)
     with pytest.raises(SpecError, match="undefined"):
         sparse.decompress(values, meta, "f16", "m16n8k16")
+
+
+@pytest.mark.parametrize("dtype,shape", [("f16", "m16n8k32"), ("tf32", "m16n8k16"), ("s8", "m16n8k64")])
+def test_compress_padded_covers_any_size_with_legal_metadata(dtype, shape):
+    """compress_padded (the wgmma kernel's packer, issue 17): an A of any M x K keeps M rows of values
+    and K rounded up to the instruction K; the metadata covers the whole padding (tiles past M, k-steps
+    past K) and every one of its nibbles is a meaningful one (PTX ISA 9.7.14.6.1: 0b0000 is not), so a
+    kernel reading it past the edge of A selects zeros by a legal pattern."""
+    from compiler.isa.mma_sp.metadata import nibble_problem
+
+    lay = layout_for(dtype, shape)
+    rng = np.random.default_rng(7)
+    m, k = 37, lay.k + 5                       # 3 tiles of 16 rows (the last partial), 2 k-steps (one partial)
+    chunk = lay.granularity.chunk
+    a = sparse.random_sparse(rng, m, -(-k // chunk) * chunk, dtype, shape)[:, :k]
+    values, meta = sparse.compress_padded(a, dtype, shape, 2 * lay.k, 64, 4 * lay.k)
+    assert values.shape[0] == m and meta.shape == (64 // 16, 4, 32)
+    dense = sparse.decompress(np.concatenate([values, np.zeros((64 - m, values.shape[1]), values.dtype)]),
+                              meta[:, :2], dtype, shape)
+    got = sparse.to_elements(dense, dtype)[:m, :k]
+    assert np.array_equal(as_f64(got), as_f64(sparse.to_elements(a, dtype)))
+    assert not as_f64(sparse.to_elements(dense, dtype)[:, k:]).any() and not as_f64(dense[m:]).any()
+    nibbles = sparse.unpack_metadata_words(meta, lay)
+    assert all(nibble_problem(lay, int(c)) is None for c in np.unique(nibbles))
+    with pytest.raises(SpecError):                          # padding smaller than A
+        sparse.compress_padded(a, dtype, shape, 2 * lay.k, 16, 4 * lay.k)

@@ -71,13 +71,13 @@ def cfg_of(form=F16, name="wg", **kw) -> SparseWgmmaConfig:
 # 1. execution model
 # --------------------------------------------------------------------------------------------------
 
-def run_model(cfg, m, n, k, mode="eager", order="forward", seed=0, transform=None):
+def run_model(cfg, m, n, k, mode="eager", order="forward", seed=0, transform=None, pad=None):
     """Emit `cfg` (text passed through `transform` if given), run it on random sparse data on the emulator's
-    warp machine; return (D, reference D, machine stats)."""
+    warp machine; return (D, reference D, machine stats). `pad`: extra elements per row of B, C, D."""
     kern = emit_sparse_wgmma(cfg)
     text = transform(kern.text) if transform else kern.text
     return run_sparse_wgmma(kern, cfg.name, cfg.form, cfg.cluster_m, cfg.threads, cfg.smem_bytes, m, n, k,
-                            cfg.out_type, cfg.accumulate_c, mode=mode, order=order, seed=seed, text=text)
+                            cfg.out_type, cfg.accumulate_c, mode=mode, order=order, seed=seed, text=text, pad=pad)
 
 
 MODEL_CASES = [
@@ -124,6 +124,74 @@ def test_emitted_ptx_computes_the_gemm(form, kw, m, n, k, mode, order):
     assert stats["wgmma"] == tiles * blocks * cfg.ksteps * cfg.m_blocks * cfg.consumers * 4
     assert np.array_equal(d.view(np.uint8), ref.view(np.uint8)), \
         f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
+
+
+# Any problem size (issue 17): M, N, K the CTA tile does not divide, smaller than one tile, K tails shorter
+# than one k-step, CTA pairs whose second tile row lies wholly outside D; B, C and D rows further apart than
+# their length (padding poisoned; D's padding is a guard band run_sparse_wgmma checks), on staged and direct
+# D stores, every form. The copy engine zero-fills what lies outside A, B (tma_oob_bytes counts it), the
+# packer pads the metadata to whole tiles (compress_padded), the stores are predicated at the edges.
+EDGE_CASES = [
+    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16"), 200, 136, 72, None),
+    (F16, dict(cta_m=128, cta_n=128, cta_k=64, stages=2), 130, 100, 50, dict(b=8, c=4, d=12)),
+    (F16, dict(cta_m=64, cta_n=64, cta_k=32, consumers=1, stages=3, raster_group=3), 5, 7, 3, None),
+    (F16, dict(cta_m=128, cta_n=96, cta_k=64, stages=3, stage_d=False, selector=1), 77, 101, 40, dict(d=4)),
+    (TF32, dict(cta_m=128, cta_n=64, cta_k=32, stages=3), 100, 70, 37, None),
+    (S8, dict(cta_m=128, cta_n=64, cta_k=128, stages=3), 129, 65, 200, dict(b=16)),
+    (U8S8, dict(cta_m=128, cta_n=48, cta_k=64, consumers=2, stages=2, stage_d=False), 33, 50, 70, None),
+    (F16, dict(BENCH[1], cluster_m=2, accumulate_c=False, d_type="f16"), 300, 200, 100, None),
+    (BF16, dict(cta_m=128, cta_n=64, cta_k=128, stages=2, cluster_m=2, d_type="bf16", accumulate_c=False),
+     130, 63, 129, dict(d=8)),
+    (E4M3, dict(cta_m=128, cta_n=128, cta_k=128, stages=2), 1, 1, 1, None),
+]
+
+
+@pytest.mark.parametrize("form,kw,m,n,k,pad", EDGE_CASES, ids=lambda x: getattr(x, "name", None) or str(x))
+def test_any_problem_size(form, kw, m, n, k, pad):
+    if form.a_type in ("bf16", "e4m3") or kw.get("d_type") == "bf16":
+        pytest.importorskip("ml_dtypes")
+    cfg = cfg_of(form, **kw)
+    d, ref, stats = run_model(cfg, m, n, k, seed=m + n + k, pad=pad)
+    tm = cfg.cta_m * cfg.cluster_m
+    tiles = -(-m // tm) * cfg.cluster_m * -(-n // cfg.cta_n)
+    blocks = -(-k // cfg.cta_k)
+    assert stats["tma"] == tiles * blocks * len(tma_boxes(cfg))
+    assert stats["tma_oob_bytes"] > 0
+    assert np.array_equal(d.view(np.uint8), ref.view(np.uint8)), \
+        f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
+
+
+@pytest.mark.parametrize("i", [0, 3, 7])
+def test_any_problem_size_adversarial(i):
+    """The edge cases under the adversarial policy (copies and wgmma groups as late as possible)."""
+    form, kw, m, n, k, pad = EDGE_CASES[i]
+    d, ref, _ = run_model(cfg_of(form, **kw), m, n, k, mode="adversarial", seed=i, pad=pad)
+    assert np.array_equal(d.view(np.uint8), ref.view(np.uint8))
+
+
+# Broken edges the model must catch: an edge tile stored like an interior one, the K blocks rounded down,
+# no row check or no column check on a partial chunk (staged D), no checks on direct fragment stores
+EDGE_MUTATIONS = {
+    "always_interior": (0, lambda t: re.sub(r"@%p7 bra\.uni", "bra.uni", t)),
+    "k_blocks_rounded_down": (0, lambda t: t.replace("add.u32 %nkb, %K, 63;", "add.u32 %nkb, %K, 0;")),
+    "no_row_check": (0, lambda t: t.replace("setp.lt.u32 %p8, %pm, %M;", "setp.lt.u32 %p8, %pm, 1000000;")),
+    "no_column_check": (0, lambda t: t.replace("setp.lt.and.u32 %p11, %y, %N, %p10;",
+                                              "setp.lt.and.u32 %p11, %y, 1000000, %p10;")),
+    "direct_no_row_check": (3, lambda t: t.replace("setp.lt.u32 %p10, %pm, %M;", "setp.lt.u32 %p10, %pm, 1000000;")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_MUTATIONS))
+def test_model_catches_broken_edges(name):
+    i, mutate = EDGE_MUTATIONS[name]
+    form, kw, m, n, k, pad = EDGE_CASES[i]
+    cfg = cfg_of(form, **kw)
+    assert mutate(emit_sparse_wgmma(cfg).text) != emit_sparse_wgmma(cfg).text, "the mutation applies"
+    try:
+        d, ref, _ = run_model(cfg, m, n, k, seed=1, transform=mutate, pad=pad)
+    except EmulationError:
+        return                        # a write outside D or into its guard band, a read outside C
+    assert not np.array_equal(d.view(np.uint8), ref.view(np.uint8))
 
 
 # Mutations the model must catch: the consumer releases the slot it is reading; it releases the block

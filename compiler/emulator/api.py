@@ -57,8 +57,10 @@ def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int,
 
     Builds random inputs in the kernel's ABI for a problem of `shape` = (M, N, K) (default: one CTA tile,
     K = the tile's loop K), runs the emitted PTX and returns an `Emulation` with D and the numpy reference
-    (`.ok` when they agree bit for bit). M and N must be multiples of the kernel's tile; the tcgen05
-    kernel's K is fixed at the tile's loop K, the mma.sp kernels take any multiple of their K step.
+    (`.ok` when they agree bit for bit). M and N must be multiples of the kernel's tile, except for the
+    sparse wgmma kernel, which takes any M, N, K >= 1 (B, C and D then have padded, poisoned rows whose
+    padding must stay untouched); the tcgen05 kernel's K is fixed at the tile's loop K, the other mma.sp
+    kernels take any multiple of their K step.
     `seed` draws the inputs and the scheduler's choices; `order` ("forward", "reverse", "random") is the
     warp order of the warp machine and `mode` when its asynchronous copies and wgmma groups complete
     ("eager", "lazy", "late_mma"; see compiler/emulator/warp.py), or one of its scheduling policies
@@ -124,18 +126,18 @@ def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: st
     if shape is None:
         shape = (tm * (2 if abi.get("cluster", [1])[0] == 2 else 1), tn, spec.total_k if kind == "mma_sp" else tk)
     m, n, k = shape
-    m_tiles, n_tiles = _tiles(shape, tm, tn, kind)
-    if k <= 0 or k % tk:
-        raise EmulationError(f"shape K = {k}: the {kind} kernel needs a multiple of {tk}")
     name = abi["entry"]
     threads = abi["block"][0]
     params = {p["name"] for p in abi["params"]}
     out_type = spec.operands["D"].dtype
     accumulate_c = "c" in params
-    if kind == "sparse_wgmma":
-        if m_tiles * n_tiles % abi["cluster"][0]:
-            raise EmulationError(f"shape M = {m}: CTA pairs need an even number of tiles")
+    if kind == "sparse_wgmma":            # any M, N, K >= 1 (partial edge tiles, a K tail)
+        if min(m, n, k) <= 0:
+            raise EmulationError(f"shape {m} x {n} x {k}: M, N, K must be at least 1")
         return _wgmma(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c)
+    m_tiles, n_tiles = _tiles(shape, tm, tn, kind)
+    if k <= 0 or k % tk:
+        raise EmulationError(f"shape K = {k}: the {kind} kernel needs a multiple of {tk}")
     if mode not in WGMMA_MODES:
         raise EmulationError(f"mode {mode} (modes: {', '.join(WGMMA_MODES)})")
     land = WGMMA_MODES[mode][0]
@@ -176,7 +178,9 @@ class _KernelShim:
         self.text, self.abi = text, abi
 
     def grid(self, m: int, n: int, k: int):
-        return ((m // self.abi["tile_m"]) * (n // self.abi["tile_n"]), 1, 1)
+        from ..runtime import abi as abi_mod
+
+        return abi_mod.grid_blocks(self.abi, m, n, k)
 
 
 def _wgmma(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c) -> Emulation:

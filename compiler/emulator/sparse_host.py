@@ -212,11 +212,15 @@ def _outcome(machine, mem, shape, out_np, form, p, out_type: str, desc: dict | N
     (and the activation's error bound as stats["atol"]) when the kernel has one."""
     machine.run()
     d = mem.array("d").view(out_np).reshape(shape).copy()
+    return _reference(mem, d, form, p, out_type, desc, bias, scal, machine.stats)
+
+
+def _reference(mem, d, form, p, out_type: str, desc: dict | None, bias, scal, stats: dict):
     if desc is None:
-        return d, reference(form, p, out_type), machine.stats
+        return d, reference(form, p, out_type), stats
     ref, bound, pre = epilogue_reference(form, p, out_type, desc, bias, scal)
-    machine.stats["atol"] = epilogue_atol(bound, pre, desc["act"], out_type)
-    return d, ref, machine.stats
+    stats["atol"] = epilogue_atol(bound, pre, desc["act"], out_type)
+    return d, ref, stats
 
 
 def _epilogue_params(desc: dict, name: str, m: int, n: int, rng, scalars, mem, params: dict):
@@ -229,26 +233,74 @@ def _epilogue_params(desc: dict, name: str, m: int, n: int, rng, scalars, mem, p
     return bias, scal
 
 
+def edge_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accumulate_c: bool) -> SparseProblem:
+    """A random problem of any M, N, K >= 1 (A sparse in whole chunks of the padded K, then cut to K)."""
+    from .. import sparse
+
+    chunk = form.layout.granularity.chunk
+    kc = -(-k // chunk) * chunk
+    a = sparse.random_sparse(rng, m, kc, form.a_type, form.shape)[:, :k]
+    b = sparse.random_values(rng, (k, n), form.b_type)
+    c = None
+    if accumulate_c:
+        if form.c_type == "s32":
+            c = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+        else:
+            c = sparse.random_values(rng, (m, n), "f16").astype(np.float32 if form.c_type == "f32" else np.float16)
+    return SparseProblem(np.ascontiguousarray(a), b, c, None, None, None)
+
+
+def pitched(x: np.ndarray, pitch: int, fill: int) -> np.ndarray:
+    """x (rows x cols) in rows of `pitch` elements, the padding bytes `fill` (poison: a read or write of
+    it shows)."""
+    out = np.full((x.shape[0], pitch * x.dtype.itemsize), fill, np.uint8).view(x.dtype)
+    out[:, :x.shape[1]] = x
+    return out
+
+
 def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
                      out_type: str, accumulate_c: bool, *, mode: str = "eager", order: str = "forward", seed: int = 0,
-                     text: str | None = None, smem_window: int = 528, scalars: dict | None = None):
-    """The TMA + mbarrier + wgmma.sp kernel: run `text` (default `kern.text`) on a random problem; returns
-    (D, reference D, machine stats). The dynamic window sits at `smem_window`, not 1024-aligned (the
-    kernel rounds it up); TMA reads take the tensor-map parameters (compiler/ptx/sparse_wgmma_kernel.py
-    `tensor_map_args`), not the opaque bytes."""
-    from ..ptx.sparse_wgmma_kernel import TMA_MAP_BYTES, TMA_SWIZZLE, tensor_map_args
+                     text: str | None = None, smem_window: int = 528, scalars: dict | None = None,
+                     pad: dict[str, int] | None = None):
+    """The TMA + mbarrier + wgmma.sp kernel: run `text` (default `kern.text`) on a random problem of any
+    M x N x K; returns (D, reference D, machine stats). A is packed as the runtime packs it
+    (compiler.sparse.compress_padded to the ABI's padded sizes); B, C and D rows are `pad` = {"b": .., "c":
+    .., "d": ..} elements longer than their rows (default: the least that keeps rows 16-byte multiples),
+    the padding poisoned; D's padding (a guard band right of every row) must come back untouched
+    (EmulationError otherwise), and nothing is written outside D (the memory model refuses it). The
+    dynamic window sits at `smem_window`, not 1024-aligned (the kernel rounds it up); TMA reads take the
+    tensor-map parameters (compiler/ptx/sparse_wgmma_kernel.py `tensor_map_args`), not the opaque bytes."""
+    from .. import sparse
+    from ..ptx.sparse_wgmma_kernel import TMA_MAP_BYTES, TMA_SWIZZLE, padded_sizes, tensor_map_args
+    from .parse import EmulationError
 
     rng = np.random.default_rng(seed)
-    p = sparse_problem(form, m, n, k, rng, accumulate_c)
+    p = edge_problem(form, m, n, k, rng, accumulate_c)
+    ps = padded_sizes(kern.abi, m, k)
+    p.values, p.meta = sparse.compress_padded(p.a, form.a_type, form.shape, ps["k_values"], ps["meta_rows"] * 16,
+                                              ps["meta_words"] // 32 * form.k)
+    bt = sparse.pack_b(np.concatenate([p.b, np.zeros((-k % form.k, n), p.b.dtype)]), form.b_type, form.shape)[:, :k]
     out_np = out_dtype(out_type)
+
+    def pitch_of(what: str, cols: int, itemsize: int) -> int:
+        least = -(-cols * itemsize // 16) * 16 // itemsize
+        return least + (pad or {}).get(what, 0)
+
+    ldb = pitch_of("b", k, bt.dtype.itemsize)
+    ldd = pitch_of("d", n, np.dtype(out_np).itemsize)
     mem = FlatMemory()
     addr = {"a_values": mem.add("a_values", p.values, loadable=False),
             "a_metadata": mem.add("a_metadata", p.meta, loadable=False),
-            "b": mem.add("b", p.bt, loadable=False)}
+            "b": mem.add("b", pitched(np.ascontiguousarray(bt), ldb, 0x7F), loadable=False)}
     params = {}
-    params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)      # poison
+    d_init = pitched(np.zeros((m, n), out_np), ldd, 0xA5)
+    params[f"{name}_d"] = mem.add("d", d_init, writable=True)
+    mem.array("d").reshape(m, -1)[:, :n * d_init.itemsize] = 0xFF        # poison where D is written
     if p.c is not None:
-        params[f"{name}_c"] = mem.add("c", p.c)
+        ldc = pitch_of("c", n, p.c.itemsize)
+        params[f"{name}_c"] = mem.add("c", pitched(p.c, ldc, 0x7F))
+        params[f"{name}_ldc"] = ldc
+    params[f"{name}_ldd"] = ldd
     desc = kern.abi.get("epilogue")
     bias = scal = None
     if desc is not None:          # the fused epilogue: its bias buffer and f32 scalar parameters (as bits)
@@ -257,7 +309,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     params[f"{name}_tensor_maps"] = maps
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
     tmaps = {}
-    for i, t in enumerate(tensor_map_args(kern.abi, m, n, k)):
+    for i, t in enumerate(tensor_map_args(kern.abi, m, n, k, {"b": ldb * bt.dtype.itemsize})):
         tmaps[maps + i * TMA_MAP_BYTES] = {
             **t, "address": addr[t["operand"]], "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
             "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]]}
@@ -265,4 +317,9 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (kern.grid(m, n, k)[0], 1), threads,
                           order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
                           dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode))
-    return _outcome(machine, mem, (m, n), out_np, form, p, out_type, desc, bias, scal)
+    machine.run()
+    rows = mem.array("d").reshape(m, -1)
+    if (rows[:, n * d_init.itemsize:] != 0xA5).any():
+        raise EmulationError("the kernel wrote into the guard band right of D's rows (columns N..ldd)")
+    d = rows[:, :n * d_init.itemsize].copy().view(out_np).reshape(m, n)
+    return _reference(mem, d, form, p, out_type, desc, bias, scal, machine.stats)

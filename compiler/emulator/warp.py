@@ -503,16 +503,25 @@ class WarpMachine:
         x, y = coords
         inner, rows = spec["box"]
         eb = spec["elem_bytes"]
-        if not (0 <= x and x + inner <= spec["dims"][0] and 0 <= y and y + rows <= spec["dims"][1]):
-            raise EmulationError("TMA box out of bounds")
         if dst % 128 or dst >= 1 << CLUSTER_BIT:
             raise EmulationError("TMA destination: a 128-byte aligned local address")
+        if spec["strides"][0] % 16 or spec["address"] % 16:
+            raise EmulationError("tensor map: global address and strides must be multiples of 16 bytes")
+        # elements of the box outside the tensor's dims are filled with zeros (OOB fill NONE): the edges of
+        # M, N and the K tail; only the elements inside are read, so a box may hang over the last row
         stride = spec["strides"][0]
+        dims = spec["dims"]
         row_bytes = inner * eb
+        x0, x1 = min(max(x, 0), dims[0]), min(max(x + inner, 0), dims[0])
         data = []
         for r in range(rows):
-            src = spec["address"] + (y + r) * stride + x * eb
-            data.append(self.mem.read_bytes(src, row_bytes, spec["operand"]))
+            row = np.zeros(row_bytes, np.uint8)
+            if 0 <= y + r < dims[1] and x1 > x0:
+                src = spec["address"] + (y + r) * stride + x0 * eb
+                row[(x0 - x) * eb:(x1 - x) * eb] = self.mem.read_bytes(src, (x1 - x0) * eb, spec["operand"])
+            data.append(row)
+        self.stats["tma_oob_bytes"] = self.stats.get("tma_oob_bytes", 0) + rows * row_bytes - sum(
+            (x1 - x0) * eb for r in range(rows) if 0 <= y + r < dims[1])
         block = np.concatenate(data)
         logical = dst + np.arange(block.size)
         xor_bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[spec["swizzle"]]

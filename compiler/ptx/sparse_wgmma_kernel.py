@@ -43,11 +43,25 @@ of each quad, 1: T2,T3; 8-bit: 0 only; 9.7.15.6.1). So compiler/sparse.py's meta
 k-step s takes word `lane` of 16-row tile (c*wg_m + 64*j)/16 + w. No host re-packing.
 
 Global layouts (those of compiler/sparse.py, read through three TMA tensor maps):
-  a_values   compressed A, row-major M x K/2 elements (`sparse.compress(...)[0]`)
-  a_metadata uint32 [M/16][K/k][32] (`sparse.compress(...)[1]`), viewed as (M/16) rows of K*32/k words
-  b          B^T, N x K, K contiguous (`sparse.pack_b`)
-  c          (only with `accumulate_c`) row-major M x N of the accumulator type
-  d          row-major M x N of `d_type` (16-byte aligned)
+  a_values   compressed A, row-major M x Kv/2 elements, Kv = K rounded up to the instruction K
+             (`sparse.compress_padded(...)[0]`)
+  a_metadata uint32 [Mt/16][Kb/k][32] (`sparse.compress_padded(...)[1]`), Mt = M rounded up to whole CTA
+             tiles (of a pair), Kb = K rounded up to whole K blocks; viewed as Mt/16 rows of Kb*32/k words
+  b          B^T, N x K, K contiguous (`sparse.pack_b`), rows any multiple of 16 bytes apart
+  c          (only with `accumulate_c`) row-major M x N of the accumulator type, rows `ldc` elements apart
+  d          row-major M x N of `d_type`, rows `ldd` elements apart (ldc * bytes and ldd * bytes multiples
+             of 16; every base 16-byte aligned)
+
+Edges (any M, N, K >= 1). The grid covers ceil(M / cta_m) x ceil(N / cta_n) tiles and the K loop
+ceil(K / cta_k) blocks. The tensor maps carry the true extents (M rows of A, N rows and K columns of B), so
+the copy engine fills box elements outside them with zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE): the
+last tile row and column and the K tail multiply zeros. The metadata map is never read out of bounds:
+the packer pads it to whole tiles and K blocks with the nibbles of all-zero chunks (legal ones; a
+zero-filled word would be the invalid nibble 0b0000, PTX ISA 9.7.14.6.1). A consumer whose tile lies
+inside D (m0 + cta_m <= M, n0 + cta_n <= N: a CTA-uniform branch) loads C and stores D exactly as
+without edges; an edge tile predicates every C, bias and D access on row < M and column < N: staged
+D per 16-byte chunk (one vector store where the chunk lies inside D, else element stores up to column
+N), direct D per element.
 The kernel takes one pointer `tensor_maps` to three consecutive 128-byte CUtensorMap objects (A
 values, B, metadata; 64-byte aligned) in global memory, built on the host with cuTensorMapEncodeTiled
 from `tensor_map_specs(cfg)` (`encode_tensor_maps` does it through the CUDA driver with ctypes). A map
@@ -439,8 +453,10 @@ class SparseWgmmaPTX(KernelPTX):
 
     def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         a = self.abi
-        self.require_multiples(m, n, k, m_unit=a["tile_m"] * a["cluster"][0])
-        return (m // a["tile_m"]) * (n // a["tile_n"]), 1, 1
+        if min(m, n, k) <= 0:
+            raise SpecError(f"M, N, K = {m}, {n}, {k}: each must be at least 1", field="shape")
+        tm = a["tile_m"] * a["cluster"][0]
+        return -(-m // tm) * a["cluster"][0] * -(-n // a["tile_n"]), 1, 1
 
     @property
     def smem_bytes(self) -> int:
@@ -468,7 +484,7 @@ class _Writer(PtxBuilder):
         if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
             self.add_params("u64", *(p for p in ep.params if p == "bias"))
             self.add_params("f32", *(p for p in ep.params if p != "bias"))
-        self.add_params("u32", "M", "N", "K")
+        self.add_params("u32", "M", "N", "K", *(("ldc",) if cfg.accumulate_c else ()), "ldd")
 
     def opcode(self) -> str:
         return wgmma_opcode(self.cfg)
@@ -501,9 +517,10 @@ class _Writer(PtxBuilder):
         if cfg.cluster_m > 1:
             self.directives.append(f".reqnctapercluster {cfg.cluster_m}, 1, 1")
         mb, ks = cfg.m_blocks, cfg.ksteps
-        self.declare("pred", "%p<8>")
+        self.declare("pred", "%p<15>")
         self.declare("b16", "%mask")
         self.declare("u32", "%thr", "%lane", "%warp", "%wg", "%sb", "%x", "%y", "%z", "%M", "%N", "%K", "%kb", "%nkb",
+                     *(("%ldc",) if cfg.accumulate_c else ()), "%ldd",
                      "%st", "%ph", "%pst", "%bar", "%pm", "%pn", "%m0", "%n0", "%eb", "%c0", "%c1", "%c2", "%q", "%rk")
         self.declare("u64", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
@@ -520,12 +537,14 @@ class _Writer(PtxBuilder):
         ins("mov.u32 %q, %ctaid.x;")
         if cfg.cluster_m > 1:        # the pair (cluster) walks the raster; its rank picks the M tile
             ins(f"div.u32 %q, %q, {cfg.cluster_m};                // cluster: consecutive CTAs (PTX .reqnctapercluster)")
-        ins(f"div.u32 %x, %N, {cfg.cta_n};")
+        ins(f"add.u32 %x, %N, {cfg.cta_n - 1};")
+        ins(f"div.u32 %x, %x, {cfg.cta_n};                 // tile columns (the last one partial)")
         ins(f"mul.lo.u32 %x, %x, {G};                 // tiles per group")
         ins("div.u32 %y, %q, %x;                      // group")
         ins("rem.u32 %z, %q, %x;                      // tile within the group")
         ins(f"mul.lo.u32 %pm, %y, {G};")
-        ins(f"div.u32 %x, %M, {cfg.cta_m * cfg.cluster_m};")
+        ins(f"add.u32 %x, %M, {cfg.cta_m * cfg.cluster_m - 1};")
+        ins(f"div.u32 %x, %x, {cfg.cta_m * cfg.cluster_m};                 // tile rows (the last one partial)")
         ins("sub.u32 %x, %x, %pm;")
         ins(f"min.u32 %x, %x, {G};                    // tile rows in this group")
         ins("rem.u32 %y, %z, %x;")
@@ -560,6 +579,8 @@ class _Writer(PtxBuilder):
     def setup(self) -> None:
         cfg, ins = self.cfg, self.ins
         self.problem_dims("%thr")
+        for p in (("ldc",) if cfg.accumulate_c else ()) + ("ldd",):
+            self.ld_param("u32", f"%{p}", p, "         // row stride in elements")
         ins("and.b32 %lane, %thr, 31;")
         ins("shr.u32 %warp, %thr, 5;")
         ins("and.b32 %warp, %warp, 3;                  // warp within its warpgroup (9.7.15.6.2 %warpid % 4)")
@@ -569,7 +590,8 @@ class _Writer(PtxBuilder):
         ins(f"mov.u32 %sb, {self.smem};")
         ins(f"add.u32 %sb, %sb, {SMEM_ALIGN - 1};           // regions on the 1024-byte swizzle repeat")
         ins(f"and.b32 %sb, %sb, {-SMEM_ALIGN};")
-        ins(f"shr.u32 %nkb, %K, {log2(cfg.cta_k)};          // K blocks")
+        ins(f"add.u32 %nkb, %K, {cfg.cta_k - 1};")
+        ins(f"shr.u32 %nkb, %nkb, {log2(cfg.cta_k)};          // K blocks, the last one partial (TMA zero fill)")
         ins("setp.eq.u32 %p0, %thr, 0;                  // thread 0 initialises the barriers")
         ins(f"// full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: one arrival per "
             f"consumer warp of the cluster ({self.empty_count})")
@@ -767,47 +789,104 @@ class _Writer(PtxBuilder):
                 r, c = fragment_coord(i, 0, 0)
                 yield j, j * cfg.acc_per_block + i, WGMMA_M * j + r, c
 
-    def global_fragment_ptr(self, ptr: str, nbytes: int) -> None:
-        """%rp = ptr + ((m0 + row) * N + n0 + col) * nbytes for the thread's (row, col) of pair 0."""
+    def global_fragment_ptr(self, ptr: str, nbytes: int, stride: str) -> None:
+        """%rp = ptr + ((m0 + row) * stride + n0 + col) * nbytes for the thread's (row, col) of pair 0
+        (`stride`: the row stride in elements, %ldc or %ldd); %x, %y = that row and column of D."""
         ins = self.ins
         self.thread_row()
         ins("add.u32 %x, %x, %m0;")
         ins("add.u32 %y, %y, %n0;")
-        ins("mul.wide.u32 %rp, %x, %N;")
+        ins(f"mul.wide.u32 %rp, %x, {stride};")
         ins("cvt.u64.u32 %off, %y;")
         ins("add.u64 %rp, %rp, %off;")
         ins(f"mul.lo.u64 %rp, %rp, {nbytes};")
         ins(f"add.u64 %rp, %rp, {ptr};")
-        ins(f"mul.wide.u32 %off, %N, {nbytes};           // D/C row stride")
+
+    # -- edges: a tile that D's M x N does not contain whole ------------------------------------------
+    def edge_split(self, interior, edge) -> None:
+        """interior() where the CTA tile lies inside D (m0 + cta_m <= M and n0 + cta_n <= N: no checks, the
+        vector accesses as they are), edge() else; the branch is uniform over the CTA."""
+        cfg, ins = self.cfg, self.ins
+        inside, done = self.label("INTERIOR"), self.label("EDGE_DONE")
+        ins(f"add.u32 %z, %m0, {cfg.cta_m};")
+        ins("setp.le.u32 %p7, %z, %M;")
+        ins(f"add.u32 %z, %n0, {cfg.cta_n};")
+        ins("setp.le.and.u32 %p7, %z, %N, %p7;            // the tile lies inside D")
+        ins(f"@%p7 bra.uni {inside};")
+        ins("// edge tile: every access predicated on its row < M and column < N")
+        edge()
+        ins(f"bra.uni {done};")
+        self.put(inside)
+        interior()
+        self.put(done)
+
+    def pair_guards(self, r: int, c: int) -> None:
+        """%p10 = row %x + r of D exists; %p8, %p9 = its elements at columns %y + c and %y + c + 1 do."""
+        ins = self.ins
+        ins(f"add.u32 %pm, %x, {r};")
+        ins("setp.lt.u32 %p10, %pm, %M;")
+        ins(f"add.u32 %pn, %y, {c};")
+        ins("setp.lt.and.u32 %p8, %pn, %N, %p10;")
+        ins("add.u32 %pn, %pn, 1;")
+        ins("setp.lt.and.u32 %p9, %pn, %N, %p10;")
+
+    def store_element(self, guard: str, at: str, reg: str, nbytes: int, convert: str | None) -> None:
+        """One element of D (f32/s32 from its register; f16/bf16 converted, the low half stored: PTX ISA
+        6.4.3 lets st take a register wider than its type)."""
+        if convert:
+            self.ins(f"{convert} %h, {reg}, {reg};")
+            reg = "%h"
+        self.ins(f"{guard}st.global.b{8 * nbytes} {at}, {reg};")
 
     def init_acc(self) -> None:
         cfg, ins = self.cfg, self.ins
+        zero = "0f00000000" if self.acc == ".f32" else "0"
         if not cfg.preload_c:
-            zero = "0f00000000" if self.acc == ".f32" else "0"
             for r in range(cfg.accumulators):
                 ins(f"mov{self.acc} %acc{r}, {zero};")
             return
         ins("// C fragments into the accumulators (Figure 149 layout)")
         self.global_pointer("%gc", "c")
-        self.global_fragment_ptr("%gc", self.abytes)
-        for _j, i, r, c in self.pairs():
-            ins(f"mad.wide.u32 %gd, %N, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
-            ins(f"ld.global.v2{self.acc} {{%acc{i}, %acc{i + 1}}}, [%gd+{c * self.abytes}];")
+        self.global_fragment_ptr("%gc", self.abytes, "%ldc")
+
+        def interior() -> None:
+            for _j, i, r, c in self.pairs():
+                ins(f"mad.wide.u32 %gd, %ldc, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
+                ins(f"ld.global.v2{self.acc} {{%acc{i}, %acc{i + 1}}}, [%gd+{c * self.abytes}];")
+
+        def edge() -> None:            # C outside D reads as 0 (those accumulators are never stored)
+            for _j, i, r, c in self.pairs():
+                self.pair_guards(r, c)
+                ins(f"mad.wide.u32 %gd, %ldc, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
+                for e in range(2):
+                    ins(f"mov{self.acc} %acc{i + e}, {zero};")
+                    ins(f"@%p{8 + e} ld.global{self.acc} %acc{i + e}, [%gd+{(c + e) * self.abytes}];")
+
+        self.edge_split(interior, edge)
 
     def store_acc_pair(self, space: str, at: str, i: int) -> None:
         self.store_pair(space, at, f"%acc{i}", f"%acc{i + 1}", self.store_type, self.convert)
 
-    def apply_epilogue(self, i: int, r: int, c: int) -> None:
+    def apply_epilogue(self, i: int, r: int, c: int, edge: bool = False) -> None:
         """Direct D stores: the plan on accumulator pair (%acc{i}, %acc{i+1}) at (row r, column c) of the
-        thread's pair 0 (%rc, %rb: direct_epilogue_pointers)."""
+        thread's pair 0 (%rc, %rb: direct_epilogue_pointers); `edge`: C and bias read per element where
+        it exists (pair_guards' %p8, %p9, %p10)."""
         ep, ins = self.cfg.epilogue, self.ins
         if ep.c == "epilogue":
-            ins(f"mad.wide.u32 %gq, %N, {r * self.abytes}, %rc;" if r else "mov.u64 %gq, %rc;")
-            ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{c * self.abytes}];")
+            ins(f"mad.wide.u32 %gq, %ldc, {r * self.abytes}, %rc;" if r else "mov.u64 %gq, %rc;")
+            if edge:
+                for e in range(2):
+                    ins(f"@%p{8 + e} ld.global.f32 %ce{e}, [%gq+{(c + e) * self.abytes}];")
+            else:
+                ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{c * self.abytes}];")
         if ep.bias == "col":
-            ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%rb+{c * 4}];")
+            if edge:
+                for e in range(2):
+                    ins(f"@%p{8 + e} ld.global.f32 %be{e}, [%rb+{(c + e) * 4}];")
+            else:
+                ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%rb+{c * 4}];")
         elif ep.bias == "row":
-            ins(f"ld.global.f32 %be0, [%rb+{r * 4}];")
+            ins(f"{'@%p10 ' if edge else ''}ld.global.f32 %be0, [%rb+{r * 4}];")
         for k in range(2):
             epilogue.element_steps(self, ep, f"%acc{i + k}", f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
 
@@ -818,7 +897,7 @@ class _Writer(PtxBuilder):
             self.thread_row()
             ins("add.u32 %x, %x, %m0;")
             ins("add.u32 %y, %y, %n0;")
-            ins("mul.wide.u32 %gq, %x, %N;")
+            ins("mul.wide.u32 %gq, %x, %ldc;")
             ins("cvt.u64.u32 %off, %y;")
             ins("add.u64 %gq, %gq, %off;")
             ins(f"mad.lo.u64 %rc, %gq, {self.abytes}, %rc;")
@@ -828,28 +907,85 @@ class _Writer(PtxBuilder):
             ins(f"mul.wide.u32 %gq, {'%y' if ep.bias == 'col' else '%x'}, 4;")
             ins("add.u64 %rb, %rb, %gq;")
 
+    def chunk_origin(self, cpr: int, pitch: int) -> None:
+        """Copy-out item %z of this warpgroup: %pm = its row in the tile, %pn its 16-byte chunk, %x its
+        shared address in the staged tile."""
+        cfg, ins = self.cfg, self.ins
+        ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
+        ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
+        ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
+        ins(f"mad.lo.u32 %x, %pm, {pitch}, %sb;")
+        ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+
+    def chunk_guards(self, per: int) -> None:
+        """For the chunk at D row %pm, column %pn of `per` elements: %p8 = the row exists, %p9 = the whole
+        chunk is inside D (one vector access), %p10 = only part of it is (element accesses)."""
+        ins = self.ins
+        ins("setp.lt.u32 %p8, %pm, %M;")
+        ins(f"add.u32 %y, %pn, {per};")
+        ins("setp.le.and.u32 %p9, %y, %N, %p8;           // the whole chunk is inside D")
+        ins("setp.gt.and.u32 %p10, %y, %N, %p8;          // part of it is")
+
     def staged_epilogue_out(self) -> None:
         """The copy-out of a staged accumulator tile through the epilogue: per 16-byte chunk (4 f32
         accumulators of one row), 4 C elements and 4 (column) or 1 (row) bias elements in one load each,
-        the steps per element, and D stored converted: v4.f32, or two packed cvt pairs as v2.b32."""
+        the steps per element, and D stored converted: v4.f32, or two packed cvt pairs as v2.b32. An edge
+        tile checks each chunk (compiler/ptx/epilogue.edge_chunk)."""
         cfg, ins, ep = self.cfg, self.ins, self.cfg.epilogue
         pitch, ab = cfg.d_pitch, self.abytes
         cpr = cfg.cta_n * ab // CHUNK
         self.global_pointer("%gd", "d")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
 
-        def body() -> None:
-            ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
-            ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
-            ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
-            ins(f"mad.lo.u32 %x, %pm, {pitch}, %sb;")
-            ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+        def body(edge: bool) -> None:
+            self.chunk_origin(cpr, pitch)
             ins("ld.shared.v4.f32 {%ev0, %ev1, %ev2, %ev3}, [%x];")
             ins("add.u32 %pm, %pm, %m0;                      // row of D")
             ins(f"mad.lo.u32 %pn, %pn, {CHUNK // ab}, %n0;              // column of D")
-            epilogue.chunk(self, ep, "", "%pm", "%pn", "%rb", ab, self.dbytes, self.convert, "%gd")
+            if edge:
+                self.chunk_guards(CHUNK // ab)
+                epilogue.edge_chunk(self, ep, "%pm", "%pn", "%rb", ab, self.dbytes, self.convert, "%gd",
+                                    "%ldc", "%ldd", ("%p8", "%p9", "%p10"), [f"%p{11 + e}" for e in range(4)])
+            else:
+                epilogue.chunk(self, ep, "", "%pm", "%pn", "%rb", ab, self.dbytes, self.convert, "%gd",
+                               c_stride="%ldc", d_stride="%ldd")
 
-        epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, cfg.wg_m * cpr, "%p6", body)
+        total = cfg.wg_m * cpr
+
+        def edge() -> None:
+            epilogue.zero_inputs(self, ep)
+            epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(True))
+
+        self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(False)),
+                        edge)
+
+    def staged_edge_out(self, cpr: int, pitch: int, db: int) -> None:
+        """The copy-out of an edge tile: a loop over the warpgroup's 16-byte chunks; a chunk whose row
+        exists is stored whole where it lies inside D, else element by element up to column N."""
+        ins = self.ins
+        per = CHUNK // db
+
+        def body() -> None:
+            self.chunk_origin(cpr, pitch)
+            ins("ld.shared.v4.b32 {%v0, %v1, %v2, %v3}, [%x];")
+            ins("add.u32 %pm, %pm, %m0;")
+            ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;")
+            self.chunk_guards(per)
+            ins("mul.wide.u32 %rp, %pm, %ldd;")
+            ins("cvt.u64.u32 %off, %pn;")
+            ins("add.u64 %rp, %rp, %off;")
+            ins(f"mad.lo.u64 %rp, %rp, {db}, %gd;")
+            ins("@%p9 st.global.v4.b32 [%rp], {%v0, %v1, %v2, %v3};")
+            for e in range(per):
+                word = f"%v{e * db // 4}"
+                ins(f"add.u32 %y, %pn, {e};")
+                ins("setp.lt.and.u32 %p11, %y, %N, %p10;")
+                if db == 2 and e % 2:
+                    ins(f"shr.b32 %h, {word}, 16;")
+                    word = "%h"
+                ins(f"@%p11 st.global.b{8 * db} [%rp+{e * db}], {word};")
+
+        epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, self.cfg.wg_m * cpr, "%p6", body)
 
     def epilogue(self) -> None:
         cfg, ins = self.cfg, self.ins
@@ -860,12 +996,25 @@ class _Writer(PtxBuilder):
             if cfg.epilogue is not None:
                 self.direct_epilogue_pointers()
             self.global_pointer("%gd", "d")
-            self.global_fragment_ptr("%gd", self.dbytes)
-            for _j, i, r, c in self.pairs():
-                if cfg.epilogue is not None:
-                    self.apply_epilogue(i, r, c)
-                ins(f"mad.wide.u32 %gc, %N, {r * self.dbytes}, %rp;" if r else "mov.u64 %gc, %rp;")
-                self.store_acc_pair("global", f"[%gc+{c * self.dbytes}]", i)
+            self.global_fragment_ptr("%gd", self.dbytes, "%ldd")
+
+            def direct(edge: bool) -> None:
+                if edge and cfg.epilogue is not None:
+                    epilogue.zero_inputs(self, cfg.epilogue)
+                for _j, i, r, c in self.pairs():
+                    if edge:
+                        self.pair_guards(r, c)
+                    if cfg.epilogue is not None:
+                        self.apply_epilogue(i, r, c, edge)
+                    ins(f"mad.wide.u32 %gc, %ldd, {r * self.dbytes}, %rp;" if r else "mov.u64 %gc, %rp;")
+                    if not edge:
+                        self.store_acc_pair("global", f"[%gc+{c * self.dbytes}]", i)
+                        continue
+                    for e in range(2):
+                        self.store_element(f"@%p{8 + e} ", f"[%gc+{(c + e) * self.dbytes}]", f"%acc{i + e}",
+                                           self.dbytes, self.convert)
+
+            self.edge_split(lambda: direct(False), lambda: direct(True))
             return
         pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue is not None else self.dbytes)
         ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
@@ -888,23 +1037,23 @@ class _Writer(PtxBuilder):
         cpr = cfg.cta_n * db // CHUNK
         total = cfg.wg_m * cpr
         self.global_pointer("%gd", "d")
-        ins(f"mul.wide.u32 %off, %N, {db};")
+        ins(f"mul.wide.u32 %off, %ldd, {db};")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
-        for guard in self.thread_rounds("%z", "%q", WG_THREADS, total, "%p6"):
-            ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
-            ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
-            ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
-            ins(f"mad.lo.u32 %x, %pm, {pitch}, %sb;")
-            ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
-            ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, [%x];")
-            ins("add.u32 %pm, %pm, %m0;")
-            ins("cvt.u64.u32 %rp, %pm;")
-            ins("mul.lo.u64 %rp, %rp, %off;")
-            ins(f"mad.lo.u32 %pn, %pn, {CHUNK // db}, %n0;")
-            ins(f"mul.wide.u32 %gc, %pn, {db};")
-            ins("add.u64 %rp, %rp, %gc;")
-            ins("add.u64 %rp, %rp, %gd;")
-            ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
+
+        def interior() -> None:
+            for guard in self.thread_rounds("%z", "%q", WG_THREADS, total, "%p6"):
+                self.chunk_origin(cpr, pitch)
+                ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, [%x];")
+                ins("add.u32 %pm, %pm, %m0;")
+                ins("cvt.u64.u32 %rp, %pm;")
+                ins("mul.lo.u64 %rp, %rp, %off;")
+                ins(f"mad.lo.u32 %pn, %pn, {CHUNK // db}, %n0;")
+                ins(f"mul.wide.u32 %gc, %pn, {db};")
+                ins("add.u64 %rp, %rp, %gc;")
+                ins("add.u64 %rp, %rp, %gd;")
+                ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
+
+        self.edge_split(interior, lambda: self.staged_edge_out(cpr, pitch, db))
 
 
 def emit_sparse_wgmma(cfg: SparseWgmmaConfig) -> SparseWgmmaPTX:
@@ -916,17 +1065,47 @@ def emit_sparse_wgmma(cfg: SparseWgmmaConfig) -> SparseWgmmaPTX:
     return SparseWgmmaPTX(cfg.name, w.render(), ptx, cfg.target, _abi(cfg, ptx, w.params))
 
 
+def padded_sizes(abi: dict, m: int, k: int) -> dict[str, int]:
+    """The granularities compiler/sparse.py's layouts need, for an M x K A (the host packer pads A with
+    zeros to them): `k_values`, K rounded up to the instruction K (the compressed values' columns are
+    k_values / 2: the metadata describes whole k-steps); `meta_rows` (16-row tiles) and `meta_words` (32
+    per k-step) cover every CTA tile (of a CTA pair) and K block the kernel walks, so the copy engine never
+    reads a metadata word out of bounds: a zero-filled word would be the nibble 0b0000, which PTX ISA
+    9.7.14.6.1 calls invalid (undefined behaviour); the packer's padding holds legal nibbles instead."""
+    fk, tk = abi["form_k"], abi["tile_k"]
+    tm = abi["tile_m"] * abi["cluster"][0]
+    return {"k_values": -(-k // fk) * fk, "meta_rows": -(-m // tm) * tm // SHAPE_M,
+            "meta_words": -(-k // tk) * tk // fk * 32}
+
+
 def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
     form = cfg.form
     maps = [{"operand": t.operand, "elem_bits": t.elem_bits, "data_type": TMA_DATA_TYPE[t.elem_bits],
              "swizzle": t.swizzle, "box": list(t.box)} for t in tensor_map_specs(cfg)]
     buffers = operand_buffers(form, cfg.out_type)
+    fk, tk, tm = form.k, cfg.cta_k, cfg.cta_m * cfg.cluster_m
+    pitched = ("rows any number of elements apart (the launch's `{}`, in elements) whose bytes are a multiple of "
+               "16; 16-byte aligned")
+    buffers["a_values"].update(shape=["M", f"(K + {fk - 1}) // {fk} * {fk // 2}"],
+                               bytes=f"M*((K + {fk - 1}) // {fk} * {fk})*{cfg.storage_bits}/16",
+                               layout=f"row-major compressed A of A padded with zero columns to a multiple of {fk} "
+                                      "(sparse.compress_padded values)")
+    buffers["a_metadata"].update(shape=[f"(M + {tm - 1}) // {tm} * {tm // SHAPE_M}",
+                                        f"(K + {tk - 1}) // {tk} * {tk // fk}", 32],
+                                 layout=f"sparse.compress metadata of A padded with zero elements to whole {tm}-row tiles "
+                                        f"and {tk}-element K blocks (sparse.compress_padded)")
+    buffers["b"].update(pitch="tensor map", layout="B transposed: row n holds column n of B (sparse.pack_b); rows "
+                        "any multiple of 16 bytes apart (the tensor map's stride); 16-byte aligned")
+    buffers["b"].pop("bytes", None)
+    buffers["d"].update(pitch="ldd", layout="row-major (written); " + pitched.format("ldd"))
     buffers["tensor_maps"] = {"element": "CUtensorMap", "shape": [3], "bytes": 3 * TMA_MAP_BYTES,
                               "layout": "tensor maps of a_values, b, a_metadata (64-byte aligned, global memory); "
                                         "sparse_wgmma_kernel.encode_tensor_maps builds them"}
     if cfg.accumulate_c:
-        buffers["c"] = {"element": cfg.acc_type, "shape": ["M", "N"], "layout": "row-major"}
+        buffers["c"] = {"element": cfg.acc_type, "shape": ["M", "N"], "pitch": "ldc",
+                        "layout": "row-major; " + pitched.format("ldc")}
     extra = epilogue.abi_entries(cfg.epilogue, buffers)
+    tiles_m, tiles_n = f"((M + {tm - 1}) // {tm}) * {cfg.cluster_m}", f"((N + {cfg.cta_n - 1}) // {cfg.cta_n})"
     return {
         **abi_head(cfg.name, "sparse_wgmma", form.name, wgmma_opcode(cfg), cfg.target, ptx, params, buffers),
         "tensor_maps": maps,
@@ -938,11 +1117,12 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "max_ctas_per_sm": 1,
         "block": [cfg.threads, 1, 1],
         "grid": ["tiles", 1, 1],
-        "tiles": f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})",
+        # any M, N, K >= 1: the last tile row / column / K block is partial (module docstring, "Edges")
+        "tiles": f"{tiles_m} * {tiles_n}",
         "dynamic_smem_bytes": cfg.smem_bytes,
-        "requires": [f"M % {cfg.cta_m * cfg.cluster_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
+        "requires": [],
         # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (_Writer.raster)
-        "limits": launch_limits("MNK", ["tiles"]) + [f"N // {cfg.cta_n} * {cfg.raster_group} < {1 << 32}"],
+        "limits": launch_limits("MNK", ["tiles"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"],
         **extra,
     }
 
@@ -951,21 +1131,27 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
 # Host side: tensor maps (CUDA driver, ctypes; imported lazily, nothing at module import)
 # --------------------------------------------------------------------------------------------------
 
-def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
+def tensor_map_args(abi: dict, m: int, n: int, k: int, row_bytes: dict[str, int] | None = None) -> list[dict]:
     """Per tensor map: the cuTensorMapEncodeTiled arguments (rank 2) for an M x N x K problem, except
-    the global address. dims/strides/box in CUDA's order (innermost first; strides in bytes, rank-1)."""
-    form_k = abi["form_k"]
+    the global address. dims/strides/box in CUDA's order (innermost first; strides in bytes, rank-1).
+    The dims are the true extents (the copy engine fills a box's elements beyond them with zeros: the
+    edges of M and N and the K tail); `row_bytes` gives an operand's row stride where it is not its
+    packed row (B with padded rows)."""
+    pad = padded_sizes(abi, m, k)
     out = []
     for t in abi["tensor_maps"]:
         eb = t["elem_bits"]
-        inner, rows = {"a_values": (k // 2, m), "b": (k, n), "a_metadata": (k // form_k * 32, m // SHAPE_M)}[t["operand"]]
+        inner, rows = {"a_values": (pad["k_values"] // 2, m), "b": (k, n),
+                       "a_metadata": (pad["meta_words"], pad["meta_rows"])}[t["operand"]]
+        stride = (row_bytes or {}).get(t["operand"], inner * eb // 8)
         out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows),
-                    "strides": (inner * eb // 8,), "box": tuple(t["box"]), "element_strides": (1, 1),
+                    "strides": (stride,), "box": tuple(t["box"]), "element_strides": (1, 1),
                     "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
     return out
 
 
-def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, int]) -> bytes:
+def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, int],
+                       row_bytes: dict[str, int] | None = None) -> bytes:
     """The 3 x 128 bytes the kernel's `tensor_maps` points to, encoded by the CUDA driver
     (cuTensorMapEncodeTiled through ctypes); `addresses` maps a_values / b / a_metadata to device
     pointers. Copy the result to 64-byte-aligned global memory before the launch."""
@@ -979,7 +1165,7 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
                    ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     fn.restype = ctypes.c_int
     out = b""
-    for a in tensor_map_args(abi, m, n, k):
+    for a in tensor_map_args(abi, m, n, k, row_bytes):
         # the CUtensorMap the driver writes must be 64-byte aligned: over-allocate and align
         buf = (ctypes.c_uint8 * (TMA_MAP_BYTES + 64))()
         at = (ctypes.addressof(buf) + 63) // 64 * 64
@@ -988,7 +1174,7 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
         box = (ctypes.c_uint32 * 2)(*a["box"])
         estr = (ctypes.c_uint32 * 2)(*a["element_strides"])
         rc = fn(at, a["data_type"], 2, addresses[a["operand"]], dims, strides, box, estr,
-                0, a["swizzle"], a["l2_promotion"], 0)       # interleave NONE, OOB fill NONE
+                0, a["swizzle"], a["l2_promotion"], 0)       # interleave NONE; OOB fill NONE: zeros beyond dims
         if rc != 0:
             raise RuntimeError(f"cuTensorMapEncodeTiled({a['operand']}) failed with CUresult {rc}: {a}")
         out += ctypes.string_at(at, TMA_MAP_BYTES)

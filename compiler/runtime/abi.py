@@ -188,12 +188,15 @@ def launch_dims(abi: dict, m: int, n: int, k: int, multiprocessors: int | None =
 class Buffer:
     """One buffer parameter: its ABI name, element type, storage shape (elements; 4-bit packed types
     in bytes), whether it is written, and its required byte alignment."""
-    __slots__ = ("name", "element", "shape", "written", "align", "packed", "strides")
+    __slots__ = ("name", "element", "shape", "written", "align", "packed", "strides", "pitch")
 
     def __init__(self, name: str, element: str, shape: tuple[int, ...], written: bool = False,
-                 align: int = 16, packed: bool = False) -> None:
+                 align: int = 16, packed: bool = False, pitch: str | None = None) -> None:
         self.name, self.element, self.shape, self.written = name, element, shape, written
         self.align, self.packed = align, packed
+        # rows may be further apart than their length (a multiple of 16 bytes): the kernel takes the row
+        # stride as the u32 parameter of this name (ldc, ldd), or "tensor map" (in the TMA map's stride)
+        self.pitch = pitch
         self.strides: dict = {}       # (itemsize, transposed) -> expected byte strides (the runtime's cache)
 
     def __repr__(self) -> str:
@@ -201,6 +204,13 @@ class Buffer:
 
 
 _LAYOUT = re.compile(r"((?:\[\w+\])+)\s+(\w+)(\s+packed)?")
+
+
+def buffer_shape(abi: dict, name: str, m: int, k: int) -> tuple[int, ...]:
+    """The shape of one buffer of a mma.sp-engine ABI for an M x K A (buffers of A only: N is not known
+    when A is packed). ValueError where M or K is not whole units of it."""
+    env = names(abi, m, 1, k)
+    return tuple(eval_expr(s, env) for s in abi["buffers"][name]["shape"])
 
 
 def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
@@ -217,7 +227,8 @@ def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
             packed = bool(b.get("packed"))
             if packed:        # two 4-bit elements per byte (the ABI's shape counts elements)
                 shape[-1] //= 2
-            out[name] = Buffer(name, b["element"], tuple(shape), written=name == "d", packed=packed)
+            out[name] = Buffer(name, b["element"], tuple(shape), written=name == "d", packed=packed,
+                               pitch=b.get("pitch"))
         return out
     for p in abi["params"]:
         if p["type"] != "u64":

@@ -101,6 +101,18 @@ def upload(host, library: str, element: str, shape: tuple | None = None, device=
         return cupy.asarray(raw).view(dt).reshape(shape)
 
 
+def _allocate(lead: ArrayView, want, fill_zero: bool = False):
+    """A new C or D for buffer `want`: rows padded to a multiple of 16 bytes where the kernel takes a row
+    stride (the array returned is the M x N slice of it), else contiguous."""
+    if want.pitch is None or len(want.shape) != 2:
+        return allocate_like(lead, want.shape, want.element, fill_zero=fill_zero)
+    rows, cols = want.shape
+    size = abi_mod.ELEMENT_BYTES.get(want.element, 4)
+    padded = -(-cols * size // ALIGN) * ALIGN // size
+    full = allocate_like(lead, (rows, padded), want.element, fill_zero=fill_zero)
+    return full if padded == cols else full[:, :cols]
+
+
 class Kernel:
     """One compiled tile. `kernel(A, B, C=None, *, out=None, stream=None)` launches it and returns D.
 
@@ -163,13 +175,17 @@ class Kernel:
         host = _host(a)
         if host.ndim != 2:
             raise ArgumentError("A", "shape", "a 2-D M x K array", f"shape {tuple(host.shape)}")
+        m, k = host.shape
+        shape = self.abi["form"].split(".")[0]
         try:
-            values, meta = sparse.compress(host, element, self.abi["form"].split(".")[0],
-                                           self.abi.get("selector", 0))
+            pad = self._padding(m, k)
+            if pad is None:
+                values, meta = sparse.compress(host, element, shape, self.abi.get("selector", 0))
+            else:                     # any M x K: padded where the layouts need a granularity
+                values, meta = sparse.compress_padded(host, element, shape, *pad, self.abi.get("selector", 0))
         except SpecError as e:
             what = "sparsity pattern" if "sparse" in str(e) else "shape"
             raise ArgumentError("A", what, f"a {element} M x K matrix the kernel's sparsity allows", str(e)) from None
-        m, k = host.shape
         library = library or library_of(a)
         device = a.device if library == "torch" and type(a).__module__.startswith("torch") else None
         return SparseA(upload(values, library, element, device=device), upload(meta, library, "u32", device=device),
@@ -202,6 +218,18 @@ class Kernel:
             raise ArgumentError("values", "value", f".{buf['element']} scale factors", str(e)) from None
         return upload(codes, library or library_of(values), buf["element"])
 
+    def _padding(self, m: int, k: int) -> tuple[int, int, int] | None:
+        """(k_values, meta_rows, meta_k) for sparse.compress_padded where the kernel takes any M x K (its
+        ABI's a_values / a_metadata shapes round up: compiler/ptx/sparse_wgmma_kernel.padded_sizes), None
+        where it takes whole units only (compress checks them)."""
+        bufs = self.abi.get("buffers", {})
+        if "a_metadata" not in bufs or self.abi.get("requires"):
+            return None
+        rows, steps, _ = abi_mod.buffer_shape(self.abi, "a_metadata", m, k)
+        cols = abi_mod.buffer_shape(self.abi, "a_values", m, k)[1]
+        form_k = self.abi["form_k"]
+        return 2 * cols, 16 * rows, steps * form_k
+
     def _sizes(self, a, b: ArrayView) -> tuple[int, int, int]:
         if len(b.shape) != 2:
             raise ArgumentError("B", "shape", "a 2-D K x N array", f"shape {b.shape}")
@@ -230,13 +258,52 @@ class Kernel:
         return a.m, n, a.k
 
     def _check(self, name: str, arg: str, v: ArrayView, want, device: int | None,
-               transposed: bool = False) -> None:
+               transposed: bool = False) -> int | None:
+        """ArgumentError unless `v` is what buffer `want` needs; returns the row stride in elements of a
+        buffer whose rows may be pitched (want.pitch), else None."""
         shape = tuple(reversed(want.shape)) if transposed else want.shape
         accepts = _ACCEPTS.get(want.element, (want.element,))
         if v.element not in accepts:
             raise ArgumentError(arg, "dtype", f"{want.element} elements", f"{v.element}")
         if v.shape != shape:
             raise ArgumentError(arg, "shape", f"{shape}", f"{v.shape}")
+        pitch = None
+        if want.pitch is not None:
+            pitch = self._pitch(arg, v, want, transposed)
+        else:
+            self._check_strides(arg, v, want, shape, transposed)
+        if v.ptr % ALIGN:
+            raise ArgumentError(arg, "alignment", f"a {ALIGN}-byte aligned address", hex(v.ptr))
+        if device is not None and v.device is not None and v.device != device:
+            raise ArgumentError(arg, "device", f"cuda:{device} (where A is)",
+                                f"cuda:{v.device}")
+        if want.written and v.readonly:
+            raise ArgumentError(arg, "writability", "a writable array", "a read-only one")
+        return pitch
+
+    @staticmethod
+    def _pitch(arg: str, v: ArrayView, want, transposed: bool) -> int:
+        """The row stride (elements) of a 2-D buffer whose rows may lie further apart than their length:
+        elements contiguous within a row, rows a multiple of 16 bytes apart (TMA global strides and the
+        kernels' 16-byte vector accesses need it) and not overlapping."""
+        rows, cols = want.shape
+        row_s, col_s = (reversed(v.strides) if transposed else v.strides)
+        size = v.itemsize
+        order = "K x N with K contiguous (B stored transposed: Bt.T of an N x K Bt)" if transposed else \
+            "rows with contiguous elements"
+        if col_s != size and cols > 1:
+            raise ArgumentError(arg, "stride", f"{order}: an element stride of {size} bytes", f"{v.strides} bytes")
+        if rows == 1:
+            return -(-cols * size // ALIGN) * ALIGN // size
+        if row_s % ALIGN or row_s < cols * size or row_s // size >= 1 << 32:
+            raise ArgumentError(arg, "stride", f"{order} {ALIGN * 1}-byte-multiple row strides of at least "
+                                f"{cols * size} bytes", f"{v.strides} bytes",
+                                hint=f"allocate rows of a multiple of {ALIGN} bytes and pass the "
+                                     f"{'[:K]' if transposed else '[:, :N]'} slice" if row_s % ALIGN else None)
+        return row_s // size
+
+    @staticmethod
+    def _check_strides(arg: str, v: ArrayView, want, shape, transposed: bool) -> None:
         strides = want.strides.get((v.itemsize, transposed))
         if strides is None:
             strides = row_major_strides(want.shape, v.itemsize)
@@ -247,13 +314,6 @@ class Kernel:
             how = ("column-major K x N strides (B stored transposed: pass Bt.T of a contiguous N x K Bt)"
                    if transposed else "C-contiguous strides")
             raise ArgumentError(arg, "stride", f"{how} {strides} bytes", f"{v.strides} bytes")
-        if v.ptr % ALIGN:
-            raise ArgumentError(arg, "alignment", f"a {ALIGN}-byte aligned address", hex(v.ptr))
-        if device is not None and v.device is not None and v.device != device:
-            raise ArgumentError(arg, "device", f"cuda:{device} (where A is)",
-                                f"cuda:{v.device}")
-        if want.written and v.readonly:
-            raise ArgumentError(arg, "writability", "a writable array", "a read-only one")
 
     # ------------------------------------------------------------------ loading
     def _load(self, device_id: int | None) -> None:
@@ -340,10 +400,10 @@ class Kernel:
             self._streams[handle] = s
         return s
 
-    def _tensor_maps(self, m: int, n: int, k: int, ptrs: dict[str, int]) -> int:
+    def _tensor_maps(self, m: int, n: int, k: int, ptrs: dict[str, int], b_row_bytes: int | None = None) -> int:
         """A device copy of the kernel's TMA tensor maps for these buffers, encoded by the driver
-        (cuTensorMapEncodeTiled) and cached per (buffers, problem)."""
-        key = (m, n, k, ptrs["a_values"], ptrs["a_metadata"], ptrs["b"])
+        (cuTensorMapEncodeTiled) and cached per (buffers, problem, B's row stride)."""
+        key = (m, n, k, ptrs["a_values"], ptrs["a_metadata"], ptrs["b"], b_row_bytes)
         hit = self._maps.get(key)
         if hit is not None:
             return hit
@@ -353,7 +413,7 @@ class Kernel:
         from .capture import relaxed_capture_mode
 
         with relaxed_capture_mode():      # also inside a CUDA graph capture: see compiler/runtime/capture.py
-            data = encode_tensor_maps(self.abi, m, n, k, ptrs)
+            data = encode_tensor_maps(self.abi, m, n, k, ptrs, {"b": b_row_bytes} if b_row_bytes else None)
             err, dptr = driver.cuMemAlloc(len(data))      # 256-byte aligned: the maps need 64
             if err != driver.CUresult.CUDA_SUCCESS:
                 raise DeviceError(f"cannot allocate the tensor maps ({err})")
@@ -403,7 +463,10 @@ class Kernel:
             self._check("A", "A", a, want["A"], dev)
             ptrs["A"] = a.ptr
         bname = "B" if self.tcgen05 else "b"
-        self._check(bname, "B", b, want[bname], dev, transposed=True)
+        pitches: dict[str, int] = {}
+        ldb = self._check(bname, "B", b, want[bname], dev, transposed=True)
+        if ldb is not None:
+            pitches["b"] = ldb * b.itemsize          # the tensor map's row stride (bytes)
         ptrs[bname] = b.ptr
         # scale factors: SFA / SFB of tcgen05 kernels, sfa / sfb of block-scaled mma.sp kernels
         for keys, arr, arg in ((("SFA", "sfa"), scale_a, "scale_a"), (("SFB", "sfb"), scale_b, "scale_b"),
@@ -419,9 +482,11 @@ class Kernel:
                 raise ArgumentError(arg, "value", f"None ({self.entry} has no {key} parameter)", "an array")
         if "c" in want:
             if C is None:
-                C = allocate_like(lead, want["c"].shape, want["c"].element, fill_zero=True)
+                C = _allocate(lead, want["c"], fill_zero=True)
             v = view(C, "C")
-            self._check("c", "C", v, want["c"], dev)
+            ldc = self._check("c", "C", v, want["c"], dev)
+            if ldc is not None:
+                pitches[want["c"].pitch] = ldc
             ptrs["c"] = v.ptr
         elif C is not None:
             raise ArgumentError("C", "value", f"None ({self.entry} computes D = A*B, without C)", "an array")
@@ -440,17 +505,19 @@ class Kernel:
                                     "any, is compiled in)", repr(value))
         dname = "D" if self.tcgen05 else "d"
         if out is None:
-            out = allocate_like(lead, want[dname].shape, want[dname].element)
+            out = _allocate(lead, want[dname])
         v = view(out, "out")
-        self._check(dname, "out", v, want[dname], dev)
+        ldd = self._check(dname, "out", v, want[dname], dev)
+        if ldd is not None:
+            pitches[want[dname].pitch] = ldd
         ptrs[dname] = v.ptr
         if self._fn is None:
             self._load(dev)
         if dev is not None and dev != self._device:
             raise ArgumentError("A", "device", f"cuda:{self._device} (where this kernel was loaded)", f"cuda:{dev}")
         if "tensor_maps" in self.abi.get("buffers", {}):
-            ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs)
-        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n}
+            ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"))
+        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, **pitches}
         args = []
         for name, typ in self.params:
             if typ == "u64":

@@ -209,8 +209,9 @@ def abi_types(abi: dict) -> tuple[str, str, str, str, str]:
 
 def abi_arguments(abi: dict, device_buffers: dict, m: int, n: int, k: int) -> tuple:
     """The kernel's arguments in ABI order: u64 parameters from `device_buffers` by name (device
-    pointers as ints, or device arrays), u32 parameters M, N, K."""
-    sizes = {"M": m, "N": n, "K": k}
+    pointers as ints, or device arrays), u32 parameters M, N, K and the wgmma kernel's row strides ldc,
+    ldd (contiguous C and D: N elements)."""
+    sizes = {"M": m, "N": n, "K": k, "ldc": n, "ldd": n}
     args = []
     for p in abi["params"]:
         if p["type"] == "u64":
