@@ -106,8 +106,10 @@ def _allocate(lead: ArrayView, want, fill_zero: bool = False):
     stride (the array returned is the M x N slice of it), else contiguous."""
     if want.pitch is None or len(want.shape) != 2:
         return allocate_like(lead, want.shape, want.element, fill_zero=fill_zero)
+    from ..isa.types import TYPES
+
     rows, cols = want.shape
-    size = abi_mod.ELEMENT_BYTES.get(want.element, 4)
+    size = TYPES[want.element].bits // 8
     padded = -(-cols * size // ALIGN) * ALIGN // size
     full = allocate_like(lead, (rows, padded), want.element, fill_zero=fill_zero)
     return full if padded == cols else full[:, :cols]
