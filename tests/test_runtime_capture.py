@@ -80,7 +80,7 @@ def test_tensor_maps_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatc
 
     seen = []
 
-    def encode(abi, m, n, k, addresses):
+    def encode(abi, m, n, k, addresses, *layout):      # layout: row / batch strides, batch (defaults here)
         seen.append(("encode", driver.mode))
         return bytes(384)                  # 3 CUtensorMaps of 128 bytes (the ABI's tensor_maps buffer)
 
