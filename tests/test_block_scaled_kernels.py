@@ -365,3 +365,39 @@ def test_scale_register_count_matches_the_declarations():
     text = emit_sparse_gemm(cfg).text
     declared = sum(int(n) for n in re.findall(r"%sf[ab]<(\d+)>", text))
     assert cfg.scale_registers == declared == 16
+
+
+# (kind, A, B, vec, stype, target, edit, line:col, message): every illegal combination of a block-scaled
+# tile is an error at the statement that makes it so (file:line:col, source line, caret, hint). Lines of
+# _tile: 1 target, 6 A, 7 B, 8 C, 10 SFA, 11 SFB, 12 block_scale.
+ILLEGAL = [
+    ("mxf8f6f4", "e4m3", "e4m3", "2X", "ue8m0", "sm_120a", None, "12:19", "no block scale scale_vec::2X"),  # Table 36
+    ("mxf8f6f4", "e4m3", "e4m3", "1X", "ue4m3", "sm_120a", None, "10:8", "scale_vec::1X with scale type ue4m3"),
+    ("mxf4nvf4", "e2m1", "e2m1", "2X", "ue4m3", "sm_120a", None, "10:8", "scale_vec::2X with scale type ue4m3"),
+    # Table 36 row of PTX 9.1, beyond the pinned ptxas (forms.BLOCK_SCALES)
+    ("mxf4nvf4", "e2m1", "e2m1", "4X", "ue8m0", "sm_120a", None, "12:19", "needs PTX ISA 9.1"),
+    ("mxf4", "e2m1", "e2m1", "2X", "ue8m0", "sm_120f", None, "1:8", "not available on sm_120f"),   # sm_120a only
+    ("mxf4", "e2m1", "e2m1", "2X", "ue8m0", "sm_100a", None, "1:8", "not available on sm_100a"),
+    ("mxf4", "e4m3", "e4m3", "2X", "ue8m0", "sm_120a", None, "6:6", "A type e4m3 is not legal"),
+    ("mxf8f6f4", "e4m3", "s8", "1X", "ue8m0", "sm_120a", None, "7:6", "B type s8 cannot be combined"),
+    ("mxf8f6f4", "e4m3", "e4m3", "1X", "ue8m0", "sm_120a", ("f32 global;\n  D: f32", "f16 global;\n  D: f16"),
+     "8:6", "C type f16 is not legal"),                                       # block-scaled kinds: f32 C/D only
+    ("mxf4nvf4", "e2m1", "e2m1", "4X", "ue4m3", "sm_120a", ("SFB: ue4m3", "SFB: ue8m0"), "11:8",
+     "SFA and SFB must have the same scale type"),                                       # one .stype
+]
+
+
+@pytest.mark.parametrize("kind,a,b,vec,stype,target,edit,where,message", ILLEGAL,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}-{c[3]}-{c[4]}-{c[5]}-{c[7]}" for c in ILLEGAL])
+def test_illegal_combinations_are_located_errors(kind, a, b, vec, stype, target, edit, where, message):
+    from compiler.diagnostics import CompileError
+    from compiler.driver import compile_source
+
+    text = _tile(kind, a, b, vec, stype, target=target)
+    if edit:
+        text = text.replace(*edit)
+    with pytest.raises(CompileError) as e:
+        compile_source(text, "mx.tile")
+    out = str(e.value)
+    assert out.startswith(f"mx.tile:{where}: error: ") and message in out, out
+    assert "^" in out and "hint:" in out, out

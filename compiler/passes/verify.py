@@ -339,6 +339,13 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                              form_d, kind=spec.kind, satfinite=True)
         min_ptx, err = form.requirements(fspec.target, fspec.ptx_version)
         if err:
+            bs = form.block_scale
+            if bs is not None and err.field == "ptx" and bs.min_ptx > max(form.row.min_ptx, MAX_PTX):
+                # the scale combination, not the instruction, needs the newer PTX (mxf4nvf4 4X .ue8m0 is
+                # PTX 9.1): the error belongs on `block_scale vec=`, with what the pinned ptxas takes
+                legal = ", ".join(f"scale_vec::{s.scale_vec} with .{s.scale_type}" for s in _block_scales()
+                                  if s.kind == bs.kind and s.min_ptx <= MAX_PTX)
+                raise SpecError(err.message, "block_scale.vec", f"with this ptxas: {legal}")
             raise err
         if form.block_scale is not None:
             self._mma_sp_check_scales(spec, form, ctx)
