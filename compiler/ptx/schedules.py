@@ -67,6 +67,8 @@ AXES: dict[str, tuple[Axis, ...]] = {
         Axis("cta_k", lambda form: tuple(form.k * s for s in (1, 2, 4))),
         Axis("stages", lambda form: STAGES),
         Axis("cluster", lambda form: (1, 2)),
+        Axis("persistent", lambda form: ("none", "static")),
+        Axis("split_k", lambda form: (1, 2, 4, 8)),
     ),
     # warp-level mma.sp: power-of-two warp grids and CTA tiles (multiples of the m16n8 instruction
     # tile times the warps, check_config), K 1, 2, 4 or 8 k-steps.
@@ -82,11 +84,22 @@ AXES: dict[str, tuple[Axis, ...]] = {
 
 
 # ScheduleSpec fields a kernel's search keeps as the tile writes them, and why.
+_KEPT = {"mma": "the kernel family is the tile's choice",
+         "raster": "the L2 order of tiles: the estimate cannot tell rasters apart",
+         "promote": "fp8 accumulation every N K blocks is an accuracy choice, not a speed one"}
 NOT_SEARCHED: dict[str, dict[str, str]] = {
-    "sparse_wgmma": {"mma": "the kernel family is the tile's choice"},
-    "sparse_gemm": {"mma": "the kernel family is the tile's choice",
-                    "cluster": "CTA pairs exist for mma=wgmma only"},
+    "sparse_wgmma": _KEPT,
+    "sparse_gemm": {**_KEPT, "cluster": "CTA pairs exist for mma=wgmma only",
+                    "persistent": "persistent CTAs exist for mma=wgmma only",
+                    "split_k": "split-K exists for mma=wgmma only"},
 }
+
+
+def axes(kernel: str) -> tuple[Axis, ...]:
+    """AXES[kernel] less the rows of fields this ScheduleSpec does not have (yet): a row may be added with
+    the field's branch still in flight."""
+    names = {f.name for f in fields(ScheduleSpec)}
+    return tuple(a for a in AXES[kernel] if a.field in names)
 
 
 def _checker(kernel: str) -> Callable[[Any], Any]:
@@ -127,14 +140,11 @@ def legal_schedules(view, module) -> list[Candidate]:
     if kernel is None:
         return []
     form, base = view.facts["form"], view.payload.schedule
-    axes = AXES[kernel]
-    unknown = {a.field for a in axes} - {f.name for f in fields(ScheduleSpec)}
-    if unknown:
-        raise ValueError(f"schedules.AXES[{kernel!r}] names no ScheduleSpec field: {', '.join(sorted(unknown))}")
+    rows = axes(kernel)
     check = _checker(kernel)
     out: list[Candidate] = []
-    for values in itertools.product(*(a.values(form) for a in axes)):
-        words = dict(zip((a.field for a in axes), values))
+    for values in itertools.product(*(a.values(form) for a in rows)):
+        words = dict(zip((a.field for a in rows), values))
         if not _plausible(kernel, words, form):
             continue
         schedule = replace(base, **words)
@@ -176,10 +186,11 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
     a_bits = form.layout.storage_bits
     rate = TENSOR_FLOPS_PER_CYCLE * 16 // a_bits
     cluster = getattr(c, "cluster_m", 1)
-    tiles = -(-m // c.cta_m) * -(-n // c.cta_n)
+    split = getattr(c, "split_k", 1)            # K slices, one CTA each
+    tiles = -(-m // c.cta_m) * -(-n // c.cta_n) * split
     per_sm = max(1, min(SMEM_PER_SM // max(1, c.smem_bytes), THREADS_PER_SM // c.threads))
     waves = -(-tiles // (sms * per_sm))
-    k_blocks = -(-k // c.cta_k)
+    k_blocks = -(-k // (c.cta_k * split))
     flops = 2 * c.cta_m * c.cta_n * c.cta_k
     if kernel == "sparse_wgmma":
         instrs = c.consumers * c.m_blocks * c.ksteps
@@ -194,7 +205,11 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
     loaded = (c.cta_m * c.cta_k // 2 + c.cta_n * c.cta_k // cluster) * a_bits / 8
     load = loaded / L2_BYTES_PER_CYCLE
     block = max(per_sm * mma, per_sm * load, per_sm * smem_read, COPY_LATENCY / (c.stages - 1))
-    return waves * (k_blocks * block + COPY_LATENCY)
+    # split-K: every slice writes its f32/s32 partial tile, the last one reads them all back
+    reduce = 2 * c.cta_m * c.cta_n * 4 * per_sm / L2_BYTES_PER_CYCLE if split > 1 else 0.0
+    if getattr(c, "persistent", False):        # a CTA fills its ring once and walks its tiles
+        return waves * (k_blocks * block + reduce) + COPY_LATENCY
+    return waves * (k_blocks * block + reduce + COPY_LATENCY)
 
 
 def ranked(candidates: Sequence[Candidate], view, m: int, n: int, k: int, sms: int) -> list[Candidate]:
