@@ -26,7 +26,8 @@ def wraps_at_corners(result, tile: str) -> list[tuple[tuple[int, int, int], list
     abi = result.to_json()["tiles"][tile]["kernel"]
     out = []
     for m, n, k in problem_corners(abi):
-        grid = rabi.grid_blocks(abi, m, n, k, multiprocessors=132)
+        # a batched kernel (grid y = the batch) at its largest batch, CUDA's gridDim.y limit
+        grid = rabi.grid_blocks(abi, m, n, k, multiprocessors=132, batch=65535 if "batch" in abi else 1)
         # row strides (the wgmma kernel's ldc / ldd, u32 elements): anything from N up to the u32 limit
         strides = {"ldc": (n, (1 << 32) - 1), "ldd": (n, (1 << 32) - 1)}
         found = address_wraps(result.ptx, {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, **strides}, grid,

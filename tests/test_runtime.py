@@ -363,3 +363,36 @@ def test_wgmma_kernel_takes_any_size_and_pitched_rows():
     assert (e.argument, e.what) == ("B", "stride")
     with pytest.raises(DeviceError):          # the same B in rows of 144 bytes
         k(a, Fake((n, kk), "<f2", strides=(144, 2)).T, c, out=d)
+
+
+def test_wgmma_kernel_takes_a_batch():
+    """A batch (grid y): SparseA of batch x M x K, batch x K x N B, batch x M x N D, C per batch or shared;
+    batch strides of the TMA operands multiples of 16 bytes, D's batches not overlapping; the grid's y is
+    the batch count."""
+    k = load(os.path.join(EX, "sparse_wgmma_f16.tile"))
+    m, n, kk, batch = 200, 136, 72, 3
+    assert k.launch_dims(m, n, kk, batch=batch)[0] == (1, 3, 1)          # one CTA pair (cluster dims apart)
+    assert k.unmet(m, n, kk) == [] and rabi.unmet(k.abi, m, n, kk, 65536) == ["batch <= 65535"]
+    vshape = rabi.buffer_shape(k.abi, "a_values", m, kk)
+    mshape = rabi.buffer_shape(k.abi, "a_metadata", m, kk)
+
+    def args(values=None, b=None, c=None, d=None):
+        a = SparseA(values or Fake((batch,) + vshape, "<f2"), Fake((batch,) + mshape, "<u4"), "f16", m, kk, batch)
+        return (a, b or Fake((batch, kk, n), "<f2", strides=(n * kk * 2, 2, kk * 2)),
+                c or Fake((batch, m, n), "<f4"), d or Fake((batch, m, n), "<f4"))
+
+    a, b, c, d = args()
+    with pytest.raises(DeviceError):
+        k(a, b, c, out=d)
+    a, b, _, d = args()
+    with pytest.raises(DeviceError):          # one C for every batch (batch stride 0)
+        k(a, b, Fake((m, n), "<f4"), out=d)
+    a, _, c, d = args()
+    e = _err(k, a, Fake((n, kk), "<f2").T, c, out=d)                 # B without the batch
+    assert (e.argument, e.what) == ("B", "shape") and "batch of 3" in e.expected
+    a, b, c, _ = args()
+    e = _err(k, a, b, c, out=Fake((batch, m, n), "<f4", strides=(m * n * 2, n * 4, 4)))   # batches overlap
+    assert (e.argument, e.what) == ("out", "stride") and "do not overlap" in e.expected
+    # B's batches 8 bytes apart beyond their size: not a TMA stride
+    e = _err(k, *args(b=Fake((batch, kk, n), "<f2", strides=(n * kk * 2 + 8, 2, kk * 2)))[:3], out=args()[3])
+    assert (e.argument, e.what) == ("B", "stride") and "multiple of 16" in e.expected

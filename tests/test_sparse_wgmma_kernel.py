@@ -7,7 +7,7 @@ configuration errors and DSL wiring.
    * mbarrier (9.7.13.15): init count, arrive, arrive.expect_tx, complete_tx, try_wait.parity (the
      phase of parity P is complete when the current phase's parity differs from P; a fresh barrier
      counts phase -1 as complete). Extra arrivals, uninitialised barriers and deadlocks fail.
-   * cp.async.bulk.tensor.2d (TMA): the box of the tensor map at the given coordinates (bounds-checked),
+   * cp.async.bulk.tensor.3d (TMA): the box of the tensor map at the given coordinates (zero fill outside),
      written with the map's swizzle applied to the absolute shared address (bits [4, 4+B) ^= bits
      [7, 7+B), B = 1/2/3 for 32B/64B/128B; CU_TENSOR_MAP_SWIZZLE_*), completing its bytes on the
      mbarrier. A map must be fenced (fence.proxy.tensormap) before its first use.
@@ -71,13 +71,15 @@ def cfg_of(form=F16, name="wg", **kw) -> SparseWgmmaConfig:
 # 1. execution model
 # --------------------------------------------------------------------------------------------------
 
-def run_model(cfg, m, n, k, mode="eager", order="forward", seed=0, transform=None, pad=None):
+def run_model(cfg, m, n, k, mode="eager", order="forward", seed=0, transform=None, pad=None, batch=1):
     """Emit `cfg` (text passed through `transform` if given), run it on random sparse data on the emulator's
-    warp machine; return (D, reference D, machine stats). `pad`: extra elements per row of B, C, D."""
+    warp machine; return (D, reference D, machine stats). `pad`: extra elements per row of B, C, D;
+    `batch`: problems in one launch."""
     kern = emit_sparse_wgmma(cfg)
     text = transform(kern.text) if transform else kern.text
     return run_sparse_wgmma(kern, cfg.name, cfg.form, cfg.cluster_m, cfg.threads, cfg.smem_bytes, m, n, k,
-                            cfg.out_type, cfg.accumulate_c, mode=mode, order=order, seed=seed, text=text, pad=pad)
+                            cfg.out_type, cfg.accumulate_c, mode=mode, order=order, seed=seed, text=text, pad=pad,
+                            batch=batch)
 
 
 MODEL_CASES = [
@@ -192,6 +194,59 @@ def test_model_catches_broken_edges(name):
     except EmulationError:
         return                        # a write outside D or into its guard band, a read outside C
     assert not np.array_equal(d.view(np.uint8), ref.view(np.uint8))
+
+
+# Batches (grid y): each operand's batches BATCH_GAP poisoned bytes apart (not the packed size), odd sizes,
+# C read and not, staged and direct D, a CTA pair
+BATCH_CASES = [
+    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16"), 200, 136, 72, 3),
+    (F16, dict(cta_m=128, cta_n=96, cta_k=64, stages=3, stage_d=False), 77, 101, 40, 2),
+    (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3, cluster_m=2, raster_group=3), 70, 40, 100, 3),
+    (F16, dict(cta_m=128, cta_n=128, cta_k=64, stages=2), 128, 128, 128, 2),
+]
+
+
+@pytest.mark.parametrize("form,kw,m,n,k,batch", BATCH_CASES, ids=lambda x: getattr(x, "name", None) or str(x))
+def test_batch(form, kw, m, n, k, batch):
+    cfg = cfg_of(form, **kw)
+    d, ref, stats = run_model(cfg, m, n, k, seed=batch, batch=batch, pad=dict(c=4, d=4))
+    assert d.shape == (batch, m, n)
+    tm = cfg.cta_m * cfg.cluster_m
+    assert stats["tma"] == batch * (-(-m // tm) * cfg.cluster_m * -(-n // cfg.cta_n)) * -(-k // cfg.cta_k) * \
+        len(tma_boxes(cfg))
+    assert np.array_equal(d.view(np.uint8), ref.view(np.uint8))
+
+
+# Broken batches: every CTA on batch 0 (the TMA z coordinate and the C/D offsets), D written at batch 0's
+# place, C read from batch 0
+BATCH_MUTATIONS = {
+    "batch_index_0": lambda t: t.replace("mov.u32 %bz, %ctaid.y;", "mov.u32 %bz, 0;"),
+    "d_without_batch_offset": lambda t: t.replace("add.u64 %gd, %gd, %bd;", ""),
+    "c_without_batch_offset": lambda t: t.replace("add.u64 %gc, %gc, %bc;", ""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BATCH_MUTATIONS))
+def test_model_catches_broken_batches(name):
+    form, kw, m, n, k, batch = BATCH_CASES[3]
+    cfg = cfg_of(form, **kw)
+    mutate = BATCH_MUTATIONS[name]
+    assert mutate(emit_sparse_wgmma(cfg).text) != emit_sparse_wgmma(cfg).text, "the mutation applies"
+    try:
+        d, ref, _ = run_model(cfg, m, n, k, seed=1, transform=mutate, batch=batch)
+    except EmulationError:
+        return                        # e.g. every batch's CTAs on one D: a guard band written
+    assert not np.array_equal(d.view(np.uint8), ref.view(np.uint8))
+
+
+def test_emulate_takes_a_batch_of_odd_problems():
+    """compiler.emulate of the DSL example with its fused epilogue: 200 x 136 x 72, batch 3, adversarial."""
+    pytest.importorskip("ml_dtypes")
+    import compiler
+
+    result = compiler.compile_file(str(REPO / "examples" / "sparse_wgmma_f16_silu_bias.tile"))
+    e = compiler.emulate(result, shape=(200, 136, 72), mode="adversarial", batch=3)
+    assert e.d.shape == (3, 200, 136) and e.batch == 3 and e.ok
 
 
 # Mutations the model must catch: the consumer releases the slot it is reading; it releases the block
@@ -319,13 +374,22 @@ def test_tensor_map_arguments():
     cfg = cfg_of(F16, **dict(BENCH[0], accumulate_c=False, d_type="f16"))
     kern = emit_sparse_wgmma(cfg)
     a, b, e = tensor_map_args(kern.abi, 8192, 4096, 2048)
+    # rank 3 (elements, rows, batches): one batch, its stride the packed array's bytes; boxes one batch deep
     # A values: K/2 = 1024 f16 per row (UINT16 = 1), M rows, row stride 2048 B; box 32 x 128 (64 B rows,
     # 64-byte swizzle = CU_TENSOR_MAP_SWIZZLE_64B = 2)
-    assert (a["data_type"], a["dims"], a["strides"], a["box"], a["swizzle"]) == (1, (1024, 8192), (2048,), (32, 128), 2)
+    assert (a["data_type"], a["dims"], a["strides"], a["box"], a["swizzle"]) == \
+        (1, (1024, 8192, 1), (2048, 2048 * 8192), (32, 128, 1), 2)
     # B^T: K = 2048 f16 per row, N rows, stride 4096 B; box 64 x 256 (128 B rows, SWIZZLE_128B = 3)
-    assert (b["dims"], b["strides"], b["box"], b["swizzle"]) == ((2048, 4096), (4096,), (64, 256), 3)
+    assert (b["dims"], b["strides"], b["box"], b["swizzle"]) == ((2048, 4096, 1), (4096, 4096 * 4096), (64, 256, 1), 3)
     # metadata: K/32 = 64 k-steps x 32 words per 16-row tile (UINT32 = 2), M/16 rows; box 2 k-steps x 8 tiles
-    assert (e["data_type"], e["dims"], e["strides"], e["box"], e["swizzle"]) == (2, (2048, 512), (8192,), (64, 8), 0)
+    assert (e["data_type"], e["dims"], e["strides"], e["box"], e["swizzle"]) == \
+        (2, (2048, 512, 1), (8192, 8192 * 512), (64, 8, 1), 0)
+    # an odd problem, batch 3 with B rows of 144 bytes and batches 1 MiB apart: true extents M = 200, N = 136,
+    # K = 72 (A values: K rounded up to 32 -> 96 / 2 = 48); metadata padded to two whole 128-row tiles (16 16-row
+    # tiles) and 64-wide K blocks (2 blocks x 2 k-steps x 32 words)
+    a, b, e = tensor_map_args(kern.abi, 200, 136, 72, {"b": 144}, 3, {"b": 1 << 20})
+    assert (a["dims"], b["dims"], e["dims"]) == ((48, 200, 3), (72, 136, 3), (128, 16, 3))
+    assert b["strides"] == (144, 1 << 20) and a["strides"] == (96, 96 * 200)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -364,7 +428,7 @@ def test_ptxas_assembles_without_spills(ptxas, tmp_path, form, kw):
     regs = int(re.search(r"Used (\d+) registers", log).group(1))
     assert regs <= cfg.max_regs                     # one CTA of cfg.threads fits the register file
     assert f"wgmma.mma_async.sp.sync.aligned.m64n{cfg.cta_n}k{form.k}" in kern.text
-    assert kern.text.count("cp.async.bulk.tensor.2d") == len(tma_boxes(cfg))
+    assert kern.text.count("cp.async.bulk.tensor.3d") == len(tma_boxes(cfg))         # rank 3: the batch
     assert (".reqnctapercluster 2, 1, 1" in kern.text) == (cfg.cluster_m == 2)
 
 
@@ -412,7 +476,7 @@ def test_dsl_example_selects_the_wgmma_kernel(ptxas, tmp_path):
     ptx = res.ptx
     assert ".target sm_90a" in ptx
     assert "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16" in ptx
-    assert "cp.async.bulk.tensor.2d" in ptx and "mma.sp::ordered_metadata" not in ptx
+    assert "cp.async.bulk.tensor.3d" in ptx and "mma.sp::ordered_metadata" not in ptx
     log = _assemble(ptxas, ptx, tmp_path)
     assert "0 bytes spill stores" in log
 

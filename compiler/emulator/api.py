@@ -32,6 +32,7 @@ class Emulation:
     d: np.ndarray
     reference: np.ndarray
     stats: dict = field(default_factory=dict)
+    batch: int = 1                     # sparse wgmma: problems in the batch (d, reference: batch x M x N)
 
     @property
     def mismatches(self) -> int:
@@ -52,7 +53,7 @@ class Emulation:
 
 
 def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int, int, int] | None = None, seed: int = 0,
-            order: str = "forward", mode: str = "eager", ptx: str | None = None) -> Emulation:
+            order: str = "forward", mode: str = "eager", ptx: str | None = None, batch: int = 1) -> Emulation:
     """Run tile `tile` (default: the only / first tile) of a CompileResult on the CPU emulator.
 
     Builds random inputs in the kernel's ABI for a problem of `shape` = (M, N, K) (default: one CTA tile,
@@ -60,7 +61,8 @@ def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int,
     (`.ok` when they agree bit for bit). M and N must be multiples of the kernel's tile, except for the
     sparse wgmma kernel, which takes any M, N, K >= 1 (B, C and D then have padded, poisoned rows whose
     padding must stay untouched); the tcgen05 kernel's K is fixed at the tile's loop K, the other mma.sp
-    kernels take any multiple of their K step.
+    kernels take any multiple of their K step. `batch` (sparse wgmma only): that many problems in one
+    launch (grid y), each operand's batches apart by a stride that is not their packed size.
     `seed` draws the inputs and the scheduler's choices; `order` ("forward", "reverse", "random") is the
     warp order of the warp machine and `mode` when its asynchronous copies and wgmma groups complete
     ("eager", "lazy", "late_mma"; see compiler/emulator/warp.py), or one of its scheduling policies
@@ -81,8 +83,11 @@ def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int,
     text = result.ptx if ptx is None else ptx
     if engine == "tcgen05":
         return _tcgen05(result, text, tile, shape, seed, mode)
+    if batch != 1 and (engine != "mma.sp" or result.to_json()["tiles"][tile]["kernel"].get("kernel_kind")
+                       != "sparse_wgmma"):
+        raise EmulationError(f"batch = {batch}: only the sparse wgmma kernel takes a batch")
     if engine == "mma.sp":
-        return _mma_sp(result, text, tile, shape, seed, order, mode)
+        return _mma_sp(result, text, tile, shape, seed, order, mode, batch)
     raise EmulationError(f"engine {engine} has no emulator")
 
 
@@ -114,7 +119,7 @@ def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emula
                      machine.stats)
 
 
-def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: str) -> Emulation:
+def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: str, batch: int = 1) -> Emulation:
     from .sparse_host import WGMMA_MODES, policy_of, run_sparse_gemm, sparse_problem
 
     t = result.tiles[tile]
@@ -132,9 +137,9 @@ def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: st
     out_type = spec.operands["D"].dtype
     accumulate_c = "c" in params
     if kind == "sparse_wgmma":            # any M, N, K >= 1 (partial edge tiles, a K tail)
-        if min(m, n, k) <= 0:
-            raise EmulationError(f"shape {m} x {n} x {k}: M, N, K must be at least 1")
-        return _wgmma(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c)
+        if min(m, n, k, batch) <= 0:
+            raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: each must be at least 1")
+        return _wgmma(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c, batch)
     m_tiles, n_tiles = _tiles(shape, tm, tn, kind)
     if k <= 0 or k % tk:
         raise EmulationError(f"shape K = {k}: the {kind} kernel needs a multiple of {tk}")
@@ -177,18 +182,18 @@ class _KernelShim:
     def __init__(self, text: str, abi: dict):
         self.text, self.abi = text, abi
 
-    def grid(self, m: int, n: int, k: int):
+    def grid(self, m: int, n: int, k: int, batch: int = 1):
         from ..runtime import abi as abi_mod
 
-        return abi_mod.grid_blocks(self.abi, m, n, k)
+        return abi_mod.grid_blocks(self.abi, m, n, k, batch=batch)
 
 
-def _wgmma(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c) -> Emulation:
+def _wgmma(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c, batch=1) -> Emulation:
     from .sparse_host import run_sparse_wgmma
 
     m, n, k = shape
     kern = _KernelShim(text, abi)
     d, ref, stats = run_sparse_wgmma(kern, abi["entry"], form, abi["cluster"][0], abi["block"][0],
                                      abi["dynamic_smem_bytes"], m, n, k, out_type, accumulate_c, mode=mode,
-                                     order=order, seed=seed)
-    return Emulation(tile, "mma.sp", "sparse_wgmma", shape, d, ref, stats)
+                                     order=order, seed=seed, batch=batch)
+    return Emulation(tile, "mma.sp", "sparse_wgmma", shape, d, ref, stats, batch)

@@ -258,16 +258,32 @@ def pitched(x: np.ndarray, pitch: int, fill: int) -> np.ndarray:
     return out
 
 
+BATCH_GAP = 48          # bytes of poison between the batches of a batched run (a multiple of 16: TMA strides)
+
+
+def stacked(images: list[np.ndarray], fill: int) -> tuple[np.ndarray, int]:
+    """Byte images of equal size, one after another BATCH_GAP bytes apart (the gaps `fill`); returns the
+    buffer and the batch stride in bytes."""
+    raw = [np.ascontiguousarray(x).view(np.uint8).reshape(-1) for x in images]
+    stride = raw[0].size + (BATCH_GAP if len(raw) > 1 else 0)
+    out = np.full(stride * (len(raw) - 1) + raw[0].size, fill, np.uint8)
+    for i, x in enumerate(raw):
+        out[i * stride:i * stride + x.size] = x
+    return out, stride
+
+
 def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
                      out_type: str, accumulate_c: bool, *, mode: str = "eager", order: str = "forward", seed: int = 0,
                      text: str | None = None, smem_window: int = 528, scalars: dict | None = None,
-                     pad: dict[str, int] | None = None):
-    """The TMA + mbarrier + wgmma.sp kernel: run `text` (default `kern.text`) on a random problem of any
-    M x N x K; returns (D, reference D, machine stats). A is packed as the runtime packs it
-    (compiler.sparse.compress_padded to the ABI's padded sizes); B, C and D rows are `pad` = {"b": .., "c":
-    .., "d": ..} elements longer than their rows (default: the least that keeps rows 16-byte multiples),
-    the padding poisoned; D's padding (a guard band right of every row) must come back untouched
-    (EmulationError otherwise), and nothing is written outside D (the memory model refuses it). The
+                     pad: dict[str, int] | None = None, batch: int = 1):
+    """The TMA + mbarrier + wgmma.sp kernel: run `text` (default `kern.text`) on `batch` random problems of
+    any M x N x K; returns (D, reference D, machine stats), D and reference `batch` x M x N when batch > 1.
+    A is packed as the runtime packs it (compiler.sparse.compress_padded to the ABI's padded sizes); B, C
+    and D rows are `pad` = {"b": .., "c": .., "d": ..} elements longer than their rows (default: the least
+    that keeps rows 16-byte multiples), the padding poisoned; batches lie BATCH_GAP poisoned bytes apart
+    (batch strides that are not the packed size). D's padding and gaps (a guard band right of every row
+    and between batches) must come back untouched (EmulationError otherwise), and nothing is written
+    outside D (the memory model refuses it). The bias (with an epilogue) is shared by the batches. The
     dynamic window sits at `smem_window`, not 1024-aligned (the kernel rounds it up); TMA reads take the
     tensor-map parameters (compiler/ptx/sparse_wgmma_kernel.py `tensor_map_args`), not the opaque bytes."""
     from .. import sparse
@@ -275,31 +291,44 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     from .parse import EmulationError
 
     rng = np.random.default_rng(seed)
-    p = edge_problem(form, m, n, k, rng, accumulate_c)
     ps = padded_sizes(kern.abi, m, k)
-    p.values, p.meta = sparse.compress_padded(p.a, form.a_type, form.shape, ps["k_values"], ps["meta_rows"] * 16,
-                                              ps["meta_words"] // 32 * form.k)
-    bt = sparse.pack_b(np.concatenate([p.b, np.zeros((-k % form.k, n), p.b.dtype)]), form.b_type, form.shape)[:, :k]
     out_np = out_dtype(out_type)
+    dsize = np.dtype(out_np).itemsize
 
     def pitch_of(what: str, cols: int, itemsize: int) -> int:
         least = -(-cols * itemsize // 16) * 16 // itemsize
         return least + (pad or {}).get(what, 0)
 
-    ldb = pitch_of("b", k, bt.dtype.itemsize)
-    ldd = pitch_of("d", n, np.dtype(out_np).itemsize)
+    problems, bts = [], []
+    for _ in range(batch):
+        p = edge_problem(form, m, n, k, rng, accumulate_c)
+        p.values, p.meta = sparse.compress_padded(p.a, form.a_type, form.shape, ps["k_values"],
+                                                  ps["meta_rows"] * 16, ps["meta_words"] // 32 * form.k)
+        bts.append(sparse.pack_b(np.concatenate([p.b, np.zeros((-k % form.k, n), p.b.dtype)]), form.b_type,
+                                 form.shape)[:, :k])
+        problems.append(p)
+    ldb = pitch_of("b", k, bts[0].dtype.itemsize)
+    ldd = pitch_of("d", n, dsize)
     mem = FlatMemory()
-    addr = {"a_values": mem.add("a_values", p.values, loadable=False),
-            "a_metadata": mem.add("a_metadata", p.meta, loadable=False),
-            "b": mem.add("b", pitched(np.ascontiguousarray(bt), ldb, 0x7F), loadable=False)}
+    images = {"a_values": stacked([p.values for p in problems], 0x7F),
+              "a_metadata": stacked([p.meta for p in problems], 0x00),
+              "b": stacked([pitched(np.ascontiguousarray(bt), ldb, 0x7F) for bt in bts], 0x7F)}
+    addr = {key: mem.add(key, img, loadable=False) for key, (img, _) in images.items()}
     params = {}
-    d_init = pitched(np.zeros((m, n), out_np), ldd, 0xA5)
-    params[f"{name}_d"] = mem.add("d", d_init, writable=True)
-    mem.array("d").reshape(m, -1)[:, :n * d_init.itemsize] = 0xFF        # poison where D is written
-    if p.c is not None:
-        ldc = pitch_of("c", n, p.c.itemsize)
-        params[f"{name}_c"] = mem.add("c", pitched(p.c, ldc, 0x7F))
+    d_img, d_stride = stacked([pitched(np.zeros((m, n), out_np), ldd, 0xA5) for _ in range(batch)], 0xA5)
+    params[f"{name}_d"] = mem.add("d", d_img, writable=True)
+    written = np.zeros(d_img.size, bool)
+    for i in range(batch):
+        block = written[i * d_stride:i * d_stride + m * ldd * dsize].reshape(m, -1)
+        block[:, :n * dsize] = True
+    mem.array("d")[written] = 0xFF                                  # poison where D is written
+    params[f"{name}_batch_stride_d"] = d_stride // dsize
+    if accumulate_c:
+        ldc = pitch_of("c", n, problems[0].c.itemsize)
+        c_img, c_stride = stacked([pitched(p.c, ldc, 0x7F) for p in problems], 0x7F)
+        params[f"{name}_c"] = mem.add("c", c_img)
         params[f"{name}_ldc"] = ldc
+        params[f"{name}_batch_stride_c"] = c_stride // problems[0].c.itemsize
     params[f"{name}_ldd"] = ldd
     desc = kern.abi.get("epilogue")
     bias = scal = None
@@ -309,17 +338,34 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     params[f"{name}_tensor_maps"] = maps
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
     tmaps = {}
-    for i, t in enumerate(tensor_map_args(kern.abi, m, n, k, {"b": ldb * bt.dtype.itemsize})):
+    args = tensor_map_args(kern.abi, m, n, k, {"b": ldb * bts[0].dtype.itemsize}, batch,
+                           {key: stride for key, (_, stride) in images.items()} if batch > 1 else None)
+    for i, t in enumerate(args):
         tmaps[maps + i * TMA_MAP_BYTES] = {
             **t, "address": addr[t["operand"]], "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
             "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]]}
     land, late = WGMMA_MODES[mode]
-    machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (kern.grid(m, n, k)[0], 1), threads,
+    gx, gy, _ = kern.grid(m, n, k, batch)
+    machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (gx, gy), threads,
                           order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
                           dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode))
     machine.run()
-    rows = mem.array("d").reshape(m, -1)
-    if (rows[:, n * d_init.itemsize:] != 0xA5).any():
-        raise EmulationError("the kernel wrote into the guard band right of D's rows (columns N..ldd)")
-    d = rows[:, :n * d_init.itemsize].copy().view(out_np).reshape(m, n)
-    return _reference(mem, d, form, p, out_type, desc, bias, scal, machine.stats)
+    out = mem.array("d")
+    if (out[~written] != 0xA5).any():
+        raise EmulationError("the kernel wrote into the guard band around D (columns N..ldd, between batches)")
+    ds, refs = [], []
+    for i, p in enumerate(problems):
+        rows = out[i * d_stride:i * d_stride + m * ldd * dsize].reshape(m, -1)
+        d = rows[:, :n * dsize].copy().view(out_np).reshape(m, n)
+        d, ref, stats = _reference(mem, d, form, p, out_type, desc, bias, scal, machine.stats)
+        ds.append(d)
+        refs.append(ref)
+        atol = stats.pop("atol", None)
+        if atol is not None:
+            stats.setdefault("atols", []).append(atol)
+    if "atols" in machine.stats:
+        atols = machine.stats.pop("atols")
+        machine.stats["atol"] = atols[0] if batch == 1 else np.stack(atols)
+    if batch == 1:
+        return ds[0], refs[0], machine.stats
+    return np.stack(ds), np.stack(refs), machine.stats

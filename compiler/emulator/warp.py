@@ -496,16 +496,23 @@ class WarpMachine:
             b["pending"] = b["count"]
 
     # -- TMA (cp.async.bulk.tensor) --------------------------------------------------------------------
-    def tma(self, w: Warp, dst: int, tm: int, coords: tuple[int, int], bar: int, mask: int | None = None) -> None:
+    def tma(self, w: Warp, dst: int, tm: int, coords: tuple[int, ...], bar: int, mask: int | None = None) -> None:
         if tm not in w.fenced:
             raise EmulationError("tensor map used before fence.proxy.tensormap")
         spec = self.tmaps[tm]
-        x, y = coords
-        inner, rows = spec["box"]
+        if len(coords) != len(spec["dims"]):
+            raise EmulationError(f"a rank-{len(spec['dims'])} tensor map with {len(coords)} coordinates")
+        x, y = coords[:2]
+        inner, rows = spec["box"][:2]
+        if len(coords) == 3 and spec["box"][2] != 1:
+            raise EmulationError("TMA boxes here are one batch deep")
+        z = coords[2] if len(coords) == 3 else 0
+        base = spec["address"] + z * (spec["strides"][1] if len(coords) == 3 else 0)
+        batch_in = len(coords) == 2 or 0 <= z < spec["dims"][2]
         eb = spec["elem_bytes"]
         if dst % 128 or dst >= 1 << CLUSTER_BIT:
             raise EmulationError("TMA destination: a 128-byte aligned local address")
-        if spec["strides"][0] % 16 or spec["address"] % 16:
+        if any(s % 16 for s in spec["strides"]) or spec["address"] % 16:
             raise EmulationError("tensor map: global address and strides must be multiples of 16 bytes")
         # elements of the box outside the tensor's dims are filled with zeros (OOB fill NONE): the edges of
         # M, N and the K tail; only the elements inside are read, so a box may hang over the last row
@@ -516,12 +523,12 @@ class WarpMachine:
         data = []
         for r in range(rows):
             row = np.zeros(row_bytes, np.uint8)
-            if 0 <= y + r < dims[1] and x1 > x0:
-                src = spec["address"] + (y + r) * stride + x0 * eb
+            if batch_in and 0 <= y + r < dims[1] and x1 > x0:
+                src = base + (y + r) * stride + x0 * eb
                 row[(x0 - x) * eb:(x1 - x) * eb] = self.mem.read_bytes(src, (x1 - x0) * eb, spec["operand"])
             data.append(row)
         self.stats["tma_oob_bytes"] = self.stats.get("tma_oob_bytes", 0) + rows * row_bytes - sum(
-            (x1 - x0) * eb for r in range(rows) if 0 <= y + r < dims[1])
+            (x1 - x0) * eb for r in range(rows) if batch_in and 0 <= y + r < dims[1])
         block = np.concatenate(data)
         logical = dst + np.arange(block.size)
         xor_bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[spec["swizzle"]]
@@ -880,13 +887,17 @@ class WarpMachine:
             for a in self.addr(w, ops[1])[act]:
                 target, local = self.cluster_target(w, a) if ".shared::cluster" in op else (cta, int(a))
                 self.bar_arrive(target, local, tx)
-        elif op.startswith("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"):
-            m = re.fullmatch(r"\[(%\w+), \{(%\w+), (%\w+)\}\]", ops[1])
+        elif re.match(r"cp\.async\.bulk\.tensor\.[23]d\.shared::cluster\.global\.mbarrier::complete_tx::bytes", op):
+            m = re.fullmatch(r"\[(%\w+), \{(%\w+), (%\w+)(?:, (%\w+))?\}\]", ops[1])
+            if (m.group(4) is None) != (".2d." in op):
+                raise EmulationError(f"{op}: {'3' if '.3d.' in op else '2'} coordinates expected")
             dst, bar = self.addr(w, ops[0]), self.addr(w, ops[2])
             tm, cx, cy = (v(m.group(i)) for i in (1, 2, 3))
+            cz = v(m.group(4)) if m.group(4) else None
             mask = v(ops[3]) if op.endswith(".multicast::cluster") else None
             for lane in np.flatnonzero(act):
-                self.tma(w, int(dst[lane]), int(tm[lane]), (int(cx[lane]), int(cy[lane])), int(bar[lane]),
+                coords = (int(cx[lane]), int(cy[lane])) + (() if cz is None else (int(cz[lane]),))
+                self.tma(w, int(dst[lane]), int(tm[lane]), coords, int(bar[lane]),
                          None if mask is None else int(mask[lane]))
         elif op.startswith("wgmma.mma_async.sp"):
             if not (act.all() and w.alive.all()):

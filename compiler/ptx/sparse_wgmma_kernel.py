@@ -10,10 +10,9 @@ compiler/ptx/sparse_gemm_kernel.py; a different machine underneath:
 * Warpgroup 0 is the producer: its warp 0 walks the K blocks of `cta_k` (the other three have nothing
   to do) and, per block, waits until the ring slot is free (`mbarrier.try_wait.parity` on the slot's
   *empty* barrier); lane 0 announces the slot's bytes (`mbarrier.arrive.expect_tx` on its *full*
-  barrier) and issues one
-  `cp.async.bulk.tensor.2d` per operand box (TMA; PTX 9.7.9.25.5.1), which completes the bytes on the
-  full barrier (`.mbarrier::complete_tx::bytes`). The copy engine writes the 128/64/32-byte swizzle
-  itself (CU_TENSOR_MAP_SWIZZLE_*): no per-thread address arithmetic, no registers.
+  barrier) and issues one `cp.async.bulk.tensor.3d` per operand box (TMA, rank 3: elements, rows,
+  batch; PTX 9.7.9.25.5.1), which completes the bytes on the full barrier
+  (`.mbarrier::complete_tx::bytes`). The copy engine writes the 128/64/32-byte swizzle itself (CU_TENSOR_MAP_SWIZZLE_*): no per-thread address arithmetic, no registers.
 * Warpgroups 1.. are consumers. Consumer c owns rows [c*wg_m, (c+1)*wg_m) of the tile (wg_m =
   cta_m / consumers = 64 or 128, i.e. 1 or 2 instructions along M). Per K block it waits for the full
   barrier, loads its metadata words (`ld.shared.b32`, one per 16 rows, k-step and lane), and issues
@@ -62,6 +61,13 @@ inside D (m0 + cta_m <= M, n0 + cta_n <= N: a CTA-uniform branch) loads C and st
 without edges; an edge tile predicates every C, bias and D access on row < M and column < N: staged
 D per 16-byte chunk (one vector store where the chunk lies inside D, else element stores up to column
 N), direct D per element.
+
+Batches. Grid y is the batch index (%ctaid.y, <= 65535). The tensor maps are rank 3 (elements, rows,
+batches; a box one batch deep, so each batch keeps its own zero-filled edges; their batch strides any
+multiple of 16 bytes, set on the host); C and D of the batch are `batch_stride_c` / `batch_stride_d`
+elements (u64 parameters) further on. The bias is shared. Rank-3 maps and grid y rather than the batch
+folded into a 2-D map's rows: folded, the edge of M would read the next batch's rows instead of zeros
+and the batches would have to be contiguous.
 The kernel takes one pointer `tensor_maps` to three consecutive 128-byte CUtensorMap objects (A
 values, B, metadata; 64-byte aligned) in global memory, built on the host with cuTensorMapEncodeTiled
 from `tensor_map_specs(cfg)` (`encode_tensor_maps` does it through the CUDA driver with ctypes). A map
@@ -158,7 +164,7 @@ class Region(SlotRegion):
 
 @dataclass(frozen=True)
 class TmaBox:
-    """One `cp.async.bulk.tensor.2d` per K block: `tensor` (0 = A values, 1 = B, 2 = metadata), box of
+    """One `cp.async.bulk.tensor.3d` per K block: `tensor` (0 = A values, 1 = B, 2 = metadata), box of
     `inner` elements x `outer` rows written at slot offset `offset`; the box's coordinates for K block
     kb of tile (m0, n0) are (kb * x_per_block + x0, y_of_tile)."""
     tensor: int
@@ -451,12 +457,12 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
 class SparseWgmmaPTX(KernelPTX):
     """KernelPTX with a 1-D rasterised grid, 384 (or 256) threads and its dynamic shared memory."""
 
-    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+    def grid(self, m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int]:
         a = self.abi
-        if min(m, n, k) <= 0:
-            raise SpecError(f"M, N, K = {m}, {n}, {k}: each must be at least 1", field="shape")
+        if min(m, n, k, batch) <= 0:
+            raise SpecError(f"M, N, K, batch = {m}, {n}, {k}, {batch}: each must be at least 1", field="shape")
         tm = a["tile_m"] * a["cluster"][0]
-        return -(-m // tm) * a["cluster"][0] * -(-n // a["tile_n"]), 1, 1
+        return -(-m // tm) * a["cluster"][0] * -(-n // a["tile_n"]), batch, 1
 
     @property
     def smem_bytes(self) -> int:
@@ -485,6 +491,9 @@ class _Writer(PtxBuilder):
             self.add_params("u64", *(p for p in ep.params if p == "bias"))
             self.add_params("f32", *(p for p in ep.params if p != "bias"))
         self.add_params("u32", "M", "N", "K", *(("ldc",) if cfg.accumulate_c else ()), "ldd")
+        # batch (grid y = the batch index): C's and D's batch strides in elements; A's, B's and the
+        # metadata's are in their 3-D tensor maps
+        self.add_params("u64", *(("batch_stride_c",) if cfg.accumulate_c else ()), "batch_stride_d")
 
     def opcode(self) -> str:
         return wgmma_opcode(self.cfg)
@@ -520,9 +529,9 @@ class _Writer(PtxBuilder):
         self.declare("pred", "%p<15>")
         self.declare("b16", "%mask")
         self.declare("u32", "%thr", "%lane", "%warp", "%wg", "%sb", "%x", "%y", "%z", "%M", "%N", "%K", "%kb", "%nkb",
-                     *(("%ldc",) if cfg.accumulate_c else ()), "%ldd",
+                     *(("%ldc",) if cfg.accumulate_c else ()), "%ldd", "%bz",
                      "%st", "%ph", "%pst", "%bar", "%pm", "%pn", "%m0", "%n0", "%eb", "%c0", "%c1", "%c2", "%q", "%rk")
-        self.declare("u64", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
+        self.declare("u64", "%bc", "%bd", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
         if cfg.epilogue is not None:
@@ -581,6 +590,7 @@ class _Writer(PtxBuilder):
         self.problem_dims("%thr")
         for p in (("ldc",) if cfg.accumulate_c else ()) + ("ldd",):
             self.ld_param("u32", f"%{p}", p, "         // row stride in elements")
+        ins("mov.u32 %bz, %ctaid.y;                      // the batch")
         ins("and.b32 %lane, %thr, 31;")
         ins("shr.u32 %warp, %thr, 5;")
         ins("and.b32 %warp, %warp, 3;                  // warp within its warpgroup (9.7.15.6.2 %warpid % 4)")
@@ -662,11 +672,11 @@ class _Writer(PtxBuilder):
             if box.multicast:
                 ins(f"mad.lo.u32 %x, %rk, {box.rank_offset}, %x;        // this CTA's half of B")
                 ins(f"mad.lo.u32 %c2, %rk, {box.rank_rows}, {y};")
-                ins(f"@%p6 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-                    f"[%x], [%tm{box.tensor}, {{%c0, %c2}}], [%bar], %mask;")
+                ins(f"@%p6 cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                    f"[%x], [%tm{box.tensor}, {{%c0, %c2, %bz}}], [%bar], %mask;")
             else:
-                ins(f"@%p6 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%x], "
-                    f"[%tm{box.tensor}, {{%c0, {y}}}], [%bar];")
+                ins(f"@%p6 cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%x], "
+                    f"[%tm{box.tensor}, {{%c0, {y}, %bz}}], [%bar];")
         self.advance_slot()
         self.count_up("%kb", 1, "%p1", "%nkb", loop)
         ins(f"bra.uni {self.end};")
@@ -676,6 +686,7 @@ class _Writer(PtxBuilder):
         ins("// ---- consumers: warpgroup wg >= 1 owns rows (wg-1)*wg_m .. of the tile")
         ins("sub.u32 %wg, %wg, 1;")
         self.raster()
+        self.batch_offsets()
         self.init_acc()
         # slot-0 descriptors: %sb >> 4 in the start-address field, the consumer's first A row block added
         ins("shr.u32 %x, %sb, 4;")
@@ -801,6 +812,24 @@ class _Writer(PtxBuilder):
         ins("add.u64 %rp, %rp, %off;")
         ins(f"mul.lo.u64 %rp, %rp, {nbytes};")
         ins(f"add.u64 %rp, %rp, {ptr};")
+
+    # -- batch -----------------------------------------------------------------------------------------
+    def batch_offsets(self) -> None:
+        """%bc, %bd = byte offsets of batch %bz in C and D (batch index x batch stride in elements x
+        element bytes; 64-bit: a batch stride may pass 2^32 elements)."""
+        cfg, ins = self.cfg, self.ins
+        for reg, name, nbytes in ((("%bc", "batch_stride_c", self.abytes),) if cfg.accumulate_c else ()) + \
+                (("%bd", "batch_stride_d", self.dbytes),):
+            self.ld_param("u64", reg, name)
+            ins(f"cvt.u64.u32 %off, %bz;")
+            ins(f"mul.lo.u64 {reg}, {reg}, %off;")
+            self.scale64(reg, nbytes, 1)
+
+    def global_pointer(self, reg: str, name: str, raw: str | None = None) -> None:
+        """The global address of pointer parameter `name`; C and D of this CTA's batch."""
+        super().global_pointer(reg, name, raw)
+        if name in ("c", "d"):
+            self.ins(f"add.u64 {reg}, {reg}, {'%bc' if name == 'c' else '%bd'};          // this batch's")
 
     # -- edges: a tile that D's M x N does not contain whole ------------------------------------------
     def edge_split(self, interior, edge) -> None:
@@ -1104,6 +1133,11 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
     if cfg.accumulate_c:
         buffers["c"] = {"element": cfg.acc_type, "shape": ["M", "N"], "pitch": "ldc",
                         "layout": "row-major; " + pitched.format("ldc")}
+    # a batch: every buffer but the bias (shared by all batches) may have a leading batch dimension, its
+    # stride in the tensor map (A values, metadata, B: a multiple of 16 bytes) or a kernel parameter (C, D)
+    for name in ("a_values", "a_metadata", "b", "c", "d"):
+        if name in buffers:
+            buffers[name]["batch_stride"] = f"batch_stride_{name}" if name in ("c", "d") else "tensor map"
     extra = epilogue.abi_entries(cfg.epilogue, buffers)
     tiles_m, tiles_n = f"((M + {tm - 1}) // {tm}) * {cfg.cluster_m}", f"((N + {cfg.cta_n - 1}) // {cfg.cta_n})"
     return {
@@ -1116,13 +1150,15 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "cluster": [cfg.cluster_m, 1, 1],
         "max_ctas_per_sm": 1,
         "block": [cfg.threads, 1, 1],
-        "grid": ["tiles", 1, 1],
+        "grid": ["tiles", "batch", 1],
         # any M, N, K >= 1: the last tile row / column / K block is partial (module docstring, "Edges")
         "tiles": f"{tiles_m} * {tiles_n}",
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [],
         # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (_Writer.raster)
-        "limits": launch_limits("MNK", ["tiles"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"],
+        "limits": launch_limits("MNK", ["tiles", "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"],
+        "batch": "grid y: the batch index; C and D at batch_stride_c / batch_stride_d elements per batch, A, "
+                 "metadata and B through rank-3 tensor maps (their batch strides in the maps)",
         **extra,
     }
 
@@ -1131,27 +1167,32 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
 # Host side: tensor maps (CUDA driver, ctypes; imported lazily, nothing at module import)
 # --------------------------------------------------------------------------------------------------
 
-def tensor_map_args(abi: dict, m: int, n: int, k: int, row_bytes: dict[str, int] | None = None) -> list[dict]:
-    """Per tensor map: the cuTensorMapEncodeTiled arguments (rank 2) for an M x N x K problem, except
-    the global address. dims/strides/box in CUDA's order (innermost first; strides in bytes, rank-1).
-    The dims are the true extents (the copy engine fills a box's elements beyond them with zeros: the
-    edges of M and N and the K tail); `row_bytes` gives an operand's row stride where it is not its
-    packed row (B with padded rows)."""
+def tensor_map_args(abi: dict, m: int, n: int, k: int, row_bytes: dict[str, int] | None = None, batch: int = 1,
+                    batch_bytes: dict[str, int] | None = None) -> list[dict]:
+    """Per tensor map: the cuTensorMapEncodeTiled arguments (rank 3: elements, rows, batches) for a
+    batch of M x N x K problems, except the global address. dims/strides/box in CUDA's order (innermost
+    first; strides in bytes, rank-1). The dims are the true extents (the copy engine fills a box's
+    elements beyond them with zeros: the edges of M and N and the K tail; a box is one batch deep, so
+    no batch reads its neighbour's rows); `row_bytes` / `batch_bytes` give an operand's row / batch
+    stride where it is not that of a packed array (B with padded rows, a strided batch)."""
     pad = padded_sizes(abi, m, k)
     out = []
     for t in abi["tensor_maps"]:
         eb = t["elem_bits"]
+        op = t["operand"]
         inner, rows = {"a_values": (pad["k_values"] // 2, m), "b": (k, n),
-                       "a_metadata": (pad["meta_words"], pad["meta_rows"])}[t["operand"]]
-        stride = (row_bytes or {}).get(t["operand"], inner * eb // 8)
-        out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows),
-                    "strides": (stride,), "box": tuple(t["box"]), "element_strides": (1, 1),
+                       "a_metadata": (pad["meta_words"], pad["meta_rows"])}[op]
+        stride = (row_bytes or {}).get(op, inner * eb // 8)
+        between = (batch_bytes or {}).get(op, stride * rows)
+        out.append({"operand": op, "data_type": t["data_type"], "dims": (inner, rows, batch),
+                    "strides": (stride, between), "box": (*t["box"], 1), "element_strides": (1, 1, 1),
                     "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
     return out
 
 
 def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, int],
-                       row_bytes: dict[str, int] | None = None) -> bytes:
+                       row_bytes: dict[str, int] | None = None, batch: int = 1,
+                       batch_bytes: dict[str, int] | None = None) -> bytes:
     """The 3 x 128 bytes the kernel's `tensor_maps` points to, encoded by the CUDA driver
     (cuTensorMapEncodeTiled through ctypes); `addresses` maps a_values / b / a_metadata to device
     pointers. Copy the result to 64-byte-aligned global memory before the launch."""
@@ -1165,15 +1206,16 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
                    ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     fn.restype = ctypes.c_int
     out = b""
-    for a in tensor_map_args(abi, m, n, k, row_bytes):
+    for a in tensor_map_args(abi, m, n, k, row_bytes, batch, batch_bytes):
         # the CUtensorMap the driver writes must be 64-byte aligned: over-allocate and align
         buf = (ctypes.c_uint8 * (TMA_MAP_BYTES + 64))()
         at = (ctypes.addressof(buf) + 63) // 64 * 64
-        dims = (ctypes.c_uint64 * 2)(*a["dims"])
-        strides = (ctypes.c_uint64 * 1)(*a["strides"])
-        box = (ctypes.c_uint32 * 2)(*a["box"])
-        estr = (ctypes.c_uint32 * 2)(*a["element_strides"])
-        rc = fn(at, a["data_type"], 2, addresses[a["operand"]], dims, strides, box, estr,
+        rank = len(a["dims"])
+        dims = (ctypes.c_uint64 * rank)(*a["dims"])
+        strides = (ctypes.c_uint64 * (rank - 1))(*a["strides"])
+        box = (ctypes.c_uint32 * rank)(*a["box"])
+        estr = (ctypes.c_uint32 * rank)(*a["element_strides"])
+        rc = fn(at, a["data_type"], rank, addresses[a["operand"]], dims, strides, box, estr,
                 0, a["swizzle"], a["l2_promotion"], 0)       # interleave NONE; OOB fill NONE: zeros beyond dims
         if rc != 0:
             raise RuntimeError(f"cuTensorMapEncodeTiled({a['operand']}) failed with CUresult {rc}: {a}")

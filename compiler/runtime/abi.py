@@ -75,10 +75,10 @@ def fixed_k(abi: dict) -> int | None:
     return abi["k"] if is_tcgen05(abi) else None
 
 
-def names(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None) -> dict[str, int]:
+def names(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None, batch: int = 1) -> dict[str, int]:
     """The names an ABI's expressions use, for problem M x N x K (and, for persistent kernels, the
-    device's multiprocessor count)."""
-    out = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n}
+    device's multiprocessor count; for batched kernels, the batch count)."""
+    out = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": batch}
     out.update({key: abi[key] for key in ("tile_m", "tile_n", "tile_k", "max_ctas_per_sm") if key in abi})
     if multiprocessors is not None:
         out["multiprocessors"] = multiprocessors
@@ -111,12 +111,15 @@ def limits(abi: dict) -> list[str]:
     return list(abi.get("limits", []))
 
 
-def unmet(abi: dict, m: int, n: int, k: int) -> list[str]:
-    """The conditions problem M x N x K breaks (empty: it can run): those of `requires`, else those of
-    `limits` (which may count whole tiles, so they are read once the sizes are whole tiles)."""
+def unmet(abi: dict, m: int, n: int, k: int, batch: int = 1) -> list[str]:
+    """The conditions problem M x N x K (`batch` of them) breaks (empty: it can run): those of `requires`,
+    else those of `limits` (which may count whole tiles, so they are read once the sizes are whole tiles)."""
     if m <= 0 or n <= 0 or k <= 0:        # not min(): a tracer would guard on their order
         return [f"M, N, K > 0 (got {m} x {n} x {k})"]
-    env = names(abi, m, n, k)
+    if batch != 1 and ("batch" not in abi or batch <= 0):
+        return [f"batch == 1 (got {batch}: {entry(abi)} takes no batch)" if "batch" not in abi
+                else f"batch > 0 (got {batch})"]
+    env = names(abi, m, n, k, batch=batch)
     bad = [r for r in requires(abi) if not eval_expr(r, env)]
     return bad or [r for r in limits(abi) if not eval_expr(r, env)]
 
@@ -159,21 +162,23 @@ def cluster(abi: dict) -> tuple[int, int, int]:
     return int(c[0]), int(c[1]), int(c[2])
 
 
-def grid_blocks(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None) -> tuple[int, int, int]:
-    """The grid in CTAs (the ABI's `grid`) for problem M x N x K; ValueError naming the broken `requires`."""
-    bad = unmet(abi, m, n, k)
+def grid_blocks(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None,
+                batch: int = 1) -> tuple[int, int, int]:
+    """The grid in CTAs (the ABI's `grid`) for problem M x N x K (`batch` of them); ValueError naming the
+    broken `requires`."""
+    bad = unmet(abi, m, n, k, batch)
     if bad:
         raise ValueError(f"problem {m} x {n} x {k} breaks the kernel's requirements: {', '.join(bad)}")
-    env = names(abi, m, n, k, multiprocessors)
+    env = names(abi, m, n, k, multiprocessors, batch)
     x, y, z = (int(eval_expr(g, env)) for g in abi["grid"])
     return x, y, z
 
 
-def launch_dims(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None):
+def launch_dims(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None, batch: int = 1):
     """(grid in clusters, cluster, block, dynamic shared bytes) as a cluster launch takes them: with a
     cluster, the launch grid counts clusters (cuLaunchKernelEx's gridDim is in blocks, a multiple of the
     cluster's; cuda.core's LaunchConfig takes clusters)."""
-    gx, gy, gz = grid_blocks(abi, m, n, k, multiprocessors)
+    gx, gy, gz = grid_blocks(abi, m, n, k, multiprocessors, batch)
     cx, cy, cz = cluster(abi)
     if gx % cx or gy % cy or gz % cz:
         raise AbiError(f"grid {gx, gy, gz} is not whole clusters of {cx, cy, cz}")

@@ -37,12 +37,15 @@ class SparseA:
     4-bit types of the m16n8k128 forms two to a byte, M x K/4 bytes) and metadata words, as device arrays,
     for an M x K dense A."""
 
-    def __init__(self, values, metadata, element: str, m: int, k: int) -> None:
+    def __init__(self, values, metadata, element: str, m: int, k: int, batch: int | None = None) -> None:
         self.values, self.metadata, self.element, self.m, self.k = values, metadata, element, m, k
+        self.batch = batch              # None: one M x K A; else the count of a batch (arrays batch-first)
         self.checked: object = None     # the kernel plan these arrays were last checked against
+        self._batch_bytes: dict = {}    # a batch's byte strides of values and metadata (checked with them)
 
     def __repr__(self) -> str:
-        return f"SparseA({self.element}, {self.m} x {self.k})"
+        lead = f"{self.batch} x " if self.batch is not None else ""
+        return f"SparseA({self.element}, {lead}{self.m} x {self.k})"
 
 
 def _host(x):
@@ -101,9 +104,9 @@ def upload(host, library: str, element: str, shape: tuple | None = None, device=
         return cupy.asarray(raw).view(dt).reshape(shape)
 
 
-def _allocate(lead: ArrayView, want, fill_zero: bool = False):
+def _allocate(lead: ArrayView, want, fill_zero: bool = False, batch: int | None = None):
     """A new C or D for buffer `want`: rows padded to a multiple of 16 bytes where the kernel takes a row
-    stride (the array returned is the M x N slice of it), else contiguous."""
+    stride (the array returned is the M x N slice of it), else contiguous; `batch` of them (batch-first)."""
     if want.pitch is None or len(want.shape) != 2:
         return allocate_like(lead, want.shape, want.element, fill_zero=fill_zero)
     from ..isa.types import TYPES
@@ -111,8 +114,19 @@ def _allocate(lead: ArrayView, want, fill_zero: bool = False):
     rows, cols = want.shape
     size = TYPES[want.element].bits // 8
     padded = -(-cols * size // ALIGN) * ALIGN // size
-    full = allocate_like(lead, (rows, padded), want.element, fill_zero=fill_zero)
-    return full if padded == cols else full[:, :cols]
+    lead_dims = (batch,) if batch is not None else ()
+    full = allocate_like(lead, lead_dims + (rows, padded), want.element, fill_zero=fill_zero)
+    return full if padded == cols else full[..., :cols]
+
+
+def _unbatch(v: ArrayView, rank: int) -> tuple[ArrayView, int | None, int]:
+    """(the first batch's view, batch count, batch stride in bytes) of a view with one more dimension
+    than `rank`; (v, None, 0) for a view of `rank` dimensions."""
+    if len(v.shape) != rank + 1:
+        return v, None, 0
+    first = ArrayView(v.obj, v.ptr, tuple(v.shape[1:]), tuple(v.strides[1:]), v.element, v.itemsize, v.device,
+                      v.readonly, v.library)
+    return first, v.shape[0], v.strides[0]
 
 
 class Kernel:
@@ -156,11 +170,11 @@ class Kernel:
     def unmet(self, m: int, n: int, k: int) -> list[str]:
         return abi_mod.unmet(self.abi, m, n, k)
 
-    def launch_dims(self, m: int, n: int, k: int, multiprocessors: int | None = None):
-        """(grid in clusters, cluster, block, dynamic shared bytes) for problem M x N x K."""
+    def launch_dims(self, m: int, n: int, k: int, multiprocessors: int | None = None, batch: int = 1):
+        """(grid in clusters, cluster, block, dynamic shared bytes) for problem M x N x K (`batch` of them)."""
         if multiprocessors is None and "multiprocessors" in str(self.abi.get("grid")):
             multiprocessors = self._sms
-        return abi_mod.launch_dims(self.abi, m, n, k, multiprocessors)
+        return abi_mod.launch_dims(self.abi, m, n, k, multiprocessors, batch)
 
     # ------------------------------------------------------------------ operands
     def pack_a(self, a, library: str | None = None) -> SparseA:
@@ -175,23 +189,30 @@ class Kernel:
 
         element = self.abi["buffers"]["a_values"]["element"]
         host = _host(a)
-        if host.ndim != 2:
-            raise ArgumentError("A", "shape", "a 2-D M x K array", f"shape {tuple(host.shape)}")
-        m, k = host.shape
+        batched = host.ndim == 3 and "batch" in self.abi
+        if host.ndim != 2 and not batched:
+            want = "a 2-D M x K array or a 3-D batch x M x K one" if "batch" in self.abi else "a 2-D M x K array"
+            raise ArgumentError("A", "shape", want, f"shape {tuple(host.shape)}")
+        m, k = host.shape[-2:]
         shape = self.abi["form"].split(".")[0]
         try:
             pad = self._padding(m, k)
-            if pad is None:
-                values, meta = sparse.compress(host, element, shape, self.abi.get("selector", 0))
-            else:                     # any M x K: padded where the layouts need a granularity
-                values, meta = sparse.compress_padded(host, element, shape, *pad, self.abi.get("selector", 0))
+            packed = []
+            for one in (host if batched else [host]):
+                if pad is None:
+                    packed.append(sparse.compress(one, element, shape, self.abi.get("selector", 0)))
+                else:                 # any M x K: padded where the layouts need a granularity
+                    packed.append(sparse.compress_padded(one, element, shape, *pad, self.abi.get("selector", 0)))
         except SpecError as e:
             what = "sparsity pattern" if "sparse" in str(e) else "shape"
             raise ArgumentError("A", what, f"a {element} M x K matrix the kernel's sparsity allows", str(e)) from None
+        import numpy as np
+
+        values, meta = (np.stack([v for v, _ in packed]), np.stack([e for _, e in packed])) if batched else packed[0]
         library = library or library_of(a)
         device = a.device if library == "torch" and type(a).__module__.startswith("torch") else None
         return SparseA(upload(values, library, element, device=device), upload(meta, library, "u32", device=device),
-                       element, m, k)
+                       element, m, k, host.shape[0] if batched else None)
 
     def pack_scales(self, values, operand: str = "a", library: str | None = None):
         """Scale factors of a block-scaled mma.sp kernel as it reads them (its ABI's `sfa` / `sfb`: rows
@@ -402,10 +423,12 @@ class Kernel:
             self._streams[handle] = s
         return s
 
-    def _tensor_maps(self, m: int, n: int, k: int, ptrs: dict[str, int], b_row_bytes: int | None = None) -> int:
+    def _tensor_maps(self, m: int, n: int, k: int, ptrs: dict[str, int], b_row_bytes: int | None = None,
+                     batch: int = 1, batch_bytes: dict | None = None) -> int:
         """A device copy of the kernel's TMA tensor maps for these buffers, encoded by the driver
-        (cuTensorMapEncodeTiled) and cached per (buffers, problem, B's row stride)."""
-        key = (m, n, k, ptrs["a_values"], ptrs["a_metadata"], ptrs["b"], b_row_bytes)
+        (cuTensorMapEncodeTiled) and cached per (buffers, problem, B's row stride, batch and its strides)."""
+        key = (m, n, k, ptrs["a_values"], ptrs["a_metadata"], ptrs["b"], b_row_bytes, batch,
+               tuple(sorted((batch_bytes or {}).items())))
         hit = self._maps.get(key)
         if hit is not None:
             return hit
@@ -415,7 +438,8 @@ class Kernel:
         from .capture import relaxed_capture_mode
 
         with relaxed_capture_mode():      # also inside a CUDA graph capture: see compiler/runtime/capture.py
-            data = encode_tensor_maps(self.abi, m, n, k, ptrs, {"b": b_row_bytes} if b_row_bytes else None)
+            data = encode_tensor_maps(self.abi, m, n, k, ptrs, {"b": b_row_bytes} if b_row_bytes else None, batch,
+                                      batch_bytes or None)
             err, dptr = driver.cuMemAlloc(len(data))      # 256-byte aligned: the maps need 64
             if err != driver.CUresult.CUDA_SUCCESS:
                 raise DeviceError(f"cannot allocate the tensor maps ({err})")
@@ -431,6 +455,13 @@ class Kernel:
         sparse_a = isinstance(A, SparseA)
         a = A if sparse_a or not self.tcgen05 else view(A, "A")      # _sizes refuses an unpacked sparse A
         b = view(B, "B")
+        batched = "batch" in self.abi         # the sparse wgmma kernel: operands may lead with a batch
+        batch, bb = (a.batch if sparse_a else None), {}              # bb: batch strides in bytes
+        if batched:
+            b, nb, bb["b"] = _unbatch(b, 2)
+            if nb != batch:
+                raise ArgumentError("B", "shape", f"a batch of {batch} K x N arrays (as A)" if batch else
+                                    "a 2-D K x N array (A has no batch)", f"shape {(nb,) + b.shape if nb else b.shape}")
         m, n, k = self._sizes(a, b)
         want = self._plans.get((m, n, k))
         if want is None:              # the ABI's expressions, evaluated once per problem size
@@ -439,11 +470,16 @@ class Kernel:
                 raise ArgumentError("A, B", "problem size", f"M x N x K meeting {', '.join(bad)}",
                                     f"{m} x {n} x {k}")
             want = self._plans[(m, n, k)] = abi_mod.buffers(self.abi, m, n, k)
+        if batch is not None and abi_mod.unmet(self.abi, m, n, k, batch):
+            raise ArgumentError("A", "batch", " and ".join(abi_mod.unmet(self.abi, m, n, k, batch)), str(batch))
         lead = view(a.values, "A.values") if sparse_a else a
+        if batch is not None:
+            lead = _unbatch(lead, 2)[0]
         dev = lead.device
         ptrs: dict[str, int] = {}
         if sparse_a and a.checked is want:        # checked against this kernel and size already
             ptrs["a_values"] = lead.ptr
+            bb.update(a._batch_bytes)
             if "a_metadata" in want:
                 ptrs["a_metadata"] = a._metadata_ptr
         elif sparse_a:
@@ -455,11 +491,19 @@ class Kernel:
                     continue
                 v = view(arr, arg)
                 w = want[key]
+                if batch is not None:
+                    v, count, bb[key] = _unbatch(v, len(w.shape))
+                    if count != batch:
+                        raise ArgumentError(arg, "shape", f"a batch of {batch}", f"shape {v.shape}")
+                    if bb[key] % ALIGN or bb[key] <= 0:
+                        raise ArgumentError(arg, "stride", f"a positive batch stride, a multiple of {ALIGN} bytes "
+                                            "(a TMA global stride)", f"{bb[key]} bytes")
                 if v.element in ("u16", "s16") and w.element in ("f16", "bf16"):
                     v.element = w.element       # pack_a's raw 16-bit storage (cupy has no bfloat16)
                 self._check(key, arg, v, w, dev)
                 ptrs[key] = v.ptr
             a._metadata_ptr = ptrs.get("a_metadata")
+            a._batch_bytes = {key: bb[key] for key in ("a_values", "a_metadata") if key in bb}
             a.checked = want
         else:
             self._check("A", "A", a, want["A"], dev)
@@ -469,6 +513,9 @@ class Kernel:
         ldb = self._check(bname, "B", b, want[bname], dev, transposed=True)
         if ldb is not None:
             pitches["b"] = ldb * b.itemsize          # the tensor map's row stride (bytes)
+        if batch is not None and (bb["b"] % ALIGN or bb["b"] <= 0):
+            raise ArgumentError("B", "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (a TMA "
+                                "global stride)", f"{bb['b']} bytes")
         ptrs[bname] = b.ptr
         # scale factors: SFA / SFB of tcgen05 kernels, sfa / sfb of block-scaled mma.sp kernels
         for keys, arr, arg in ((("SFA", "sfa"), scale_a, "scale_a"), (("SFB", "sfb"), scale_b, "scale_b"),
@@ -486,7 +533,14 @@ class Kernel:
             if C is None:
                 C = _allocate(lead, want["c"], fill_zero=True)
             v = view(C, "C")
+            if batched:                   # a 2-D C is every batch's (batch stride 0)
+                v, count, bb["c"] = _unbatch(v, 2)
+                if count not in (None, batch):
+                    raise ArgumentError("C", "shape", f"an M x N array or a batch of {batch or 1} of them",
+                                        f"shape {(count,) + v.shape}")
+                bb["c"] = bb["c"] if count else 0
             ldc = self._check("c", "C", v, want["c"], dev)
+            c_size = v.itemsize
             if ldc is not None:
                 pitches[want["c"].pitch] = ldc
             ptrs["c"] = v.ptr
@@ -507,23 +561,36 @@ class Kernel:
                                     "any, is compiled in)", repr(value))
         dname = "D" if self.tcgen05 else "d"
         if out is None:
-            out = _allocate(lead, want[dname])
+            out = _allocate(lead, want[dname], batch=batch)
         v = view(out, "out")
+        if batched:
+            v, count, bb["d"] = _unbatch(v, 2)
+            if count != batch:
+                raise ArgumentError("out", "shape", f"a batch of {batch} M x N arrays (as A)" if batch else
+                                    "a 2-D M x N array (A has no batch)", f"shape {(count,) + v.shape if count else v.shape}")
         ldd = self._check(dname, "out", v, want[dname], dev)
         if ldd is not None:
             pitches[want[dname].pitch] = ldd
+        if batch is not None and batch > 1 and bb["d"] < ((m - 1) * ldd + n) * v.itemsize:
+            raise ArgumentError("out", "stride", f"batches that do not overlap: a batch stride of at least "
+                                f"{((m - 1) * ldd + n) * v.itemsize} bytes", f"{bb['d']} bytes")
         ptrs[dname] = v.ptr
         if self._fn is None:
             self._load(dev)
         if dev is not None and dev != self._device:
             raise ArgumentError("A", "device", f"cuda:{self._device} (where this kernel was loaded)", f"cuda:{dev}")
+        count = batch or 1
         if "tensor_maps" in self.abi.get("buffers", {}):
-            ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"))
+            ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
+                                                    {x: bb[x] for x in ("a_values", "a_metadata", "b") if bb.get(x)})
         sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, **pitches}
+        if batched:                   # C's and D's batch strides in elements
+            sizes["batch_stride_c"] = bb.get("c", 0) // c_size if "c" in want else 0
+            sizes["batch_stride_d"] = bb.get("d", 0) // v.itemsize
         args = []
         for name, typ in self.params:
             if typ == "u64":
-                args.append(ctypes.c_uint64(ptrs[name]))
+                args.append(ctypes.c_uint64(ptrs[name] if name in ptrs else sizes[name]))
             elif typ == "u32":
                 args.append(ctypes.c_uint32(sizes[name]))
             elif typ == "f32":           # the epilogue's alpha / beta (epilogue alpha=param / beta=param)
@@ -533,11 +600,11 @@ class Kernel:
                 args.append(ctypes.c_float(float(scalars[name])))
             else:
                 raise TilecRuntimeError(f"{self.entry}: parameter {name} of type {typ} is unknown to the runtime")
-        config = self._configs.get((m, n, k))
+        config = self._configs.get((m, n, k, count))
         if config is None:
-            grid, cluster, block, smem = self.launch_dims(m, n, k, self._sms)
+            grid, cluster, block, smem = self.launch_dims(m, n, k, self._sms, count)
             kw = {"cluster": cluster} if cluster != (1, 1, 1) else {}
             config = self._LaunchConfig(grid=grid, block=block, shmem_size=smem, **kw)
-            self._configs[(m, n, k)] = config
+            self._configs[(m, n, k, count)] = config
         self._launch(self._stream(stream, lead.library), config, self._fn, *args)
         return out
