@@ -66,8 +66,8 @@ def wgmma_launcher(torch, np, kern, fn, m, n, k, vals, meta, bt, d):
     tmaps = torch.frombuffer(bytearray(maps), dtype=torch.uint8).to(SG.DEVICE)
     assert tmaps.data_ptr() % 64 == 0
     args = (np.uint64(tmaps.data_ptr()), np.uint64(d.data_ptr()), np.uint32(m), np.uint32(n), np.uint32(k),
-            np.uint32(n))                # ldd: D contiguous
-    assert [p["name"] for p in kern.abi["params"]] == ["tensor_maps", "d", "M", "N", "K", "ldd"]
+            np.uint32(n), np.uint64(m * n))         # ldd: D contiguous; batch stride (one problem)
+    assert [p["name"] for p in kern.abi["params"]] == ["tensor_maps", "d", "M", "N", "K", "ldd", "batch_stride_d"]
     grid, block, smem = kern.grid(m, n, k), kern.block, kern.smem_bytes
 
     def run():

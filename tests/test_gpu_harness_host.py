@@ -169,10 +169,10 @@ def test_abi_grid_is_the_sparse_wgmma_emitters(key):
     # lie outside D)
     assert not sk.abi_unmet(kern.abi, kw["cta_m"] - 1, n + 1, k + 1)
     assert sk.abi_grid(kern.abi, kw["cta_m"], kw["cta_n"], k) == (kw.get("cluster_m", 1), 1, 1)
-    # argument order is the ABI's: tensor maps, D, M, N, K, ldd (no C: D = A*B)
+    # argument order is the ABI's: tensor maps, D, M, N, K, ldd, D's batch stride (no C: D = A*B)
     args = sk.abi_arguments(kern.abi, {"tensor_maps": 0x1000, "d": 0x2000}, m, n, k)
-    assert [type(a) for a in args] == [np.uint64, np.uint64, np.uint32, np.uint32, np.uint32, np.uint32]
-    assert [int(a) for a in args] == [0x1000, 0x2000, m, n, k, n]
+    assert [type(a) for a in args] == [np.uint64, np.uint64, np.uint32, np.uint32, np.uint32, np.uint32, np.uint64]
+    assert [int(a) for a in args] == [0x1000, 0x2000, m, n, k, n, m * n]
 
 
 def test_benchmark_other_forms_build():
@@ -211,10 +211,12 @@ def test_dsl_examples_the_gpu_test_launches():
         seen[name] = abi
     wg = seen["sparse_wgmma_f16"]
     assert wg["kernel_kind"] == "sparse_wgmma" and wg["cluster"] == [2, 1, 1] and wg["target"] == "sm_90a"
-    assert [p["name"] for p in wg["params"]] == ["tensor_maps", "c", "d", "M", "N", "K", "ldc", "ldd"]
+    assert [p["name"] for p in wg["params"]] == ["tensor_maps", "c", "d", "M", "N", "K", "ldc", "ldd",
+                                                 "batch_stride_c", "batch_stride_d"]
     m, n, k = sk.abi_problem_size(wg, scale=(4, 3, 4))
     maps = tensor_map_args(wg, m, n, k)          # what encode_tensor_maps hands the driver
-    assert [mp["dims"][-1] for mp in maps] == [m, n, m // 16]
+    assert [mp["dims"][1] for mp in maps] == [m, n, m // 16]          # rows; dims[2]: the batch (1)
+    assert [mp["dims"][2] for mp in maps] == [1, 1, 1]
     assert seen["sparse_gemm_f16"]["kernel_kind"] == "sparse_gemm"
     assert seen["sparse_f16"]["grid"] == ["N / tile_n", "M / tile_m", 1]
 

@@ -210,11 +210,14 @@ def abi_types(abi: dict) -> tuple[str, str, str, str, str]:
 def abi_arguments(abi: dict, device_buffers: dict, m: int, n: int, k: int) -> tuple:
     """The kernel's arguments in ABI order: u64 parameters from `device_buffers` by name (device
     pointers as ints, or device arrays), u32 parameters M, N, K and the wgmma kernel's row strides ldc,
-    ldd (contiguous C and D: N elements)."""
+    ldd (contiguous C and D: N elements) and batch strides (u64; one problem)."""
     sizes = {"M": m, "N": n, "K": k, "ldc": n, "ldd": n}
+    strides = {"batch_stride_c": m * n, "batch_stride_d": m * n}     # one problem: any value serves
     args = []
     for p in abi["params"]:
-        if p["type"] == "u64":
+        if p["type"] == "u64" and p["name"] in strides:
+            args.append(np.uint64(strides[p["name"]]))
+        elif p["type"] == "u64":
             x = device_buffers[p["name"]]
             args.append(np.uint64(x) if isinstance(x, int) else x)
         elif p["type"] == "u32":
