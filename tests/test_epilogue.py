@@ -165,7 +165,8 @@ def test_kernel_abi_and_parameters():
     abi = r.to_json()["tiles"]["t"]["kernel"]
     assert [(p["name"], p["type"]) for p in abi["params"]] == [
         ("tensor_maps", "u64"), ("c", "u64"), ("d", "u64"), ("bias", "u64"), ("alpha", "f32"), ("beta", "f32"),
-        ("M", "u32"), ("N", "u32"), ("K", "u32"), ("ldc", "u32"), ("ldd", "u32")]      # row strides last
+        ("M", "u32"), ("N", "u32"), ("K", "u32"), ("ldc", "u32"), ("ldd", "u32"),       # row strides,
+        ("batch_stride_c", "u64"), ("batch_stride_d", "u64")]                              # batch strides last
     assert abi["buffers"]["bias"]["shape"] == ["M"] and abi["buffers"]["d"]["element"] == "f16"
     assert abi["epilogue"] == {"formula": "D = act(alpha*(A*B) + beta*C + bias)", "c": "epilogue", "alpha": "param",
                                "beta": "param", "bias": "row", "act": "relu", "acc": "f32", "out": "f16"}
