@@ -218,18 +218,38 @@ class Rules:
             raise ArgumentError(argument, "shape", f"{shape}", f"{tuple(t.shape)}")
 
 
-def _readable(t, transposed: bool = False):
+def _readable(t, transposed: bool = False, pitched: bool = False):
     """`t` itself when the kernel can read it as it is (row-major, or K-contiguous B; 16-byte aligned
-    start), else a copy in that layout: the op's stride rule (module docstring)."""
+    start), else a copy in that layout: the op's stride rule (module docstring). `pitched` (a buffer the
+    kernel reads with a row stride: the sparse wgmma kernel's B and C): rows any multiple of 16 bytes
+    apart are read as they are, other rows copied into rows padded to one."""
     if t is None:
         return None
     import torch
 
     view = t.t() if transposed else t
+    if pitched and view.dim() == 2:
+        rows, cols = view.shape
+        size = view.element_size()
+        if (view.stride(1) == 1 or cols == 1) and (view.stride(0) * size) % ALIGN == 0 and \
+                view.stride(0) >= cols and t.data_ptr() % ALIGN == 0:
+            return t
+        copy = _padded_empty(torch, rows, cols, view.dtype, view.device)
+        copy.copy_(view)
+        return copy.t() if transposed else copy
     if view.is_contiguous() and t.data_ptr() % ALIGN == 0:
         return t
     copy = view.clone(memory_format=torch.contiguous_format)
     return copy.t() if transposed else copy
+
+
+def _padded_empty(torch, rows: int, cols: int, dtype, device):
+    """An uninitialised rows x cols tensor whose rows are a multiple of 16 bytes apart (a slice of a wider
+    one where cols elements are not)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    padded = -(-cols * size // ALIGN) * ALIGN // size
+    full = torch.empty((rows, padded), dtype=dtype, device=device)
+    return full if padded == cols else full[:, :cols]
 
 
 class TorchOp:
@@ -308,24 +328,37 @@ class TorchOp:
         import torch
 
         m, n, k, device, want = self.rules.check(args, out)
-        if out is None:
-            out = torch.empty((m, n), dtype=self.out_dtype, device=device)
+        pitched = {key: key in want and want[key].pitch is not None for key in ("b", "c", "d")}
+        result, target = out, out
+        if pitched["d"]:              # rows 16-byte multiples apart: a padded D (copied out where needed)
+            size = out.element_size() if out is not None else torch.empty((), dtype=self.out_dtype).element_size()
+            fits = out is not None and (out.stride(1) == 1 or n == 1) and (out.stride(0) * size) % ALIGN == 0 \
+                and out.data_ptr() % ALIGN == 0
+            if not fits:
+                target = _padded_empty(torch, m, n, self.out_dtype, device)
+        if target is None:
+            target = result = torch.empty((m, n), dtype=self.out_dtype, device=device)
         kernel = self.kernel
         if getattr(kernel, "_fn", None) is None:
             if torch.cuda.is_current_stream_capturing():
                 raise TilecRuntimeError(f"{self.qualname}: its module is loaded by the first call, which cannot "
                                         "happen inside a CUDA graph capture: call the op once before capturing")
             kernel.load(device.index if device.index is not None else torch.cuda.current_device())
-        b = _readable(args["b"], transposed=True)
+        b = _readable(args["b"], transposed=True, pitched=pitched["b"])
         if self.rules.tcgen05:
             a = _readable(args["a"])
         else:
             a = SparseA(_readable(args["a_values"]), _readable(args.get("a_metadata")),
                         want["a_values"].element, m, k)
         stream = torch.cuda.current_stream(device).cuda_stream
-        kernel(a, b, _readable(args.get("c")), out=out, stream=stream, scale_a=_readable(args.get("scale_a")),
-               scale_b=_readable(args.get("scale_b")), metadata=_readable(args.get("metadata")))
-        return out
+        kernel(a, b, _readable(args.get("c"), pitched=pitched["c"]), out=target, stream=stream,
+               scale_a=_readable(args.get("scale_a")), scale_b=_readable(args.get("scale_b")),
+               metadata=_readable(args.get("metadata")))
+        if result is None:            # the functional op returns a contiguous D, as its fake does
+            return target.contiguous()
+        if target is not result:
+            result.copy_(target)
+        return result
 
 
 _REGISTERED: dict[str, tuple[str, TorchOp]] = {}      # qualname -> (the kernel's identity, its op)

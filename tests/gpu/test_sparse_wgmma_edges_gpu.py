@@ -136,3 +136,30 @@ def test_rows_the_kernel_cannot_address_are_refused(sm90, torch_cuda):
     d = kernel(a, b, torch.zeros((m, 36), dtype=torch.float32, device="cuda")[:, :n])   # D allocated padded
     torch.cuda.synchronize()
     assert d.shape == (m, n) and d.stride(0) % 4 == 0 and not d.any()
+
+
+@pytest.mark.parametrize("shape", [(200, 135, 70), (5, 7, 3)], ids=lambda s: "x".join(map(str, s)))
+def test_torch_op_at_odd_sizes(sm90, torch_cuda, shape):
+    """compiler.integrations.torch: contiguous tensors whose rows are not 16-byte multiples (N = 135 f32, K =
+    70 f16) are copied into padded rows for the kernel; the functional op returns a contiguous D, the out=
+    variant fills a contiguous out."""
+    torch = torch_cuda
+    from compiler.driver import compile_file
+    from compiler.integrations.torch import register
+
+    name = "sparse_wgmma_f16"
+    op = register(str(EX / f"{name}.tile"))
+    t = compile_file(str(EX / f"{name}.tile")).tiles[name]
+    form, d_type = t.facts["form"], t.payload.operands["D"].dtype
+    m, n, k = shape
+    p = edge_problem(form, m, n, k, np.random.default_rng(5), True)
+    values, metadata = op.pack_a(p.a)
+    b = torch.from_numpy(np.ascontiguousarray(p.b)).cuda()          # K x N row-major: copied K-contiguous
+    c = torch.from_numpy(p.c).cuda()
+    ref = reference(form, p, d_type)
+    d = op(values, metadata, b, c)
+    assert d.is_contiguous() and d.shape == (m, n)
+    assert np.array_equal(d.cpu().numpy().view(np.uint8), ref.view(np.uint8))
+    out = torch.full((m, n), float("nan"), dtype=torch.float32, device="cuda")
+    op.out(values, metadata, b, c, out)
+    assert np.array_equal(out.cpu().numpy().view(np.uint8), ref.view(np.uint8))
