@@ -27,6 +27,21 @@ def write_output(path: str | None, text: str | bytes, input_path: str | None = N
 
 
 _COMMANDS = ("compile", "opt", "passes", "explain", "draw", "run", "tune")
+# `tilec run --emulate[=POLICY]`: the emulator's scheduling policies (compiler.emulate's `mode`)
+EMULATE_POLICIES = ("eager", "adversarial", "random")
+
+
+def _emulate_words(words: list[str]) -> list[str]:
+    """`run`'s bare `--emulate` as `--emulate=eager`: its policy is optional and written with '=', so the
+    word after a bare `--emulate` (the input file, in `tilec run --emulate FILE`) stays a word of its own
+    (argparse would take it as the option's value). Words after `--` are left alone."""
+    if next((w for w in words if not w.startswith("-")), None) != "run":
+        return words
+    out, literal = [], False
+    for w in words:
+        literal = literal or w == "--"
+        out.append("--emulate=eager" if w == "--emulate" and not literal else w)
+    return out
 
 
 class _Unused:
@@ -141,10 +156,15 @@ def _parser(argv: list[str] | None = None):
                         "kernels (any multiple of their K step); a tcgen05 kernel takes only its loop K")
     r.add_argument("--check", action="store_true", help="compare D with the numpy reference (the default)")
     r.add_argument("--bench", action="store_true", help="time the kernel: median of --iters launches after --warmup")
-    r.add_argument("--emulate", action="store_true", help="run on the CPU emulator (no GPU needed)")
+    r.add_argument("--emulate", nargs="?", const="eager", default=None, choices=EMULATE_POLICIES,
+                   metavar="=POLICY",
+                   help="run on the CPU emulator (no GPU needed); POLICY says when asynchronous work completes: "
+                        "eager (the default: at issue), adversarial (as late as possible, warps interleaved in a "
+                        "seeded order), random (at seeded random points); write it with '=' (--emulate=random)")
     r.add_argument("--iters", type=int, default=100, help="timed launches (--bench; default 100)")
     r.add_argument("--warmup", type=int, default=10, help="untimed launches first (--bench; default 10)")
-    r.add_argument("--seed", type=int, default=0, help="random data seed (default 0)")
+    r.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed of the random data and of the emulator's scheduling policy (default 0)")
     r.add_argument("--arch", help="target, overriding the file's 'target'")
 
     t = add("tune", help="search a tile's legal schedules on the GPU for one problem size",
@@ -487,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     from .files import FileError
 
     try:
-        words = sys.argv[1:] if argv is None else argv
+        words = _emulate_words(sys.argv[1:] if argv is None else list(argv))
         args = _parser(words).parse_args(words)
     except SystemExit as e:          # argparse already printed the usage message
         return 2 if e.code else 0

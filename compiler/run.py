@@ -74,12 +74,15 @@ def mismatches(d, ref, bound_scale, d_type: str) -> tuple[int, int]:
 # the emulator
 # --------------------------------------------------------------------------------------------------
 
-def emulate_tile(result, tile: str, shape, seed: int) -> tuple[bool, str]:
+def emulate_tile(result, tile: str, shape, seed: int, policy: str = "eager") -> tuple[bool, str]:
+    """Run `tile` on the CPU emulator under scheduling `policy` (compiler.emulate's `mode`: eager,
+    adversarial or random; `seed` draws the data and the policy's choices)."""
     from .emulator.api import emulate
 
-    e = emulate(result, tile, shape=shape, seed=seed)
+    e = emulate(result, tile, shape=shape, seed=seed, mode=policy)
     m, n, k = e.shape
-    where = f"{tile}: {m} x {n} x {k} on the CPU emulator ({e.engine}, {e.kernel} kernel)"
+    how = "" if policy == "eager" else f", {policy} scheduling, seed {seed}"
+    where = f"{tile}: {m} x {n} x {k} on the CPU emulator ({e.engine}, {e.kernel} kernel{how})"
     if e.ok and "atol" in e.stats:
         return True, (f"{where}: D matches the numpy reference within the epilogue's tolerance ({e.d.size} "
                       "elements)")
@@ -314,7 +317,7 @@ def cmd_run(args) -> int:
                 if bad:
                     raise UsageError(f"--shape {args.shape} breaks what tile {tile}'s kernel takes: {', '.join(bad)}")
             try:
-                good, line = emulate_tile(result, tile, shape, args.seed)
+                good, line = emulate_tile(result, tile, shape, args.seed, args.emulate)
             except EmulationError as e:
                 good, line = False, f"{tile}: the CPU emulator stopped: {e}"
             ok &= good

@@ -81,3 +81,69 @@ def test_help_says_where_shape_may_differ_from_loop_k(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "K may differ from the tile's `loop K` for the mma.sp kernels" in text
     assert "a tcgen05 kernel takes only its loop K" in text
+
+
+# `--emulate[=POLICY]` and `--seed N`: the emulator's scheduling policy (compiler.emulate's `mode`)
+
+@pytest.mark.parametrize("policy", ["adversarial", "random"])
+def test_emulate_policy_runs_and_names_policy_and_seed(capsys, policy):
+    rc, out, err = run(capsys, f"--emulate={policy}", "--seed", "7", os.path.join(EX, "sparse_wgmma_f16.tile"))
+    assert rc == 0, out + err
+    assert f"{policy} scheduling, seed 7" in out and "bit for bit" in out
+
+
+def test_bare_emulate_is_eager_and_leaves_the_file_a_word_of_its_own(capsys):
+    # `--emulate FILE`: the optional policy is written with '=', so FILE is not taken as the policy
+    rc, out, _ = run(capsys, "--emulate", os.path.join(EX, "gemm_bf16.tile"))
+    assert rc == 0 and "(tcgen05, tcgen05 kernel)" in out and "scheduling" not in out
+    rc2, out2, _ = run(capsys, "--emulate=eager", os.path.join(EX, "gemm_bf16.tile"))
+    assert rc2 == 0 and out2 == out
+
+
+def test_emulate_policy_reaches_the_emulator(capsys, monkeypatch):
+    """The policy and the seed are passed to compiler.emulate as its mode and seed."""
+    import compiler.emulator.api as api
+
+    seen = []
+    real = api.emulate
+
+    def spy(*a, **kw):
+        seen.append((kw["mode"], kw["seed"]))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(api, "emulate", spy)
+    rc, _, _ = run(capsys, "--emulate=adversarial", "--seed", "5", os.path.join(EX, "gemm_bf16.tile"))
+    assert rc == 0 and seen == [("adversarial", 5)]
+
+
+def test_emulate_unknown_policy_is_a_usage_error(capsys):
+    rc, _, err = run(capsys, "--emulate=lazy", os.path.join(EX, "gemm_bf16.tile"))
+    assert rc == 2 and "invalid choice: 'lazy'" in err and "adversarial" in err
+
+
+def test_emulate_policy_catches_a_seeded_protocol_bug(capsys, monkeypatch):
+    """The consumer's wait on a full barrier dropped from the wgmma kernel (the mutation of
+    tests/test_emulator_async.py): `--emulate` (eager: every copy lands at issue, warps in a fixed
+    order) at best sees a wrong D without the cause; `--emulate=adversarial --seed N` stops on the read of
+    a stage the TMA has not finished writing (exit 1, the tile named, no traceback)."""
+    import re
+
+    import compiler.emulator.api as api
+    from compiler.driver import compile_source
+
+    path = os.path.join(EX, "sparse_wgmma_f16.tile")
+    ptx = compile_source(open(path).read(), path).ptx
+    loops = list(re.finditer(r"(WAIT_\d+):\n\s*mbarrier\.try_wait[^\n]*\n\s*@!%p\d+ bra(?:\.uni)? \1;\n", ptx))
+    bad = ptx[:loops[1].start()] + loops[1].group(1) + ":\n" + ptx[loops[1].end():]
+    real = api.emulate
+    monkeypatch.setattr(api, "emulate", lambda *a, **kw: real(*a, **{**kw, "ptx": bad}))
+    rc, out, err = run(capsys, "--emulate", path)
+    assert "has not finished writing" not in out + err
+    caught = []
+    for seed in range(4):
+        rc, out, err = run(capsys, "--emulate=adversarial", "--seed", str(seed), path)
+        if rc:
+            caught.append(seed)
+            assert "sparse_wgmma_f16: the CPU emulator stopped" in out and "has not finished writing" in out, out
+            assert "Traceback" not in out + err
+    assert caught, "no seed of 0..3 caught the dropped wait"
