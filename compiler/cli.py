@@ -88,8 +88,9 @@ def _parser(argv: list[str] | None = None):
     c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
     c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
     c.add_argument("--ptx-version", help="PTX ISA version X.Y, overriding the file's 'ptx'")
-    c.add_argument("--emit", choices=("ptx", "ir", "json", "func", "header", "cubin"), default="ptx",
-                   help="ir: the IR just before ptx-emission (compiling it gives the same PTX); func: one .func "
+    c.add_argument("--emit", choices=("ptx", "ir", "json", "func", "header", "cubin", "plan"), default="ptx",
+                   help="ir: the IR just before ptx-emission (compiling it gives the same PTX); plan: each tile's "
+                        "resource plan and analytic bound as text (README 'Resource plan'); func: one .func "
                         "per tile performing its MMA sequence, for embedding (README 'Embedding'); header: the "
                         "C++ header for those fragments (extern \"C\" declarations, inline-asm variants, "
                         "register bundles, per-lane layout); cubin: the "
@@ -262,6 +263,8 @@ def _cmd_compile(args, opt_mode: bool) -> int:
     sys.stderr.write(result.warning_text(text))
     if emit == "ir":
         out = result.ir() + "\n"
+    elif emit == "plan":
+        out = result.plan_text()
     elif emit == "json":
         import json
 

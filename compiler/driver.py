@@ -60,15 +60,71 @@ class CompileResult:
     def ir(self) -> str:
         return print_op(self.module)
 
+    def resources(self) -> dict[str, dict | None]:
+        """Per tile: its resource plan (`tilec.resources`, compiler/ptx/resource_planning.py) with `bound`,
+        the analytic estimate of its kernel (compiler/perf_model.py) on the problem `problem` names (the
+        default: about 8192^3, whole tiles; a tcgen05 single-stage kernel's K is its loop K), null where no
+        GPU figures are known for the target. None for a tile the pipeline did not plan."""
+        from .perf_model import default_problem, estimate
+
+        out: dict[str, dict | None] = {}
+        target = self.module.attrs.get("target", "")
+        for tile in self.module.ops("tilec.tile"):
+            op = tile.op("tilec.resources")
+            if op is None:
+                out[tile.sym or ""] = None
+                continue
+            plan = {k: ([dict(r) for r in v] if k == "roles" else v) for k, v in op.attrs.items()}
+            problem = default_problem(plan, target)
+            if plan["kernel"] == "tcgen05":                # one tile's K: the loop K
+                problem = (problem[0], problem[1], int(tile.attrs["k_total"]))
+            est = estimate(plan, target, problem)
+            out[tile.sym or ""] = {**plan, "bound": est.to_json() if est is not None else None}
+        return out
+
+    def plan_text(self) -> str:
+        """`--emit plan`: each tile's resource plan and bound as text."""
+        from .perf_model import estimate
+
+        target = self.module.attrs.get("target", "")
+        parts = []
+        for name, r in self.resources().items():
+            if r is None:
+                parts.append(f"tile {name}: no resource plan (the pipeline stopped before resource-planning)\n")
+                continue
+            smem = ("no shared memory" if r["smem_space"] == "none" else
+                    f"shared memory {r['smem_bytes']} B {r['smem_space']} of {r['smem_limit']} B "
+                    f"({r['stages']} x {r['stage_bytes']} B ring + barriers/slack)")
+            roles = ", ".join(f"{x['name']} {x['warps']} warps ({x['registers']} regs, {x['live']} live)"
+                              for x in r["roles"])
+            lines = [f"tile {name}: {r['kernel']} kernel, {r['threads']} threads"
+                     + (f", clusters of {r['cluster']}" if r["cluster"] > 1 else ""),
+                     f"  {smem}",
+                     f"  TMEM {r['tmem_columns']} columns; {r['mbarriers']} mbarriers; {r['ctas_per_sm']} CTAs per SM",
+                     f"  roles: {roles}",
+                     f"  per CTA: D {r['cta_m']} x {r['cta_n']}, K block {r['k_block']}, {r['tx_bytes']} B copied "
+                     f"per K block; {r['mma']}{' sparse' if r['sparse'] else ''}; copies "
+                     f"{'overlap' if r['overlap'] else 'do not overlap'} the MMAs; "
+                     f"{'persistent' if r['persistent'] else 'one tile per CTA'}"]
+            b = r["bound"]
+            if b is None:
+                lines.append(f"  bound: no GPU figures for {target} (compiler/perf_model.py knows sm_90 and sm_100)")
+            else:
+                plan = {k: v for k, v in r.items() if k != "bound"}
+                lines.append("  " + estimate(plan, target, tuple(b["problem"])).text().replace("\n", "\n  "))
+            parts.append("\n".join(lines) + "\n")
+        return "".join(parts)
+
     def to_json(self) -> dict:
         """`--emit json`: per tile its engine, its MMA `kind` (what `tilec explain idesc --kind` takes; null
         for an mma.sp form without a .kind qualifier), the descriptors as hex zero-padded to their width,
-        and the kernel ABI."""
+        the kernel ABI and the resource plan with its bound (`resources()`)."""
         kernels = {}
         abis = self.module.outputs.get("abi", {})
         for k in self.module.ops("ptx.kernel"):
             kernels[k.sym] = {"entry": k.attrs["entry"], **abis.get(k.sym, {})}
         tiles = self.tiles
+        resources = self.resources()
 
         def kind(name: str) -> str | None:
             k = tiles[name].attrs.get("kind")
@@ -82,7 +138,8 @@ class CompileResult:
                           "descriptors": {k: (_hex(v, _DESC_BITS.get(k, 64)) if isinstance(v, int)
                                               else [_hex(x, _DESC_BITS.get(k, 64)) for x in v])
                                           for k, v in d.items()},
-                          "kernel": kernels.get(n)}
+                          "kernel": kernels.get(n),
+                          "resources": resources.get(n)}
                       for n, d in self.descriptors.items()},
         }
 

@@ -10,8 +10,9 @@ Layers, lowest first. A module imports only modules of its own layer or a lower 
                      ptxas_version); every layer may report errors, write files and load names lazily
   1  isa             compiler/isa/: the PTX facts; read by all, imports only layer 0
   2  facts users     spec (the DSL's data model), descriptors/ and layout (the encoders), sparse (2:4
-                     compression), sim/ (numeric reference models), support_matrix and explain (views of isa/):
-                     need only isa/, and are needed by the frontend, passes and codegen alike
+                     compression), sim/ (numeric reference models), support_matrix and explain (views of isa/),
+                     perf_model (the analytic bound from NVIDIA's published rates): need only isa/, and are
+                     needed by the frontend, passes and codegen alike
   3  frontend        frontend/ (text -> spec), spec_printer (spec -> text; reuses the frontend's parser)
   4  ir              ir, lowering (spec -> IR)
   5  passes          compiler/passes/ (no pass imports compiler/ptx: layer 6); ir_parser (IR text -> IR) sits
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent / "compiler"
 LAYERS = {
     "diagnostics": 0, "bits": 0, "files": 0, "ptxas_version": 0, "ptxas": 0, "lazy": 0,
     "isa": 1,
-    "spec": 2, "descriptors": 2, "layout": 2, "sparse": 2, "sim": 2, "support_matrix": 2, "explain": 2,
+    "spec": 2, "descriptors": 2, "layout": 2, "sparse": 2, "sim": 2, "support_matrix": 2, "explain": 2, "perf_model": 2,
     "frontend": 3, "spec_printer": 3,
     "ir": 4, "lowering": 4,
     "passes": 5, "ir_parser": 5,

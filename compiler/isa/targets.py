@@ -86,6 +86,33 @@ def static_smem_limit(target: str) -> int:
     t = TARGETS[target]
     return STATIC_SMEM_ARCH_SPECIFIC[t.sm] if t.suffix == "a" else STATIC_SMEM_GENERIC
 
+
+# Largest dynamic shared memory one block may opt into, per SM version (CUDA C++ Programming Guide,
+# "Technical Specifications per Compute Capability": 163 KB on 8.0/8.7, 99 KB on 8.6/8.9/12.x,
+# 227 KB on 9.0 and 10.x/11.0). Unknown versions get the smallest figure.
+SMEM_PER_BLOCK = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448,
+                  103: 232448, 110: 232448, 120: 101376, 121: 101376}
+MIN_SMEM_PER_BLOCK = min(SMEM_PER_BLOCK.values())
+
+
+def dynamic_smem_limit(target: str) -> int:
+    """Bytes of shared memory (static + dynamic) one CTA may use on `target` after opting in."""
+    t = TARGETS.get(target)
+    return SMEM_PER_BLOCK.get(t.sm, MIN_SMEM_PER_BLOCK) if t is not None else MIN_SMEM_PER_BLOCK
+
+
+# What one SM holds at once, for the CTAs-per-SM count of a resource plan (CUDA C++ Programming Guide,
+# "Technical Specifications per Compute Capability", compute capabilities 8.0-12.x): 64 K 32-bit registers,
+# allocated per warp in units of 256 (so per thread in multiples of 8); at most 2048 resident threads (1536
+# on 8.6/8.7/8.9/12.x) and 32 resident blocks (24 on 12.x, 16 on 8.6/8.9); shared memory per SM = the
+# per-block maximum + the 1 KB the system reserves per resident block.
+REGISTERS_PER_SM = 65536
+REGISTER_UNIT_PER_THREAD = 8
+THREADS_PER_SM = {80: 2048, 86: 1536, 87: 1536, 89: 1536, 90: 2048, 100: 2048, 103: 2048, 110: 2048,
+                  120: 1536, 121: 1536}
+BLOCKS_PER_SM = {80: 32, 86: 16, 87: 32, 89: 16, 90: 32, 100: 32, 103: 32, 110: 32, 120: 24, 121: 24}
+SMEM_RESERVED_PER_BLOCK = 1024
+
 def _spelled_version(text: str) -> Version | None:
     """(major, minor) of text spelled "M.N" (ASCII digits), whether or not it was released."""
     parts = text.split(".")

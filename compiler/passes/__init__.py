@@ -105,8 +105,9 @@ _BUILTIN = {
     "sparse-metadata-packing": ".sparse_metadata_packing:SparseMetadataPacking",
     "descriptor-materialization": ".descriptor_materialization:DescriptorMaterialization",
     "epilogue-lowering": ".epilogue_lowering:EpilogueLowering",
-    # codegen passes: they build the PTX layer's kernels, so they live there (compiler/ptx/emission.py)
+    # codegen passes: they build (or read) the PTX layer's kernels, so they live there (compiler/ptx/)
     "kernel-selection": "..ptx.emission:KernelSelection",
+    "resource-planning": "..ptx.resource_planning:ResourcePlanning",
     "ptx-emission": "..ptx.emission:PtxEmission",
 }
 

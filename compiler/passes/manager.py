@@ -27,9 +27,10 @@ BAKED_KEY = ("verify<>verified;layout-selection<verified>layouts;"
              "descriptor-materialization<layouts>descriptors;"
              "epilogue-lowering<verified>epilogue;"
              "kernel-selection<descriptors,metadata,epilogue>kernels;"
-             "ptx-emission<kernels>ptx")
+             "resource-planning<kernels>resources;"
+             "ptx-emission<kernels,resources>ptx")
 BAKED_ORDER = ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization",
-               "epilogue-lowering", "kernel-selection", "ptx-emission")
+               "epilogue-lowering", "kernel-selection", "resource-planning", "ptx-emission")
 
 
 def build_graph(names: list[str]):

@@ -186,7 +186,7 @@ class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "m
                                 loc=tile.locs.get("schedule", tile.loc)))
 
 
-class PtxEmission(Pass, name="ptx-emission", requires=("kernels",), provides=("ptx",),
+class PtxEmission(Pass, name="ptx-emission", requires=("kernels", "resources"), provides=("ptx",),
                   description="print each tile as a complete PTX kernel"):
 
     def apply(self, module, ctx: PassContext) -> None:

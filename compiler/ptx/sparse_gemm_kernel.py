@@ -81,9 +81,11 @@ from ..bits import is_pow2, log2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.block_scale import SCALE_VECTOR
 from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N, Form
-from ..isa.targets import TARGETS, Version, format_version
+# the largest shared memory one block may opt into (SMEM_PER_BLOCK, re-exported) lives with the targets
+from ..isa.targets import SMEM_PER_BLOCK, Version, dynamic_smem_limit, format_version  # noqa: F401
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
+from ..passes.resources import check_shared_memory
 from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head, mma_sp_instruction, mma_sp_ptx_version, scale_buffers
@@ -97,12 +99,6 @@ CHUNK = 16                     # cp.async.cg copies 16 bytes (PTX ISA cp.async: 
 LDMATRIX_ROW = 16              # one ldmatrix m8n8 row = 8 x b16 = 16 bytes (PTX ISA ldmatrix)
 BANK_LINE = 128                # 32 banks x 4 bytes: one conflict-free shared-memory wavefront
 
-# Largest dynamic shared memory one block may opt into, per SM version (CUDA C++ Programming Guide,
-# "Technical Specifications per Compute Capability": 163 KB on 8.0/8.7, 99 KB on 8.6/8.9/12.x,
-# 227 KB on 9.0 and 10.x). Unknown versions get the smallest figure.
-SMEM_PER_BLOCK = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448,
-                  103: 232448, 110: 232448, 120: 101376, 121: 101376}
-MIN_SMEM_PER_BLOCK = min(SMEM_PER_BLOCK.values())
 
 # Accumulators per thread beyond which a warp tile no longer fits 255 registers next to two buffers of
 # fragments (64x64 warp tile: 128 accumulators + 2 x (16 A + 32 B + 4 metadata) = 232).
@@ -216,8 +212,7 @@ class SparseGemmConfig(RingGeometry):
 
     @property
     def smem_limit(self) -> int:
-        return SMEM_PER_BLOCK.get(TARGETS[self.target].sm, MIN_SMEM_PER_BLOCK) if self.target in TARGETS \
-            else MIN_SMEM_PER_BLOCK
+        return dynamic_smem_limit(self.target)
 
     @property
     def d_pitch(self) -> int:
@@ -375,11 +370,7 @@ def check_config(cfg: SparseGemmConfig) -> Version:
                         f"(acc {form.c_type}, D {out}, C {'read' if cfg.accumulate_c else 'absent'})",
                         field="epilogue")
     ptx = mma_sp_ptx_version(form, cfg.target, cfg.ptx_version, cfg.selector)
-    limit = cfg.smem_limit
-    if cfg.ring_bytes > limit:
-        raise SpecError(f"{cfg.stages} stages x {cfg.stage_bytes} B = {cfg.ring_bytes} B of shared memory "
-                        f"exceed the {limit} B a block may use on {cfg.target}", field="schedule.stages",
-                        hint=f"at most {limit // cfg.stage_bytes} stages of this CTA tile fit")
+    check_shared_memory(cfg.target, cfg.stages, cfg.stage_bytes, cfg.ring_bytes)
     return ptx
 
 

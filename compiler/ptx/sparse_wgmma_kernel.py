@@ -107,15 +107,16 @@ from functools import cached_property
 from ..bits import log2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, Form
-from ..isa.targets import MAX_PTX, Version, format_version
+from ..isa.targets import MAX_PTX, Version, dynamic_smem_limit, format_version
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
+from ..passes.resources import check_shared_memory
 from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
                          WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
 from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head
-from .sparse_gemm_kernel import D_STORES, SMEM_PER_BLOCK, RingGeometry, SlotRegion, operand_buffers
+from .sparse_gemm_kernel import D_STORES, RingGeometry, SlotRegion, operand_buffers
 
 # --------------------------------------------------------------------------------------------------
 # Tables (the wgmma.mma_async.sp forms and the matrix descriptor are ISA facts: compiler/isa/wgmma.py)
@@ -283,7 +284,7 @@ class SparseWgmmaConfig(RingGeometry):
 
     @property
     def smem_limit(self) -> int:
-        return SMEM_PER_BLOCK[90]
+        return dynamic_smem_limit(self.target)
 
     @property
     def d_pitch(self) -> int:
@@ -422,11 +423,8 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
     if cfg.cluster_m not in (1, 2) or (cfg.cta_n // cfg.cluster_m) % 8:
         raise SpecError(f"cluster_m = {cfg.cluster_m}: CTA pairs (2) share B in halves of whole 8-row groups "
                         f"(cta N / 2 a multiple of 8), or 1", field="schedule")
-    if cfg.smem_bytes > cfg.smem_limit:
-        fit = (cfg.smem_limit - SMEM_ALIGN) // (cfg.stage_bytes + 2 * MBARRIER_BYTES)
-        raise SpecError(f"{cfg.stages} stages x {cfg.stage_bytes} B (+ alignment and barriers) = {cfg.smem_bytes} B "
-                        f"exceed the {cfg.smem_limit} B a block may use on sm_90", field="schedule.stages",
-                        hint=f"at most {fit} stages of this CTA tile fit")
+    check_shared_memory(cfg.target, cfg.stages, cfg.stage_bytes, cfg.smem_bytes, per_stage=2 * MBARRIER_BYTES,
+                        fixed=SMEM_ALIGN)
     out = cfg.out_type
     if out not in D_STORES or (out in ("f16", "bf16") and cfg.acc_type != "f32") or \
             (out in ("f32", "s32") and out != cfg.acc_type):

@@ -1,0 +1,213 @@
+"""`resource-planning`: what each tile's kernel asks of one SM, printed as `tilec.resources` and checked
+against the target before any PTX is written.
+
+Per tile (after `kernel-selection`, from its `tilec.kernel` and the plans before it):
+- shared memory: the ring (`stages` slots of `stage_bytes`; 1 slot for kernels that stage through one
+  buffer) and everything a CTA declares or asks for (`smem_bytes`: ring, mbarriers, alignment slack, the
+  TMEM-address slot), static or dynamic (`smem_space`), checked against `smem_limit` by
+  compiler/passes/resources.check_shared_memory, the one home of that check (a located diagnostic on the
+  schedule's stages, or on the shape for the single-stage tcgen05 kernel);
+- Tensor Memory columns allocated (tcgen05; PTX ISA 9.7.16.7.1: a power of two in 32..512);
+- registers per warp role: warps, the per-thread budget the kernel declares (`.maxnreg`; else 255, the
+  per-thread maximum) and the live data registers (accumulators and fragments: compiler/passes/limits.py
+  counts them for the mma.sp kernels; a lower bound, address registers come on top);
+- mbarriers, and CTAs resident per SM (compiler/passes/resources.ctas_per_sm);
+- what compiler/perf_model.py needs for the analytic bound: the MMA's rate key and sparsity, the D tile one
+  CTA computes, the K block per stage, the bytes copied to shared memory per K block, whether the copies
+  overlap the MMAs and whether CTAs are persistent.
+
+It lives beside `kernel-selection` (compiler/ptx/, like it) because it reads the kernels' configurations
+(`kernel_config`: the dataclasses of compiler/ptx/), which no module of compiler/passes/ may import.
+A kernel gets its plan from `PLANNERS` (keyed by `tilec.kernel`'s `kernel`); a new kernel adds its entry.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..diagnostics import SpecError
+from ..ir import Op
+from ..isa.types import TYPES
+from ..passes import Pass, PassContext
+from ..passes.derive import mma_form, required, tile_spec, tile_view
+from ..passes.resources import check_shared_memory, ctas_per_sm, smem_limit
+
+MAX_REGISTERS = 255          # per thread, every compute capability (CUDA C++ Programming Guide, tech. specs)
+MBARRIER_BYTES = 8           # an mbarrier is a .b64 in shared memory (PTX ISA 9.7.13.15.1)
+
+# rate keys of compiler/perf_model.py: the tcgen05 kinds (PTX ISA 9.7.16.10.1 Table 49) name themselves;
+# an mma.sp / wgmma form is keyed by its A type
+_RATE_OF_TYPE = {"f16": "f16", "bf16": "f16", "tf32": "tf32", "e4m3": "f8f6f4", "e5m2": "f8f6f4",
+                 "e3m2": "f8f6f4", "e2m3": "f8f6f4", "e2m1": "f8f6f4", "s8": "i8", "u8": "i8", "s4": "i4",
+                 "u4": "i4"}
+
+
+def _rate_key(form) -> str:
+    kind = getattr(form, "kind", None)
+    if kind:
+        return kind
+    return _RATE_OF_TYPE.get(form.a_type, form.a_type)
+
+
+def _bits(spec) -> dict:
+    """Bits of one A and one B element as the problem stores them in global memory."""
+    return {"a_bits": TYPES[spec.operands["A"].dtype].bits, "b_bits": TYPES[spec.operands["B"].dtype].bits}
+
+
+def _role(name: str, warps: int, registers: int, live: int) -> dict:
+    return {"name": name, "warps": warps, "registers": registers, "live": live}
+
+
+# ---- the kernels ----------------------------------------------------------------------------------
+
+def _tcgen05(tile: Op, module: Op) -> dict:
+    """The single-stage tcgen05 kernel (compiler/ptx/tcgen05_kernel.py): 128 threads copy each K block of
+    A and B into one static buffer, one thread issues its MMAs and commits to one mbarrier, all wait, then
+    the next K block; the epilogue reads D 8 columns at a time (tcgen05.ld .x8)."""
+    from ..passes.layout_selection import KERNEL_STATIC_EXTRA
+    from .tcgen05_kernel import THREADS
+
+    spec, form = tile_spec(tile), mma_form(tile)
+    pipe = required(tile, "tilec.pipeline", "layout-selection")
+    tmem = required(tile, "tilec.tmem_plan", "layout-selection")
+    target = module.attrs["target"]
+    stage = pipe.attrs["smem_bytes"]
+    smem = stage + KERNEL_STATIC_EXTRA
+    check_shared_memory(target, 1, stage, smem, fixed=KERNEL_STATIC_EXTRA, space="static", field="shape.N",
+                        what="K stage", hint="use a smaller M or N (layout-selection halves the K stage first)")
+    cta_m = spec.m // spec.cta_group
+    registers = MAX_REGISTERS
+    return {"kernel": "tcgen05", "threads": THREADS, "cluster": spec.cta_group, "stages": 1, "stage_bytes": stage,
+            "smem_bytes": smem, "smem_limit": smem_limit(target, "static"), "smem_space": "static",
+            "tmem_columns": tmem.attrs["allocated"], "mbarriers": 1,
+            "ctas_per_sm": ctas_per_sm(target, THREADS, registers, smem, tmem.attrs["allocated"]),
+            "roles": [_role("copy+mma+epilogue", THREADS // 32, registers, 8)],
+            "mma": tile.attrs["kind"], "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
+            "cta_n": spec.n,
+            "k_block": pipe.attrs["k_block"], "tx_bytes": stage,
+            "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
+            "copy": "threads", "overlap": False, "persistent": False}
+
+
+def _tcgen05_ws(tile: Op, module: Op) -> dict:
+    """The warp-specialised tcgen05 kernel of a scheduled tile (helper `bwk`'s compiler/ptx/tcgen05_ws_kernel.py),
+    from its `tilec.ws_plan` (compiler/passes/warp_specialization.py): epilogue warps, one MMA warp, one
+    TMA warp; a ring of `stages` slots with full/empty barriers, `accumulators` TMEM accumulators with
+    acc_full/acc_empty barriers; static persistent scheduler."""
+    spec = tile_spec(tile)
+    ws = required(tile, "tilec.ws_plan", "warp-specialization").attrs
+    target = module.attrs["target"]
+    stages, stage, smem = ws["stages"], ws["stage_bytes"], ws["smem_bytes"]
+    barriers = 2 * stages + 2 * ws["accumulators"]
+    check_shared_memory(target, stages, stage, smem, per_stage=2 * MBARRIER_BYTES, fixed=smem - stages * stage -
+                        2 * stages * MBARRIER_BYTES)
+    epi = len(ws["epilogue_warps"])
+    threads = ws["threads"]
+    cta_m = spec.m // spec.cta_group
+    return {"kernel": "tcgen05_ws", "threads": threads, "cluster": spec.cta_group, "stages": stages,
+            "stage_bytes": stage, "smem_bytes": smem, "smem_limit": smem_limit(target), "smem_space": "dynamic",
+            "tmem_columns": ws["tmem_columns"], "mbarriers": barriers,
+            "ctas_per_sm": ctas_per_sm(target, threads, MAX_REGISTERS, smem, ws["tmem_columns"]),
+            "roles": [_role("epilogue", epi, MAX_REGISTERS, 8), _role("mma", 1, MAX_REGISTERS, 0),
+                      _role("tma", 1, MAX_REGISTERS, 0)],
+            "mma": tile.attrs["kind"], "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
+            "cta_n": spec.n,
+            "k_block": ws["k_block"], "tx_bytes": ws["tx_bytes"],
+            "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
+            "copy": "tma", "overlap": True, "persistent": True}
+
+
+def _sparse_wgmma(tile: Op, module: Op) -> dict:
+    """The sparse wgmma GEMM (compiler/ptx/sparse_wgmma_kernel.py): one producer warpgroup issuing TMA,
+    1 or 2 consumer warpgroups issuing wgmma.mma_async.sp; a ring of `stages` slots with full and empty
+    mbarriers; every thread under `.maxnreg`."""
+    from ..passes.limits import mma_sp_budget
+    from .emission import kernel_config
+
+    view = tile_view(tile)
+    cfg = kernel_config(view, module)
+    spec, form = view.payload, view.facts["form"]
+    check_shared_memory(cfg.target, cfg.stages, cfg.stage_bytes, cfg.smem_bytes, per_stage=2 * MBARRIER_BYTES,
+                        fixed=cfg.smem_bytes - cfg.stages * (cfg.stage_bytes + 2 * MBARRIER_BYTES))
+    budget = mma_sp_budget(spec, form)
+    return {"kernel": "sparse_wgmma", "threads": cfg.threads, "cluster": cfg.cluster_m, "stages": cfg.stages,
+            "stage_bytes": cfg.stage_bytes, "smem_bytes": cfg.smem_bytes, "smem_limit": cfg.smem_limit,
+            "smem_space": "dynamic", "tmem_columns": 0, "mbarriers": 2 * cfg.stages,
+            "ctas_per_sm": ctas_per_sm(cfg.target, cfg.threads, cfg.max_regs, cfg.smem_bytes),
+            "roles": [_role("producer", 4, cfg.max_regs, 0),
+                      _role("consumer", 4 * cfg.consumers, cfg.max_regs, budget.registers)],
+            "mma": _rate_key(form), "sparse": True, **_bits(spec), "cta_m": cfg.cta_m, "cta_n": cfg.cta_n, "k_block": cfg.cta_k,
+            "tx_bytes": cfg.stage_tx_bytes, "d_bytes": cfg.cta_m * cfg.cta_n * TYPES[cfg.out_type].bits // 8,
+            "copy": "tma", "overlap": True, "persistent": False}
+
+
+def _sparse_gemm(tile: Op, module: Op) -> dict:
+    """The pipelined warp-level mma.sp GEMM (compiler/ptx/sparse_gemm_kernel.py): every warp copies its
+    share of a K block with cp.async into a ring of `stages` slots and runs mma.sp from ldmatrix fragments
+    (cp.async groups and bar.sync: no mbarriers)."""
+    from ..passes.limits import mma_sp_budget
+    from .emission import kernel_config
+
+    view = tile_view(tile)
+    cfg = kernel_config(view, module)
+    spec, form = view.payload, view.facts["form"]
+    check_shared_memory(cfg.target, cfg.stages, cfg.stage_bytes, cfg.smem_bytes)
+    budget = mma_sp_budget(spec, form)
+    return {"kernel": "sparse_gemm", "threads": cfg.threads, "cluster": 1, "stages": cfg.stages,
+            "stage_bytes": cfg.stage_bytes, "smem_bytes": cfg.smem_bytes, "smem_limit": cfg.smem_limit,
+            "smem_space": "dynamic", "tmem_columns": 0, "mbarriers": 0,
+            "ctas_per_sm": ctas_per_sm(cfg.target, cfg.threads, MAX_REGISTERS, cfg.smem_bytes),
+            "roles": [_role("copy+mma", cfg.warps_m * cfg.warps_n, MAX_REGISTERS, budget.registers)],
+            "mma": _rate_key(form), "sparse": True, **_bits(spec), "cta_m": cfg.cta_m, "cta_n": cfg.cta_n, "k_block": cfg.cta_k,
+            "tx_bytes": cfg.stage_bytes, "d_bytes": cfg.cta_m * cfg.cta_n * TYPES[cfg.out_type].bits // 8,
+            "copy": "cp.async", "overlap": True, "persistent": cfg.is_persistent}
+
+
+def _mma_sp(tile: Op, module: Op) -> dict:
+    """The one-instruction-tile mma.sp kernel (compiler/ptx/mma_sp_kernel.py): operands from global memory
+    straight into registers, no shared memory."""
+    from ..passes.limits import mma_sp_budget
+    from .emission import kernel_config
+
+    view = tile_view(tile)
+    cfg = kernel_config(view, module)
+    spec, form = view.payload, view.facts["form"]
+    budget = mma_sp_budget(spec, form)
+    threads = cfg.threads
+    d_bits = TYPES[spec.operands["D"].dtype].bits
+    return {"kernel": "mma_sp", "threads": threads, "cluster": 1, "stages": 0, "stage_bytes": 0, "smem_bytes": 0,
+            "smem_limit": smem_limit(cfg.target), "smem_space": "none", "tmem_columns": 0, "mbarriers": 0,
+            "ctas_per_sm": ctas_per_sm(cfg.target, threads, MAX_REGISTERS, 0),
+            "roles": [_role("load+mma", threads // 32, MAX_REGISTERS, budget.registers)],
+            "mma": _rate_key(form), "sparse": True, **_bits(spec), "cta_m": cfg.tile_m, "cta_n": cfg.tile_n, "k_block": form.k,
+            "tx_bytes": 0, "d_bytes": cfg.tile_m * cfg.tile_n * d_bits // 8, "copy": "none", "overlap": False,
+            "persistent": False}
+
+
+# `tilec.kernel`'s kernel -> its planner (a new kernel adds its entry here)
+PLANNERS: dict[str, Callable[[Op, Op], dict[str, Any]]] = {
+    "tcgen05": _tcgen05, "tcgen05_ws": _tcgen05_ws, "sparse_wgmma": _sparse_wgmma, "sparse_gemm": _sparse_gemm,
+    "mma_sp": _mma_sp,
+}
+
+
+def resource_plan(tile: Op) -> dict[str, Any]:
+    """The attributes of the tile's `tilec.resources` (run resource-planning first)."""
+    return dict(required(tile, "tilec.resources", "resource-planning").attrs)
+
+
+class ResourcePlanning(Pass, name="resource-planning", requires=("kernels",), provides=("resources",),
+                       description="plan and check each kernel's shared memory, TMEM, registers, barriers and "
+                                   "CTAs per SM"):
+
+    def apply(self, module, ctx: PassContext) -> None:
+        for tile in module.ops("tilec.tile"):
+            kernel = required(tile, "tilec.kernel", "kernel-selection").attrs["kernel"]
+            planner = PLANNERS.get(kernel)
+            if planner is None:
+                ctx.fail(f"internal error: no resource planner for kernel '{kernel}' "
+                         "(add one to compiler/ptx/resource_planning.py PLANNERS)")
+            try:
+                attrs = planner(tile, module)
+            except SpecError as e:
+                ctx.spec_error(e, tile, "schedule")
+            tile.body.append(Op("tilec.resources", None, attrs, loc=tile.locs.get("schedule", tile.loc)))
