@@ -97,7 +97,9 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
     ws = required(tile, "tilec.ws_plan", "warp-specialization").attrs
     target = module.attrs["target"]
     stages, stage, smem = ws["stages"], ws["stage_bytes"], ws["smem_bytes"]
-    barriers = 2 * stages + 2 * ws["accumulators"]
+    # a CTA pair's full barrier expects both CTAs' bytes; each CTA's shared memory receives its half
+    tx = ws["tx_bytes"] // ws.get("cluster", 1)
+    barriers = 2 * stages + 2 * ws["accumulators"]          # full, empty; acc_full, acc_empty
     check_shared_memory(target, stages, stage, smem, per_stage=2 * MBARRIER_BYTES, fixed=smem - stages * stage -
                         2 * stages * MBARRIER_BYTES)
     epi = len(ws["epilogue_warps"])
@@ -111,7 +113,7 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
                       _role("tma", 1, MAX_REGISTERS, 0)],
             "mma": tile.attrs["kind"], "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
             "cta_n": spec.n,
-            "k_block": ws["k_block"], "tx_bytes": ws["tx_bytes"],
+            "k_block": ws["k_block"], "tx_bytes": tx,
             "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
             "copy": "tma", "overlap": True, "persistent": True}
 
