@@ -7,7 +7,7 @@ has `nvidia-cutlass-dsl` (the project keeps one, gitignored, at .cute-venv):
     python3 -m venv .cute-venv && .cute-venv/bin/pip install nvidia-cutlass-dsl==4.8.1
     .cute-venv/bin/python benchmarks/cute_dsl_ptx.py EXAMPLE.py --out DIR [--mma-tiler 256,256] [--cluster 2,1]
 
-EXAMPLE.py is NVIDIA/cutlass's examples/python/CuTeDSL/cute/blackwell/kernel/dense_gemm/dense_gemm_persistent.py
+EXAMPLE.py is NVIDIA/cutlass/examples/python/CuTeDSL/cute/blackwell/kernel/dense_gemm/dense_gemm_persistent.py
 (`PersistentDenseGemmKernel`, `compile_bmm`). The tensors are fake (cute.runtime.make_fake_tensor: dynamic
 M, N, K, L; 16-byte aligned): f16 A (K-major), f16 B (K-major), f16 C (N-major), f32 accumulator, TMA store,
 as in the configuration of ../shared/reference/blackwell-gemm-anchor.md. The environment asks the DSL for

@@ -107,11 +107,12 @@ class CompileResult:
                      f"{'overlap' if r['overlap'] else 'do not overlap'} the MMAs; "
                      f"{'persistent' if r['persistent'] else 'one tile per CTA'}"]
             b = r["bound"]
-            if b is None:
+            plan = {k: v for k, v in r.items() if k != "bound"}
+            est = estimate(plan, target, tuple(b["problem"])) if b is not None else None
+            if est is None:
                 lines.append(f"  bound: no GPU figures for {target} (compiler/perf_model.py knows sm_90 and sm_100)")
             else:
-                plan = {k: v for k, v in r.items() if k != "bound"}
-                lines.append("  " + estimate(plan, target, tuple(b["problem"])).text().replace("\n", "\n  "))
+                lines.append("  " + est.text().replace("\n", "\n  "))
             parts.append("\n".join(lines) + "\n")
         return "".join(parts)
 

@@ -406,8 +406,8 @@ OP_DEFS: dict[str, OpDef] = {
     # per CTA: threads; the smem ring (`stages` slots of `stage_bytes`) and all shared memory (`smem_bytes`,
     # static or dynamic, within `smem_limit`); TMEM columns allocated; mbarriers; CTAs resident per SM;
     # per warp role its warps, register budget and live data registers per thread (accumulators and
-    # fragments; a lower bound). For the analytic bound (compiler/perf_model.py): the MMA `mma` (a rate key),
-    # `sparse`, the bits of an A and a B element in memory, the D tile one CTA computes (`cta_m` x `cta_n`), the K block per stage, the bytes the
+    # fragments; a lower bound). For the analytic bound (compiler/perf_model.py): the MMA (`mma`, its kind or
+    # A type; `mma_k`, the dense K of one instruction of it, which sets its rate), `sparse`, the bits of an A and a B element in memory, the D tile one CTA computes (`cta_m` x `cta_n`), the K block per stage, the bytes the
     # copies deliver to shared memory per K block (`tx_bytes`) and how (`copy`: the TMA, cp.async, or the
     # threads' loads and stores), whether copies overlap the MMAs (`overlap`)
     # and whether CTAs stay resident over several tiles (`persistent`).
@@ -415,7 +415,7 @@ OP_DEFS: dict[str, OpDef] = {
         kernel=Str(), threads=U32, cluster=U32, stages=U32, stage_bytes=U32, smem_bytes=U32, smem_limit=U32,
         smem_space=Enum("none", "static", "dynamic"), tmem_columns=U32, mbarriers=U32, ctas_per_sm=U32,
         roles=ListOf(Record("role", {"name": Str(), "warps": U32, "registers": U32, "live": U32})),
-        mma=Str(), sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
+        mma=Str(), mma_k=U32, sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
         d_bytes=U32, copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool())),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),

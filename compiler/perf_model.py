@@ -4,8 +4,8 @@ compiler/ptx/resource_planning.py): which resource limits it, before anyone owns
 For a problem M x N x K the kernel computes ceil(M / cta_m) x ceil(N / cta_n) D tiles, `ctas_per_sm` at
 once on each SM, so in ceil(tiles / (SMs x ctas_per_sm)) waves. One tile takes ceil(K / k_block) K blocks;
 per K block, on one SM:
-- tensor: 2 cta_m cta_n k_block FLOPs at the SM's tensor-core rate for the MMA's kind (dense, or twice
-  that dense-equivalent rate with structured sparsity), in SM clocks;
+- tensor: 2 cta_m cta_n k_block FLOPs at the SM's tensor-core rate for the MMA (the f16 rate scaled by
+  the MMA's dense K over 16; twice that dense-equivalent rate with structured sparsity), in SM clocks;
 - smem fill: the `tx_bytes` the copies deliver to shared memory at the SM's 128 bytes per clock (twice over
   when the threads copy: the global loads return through the same L1/shared-memory data path that their
   st.shared then writes; TMA and cp.async write once);
@@ -34,23 +34,29 @@ import math
 # --------------------------------------------------------------------------------------------------
 # GPUs
 
+F16_K = 16                   # dense K of one f16 MMA (PTX ISA Table 39: kind::f16 K 16; mma m16n8k16)
 SMEM_BYTES_PER_CLOCK = 128   # per SM: 32 banks x 32 bits per clock (CUDA C++ Programming Guide, "Shared
 #                              Memory" of compute capabilities 9.0 and 10.0: 32 banks, each 32 bits wide,
 #                              one access per bank per clock)
 
 
 class Gpu:
-    """One GPU's figures: SMs, the tensor-core clock the datasheet rates assume, dense tensor FLOPs per
-    clock per SM by rate key (structured sparsity doubles them), DRAM bytes per second."""
+    """One GPU's figures: SMs, the tensor-core clock the datasheet rates assume, the dense f16 tensor FLOPs
+    per clock per SM, DRAM bytes per second.
 
-    def __init__(self, name: str, sms: int, clock_hz: float, dense_flops_per_clock: dict[str, int],
-                 dram_bytes_per_s: float, source: str):
+    Every tensor-core kind runs its instruction shape M x N x K in the same time as f16's M x N x 16, so its
+    rate is the f16 rate times its dense K over 16: tf32 (K 8) half, the 8-bit kinds (K 32) twice, the 4-bit
+    mx kinds (K 64) four times; the datasheets' TF32, FP8/FP6/INT8 and FP4 figures are exactly those
+    multiples of FP16's. Structured sparsity doubles the dense-equivalent rate."""
+
+    def __init__(self, name: str, sms: int, clock_hz: float, f16_flops_per_clock: int, dram_bytes_per_s: float,
+                 source: str):
         self.name, self.sms, self.clock_hz = name, sms, clock_hz
-        self.dense_flops_per_clock, self.dram_bytes_per_s, self.source = dense_flops_per_clock, dram_bytes_per_s, source
+        self.f16_flops_per_clock, self.dram_bytes_per_s, self.source = f16_flops_per_clock, dram_bytes_per_s, source
 
-    def flops_per_clock(self, key: str, sparse: bool) -> int | None:
-        dense = self.dense_flops_per_clock.get(key)
-        return None if dense is None else dense * (2 if sparse else 1)
+    def flops_per_clock(self, mma_k: int, sparse: bool) -> float:
+        """Dense-equivalent tensor FLOPs per clock per SM of an MMA whose dense K is `mma_k`."""
+        return self.f16_flops_per_clock * mma_k / F16_K * (2 if sparse else 1)
 
 
 # H100 SXM5. NVIDIA H100 Tensor Core GPU Architecture whitepaper, Table 3 ("Comparison of NVIDIA Data Center
@@ -58,20 +64,15 @@ class Gpu:
 # 1978.9, INT8 1978.9 TOPS (sparse: twice each); the H100 datasheet (SXM): GPU memory bandwidth 3.35 TB/s.
 # The whitepaper's per-SM rate, 2x A100's 1024 dense FP16 FMA per clock per SM, is 4096 FLOPs per clock, so
 # the rates' clock is 989.4e12 / (132 x 4096) = 1.830 GHz (the tensor boost clock of Table 3).
-H100_SXM = Gpu("H100 SXM", 132, 989.4e12 / (132 * 4096),
-               {"f16": 4096, "tf32": 2048, "f8f6f4": 8192, "i8": 8192},
-               3.35e12, "H100 whitepaper Table 3; H100 SXM datasheet")
+H100_SXM = Gpu("H100 SXM", 132, 989.4e12 / (132 * 4096), 4096, 3.35e12,
+               "H100 whitepaper Table 3; H100 SXM datasheet")
 
 # B200 (HGX B200, 1000 W). NVIDIA HGX B200 datasheet, per GPU: dense tensor FP16/BF16 2.25 PFLOPS, TF32 1.1
 # (1.125 rounded), FP8/FP6 4.5, INT8 4.5 POPS, FP4 9 PFLOPS (with sparsity twice each); HBM3e 8 TB/s.
 # NVIDIA's datasheets give no SM count: 148 is what a B200 reports (cudaDeviceProp.multiProcessorCount; CuTe
 # DSL's 74 clusters of 2 on it). Per SM a tcgen05 f16 MMA of cta_group::1 does twice Hopper's 4096 FLOPs
-# per clock, so the rates' clock is 2.25e15 / (148 x 8192) = 1.856 GHz; the other kinds scale with the
-# datasheet (tf32 1/2, f8f6f4/i8/mxf8f6f4 2x, mxf4/mxf4nvf4 4x the f16 rate).
-B200 = Gpu("B200", 148, 2.25e15 / (148 * 8192),
-           {"f16": 8192, "tf32": 4096, "f8f6f4": 16384, "i8": 16384, "mxf8f6f4": 16384, "mxf4": 32768,
-            "mxf4nvf4": 32768},
-           8e12, "HGX B200 datasheet")
+# per clock, so the rates' clock is 2.25e15 / (148 x 8192) = 1.856 GHz.
+B200 = Gpu("B200", 148, 2.25e15 / (148 * 8192), 8192, 8e12, "HGX B200 datasheet")
 
 # the GPU a target's estimate is for (the sm_90 parts: H100 SXM; sm_100: B200)
 GPU_OF_SM = {90: H100_SXM, 100: B200}
@@ -122,13 +123,11 @@ class Estimate:
 def estimate(plan: dict, target: str, problem: tuple[int, int, int], *, gpu: Gpu | None = None,
              clock_hz: float | None = None) -> Estimate | None:
     """The bound of the kernel of `plan` (a `tilec.resources` op's attributes) on an M x N x K `problem` on
-    `gpu` (default: the target's, `gpu_for`); None where no GPU or rate is known for it."""
+    `gpu` (default: the target's, `gpu_for`); None where no GPU is known for it."""
     gpu = gpu or gpu_for(target)
     if gpu is None:
         return None
-    rate = gpu.flops_per_clock(plan["mma"], plan["sparse"])
-    if rate is None:
-        return None
+    rate = gpu.flops_per_clock(plan["mma_k"], plan["sparse"])
     clock = clock_hz or gpu.clock_hz
     m, n, k = problem
     cta_m, cta_n, kb = plan["cta_m"], plan["cta_n"], plan["k_block"]

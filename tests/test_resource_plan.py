@@ -113,7 +113,7 @@ CUTE_PERSISTENT = {"kernel": "cute_dense_gemm_persistent", "threads": 192, "clus
                    "roles": [{"name": "epilogue", "warps": 4, "registers": 255, "live": 32},
                              {"name": "mma", "warps": 1, "registers": 255, "live": 0},
                              {"name": "tma", "warps": 1, "registers": 255, "live": 0}],
-                   "mma": "f16", "sparse": False, "a_bits": 16, "b_bits": 16, "cta_m": 128, "cta_n": 256,
+                   "mma": "f16", "mma_k": 16, "sparse": False, "a_bits": 16, "b_bits": 16, "cta_m": 128, "cta_n": 256,
                    "k_block": 64, "tx_bytes": 32768, "d_bytes": 128 * 256 * 2, "copy": "tma", "overlap": True,
                    "persistent": True}
 

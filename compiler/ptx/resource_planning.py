@@ -12,7 +12,8 @@ Per tile (after `kernel-selection`, from its `tilec.kernel` and the plans before
   per-thread maximum) and the live data registers (accumulators and fragments: compiler/passes/limits.py
   counts them for the mma.sp kernels; a lower bound, address registers come on top);
 - mbarriers, and CTAs resident per SM (compiler/passes/resources.ctas_per_sm);
-- what compiler/perf_model.py needs for the analytic bound: the MMA's rate key and sparsity, the D tile one
+- what compiler/perf_model.py needs for the analytic bound: the MMA (kind, and the dense K of one
+  instruction, which sets its rate) and sparsity, the D tile one
   CTA computes, the K block per stage, the bytes copied to shared memory per K block, whether the copies
   overlap the MMAs and whether CTAs are persistent.
 
@@ -34,18 +35,18 @@ from ..passes.resources import check_shared_memory, ctas_per_sm, smem_limit
 MAX_REGISTERS = 255          # per thread, every compute capability (CUDA C++ Programming Guide, tech. specs)
 MBARRIER_BYTES = 8           # an mbarrier is a .b64 in shared memory (PTX ISA 9.7.13.15.1)
 
-# rate keys of compiler/perf_model.py: the tcgen05 kinds (PTX ISA 9.7.16.10.1 Table 49) name themselves;
-# an mma.sp / wgmma form is keyed by its A type
-_RATE_OF_TYPE = {"f16": "f16", "bf16": "f16", "tf32": "tf32", "e4m3": "f8f6f4", "e5m2": "f8f6f4",
-                 "e3m2": "f8f6f4", "e2m3": "f8f6f4", "e2m1": "f8f6f4", "s8": "i8", "u8": "i8", "s4": "i4",
-                 "u4": "i4"}
+def _sp_mma(form) -> dict:
+    """An mma.sp / wgmma form's MMA: its kind (or A type) and the dense K of one instruction (a sparse
+    instruction's K counts the dense elements, twice the kept ones: PTX ISA 9.7.14.6, m16n8k32 for f16 =
+    the dense K 16 of m16n8k16)."""
+    return {"mma": getattr(form, "kind", None) or form.a_type, "mma_k": form.k // 2}
 
 
-def _rate_key(form) -> str:
-    kind = getattr(form, "kind", None)
-    if kind:
-        return kind
-    return _RATE_OF_TYPE.get(form.a_type, form.a_type)
+def _tcgen05_mma(tile: Op) -> dict:
+    """A tcgen05 tile's kind and the dense K of one tcgen05.mma of it (PTX ISA Table 39)."""
+    from ..isa.tcgen05_kinds import kind_info
+
+    return {"mma": tile.attrs["kind"], "mma_k": kind_info(tile.attrs["kind"]).dense_k}
 
 
 def _bits(spec) -> dict:
@@ -81,7 +82,7 @@ def _tcgen05(tile: Op, module: Op) -> dict:
             "tmem_columns": tmem.attrs["allocated"], "mbarriers": 1,
             "ctas_per_sm": ctas_per_sm(target, THREADS, registers, smem, tmem.attrs["allocated"]),
             "roles": [_role("copy+mma+epilogue", THREADS // 32, registers, 8)],
-            "mma": tile.attrs["kind"], "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
+            **_tcgen05_mma(tile), "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
             "cta_n": spec.n,
             "k_block": pipe.attrs["k_block"], "tx_bytes": stage,
             "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
@@ -89,8 +90,8 @@ def _tcgen05(tile: Op, module: Op) -> dict:
 
 
 def _tcgen05_ws(tile: Op, module: Op) -> dict:
-    """The warp-specialised tcgen05 kernel of a scheduled tile (helper `bwk`'s compiler/ptx/tcgen05_ws_kernel.py),
-    from its `tilec.ws_plan` (compiler/passes/warp_specialization.py): epilogue warps, one MMA warp, one
+    """The warp-specialised tcgen05 kernel of a scheduled tile (helper `bwk`'s `tcgen05_ws_kernel.py`), from
+    its `tilec.ws_plan` (the `warp-specialization` pass): epilogue warps, one MMA warp, one
     TMA warp; a ring of `stages` slots with full/empty barriers, `accumulators` TMEM accumulators with
     acc_full/acc_empty barriers; static persistent scheduler."""
     spec = tile_spec(tile)
@@ -111,7 +112,7 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
             "ctas_per_sm": ctas_per_sm(target, threads, MAX_REGISTERS, smem, ws["tmem_columns"]),
             "roles": [_role("epilogue", epi, MAX_REGISTERS, 8), _role("mma", 1, MAX_REGISTERS, 0),
                       _role("tma", 1, MAX_REGISTERS, 0)],
-            "mma": tile.attrs["kind"], "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
+            **_tcgen05_mma(tile), "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
             "cta_n": spec.n,
             "k_block": ws["k_block"], "tx_bytes": tx,
             "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
@@ -137,7 +138,8 @@ def _sparse_wgmma(tile: Op, module: Op) -> dict:
             "ctas_per_sm": ctas_per_sm(cfg.target, cfg.threads, cfg.max_regs, cfg.smem_bytes),
             "roles": [_role("producer", 4, cfg.max_regs, 0),
                       _role("consumer", 4 * cfg.consumers, cfg.max_regs, budget.registers)],
-            "mma": _rate_key(form), "sparse": True, **_bits(spec), "cta_m": cfg.cta_m, "cta_n": cfg.cta_n, "k_block": cfg.cta_k,
+            **_sp_mma(form), "sparse": True, **_bits(spec), "cta_m": cfg.cta_m, "cta_n": cfg.cta_n,
+            "k_block": cfg.cta_k,
             "tx_bytes": cfg.stage_tx_bytes, "d_bytes": cfg.cta_m * cfg.cta_n * TYPES[cfg.out_type].bits // 8,
             "copy": "tma", "overlap": True, "persistent": False}
 
@@ -159,7 +161,8 @@ def _sparse_gemm(tile: Op, module: Op) -> dict:
             "smem_space": "dynamic", "tmem_columns": 0, "mbarriers": 0,
             "ctas_per_sm": ctas_per_sm(cfg.target, cfg.threads, MAX_REGISTERS, cfg.smem_bytes),
             "roles": [_role("copy+mma", cfg.warps_m * cfg.warps_n, MAX_REGISTERS, budget.registers)],
-            "mma": _rate_key(form), "sparse": True, **_bits(spec), "cta_m": cfg.cta_m, "cta_n": cfg.cta_n, "k_block": cfg.cta_k,
+            **_sp_mma(form), "sparse": True, **_bits(spec), "cta_m": cfg.cta_m, "cta_n": cfg.cta_n,
+            "k_block": cfg.cta_k,
             "tx_bytes": cfg.stage_bytes, "d_bytes": cfg.cta_m * cfg.cta_n * TYPES[cfg.out_type].bits // 8,
             "copy": "cp.async", "overlap": True, "persistent": cfg.is_persistent}
 
@@ -180,7 +183,8 @@ def _mma_sp(tile: Op, module: Op) -> dict:
             "smem_limit": smem_limit(cfg.target), "smem_space": "none", "tmem_columns": 0, "mbarriers": 0,
             "ctas_per_sm": ctas_per_sm(cfg.target, threads, MAX_REGISTERS, 0),
             "roles": [_role("load+mma", threads // 32, MAX_REGISTERS, budget.registers)],
-            "mma": _rate_key(form), "sparse": True, **_bits(spec), "cta_m": cfg.tile_m, "cta_n": cfg.tile_n, "k_block": form.k,
+            **_sp_mma(form), "sparse": True, **_bits(spec), "cta_m": cfg.tile_m, "cta_n": cfg.tile_n,
+            "k_block": form.k,
             "tx_bytes": 0, "d_bytes": cfg.tile_m * cfg.tile_n * d_bits // 8, "copy": "none", "overlap": False,
             "persistent": False}
 
