@@ -17,7 +17,7 @@ the PTX files it finds there and the DSL's version.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import os
 import sys
 import time
@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
 
-    spec = importlib.util.spec_from_file_location("dense_gemm_persistent", args.example)
-    ex = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ex)
+    # the example is no module of this repository: import it by its module name from its own directory
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.example)))
+    ex = importlib.import_module(os.path.splitext(os.path.basename(args.example))[0])
 
     tiler = tuple(int(x) for x in args.mma_tiler.split(","))
     cluster = tuple(int(x) for x in args.cluster.split(","))

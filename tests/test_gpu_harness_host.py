@@ -63,11 +63,12 @@ def test_benchmarks_holds_benchmarks_and_the_fuzz_driver_only():
     # items and 10,000 tiles), limits (time and peak memory at the largest inputs the limits allow),
     # sparse_gemm / sparse_wgmma (GPU kernels against cuSPARSELt and cuBLAS), launch_overhead
     # (compiler.runtime's host cost per launch against cupy.RawModule), fragment_call (a CUDA C++ loop
-    # calling an mma.sp fragment out of line / inlined against tilec's kernel); fuzz.py: the fuzz driver.
-    # GPU correctness lives in tests/gpu/.
+    # calling an mma.sp fragment out of line / inlined against tilec's kernel); fuzz.py: the fuzz driver;
+    # ptx_mix (the per-K-block instruction mix of a Blackwell GEMM's PTX) and cute_dsl_ptx (CuTe DSL's
+    # persistent GEMM compiled to PTX for it: docs/blackwell_comparison.md). GPU correctness lives in tests/gpu/.
     assert sorted(p.name for p in (REPO / "benchmarks").glob("*.py")) == [
-        "compile_speed.py", "fragment_call.py", "fuzz.py", "launch_overhead.py", "limits.py", "parse_speed.py",
-        "sparse_gemm.py", "sparse_wgmma.py"]
+        "compile_speed.py", "cute_dsl_ptx.py", "fragment_call.py", "fuzz.py", "launch_overhead.py", "limits.py",
+        "parse_speed.py", "ptx_mix.py", "sparse_gemm.py", "sparse_wgmma.py"]
 
 
 @pytest.mark.parametrize("script", ["sparse_gemm.py", "sparse_wgmma.py"])
