@@ -25,7 +25,8 @@ from typing import Any, Iterator
 
 from .diagnostics import Loc
 from .isa.swizzle import MAJORS, SWIZZLE_MODES
-from .spec import EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, METADATA_SOURCES, SCHEDULE_MMAS, SPACES, SWIZZLES
+from .spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, METADATA_SOURCES, SCHEDULE_MMAS, SCHEDULE_PERSISTENT,
+                   SPACES, SPLIT_K_STREAM, SWIZZLES)
 
 
 class Hex(int):
@@ -148,6 +149,21 @@ class Enum(Str):
         if p is None and v not in self.values:
             return Problem(f"'{v}' is not one of {', '.join(self.values)}")
         return p
+
+
+class SplitK(AttrType):
+    """`schedule split_k=`: a slice count (u32: it lands in PTX as the slices' loop bound) or the word
+    "stream" (stream-K)."""
+    name = "u32 | \"stream\""
+
+    def problem(self, v: Any) -> str | None:
+        if v == SPLIT_K_STREAM:
+            return None
+        p = U32.problem(v)
+        return None if p is None else Problem(f"expected a slice count (u32) or \"stream\", got {_describe(v)}")
+
+    def fmt(self, v: Any) -> str:
+        return Str().fmt(v) if isinstance(v, str) else U32.fmt(v)
 
 
 class Bool(_Instances):
@@ -356,7 +372,10 @@ OP_DEFS: dict[str, OpDef] = {
                                    cta_k=Opt(U32, True, "schedule.cta"), warps_m=Opt(U32, True, "schedule.warps"),
                                    warps_n=Opt(U32, True, "schedule.warps"),
                                    stages=Opt(U32, True, "schedule.stages"), mma=Enum(*SCHEDULE_MMAS),
-                                   cluster=Opt(U32, True, "schedule.cluster"))),
+                                   cluster=Opt(U32, True, "schedule.cluster"),
+                                   persistent=Opt(Enum(*SCHEDULE_PERSISTENT), blame="schedule.persistent"),
+                                   raster=Opt(U32, blame="schedule.raster"),
+                                   split_k=Opt(SplitK(), blame="schedule.split_k"))),
     # alpha / beta: decimal literals as written, or "param" (absent: 1)
     "tilec.epilogue": OpDef(_attrs(alpha=Opt(Str(), blame="epilogue.alpha"), beta=Opt(Str(), blame="epilogue.beta"),
                                    bias=Opt(Enum(*EPILOGUE_BIAS), blame="epilogue.bias"),

@@ -12,6 +12,8 @@ _TILE_ATTRS = ("kind", "cta_group", "ws", "collector", "ashift", "block_scale", 
 _DEFAULTS = {"cta_group": 1, "ws": False, "ashift": False, "negate_a": False, "negate_b": False,
              "saturate": False, "max_shift": 0}
 _SCHEDULE_FIELDS = ("cta_m", "cta_n", "cta_k", "warps_m", "warps_n", "stages", "mma", "cluster")
+# optional schedule fields: printed only when they differ from their defaults (no value: the kernel's own)
+_SCHEDULE_OPTIONAL = {"persistent": "none", "raster": None, "split_k": 1}
 
 
 def lower(spec: FileSpec) -> Op:
@@ -58,8 +60,12 @@ def lower_tile(t: TileSpec) -> Op:
         za["shift"] = z.shift
         tile.body.append(Op("tilec.zero_columns", None, za, loc=t.loc("zero_columns")))
     if t.schedule is not None:
-        tile.body.append(Op("tilec.schedule", None, {f: getattr(t.schedule, f) for f in _SCHEDULE_FIELDS},
-                            loc=t.loc("schedule")))
+        sa = {f: getattr(t.schedule, f) for f in _SCHEDULE_FIELDS}
+        for f, default in _SCHEDULE_OPTIONAL.items():
+            v = getattr(t.schedule, f)
+            if v != default or type(v) is not type(default):
+                sa[f] = v
+        tile.body.append(Op("tilec.schedule", None, sa, loc=t.loc("schedule")))
     if t.epilogue is not None:
         e = t.epilogue
         ea = {k: getattr(e, k) for k in ("alpha", "beta") if getattr(e, k) is not None}

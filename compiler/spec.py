@@ -17,6 +17,8 @@ OPERAND_NAMES = ("A", "B", "C", "D", "SFA", "SFB")
 SPACES = ("global", "smem", "tmem", "reg")             # OperandSpec.space
 METADATA_SOURCES = ("runtime", "static")              # SparsitySpec.metadata
 SCHEDULE_MMAS = ("sync", "wgmma")                     # ScheduleSpec.mma
+SCHEDULE_PERSISTENT = ("none", "static", "clc")       # ScheduleSpec.persistent
+SPLIT_K_STREAM = "stream"                             # ScheduleSpec.split_k: stream-K instead of N slices
 # What OperandSpec.swizzle may hold: a swizzle mode of compiler/isa/swizzle.py, or "auto" (layout selection
 # picks one: compiler/layout.py choose_swizzle).
 SWIZZLES = (*SWIZZLE_MODES, "auto")
@@ -57,6 +59,11 @@ class ScheduleSpec:
     stages: int = 2
     mma: str = "sync"               # sync: warp-level mma.sp; wgmma: warpgroup wgmma.mma_async.sp (sm_90a)
     cluster: int = 1                # CTAs per cluster along M sharing B by multicast (mma=wgmma)
+    # persistent CTAs: none (one CTA per output tile), static (grid = min(tiles, SMs x CTAs/SM), each CTA
+    # walks tiles in raster order), clc (cluster launch control `clusterlaunchcontrol.try_cancel`, tcgen05)
+    persistent: str = "none"
+    raster: int | None = None       # tile rows walked together (L2 reuse); None: the kernel's default
+    split_k: int | str = 1          # K slices across CTAs (N), or "stream" (stream-K); 1: no split
 
 
 # The fused epilogue (README "DSL tour"): D = act(alpha*(A*B) + beta*C + bias), converted to D's type.

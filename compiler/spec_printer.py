@@ -287,7 +287,23 @@ def _schedule(t: TileSpec) -> list[str]:
                        f"warps={dims('warps_m', 'warps_n')}",
                        f"stages={_uint(s.stages, 'schedule.stages', 'stages')}",
                        None if s.mma == "sync" else f"mma={s.mma}",
-                       None if s.cluster == 1 else f"cluster={_uint(s.cluster, 'schedule.cluster', 'cluster')}")]
+                       None if s.cluster == 1 else f"cluster={_uint(s.cluster, 'schedule.cluster', 'cluster')}",
+                       *_schedule_options(s))]
+
+
+def _schedule_options(s) -> list[str | None]:
+    """persistent=, raster=, split_k= when they differ from their defaults."""
+    from .spec import SCHEDULE_PERSISTENT, SPLIT_K_STREAM
+
+    if s.persistent not in SCHEDULE_PERSISTENT:
+        raise SpecError(f"schedule persistent must be one of {', '.join(SCHEDULE_PERSISTENT)}, not {s.persistent!r}",
+                        "schedule.persistent")
+    split = s.split_k
+    if split != SPLIT_K_STREAM:
+        split = _uint(split, "schedule.split_k", "split_k")
+    return [None if s.persistent == "none" else f"persistent={s.persistent}",
+            None if s.raster is None else f"raster={_uint(s.raster, 'schedule.raster', 'raster')}",
+            None if split == 1 else f"split_k={split}"]
 
 
 if TYPE_CHECKING:

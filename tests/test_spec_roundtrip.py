@@ -192,8 +192,13 @@ zero_columns = st.one_of(
 
 schedule = st.none()
 if hasattr(spec_module, "ScheduleSpec"):          # the schedule statement, when the tree has it
+    _options = {}
+    if hasattr(spec_module, "SCHEDULE_PERSISTENT"):   # persistent= / raster= / split_k= (issue 17)
+        _options = dict(persistent=st.sampled_from(spec_module.SCHEDULE_PERSISTENT),
+                        raster=_maybe(st.integers(0, 2**32)),
+                        split_k=st.one_of(st.integers(0, 64), st.just(spec_module.SPLIT_K_STREAM)))
     schedule = _maybe(st.builds(spec_module.ScheduleSpec, POS, POS, POS, st.integers(1, 8), st.integers(1, 8),
-                                st.integers(0, 8)))
+                                st.integers(0, 8), **_options))
 
 
 @st.composite

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
 from ..spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_PARAM, METADATA_SOURCES, OPERAND_NAMES,
-                    SCHEDULE_MMAS, SPACES, SWIZZLES, EpilogueSpec, FileSpec, OperandSpec, ScheduleSpec, SparsitySpec,
-                    TileSpec, ZeroColumnsSpec)
+                    SCHEDULE_MMAS, SCHEDULE_PERSISTENT, SPACES, SPLIT_K_STREAM, SWIZZLES, EpilogueSpec, FileSpec,
+                    OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
 from ..isa.swizzle import MAJORS
 from ..isa.targets import TARGETS, parse_version, version_problem
 from ..isa.types import TYPES
@@ -439,8 +439,10 @@ class Builder:
         f["zero_columns"] = z
 
     def schedule(self, st, f, locs):
-        """schedule cta=128x128x64 warps=2x2 stages=3 [mma=sync|wgmma] [cluster=1|2];"""
-        _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None, "mma": None, "cluster": None})
+        """schedule cta=128x128x64 warps=2x2 stages=3 [mma=sync|wgmma] [cluster=1|2]
+        [persistent=none|static|clc] [raster=G] [split_k=N|stream];"""
+        _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None, "mma": None, "cluster": None,
+                                     "persistent": None, "raster": None, "split_k": None})
         if "cta" not in kv:
             self.error("'schedule' needs cta=MxNxK", st.end_loc, "e.g. 'schedule cta=128x128x64 warps=2x2 stages=3;'")
 
@@ -469,7 +471,19 @@ class Builder:
         if "cluster" in kv:
             cluster = self.int_value(kv["cluster"].value, "cluster")
             locs["schedule.cluster"] = kv["cluster"].value.loc
-        f["schedule"] = ScheduleSpec(cm, cn, ck, wm, wn, stages, mma, cluster)
+        sched = ScheduleSpec(cm, cn, ck, wm, wn, stages, mma, cluster)
+        if "persistent" in kv:
+            sched.persistent = self.word(kv["persistent"].value, "schedule persistent", SCHEDULE_PERSISTENT)
+            locs["schedule.persistent"] = kv["persistent"].value.loc
+        if "raster" in kv:
+            sched.raster = self.int_value(kv["raster"].value, "raster")
+            locs["schedule.raster"] = kv["raster"].value.loc
+        if "split_k" in kv:
+            v = kv["split_k"].value
+            sched.split_k = SPLIT_K_STREAM if v.kind == "atom" and v.text == SPLIT_K_STREAM else \
+                self.int_value(v, "split_k (a slice count or 'stream')")
+            locs["schedule.split_k"] = v.loc
+        f["schedule"] = sched
 
     def scalar(self, v: Value, what: str) -> str:
         """A non-negative decimal literal (`2`, `0.5`, `1.`) that is a finite f32, or `param`; kept as

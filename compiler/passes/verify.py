@@ -365,6 +365,7 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                 raise SpecError(f"schedule cluster = {sc.cluster}: CTA pairs (cluster=2) exist for mma=wgmma "
                                 "only (they share B by TMA multicast)", "schedule.cluster",
                                 "drop cluster=, or write mma=wgmma cluster=2")
+            check_schedule_options(sc)
             if sc.mma == "wgmma":
                 # warpgroup wgmma.mma_async.sp (compiler/ptx/sparse_wgmma_kernel.py): sm_90a only, and only
                 # the forms one wgmma k-step matches (PTX 9.7.15.6.3 syntax and target notes)
@@ -385,3 +386,27 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
 
             return max(min_ptx, ORDERED_METADATA_PTX)
         return min_ptx
+
+
+def check_schedule_options(sc) -> None:
+    """persistent=, raster=, split_k= of an mma.sp tile's schedule: the values the DSL admits and the kernels
+    they belong to (the wgmma kernel says what of them it implements: sparse_wgmma_kernel.check_config)."""
+    from ..spec import SPLIT_K_STREAM
+
+    if sc.persistent == "clc":
+        raise SpecError("persistent=clc asks for cluster launch control (the PTX instruction clusterlaunchcontrol."
+                        "try_cancel, PTX ISA 8.6, sm_100 and later): it schedules tcgen05 tiles, not mma.sp ones",
+                        "schedule.persistent", "write persistent=static (mma=wgmma) or leave persistent= out")
+    if sc.raster is not None and sc.raster < 1:
+        raise SpecError(f"raster={sc.raster}: a raster group walks at least one tile row", "schedule.raster",
+                        "write raster=8, or leave raster= out for the kernel's default")
+    if sc.split_k != SPLIT_K_STREAM and sc.split_k < 1:
+        raise SpecError(f"split_k={sc.split_k}: K is cut into at least one slice", "schedule.split_k",
+                        "write split_k=2 (or more), split_k=stream, or leave split_k= out")
+    if sc.mma != "wgmma":
+        for field, set_ in (("persistent", sc.persistent != "none"), ("raster", sc.raster is not None),
+                            ("split_k", sc.split_k != 1)):
+            if set_:
+                raise SpecError(f"schedule {field}= is a schedule of the sparse wgmma kernel (mma=wgmma); the "
+                                f"mma={sc.mma} kernels launch one CTA per output tile over the whole K",
+                                f"schedule.{field}", f"write mma=wgmma (target sm_90a), or leave {field}= out")

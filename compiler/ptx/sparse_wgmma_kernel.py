@@ -1237,7 +1237,15 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
         raise SpecError(f"warps={schedule.warps_m}x{schedule.warps_n}: mma=wgmma takes 4 or 8 consumer warps "
                         f"along M (1 or 2 warpgroups; each warp supplies the metadata of 16 rows, PTX 9.7.15.6.2)",
                         field="schedule.warps", hint="write warps=8x1")
+    if schedule.persistent != "none":
+        raise SpecError(f"persistent={schedule.persistent}: the wgmma kernel launches one CTA per output tile; its "
+                        f"persistent tile loop is not implemented yet", field="schedule.persistent",
+                        hint="leave persistent= out")
+    if schedule.split_k != 1:
+        raise SpecError(f"split_k={schedule.split_k}: the wgmma kernel walks the whole K in one CTA; split-K and "
+                        f"stream-K are not implemented yet", field="schedule.split_k", hint="leave split_k= out")
+    raster = {} if schedule.raster is None else {"raster_group": schedule.raster}
     return SparseWgmmaConfig(name, form, target, cta_m=schedule.cta_m, cta_n=schedule.cta_n, cta_k=schedule.cta_k,
                              consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
                              ptx_version=ptx_version, cluster_m=schedule.cluster, accumulate_c=accumulate_c,
-                             d_type=d_type, epilogue=epilogue)
+                             d_type=d_type, epilogue=epilogue, **raster)
