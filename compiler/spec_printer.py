@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .diagnostics import SpecError
 from .spec import (METADATA_SOURCES, OPERAND_NAMES, SCHEDULE_MMAS, SPACES, SWIZZLES, FileSpec, OperandSpec,
-                   SparsitySpec, TileSpec, ZeroColumnsSpec)
+                   ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
 
 __all__ = ["print_file", "print_tile", "TILE_STATEMENTS"]
 
@@ -291,7 +291,7 @@ def _schedule(t: TileSpec) -> list[str]:
                        *_schedule_options(s))]
 
 
-def _schedule_options(s) -> list[str | None]:
+def _schedule_options(s: ScheduleSpec) -> list[str | None]:
     """persistent=, raster=, split_k= when they differ from their defaults."""
     from .spec import SCHEDULE_PERSISTENT, SPLIT_K_STREAM
 
