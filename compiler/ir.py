@@ -393,8 +393,14 @@ OP_DEFS: dict[str, OpDef] = {
     "tilec.smem_layout": OpDef(_attrs(major=_MAJOR, swizzle=Enum(*SWIZZLE_MODES), lbo=U32, sbo=U32,
                                       offset=U32, size=U32, k_block=Opt(U32, True, "loop.K"),
                                       lbo_mode=Opt(_LBO_MODES)), sym=True),
+    # a ring's plan (pipeline-planning, compiler/ptx/pipeline.py RingPlan) adds its slot bytes, barriers and
+    # what completes them; tcgen05's stage plan (layout-selection) has the first three only
     "tilec.pipeline": OpDef(_attrs(k_block=Opt(U32, True, "loop.K"), stages=Opt(U32, True, "loop.K"),
-                                   smem_bytes=Opt(U32, True, "shape"))),
+                                   smem_bytes=Opt(U32, True, "shape"),
+                                   stage_bytes=Opt(U32, blame="schedule.cta"), tx_bytes=Opt(U32, blame="schedule.cta"),
+                                   full_arrivals=Opt(U32, blame="schedule.warps"),
+                                   empty_arrivals=Opt(U32, blame="schedule.warps"),
+                                   barrier_offset=Opt(U32, blame="schedule.stages"))),
     # column offsets of every TMEM region of one CTA (PTX 9.7.16.7.1: allocated = a power of 2 >= 32)
     "tilec.tmem_plan": OpDef(_attrs(d=U32, d_columns=U32, scratch=Opt(U32), meta=Opt(U32), meta_columns=Opt(U32),
                                     sfa=Opt(U32), sfa_columns=Opt(U32), sfb=Opt(U32), sfb_columns=Opt(U32),

@@ -107,6 +107,7 @@ _BUILTIN = {
     "epilogue-lowering": ".epilogue_lowering:EpilogueLowering",
     # codegen passes: they build (or read) the PTX layer's kernels, so they live there (compiler/ptx/)
     "kernel-selection": "..ptx.emission:KernelSelection",
+    "pipeline-planning": "..ptx.pipeline_planning:PipelinePlanning",
     "resource-planning": "..ptx.resource_planning:ResourcePlanning",
     "ptx-emission": "..ptx.emission:PtxEmission",
 }

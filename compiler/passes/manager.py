@@ -27,10 +27,11 @@ BAKED_KEY = ("verify<>verified;layout-selection<verified>layouts;"
              "descriptor-materialization<layouts>descriptors;"
              "epilogue-lowering<verified>epilogue;"
              "kernel-selection<descriptors,metadata,epilogue>kernels;"
+             "pipeline-planning<kernels>pipeline;"
              "resource-planning<kernels>resources;"
-             "ptx-emission<kernels,resources>ptx")
+             "ptx-emission<kernels,pipeline,resources>ptx")
 BAKED_ORDER = ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization",
-               "epilogue-lowering", "kernel-selection", "resource-planning", "ptx-emission")
+               "epilogue-lowering", "kernel-selection", "pipeline-planning", "resource-planning", "ptx-emission")
 
 
 def build_graph(names: list[str]):

@@ -186,7 +186,7 @@ class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "m
                                 loc=tile.locs.get("schedule", tile.loc)))
 
 
-class PtxEmission(Pass, name="ptx-emission", requires=("kernels", "resources"), provides=("ptx",),
+class PtxEmission(Pass, name="ptx-emission", requires=("kernels", "pipeline", "resources"), provides=("ptx",),
                   description="print each tile as a complete PTX kernel"):
 
     def apply(self, module, ctx: PassContext) -> None:
@@ -236,9 +236,10 @@ def _mma_sp_entry(tile: Op, module: Op) -> tuple[str, dict]:
     kernel = tile.op("tilec.kernel").attrs["kernel"]
     k: KernelPTX
     if kernel == "sparse_wgmma":
+        from .pipeline import ring_plan
         from .sparse_wgmma_kernel import emit_sparse_wgmma
 
-        k = emit_sparse_wgmma(config)
+        k = emit_sparse_wgmma(config, ring_plan(tile))
     elif kernel == "sparse_gemm":
         k = emit_sparse_gemm(config)
     else:

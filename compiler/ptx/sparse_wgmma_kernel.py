@@ -116,6 +116,7 @@ from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, W
 from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head
+from .pipeline import MBARRIER_BYTES, PipelineState, RingCode, RingPlan
 from .sparse_gemm_kernel import D_STORES, RingGeometry, SlotRegion, operand_buffers
 
 # --------------------------------------------------------------------------------------------------
@@ -134,7 +135,6 @@ A_STEP_ROW_BYTES = 32          # compressed A of one k-step: 64 rows x 32 B (mod
 B_STEP_ROW_BYTES = 64          # B of one k-step: N rows x 64 B
 META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): sparse.compress layout
 SMEM_ALIGN = 1024              # the 128-byte swizzle repeat: regions on it need base offset 0
-MBARRIER_BYTES = 8             # an mbarrier object is a .b64 in shared memory
 CHUNK = 16                     # bytes of one vector store of the D copy-out
 MAX_ACCUMULATORS = 128         # per thread (m64n256 f32: 64*256/128); more does not fit 168 registers
 REGS_PER_SM = 65536
@@ -280,7 +280,16 @@ class SparseWgmmaConfig(RingGeometry):
     @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory to request: alignment slack + ring + 2 x stages mbarriers."""
-        return SMEM_ALIGN + self.ring_bytes + 2 * self.stages * MBARRIER_BYTES
+        return SMEM_ALIGN + self.ring.bytes
+
+    @property
+    def ring(self) -> RingPlan:
+        """The smem ring (compiler/ptx/pipeline.py): full[s] completes on the producer's expect_tx and the
+        slot's bytes; empty[s] on one arrival per consumer warp of each CTA that reads the slot (a CTA
+        pair: both CTAs' consumers release the B half each loaded into both)."""
+        return RingPlan(stages=self.stages, stage_bytes=self.stage_bytes, tx_bytes=self.stage_tx_bytes,
+                        full_arrivals=1, empty_arrivals=4 * self.consumers * self.cluster_m,
+                        barrier_offset=self.ring_bytes)
 
     @property
     def smem_limit(self) -> int:
@@ -483,6 +492,8 @@ class _Writer(PtxBuilder):
         self.dbytes = TYPES[cfg.out_type].bits // 8
         self.store_type, self.convert = D_STORES[cfg.out_type]
         self.smem = f"{cfg.name}_smem"
+        self.ring = RingCode(self, cfg.ring, "%sb")
+        self.state = PipelineState("%st", "%ph")
         self.add_params("u64", "tensor_maps", *(("c",) if cfg.accumulate_c else ()), "d")
         ep = cfg.epilogue
         if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
@@ -563,24 +574,8 @@ class _Writer(PtxBuilder):
         ins(f"mul.lo.u32 %n0, %pn, {cfg.cta_n};")
 
     def slot_regs(self) -> None:
-        """%pst = shared address of ring slot %st; %bar = its full barrier (empty = + stages * 8)."""
-        cfg, ins = self.cfg, self.ins
-        ins(f"mad.lo.u32 %pst, %st, {cfg.stage_bytes}, %sb;")
-        ins(f"shl.b32 %x, %st, {log2(MBARRIER_BYTES)};")
-        ins(f"add.u32 %bar, %sb, {cfg.barrier_offset};")
-        ins("add.u32 %bar, %bar, %x;")
-
-    def advance_slot(self) -> None:
-        """Next ring slot; the phase parity flips when the ring wraps (mbarrier phases, 9.7.13.15)."""
-        ins = self.ins
-        ins("add.u32 %st, %st, 1;")
-        ins(f"setp.eq.u32 %p1, %st, {self.cfg.stages};")
-        ins("@%p1 mov.u32 %st, 0;")
-        ins("@%p1 xor.b32 %ph, %ph, 1;")
-
-    def wait(self, bar: str, parity: str) -> None:
-        """Spin until the phase of parity `parity` of the mbarrier at `bar` completed."""
-        self.wait_parity("%p2", bar, parity, self.label("WAIT"), uni=True)
+        """%pst = shared address of ring slot %st; %bar = its full barrier."""
+        self.ring.locate(self.state, "%pst", "%bar", "%x")
 
     # -- kernel -------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -601,15 +596,8 @@ class _Writer(PtxBuilder):
         ins(f"add.u32 %nkb, %K, {cfg.cta_k - 1};")
         ins(f"shr.u32 %nkb, %nkb, {log2(cfg.cta_k)};          // K blocks, the last one partial (TMA zero fill)")
         ins("setp.eq.u32 %p0, %thr, 0;                  // thread 0 initialises the barriers")
-        ins(f"// full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: one arrival per "
-            f"consumer warp of the cluster ({self.empty_count})")
-        for s in range(cfg.stages):
-            ins(f"add.u32 %x, %sb, {cfg.barrier_offset + s * MBARRIER_BYTES};")
-            ins("@%p0 mbarrier.init.shared::cta.b64 [%x], 1;")
-            ins(f"add.u32 %x, %sb, {cfg.barrier_offset + (cfg.stages + s) * MBARRIER_BYTES};")
-            ins(f"@%p0 mbarrier.init.shared::cta.b64 [%x], {self.empty_count};")
-        ins("fence.mbarrier_init.release.cluster;          // the inits are visible to the copy engine")
-        ins("fence.proxy.async.shared::cta;")
+        self.ring.init("%p0", "%x", f"full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: "
+                       f"one arrival per consumer warp of the cluster ({cfg.ring.empty_arrivals})")
         self.pair_sync()
         ins("setp.ne.u32 %p0, %wg, 0;")
         consumer = self.label("CONSUMER")
@@ -623,10 +611,6 @@ class _Writer(PtxBuilder):
             ins("// no CTA leaves while its peer may still arrive on its barriers")
             self.pair_sync()
         ins("ret;")
-
-    @property
-    def empty_count(self) -> int:
-        return 4 * self.cfg.consumers * self.cfg.cluster_m
 
     def pair_sync(self) -> None:
         """Every thread of the CTA (of both CTAs of a pair) meets here."""
@@ -651,15 +635,12 @@ class _Writer(PtxBuilder):
         if cfg.cluster_m > 1:
             ins(f"mov.b16 %mask, {(1 << cfg.cluster_m) - 1};                      // multicast to both CTAs of the pair")
         ins("mov.u32 %kb, 0;")
-        ins("mov.u32 %st, 0;")
-        ins("mov.u32 %ph, 0;")
+        self.ring.start(self.state)
         loop = self.label("PRODUCE")
         self.put(loop)
         self.slot_regs()
-        ins(f"add.u32 %y, %bar, {cfg.stages * MBARRIER_BYTES};    // empty[st]")
-        ins("xor.b32 %x, %ph, 1;                          // a fresh barrier counts its phase -1 as done")
-        self.wait("%y", "%x")
-        ins(f"@%p6 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bar], {cfg.stage_tx_bytes};")
+        self.ring.acquire(self.state, "%bar", "%y", "%x", "%p2")
+        self.ring.arm("%bar", "%p6")
         ys = {"m0": "%m0", "n0": "%n0", "m0/16": "%c1"}
         for box in tma_boxes(cfg):
             ins(f"mul.lo.u32 %c0, %kb, {box.x_per_block};")
@@ -675,7 +656,7 @@ class _Writer(PtxBuilder):
             else:
                 ins(f"@%p6 cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%x], "
                     f"[%tm{box.tensor}, {{%c0, {y}, %bz}}], [%bar];")
-        self.advance_slot()
+        self.ring.advance(self.state, "%p1")
         self.count_up("%kb", 1, "%p1", "%nkb", loop)
         ins(f"bra.uni {self.end};")
 
@@ -711,8 +692,7 @@ class _Writer(PtxBuilder):
         ins("setp.eq.u32 %p3, %lane, 0;                  // lane 0 signals its warp's release")
         ins("setp.eq.u32 %p4, %thr, %thr;                 // scale-d = true: D = A*B + D")
         ins("mov.u32 %kb, 0;")
-        ins("mov.u32 %st, 0;")
-        ins("mov.u32 %ph, 0;")
+        self.ring.start(self.state)
         ins("mov.u32 %pn, 0;                              // slot of the previous K block")
         loop, done = self.label("CONSUME"), self.label("MAINLOOP_DONE")
         self.put(loop)
@@ -733,7 +713,7 @@ class _Writer(PtxBuilder):
         mb, ks = cfg.m_blocks, cfg.ksteps
         ins(f"// K block kb (metadata buffer {buf})")
         self.slot_regs()
-        self.wait("%bar", "%ph")
+        self.ring.wait(self.state, "%bar", "%p2")
         ins(f"mul.lo.u32 %x, %st, {cfg.stage_bytes};           // slot offset")
         ins("add.u32 %y, %eb, %x;")
         for j in range(mb):
@@ -761,21 +741,14 @@ class _Writer(PtxBuilder):
         ins("wgmma.wait_group.sync.aligned 1;             // the previous block's group is complete")
         ins("setp.ne.u32 %p5, %kb, 0;")
         ins("and.pred %p5, %p5, %p3;")
-        ins(f"shl.b32 %x, %pn, {log2(MBARRIER_BYTES)};")
-        ins(f"add.u32 %x, %x, %sb;")
-        empty = cfg.barrier_offset + cfg.stages * MBARRIER_BYTES
-        if cfg.cluster_m == 1:
-            ins(f"@%p5 mbarrier.arrive.shared::cta.b64 _, [%x+{empty}];")
-        else:                       # the slot is free once the consumers of both CTAs are done with it
-            # default semantics (.release, .cta scope), as CUTLASS's ClusterBarrier::arrive(cta_id): the
-            # block's reads are complete (wait_group). Measured on the H100: .release.cluster here (and
-            # .acquire.cluster in the producer's wait) made the pairs 2.4x slower (388 vs 952 TFLOP/s)
-            ins(f"add.u32 %x, %x, {empty};")
-            for r in range(cfg.cluster_m):
-                ins(f"mapa.shared::cluster.u32 %y, %x, {r};")
-                ins("@%p5 mbarrier.arrive.shared::cluster.b64 _, [%y];")
+        # the slot is free once the consumers of every CTA reading it (both of a pair) are done with it.
+        # A pair's remote arrive has default semantics (.release, .cta scope), as CUTLASS's
+        # ClusterBarrier::arrive(cta_id): the block's reads are complete (wait_group). Measured on the H100:
+        # .release.cluster here (and .acquire.cluster in the producer's wait) made the pairs 2.4x slower
+        # (388 vs 952 TFLOP/s)
+        self.ring.release("%pn", "%p5", "%x", "%y", cfg.cluster_m)
         ins("mov.u32 %pn, %st;")
-        self.advance_slot()
+        self.ring.advance(self.state, "%p1")
 
     # -- accumulators and D ---------------------------------------------------------------------------
     def thread_row(self) -> None:
@@ -1083,9 +1056,14 @@ class _Writer(PtxBuilder):
         self.edge_split(interior, lambda: self.staged_edge_out(cpr, pitch, db))
 
 
-def emit_sparse_wgmma(cfg: SparseWgmmaConfig) -> SparseWgmmaPTX:
-    """Emit the PTX module of the sparse wgmma GEMM `cfg` (same config -> same bytes)."""
+def emit_sparse_wgmma(cfg: SparseWgmmaConfig, ring: RingPlan | None = None) -> SparseWgmmaPTX:
+    """Emit the PTX module of the sparse wgmma GEMM `cfg` (same config -> same bytes) with the smem ring
+    `ring` (the pipeline-planning pass's tilec.pipeline; None: the config's own plan, cfg.ring)."""
     ptx = check_config(cfg)
+    if ring is not None and ring != cfg.ring:
+        differ = ", ".join(f"{k} {v} (the kernel's slots need {cfg.ring.attrs()[k]})"
+                           for k, v in ring.attrs().items() if v != cfg.ring.attrs()[k])
+        raise SpecError(f"the ring plan disagrees with the kernel's slots: {differ}", field="schedule.stages")
     w = _Writer(cfg, ptx)
     w.header()
     w.setup()
