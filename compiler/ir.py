@@ -358,7 +358,7 @@ OP_DEFS: dict[str, OpDef] = {
         ("tilec.operand", "tilec.sparsity", "tilec.zero_columns", "tilec.schedule", "tilec.epilogue", "tilec.mma_form",
          "tilec.epilogue_plan",
          "tilec.smem_layout", "tilec.pipeline", "tilec.tmem_plan", "tilec.metadata", "tilec.instr_desc",
-         "tilec.smem_desc", "tilec.zero_column_mask", "tilec.kernel", "tilec.resources"), sym=True),
+         "tilec.smem_desc", "tilec.zero_column_mask", "tilec.ws_plan", "tilec.kernel", "tilec.resources"), sym=True),
     "tilec.operand": OpDef(_attrs(dtype=Str(), space=Enum(*SPACES),
                                   major=Opt(_MAJOR), swizzle=Opt(Enum(*SWIZZLES))), sym=True),
     # rows: per row, per chunk, the kept positions (one index or a pair)
@@ -375,7 +375,8 @@ OP_DEFS: dict[str, OpDef] = {
                                    cluster=Opt(U32, True, "schedule.cluster"),
                                    persistent=Opt(Enum(*SCHEDULE_PERSISTENT), blame="schedule.persistent"),
                                    raster=Opt(U32, blame="schedule.raster"),
-                                   split_k=Opt(SplitK(), blame="schedule.split_k"))),
+                                   split_k=Opt(SplitK(), blame="schedule.split_k"),
+                                   accumulators=Opt(U32, blame="schedule.accumulators"))),
     # alpha / beta: decimal literals as written, or "param" (absent: 1)
     "tilec.epilogue": OpDef(_attrs(alpha=Opt(Str(), blame="epilogue.alpha"), beta=Opt(Str(), blame="epilogue.beta"),
                                    bias=Opt(Enum(*EPILOGUE_BIAS), blame="epilogue.bias"),
@@ -405,6 +406,14 @@ OP_DEFS: dict[str, OpDef] = {
     "tilec.tmem_plan": OpDef(_attrs(d=U32, d_columns=U32, scratch=Opt(U32), meta=Opt(U32), meta_columns=Opt(U32),
                                     sfa=Opt(U32), sfa_columns=Opt(U32), sfb=Opt(U32), sfb_columns=Opt(U32),
                                     a=Opt(U32), a_columns=Opt(U32), allocated=U32)),
+    # ---- warp-specialization: the roles, ring, barriers, TMEM accumulators and tile scheduler of a scheduled
+    # tcgen05 tile (compiler/passes/warp_specialization.py; byte offsets from the ring's 1024-aligned base)
+    "tilec.ws_plan": OpDef(_attrs(
+        threads=U32, epilogue_warps=ListOf(U32), mma_warp=U32, tma_warp=U32,
+        stages=Opt(U32, True, "schedule.stages"), k_block=Opt(U32, True, "schedule.cta"), stage_bytes=U32,
+        tx_bytes=U32, full=U32, empty=U32, acc_full=U32, acc_empty=U32, tmem_slot=U32,
+        accumulators=Opt(U32, True, "schedule.accumulators"), acc_columns=U32, tmem_columns=U32, smem_bytes=U32,
+        scheduler=Enum("static"), raster=Enum("m"), why=Opt(Str()))),
     # ---- sparse-metadata-packing: words = the periodic table, row-major over `period` ----
     "tilec.metadata": OpDef(_attrs(source=Enum(*METADATA_SOURCES), words_per_row=Opt(U32, blame="loop.K"),
                                    period=Opt(ListOf(U32)), words=Opt(ListOf(B32)))),

@@ -64,6 +64,9 @@ class ScheduleSpec:
     persistent: str = "none"
     raster: int | None = None       # tile rows walked together (L2 reuse); None: the kernel's default
     split_k: int | str = 1          # K slices across CTAs (N), or "stream" (stream-K); 1: no split
+    # tcgen05 tiles: TMEM accumulators (1 or 2: the epilogue of one tile overlaps the MMAs of the next);
+    # None = the warp-specialization pass chooses (2 where they fit in the 512 columns)
+    accumulators: int | None = None
 
 
 # The fused epilogue (README "DSL tour"): D = act(alpha*(A*B) + beta*C + bias), converted to D's type.

@@ -288,7 +288,9 @@ def _schedule(t: TileSpec) -> list[str]:
                        f"stages={_uint(s.stages, 'schedule.stages', 'stages')}",
                        None if s.mma == "sync" else f"mma={s.mma}",
                        None if s.cluster == 1 else f"cluster={_uint(s.cluster, 'schedule.cluster', 'cluster')}",
-                       *_schedule_options(s))]
+                       *_schedule_options(s),
+                       None if getattr(s, "accumulators", None) is None else
+                       f"accumulators={_uint(s.accumulators, 'schedule.accumulators', 'accumulators', positive=True)}")]
 
 
 def _schedule_options(s: ScheduleSpec) -> list[str | None]:

@@ -102,6 +102,8 @@ def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emula
     from .tcgen05 import host_problem, reference_d, run_kernel
 
     spec = result.tiles[tile].payload
+    if result.tiles[tile].op("tilec.ws_plan") is not None:
+        return _tcgen05_ws(result, text, tile, shape, seed, mode)
     k = spec.total_k
     m_tiles = n_tiles = 1
     if shape is not None:
@@ -117,6 +119,30 @@ def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emula
         problem.args["m_total"], problem.args["n_total"])
     return Emulation(tile, "tcgen05", "tcgen05", (spec.m * m_tiles, spec.n * n_tiles, k), d, reference_d(problem),
                      machine.stats)
+
+
+def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str) -> Emulation:
+    """The persistent warp-specialised tcgen05 kernel: any M x N x K its tile divides (default: 2 x 2 tiles
+    and two K blocks), on fewer CTAs than tiles (grid = min(tiles, 3), so CTAs loop over tiles and the
+    ring and accumulators wrap)."""
+    from .tcgen05 import run_ws_problem
+
+    spec = result.tiles[tile].payload
+    abi = result.to_json()["tiles"][tile]["kernel"]
+    tm, tn, tk = abi["tile_m"], abi["tile_n"], abi["tile_k"]
+    if shape is None:
+        shape = (2 * tm, 2 * tn, 2 * tk)
+    m, n, k = shape
+    m_tiles, n_tiles = _tiles(shape, tm, tn, "tcgen05 (warp-specialised)")
+    if k <= 0 or k % tk:
+        raise EmulationError(f"shape K = {k}: the warp-specialised tcgen05 kernel needs a multiple of {tk}")
+    if mode not in ("eager", "adversarial", "random"):
+        raise EmulationError(f"mode {mode}: the tcgen05 machine takes eager, adversarial or random")
+    a, b, d = (spec.operands[x].dtype for x in "ABD")
+    out, ref, machine = run_ws_problem(text, abi, m, n, k, a_type=a, b_type=b, d_type=d,
+                                       ctas=min(m_tiles * n_tiles, 3), seed=seed,
+                                       policy=None if mode == "eager" else mode)
+    return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats)
 
 
 def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: str, batch: int = 1) -> Emulation:

@@ -78,21 +78,35 @@ class Machine(WarpMachine):
 
     def __init__(self, kernel: Kernel, args: dict[str, np.ndarray | int], grid: tuple[int, int],
                  sim_options: dict | None = None, shared_base: int = 0, record_ashift: bool = False,
-                 order: str = "forward", seed: int = 0, policy: str | None = None):
+                 order: str = "forward", seed: int = 0, policy: str | None = None, dynamic_smem: int = 0,
+                 dynamic_at: int | None = None, tensor_maps: list[dict] | None = None):
         mem = FlatMemory()
         params: dict[str, int] = {}
+        # operands read through tensor maps (TMA) only: no thread may load them
+        tma_only = {t["operand"] for t in tensor_maps or ()}
+        for name in tma_only:
+            mem.add(name, np.asarray(args[name]), loadable=False)
         for full, ptype in kernel.params:
             name = kernel.param_short(full)
             value = args[name]
             if ptype == "u64":
-                params[full] = mem.add(name, np.asarray(value), writable=name in ("D", "S"))
+                params[full] = mem.add(name, np.asarray(value), writable=name in ("D", "S"),
+                                       loadable=name != "tensor_maps")
             else:
                 params[full] = int(value)
+        # TMA reads take the parameters the runtime gives cuTensorMapEncodeTiled (dims, strides, box,
+        # swizzle) and the operand's address, not the opaque 128 bytes of each map
+        tmaps = {}
+        for i, t in enumerate(tensor_maps or ()):
+            tmaps[mem.address("tensor_maps") + 128 * i] = {
+                **t, "address": mem.address(t["operand"]), "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
+                "swizzle": {0: "none", 1: "32B", 2: "64B", 3: "128B"}[t["swizzle"]]}
         threads = kernel.reqntid[0] if kernel.reqntid else THREADS
         # shared address of the first .shared symbol: 0 by default; a nonzero base (e.g. 1024, past the
         # reserved shared memory of sm_90+ parts) checks that addresses baked into descriptors are relocated
         super().__init__(kernel, mem, params, grid, threads, order=order, rng=seed, shared_base=shared_base,
-                         garbage_smem=False, policy=policy)
+                         garbage_smem=False, policy=policy, dynamic_smem=dynamic_smem, dynamic_at=dynamic_at,
+                         tensor_maps=tmaps)
         self.gmem = mem
         self.sim_options = sim_options or {}
         self.cta_groups: set[int] = set()
@@ -790,3 +804,39 @@ def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0, policy: st
     raw = machine.gmem.array("D")
     np_type = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[problem.d_type]
     return raw.view(np_type).reshape(problem.args["m_total"], problem.args["n_total"])
+
+
+# --------------------------------------------------------------------------------------------------
+# The warp-specialised persistent kernel (compiler/ptx/tcgen05_ws_kernel.py)
+
+def run_ws_problem(ptx: str, abi: dict, m: int, n: int, k: int, *, a_type: str, b_type: str, d_type: str,
+                   ctas: int, seed: int = 0, policy: str | None = None, dynamic_at: int | None = None):
+    """Random operands (few significant bits: every partial sum is exact in f32) in the kernel's ABI, run
+    on `ctas` persistent CTAs; returns (D, reference D, machine). A and B are read by TMA only, through
+    the tensor-map parameters `tensor_map_args` gives the driver's encoder; the dynamic window starts at
+    `dynamic_at` (default: a 16-byte offset the kernel must round up to 1024)."""
+    from ..ptx.tcgen05_ws_kernel import tensor_map_args
+    from ..sim.numerics import decode, encode
+    from ..isa.types import TYPES
+
+    rng = np.random.default_rng(seed)
+
+    def values(type_name, shape):
+        if TYPES[type_name].is_int:
+            return rng.integers(-3 if TYPES[type_name].signed else 0, 4, size=shape).astype(np.float64)
+        return rng.integers(-3, 4, size=shape) * 0.5
+
+    a, b = values(a_type, (m, k)), values(b_type, (n, k))
+    a_codes, b_codes = encode(a, a_type), encode(b, b_type)
+    if not TYPES[a_type].is_int:
+        a, b = decode(a_codes, a_type).astype(np.float64), decode(b_codes, b_type).astype(np.float64)
+    np_type = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[d_type]
+    args = {"A": _store_codes(a_codes, a_type, TYPES[a_type].bits), "B": _store_codes(b_codes, b_type, TYPES[b_type].bits),
+            "D": np.full(m * n * np.dtype(np_type).itemsize, 0x5A, np.uint8),
+            "tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k}
+    machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
+                      dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
+                      tensor_maps=tensor_map_args(abi, m, n, k))
+    machine.run()
+    d = machine.gmem.array("D").view(np_type).reshape(m, n)
+    return d, (a @ b.T).astype(np_type), machine

@@ -440,9 +440,9 @@ class Builder:
 
     def schedule(self, st, f, locs):
         """schedule cta=128x128x64 warps=2x2 stages=3 [mma=sync|wgmma] [cluster=1|2]
-        [persistent=none|static|clc] [raster=G] [split_k=N|stream];"""
+        [persistent=none|static|clc] [raster=G] [split_k=N|stream] [accumulators=1|2];"""
         _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None, "mma": None, "cluster": None,
-                                     "persistent": None, "raster": None, "split_k": None})
+                                     "persistent": None, "raster": None, "split_k": None, "accumulators": None})
         if "cta" not in kv:
             self.error("'schedule' needs cta=MxNxK", st.end_loc, "e.g. 'schedule cta=128x128x64 warps=2x2 stages=3;'")
 
@@ -483,6 +483,9 @@ class Builder:
             sched.split_k = SPLIT_K_STREAM if v.kind == "atom" and v.text == SPLIT_K_STREAM else \
                 self.int_value(v, "split_k (a slice count or 'stream')")
             locs["schedule.split_k"] = v.loc
+        if "accumulators" in kv:
+            sched.accumulators = self.int_value(kv["accumulators"].value, "accumulators")
+            locs["schedule.accumulators"] = kv["accumulators"].value.loc
         f["schedule"] = sched
 
     def scalar(self, v: Value, what: str) -> str:

@@ -105,6 +105,7 @@ _BUILTIN = {
     "sparse-metadata-packing": ".sparse_metadata_packing:SparseMetadataPacking",
     "descriptor-materialization": ".descriptor_materialization:DescriptorMaterialization",
     "epilogue-lowering": ".epilogue_lowering:EpilogueLowering",
+    "warp-specialization": ".warp_specialization:WarpSpecialization",
     # codegen passes: they build (or read) the PTX layer's kernels, so they live there (compiler/ptx/)
     "kernel-selection": "..ptx.emission:KernelSelection",
     "pipeline-planning": "..ptx.pipeline_planning:PipelinePlanning",

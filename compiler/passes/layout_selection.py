@@ -131,9 +131,17 @@ class LayoutSelection(Pass, name="layout-selection", requires=("verified",), pro
                 return layouts, total, None, e
             return layouts, total, tmem, None
 
-        k_block = spec.total_k
+        scheduled = spec.schedule is not None
+        if scheduled:
+            # a scheduled tile's K block is the schedule's cta K; its ring of blocks lives in dynamic shared
+            # memory, planned (and held to the target's limit) by warp-specialization
+            if spec.schedule.cta_k % quantum:
+                raise SpecError(f"schedule cta K = {spec.schedule.cta_k} is not a multiple of {quantum}",
+                                "schedule.cta")
+            budget = 1 << 32
+        k_block = spec.schedule.cta_k if scheduled else spec.total_k
         layouts, total, tmem, tmem_error = fits(k_block)
-        while (total > budget or tmem is None) and k_block % 2 == 0 and (k_block // 2) % quantum == 0:
+        while not scheduled and (total > budget or tmem is None) and k_block % 2 == 0 and (k_block // 2) % quantum == 0:
             try:
                 smaller = fits(k_block // 2)
             except SpecError:
@@ -153,8 +161,9 @@ class LayoutSelection(Pass, name="layout-selection", requires=("verified",), pro
             if k96:
                 a["lbo_mode"] = LBO_MODE[k96]          # relative is the default: only absolute is printed
             tile.body.append(Op("tilec.smem_layout", name, a, loc=spec.loc(name)))
-        tile.body.append(Op("tilec.pipeline", None, {"k_block": k_block, "stages": spec.total_k // k_block,
-                                                     "smem_bytes": total}, loc=spec.loc("loop")))
+        stages = spec.schedule.stages if scheduled else spec.total_k // k_block
+        tile.body.append(Op("tilec.pipeline", None, {"k_block": k_block, "stages": stages, "smem_bytes": total},
+                            loc=spec.loc("schedule" if scheduled else "loop")))
         tile.body.append(Op("tilec.tmem_plan", None, tmem_plan_attrs(tmem), loc=spec.loc("engine")))
 
 

@@ -26,12 +26,13 @@ BAKED_KEY = ("verify<>verified;layout-selection<verified>layouts;"
              "sparse-metadata-packing<verified>metadata;"
              "descriptor-materialization<layouts>descriptors;"
              "epilogue-lowering<verified>epilogue;"
-             "kernel-selection<descriptors,metadata,epilogue>kernels;"
+             "warp-specialization<layouts>roles;"
+             "kernel-selection<descriptors,metadata,epilogue,roles>kernels;"
              "pipeline-planning<kernels>pipeline;"
              "resource-planning<kernels>resources;"
              "ptx-emission<kernels,pipeline,resources>ptx")
 BAKED_ORDER = ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization",
-               "epilogue-lowering", "kernel-selection", "pipeline-planning", "resource-planning", "ptx-emission")
+               "epilogue-lowering", "warp-specialization", "kernel-selection", "pipeline-planning", "resource-planning", "ptx-emission")
 
 
 def build_graph(names: list[str]):

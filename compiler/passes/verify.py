@@ -134,9 +134,6 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
         from ..isa.tmem import scale_vector_elements
 
         spec = tile_spec(tile)
-        if spec.schedule is not None:
-            raise SpecError("'schedule' describes warp-level mma.sp GEMMs; tcgen05 tiles are scheduled by "
-                            "their shape and loop", "schedule")
         if spec.epilogue is not None:
             raise SpecError("the epilogue is lowered into the sparse wgmma kernel (mma.sp tiles with schedule ... "
                             "mma=wgmma) only; tcgen05 tiles store D as the MMA leaves it", "epilogue")
@@ -150,6 +147,10 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
             except SpecError as e:
                 raise SpecError(e.message, e.field or "A.dtype", e.hint) from None
         tile.attrs["kind"] = kind
+        if spec.schedule is not None:         # the warp-specialised kernel (passes/warp_specialization.py)
+            from .warp_specialization import check_tcgen05_schedule
+
+            check_tcgen05_schedule(spec, kind, fspec.target)
         sparse = spec.sparsity is not None
         if sparse:
             want = kind_info(kind).sparsity
@@ -361,6 +362,9 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                                     f"x warps)", field)
             if not 1 <= sc.stages <= 8:
                 raise SpecError(f"schedule stages = {sc.stages}; use 1..8", "schedule.stages")
+            if sc.accumulators is not None:
+                raise SpecError("schedule accumulators= counts TMEM accumulators of tcgen05 tiles; an mma.sp "
+                                "tile accumulates in registers", "schedule.accumulators", "drop accumulators=")
             if sc.cluster != 1 and (sc.mma != "wgmma" or sc.cluster != 2):
                 raise SpecError(f"schedule cluster = {sc.cluster}: CTA pairs (cluster=2) exist for mma=wgmma "
                                 "only (they share B by TMA multicast)", "schedule.cluster",

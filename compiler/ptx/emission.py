@@ -159,7 +159,7 @@ def _tcgen05_kernel_attrs(tile: Op) -> dict[str, Any]:
     return attrs
 
 
-class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "metadata", "epilogue"),
+class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "metadata", "epilogue", "roles"),
                       provides=("kernels",),
                       description="choose each tile's kernel and print its configuration"):
 
@@ -167,7 +167,8 @@ class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "m
         for tile in module.ops("tilec.tile"):
             if tile.attrs["engine"] == "tcgen05":
                 try:
-                    attrs = _tcgen05_kernel_attrs(tile)
+                    attrs = {"kernel": "tcgen05_ws"} if tile.op("tilec.ws_plan") is not None else \
+                        _tcgen05_kernel_attrs(tile)
                 except SpecError as e:
                     ctx.spec_error(e, tile)
                 tile.body.append(Op("tilec.kernel", None, attrs, loc=tile.loc))
@@ -207,7 +208,12 @@ class PtxEmission(Pass, name="ptx-emission", requires=("kernels", "pipeline", "r
                 from .tcgen05_kernel import emit_tcgen05_kernel
 
                 try:
-                    text, abi = emit_tcgen05_kernel(tile_view(tile), variant)
+                    if tile.op("tilec.ws_plan") is not None and variant is None:
+                        from .tcgen05_ws_kernel import emit_tcgen05_ws_kernel
+
+                        text, abi = emit_tcgen05_ws_kernel(tile_view(tile))
+                    else:
+                        text, abi = emit_tcgen05_kernel(tile_view(tile), variant)
                 except SpecError as e:
                     ctx.spec_error(e, tile)
             elif variant == SMEM_DUMP:

@@ -1,0 +1,398 @@
+"""The persistent, warp-specialised tcgen05 GEMM of a tile with a `schedule` (D = A * B^T, K-major A and B).
+
+The structure comes from the IR: `tilec.ws_plan` (compiler/passes/warp_specialization.py: roles, ring,
+barriers, accumulators, scheduler), the smem layouts and descriptors (layout-selection,
+descriptor-materialization) and the instruction form. This module composes one emitter per role over a
+shared setup; none of them decides a size.
+
+  setup      thread 0 initialises the mbarriers (full/empty per ring slot, acc_full/acc_empty per
+             accumulator); warp 0 allocates the TMEM columns (9.7.16.7.1) and relinquishes the permit;
+             the CTA meets (tcgen05 fences around the barrier, 9.7.16.6.4) and reads the TMEM address.
+  producer   warp 5, lane 0: for each of its tiles and K blocks, wait until the slot is empty, announce
+             its bytes on the slot's full barrier (mbarrier.arrive.expect_tx, 9.7.13.15.11) and load the A
+             and B boxes with cp.async.bulk.tensor (9.7.9.25.5.1), one box per swizzle atom along K,
+             completing on that barrier (.mbarrier::complete_tx::bytes).
+  mma        warp 4, lane 0: per tile, wait until the accumulator is empty; per K block wait for the
+             slot's full phase, issue the block's tcgen05.mma (enable-input-d false for the first of the
+             tile) and tcgen05.commit to the slot's empty barrier (the slot is free once those MMAs have
+             read it, 9.7.16.12.1); after the last block commit to the accumulator's full barrier.
+  epilogue   warps 0-3: per tile, wait for the accumulator's full phase, read warp w's 32 lanes with
+             tcgen05.ld.32x32b.x8 (9.7.16.8.3), store them to D with 16-byte vector stores, then (after
+             tcgen05.fence::before_thread_sync) lane 0 arrives on the accumulator's empty barrier.
+  teardown   the CTA meets; warp 0 frees the TMEM columns.
+Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
+(t mod tiles_m, t div tiles_m) (along M first). Ring slots and accumulators advance with a phase bit that
+flips each time their index wraps (mbarrier phases, 9.7.13.15.16 try_wait.parity); a producer waiting on
+a fresh empty barrier waits for parity 1 ("the phase before the first"), which completes at once.
+
+ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of two 64-byte
+aligned CUtensorMaps, A then B, in global memory), D (u64), M, N, K (u32); A is [M][K] and B [N][K]
+row-major (K-major), D [M][N] row-major in D's type; grid (SM count, 1, 1), block (192, 1, 1), dynamic
+shared memory `dynamic_smem_bytes`, cluster (1, 1, 1). `tensor_map_args` gives each map's
+cuTensorMapEncodeTiled arguments (the CPU emulator reads TMA through them).
+"""
+from __future__ import annotations
+
+from ..ir import Op
+from ..isa.tcgen05_kinds import mma_k
+from ..isa.types import TYPES
+from ..passes.warp_specialization import WsPlan, ws_plan
+from .builder import PtxBuilder, launch_limits
+from .tcgen05_issue import descriptor, descriptor_base, idesc_registers, issue_mmas
+
+KERNEL_KIND = "tcgen05_ws"
+TMA_MAP_BYTES = 128                                   # sizeof(CUtensorMap)
+# cuTensorMapEncodeTiled enums (cuda.h): CUtensorMapDataType UINT8 / UINT16 / UINT32, CUtensorMapSwizzle
+TMA_DATA_TYPE = {8: 0, 16: 1, 32: 2}
+TMA_SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+TMA_L2_PROMOTION_256B = 3
+D_CHUNK = 8                                           # TMEM columns per tcgen05.ld (.32x32b.x8)
+
+
+class _Operand:
+    """One smem operand's TMA boxes: a box per swizzle atom along K (inner = atom width in elements,
+    rows = the tile's M or N), placed at `offset + j * atom_stride` of the slot."""
+
+    def __init__(self, name: str, lay_op: Op, layout, rows: int):
+        self.name, self.rows = name, rows
+        self.offset = lay_op.attrs["offset"]
+        self.swizzle = lay_op.attrs["swizzle"]
+        self.bits = layout.elem_bits
+        width = layout.mode.width                     # bytes of one swizzled row of an atom
+        self.inner = width * 8 // self.bits
+        self.atoms = layout.k // self.inner
+        self.atom_stride = layout.offset(0, self.inner) if self.atoms > 1 else 0
+
+
+class _WsKernel:
+    def __init__(self, tile: Op):
+        from ..passes.derive import smem_layout
+
+        self.tile, self.spec = tile, tile.payload
+        self.plan: WsPlan = ws_plan(tile)
+        self.form = tile.facts["form"]
+        self.kind = tile.attrs["kind"]
+        self.steps = self.plan.k_block // mma_k(self.kind, False, self.form.k96)
+        self.d_type = TYPES[self.spec.operands["D"].dtype]
+        self.ops = {n: _Operand(n, op, smem_layout(tile, op, self.spec), self.spec.m if n == "A" else self.spec.n)
+                    for n in ("A", "B") for op in [tile.op("tilec.smem_layout", n)]}
+        self.kb = PtxBuilder(self.spec.name)
+        self.e = self.kb.emit
+
+    # ---- whole kernel ----------------------------------------------------------------------------
+    def emit(self) -> tuple[str, dict]:
+        kb, e, plan = self.kb, self.e, self.plan
+        kb.add_params("u64", "tensor_maps", "D")
+        kb.add_params("u32", "M", "N", "K")
+        kb.directives.append(f".reqntid {plan.threads}, 1, 1")
+        self.smem = f"{self.spec.name}_smem"
+        kb.module += [f".extern .shared .align 1024 .b8 {self.smem}[];", ""]
+        self.setup()
+        end = kb.label("roles_done")
+        to_mma, to_tma = kb.label("mma_role"), kb.label("tma_role")
+        p = kb.reg("p")
+        e(f"setp.eq.u32 {p}, {self.warp}, {plan.tma_warp};")
+        e(f"@{p} bra.uni {to_tma};")
+        e(f"setp.eq.u32 {p}, {self.warp}, {plan.mma_warp};")
+        e(f"@{p} bra.uni {to_mma};")
+        self.epilogue_role()
+        e(f"bra.uni {end};")
+        kb.put(to_mma)
+        self.mma_role()
+        e(f"bra.uni {end};")
+        kb.put(to_tma)
+        self.producer_role()
+        kb.put(end)
+        self.teardown()
+        e("ret;")
+        return kb.render(), self.abi()
+
+    # ---- setup -----------------------------------------------------------------------------------
+    def setup(self) -> None:
+        from ..isa.tcgen05_forms import tcgen05_alloc, tcgen05_relinquish_alloc_permit
+
+        kb, e, plan = self.kb, self.e, self.plan
+        self.tid, self.warp, self.lane = kb.regs("r", 3)
+        e(f"mov.u32 {self.tid}, %tid.x;")
+        e(f"shr.u32 {self.warp}, {self.tid}, 5;")
+        e(f"and.b32 {self.lane}, {self.tid}, 31;")
+        self.p_lane0 = kb.reg("p")
+        e(f"setp.eq.u32 {self.p_lane0}, {self.lane}, 0;")
+        self.base = kb.reg("r")
+        kb.comment("the ring on the 1024-byte swizzle repeat (descriptors and TMA swizzle assume base offset 0)")
+        e(f"mov.u32 {self.base}, {self.smem};")
+        e(f"add.u32 {self.base}, {self.base}, 1023;")
+        e(f"and.b32 {self.base}, {self.base}, -1024;")
+        self.m, self.n, self.k = kb.regs("r", 3)
+        for reg, name in ((self.m, "M"), (self.n, "N"), (self.k, "K")):
+            kb.ld_param("u32", reg, name)
+        self.tiles_m, self.tiles, self.kblocks = kb.regs("r", 3)
+        kb.div_imm(self.tiles_m, self.m, self.spec.m)
+        kb.div_imm(self.tiles, self.n, self.spec.n)
+        e(f"mul.lo.u32 {self.tiles}, {self.tiles}, {self.tiles_m};")
+        kb.div_imm(self.kblocks, self.k, plan.k_block)
+        counts = plan.barrier_counts()
+        kb.comment("thread 0 initialises the barriers: " + ", ".join(
+            f"{name} x{n} (count {counts[name]})" for name, n in (("full", plan.stages), ("empty", plan.stages),
+                                                                 ("acc_full", plan.accumulators),
+                                                                 ("acc_empty", plan.accumulators))))
+        p0, skip, x = kb.reg("p"), kb.label("init_done"), kb.reg("r")
+        e(f"setp.ne.u32 {p0}, {self.tid}, 0;")
+        e(f"@{p0} bra {skip};")
+        for name, n in (("full", plan.stages), ("empty", plan.stages), ("acc_full", plan.accumulators),
+                        ("acc_empty", plan.accumulators)):
+            for i in range(n):
+                e(f"add.u32 {x}, {self.base}, {getattr(plan, name) + 8 * i};")
+                e(f"mbarrier.init.shared::cta.b64 [{x}], {counts[name]};")
+        e("fence.mbarrier_init.release.cluster;")        # the inits are visible to the async proxy (TMA, commit)
+        kb.put(skip)
+        self.slot = kb.reg("r")
+        e(f"add.u32 {self.slot}, {self.base}, {plan.tmem_slot};")
+        p_w0, alloc = kb.reg("p"), kb.label("alloc_done")
+        e(f"setp.ne.u32 {p_w0}, {self.warp}, 0;")
+        e(f"@{p_w0} bra.uni {alloc};")
+        kb.comment(f"warp 0 allocates {plan.tmem_columns} TMEM columns: {plan.accumulators} accumulator(s) of "
+                   f"{plan.acc_columns}")
+        e(tcgen05_alloc(self.slot, plan.tmem_columns))
+        e(tcgen05_relinquish_alloc_permit())
+        kb.put(alloc)
+        self.thread_sync()
+        self.taddr = kb.reg("r")
+        e(f"ld.shared.b32 {self.taddr}, [{self.slot}];")
+
+    def thread_sync(self) -> None:
+        """The CTA meets; tcgen05 operations before and after are ordered across it (9.7.16.6.4)."""
+        self.e("tcgen05.fence::before_thread_sync;")
+        self.e("bar.sync 0;")
+        self.e("tcgen05.fence::after_thread_sync;")
+
+    def teardown(self) -> None:
+        from ..isa.tcgen05_forms import tcgen05_dealloc
+
+        kb, e = self.kb, self.e
+        self.thread_sync()                       # every role is done with TMEM
+        p, skip = kb.reg("p"), kb.label("dealloc_done")
+        e(f"setp.ne.u32 {p}, {self.warp}, 0;")
+        e(f"@{p} bra.uni {skip};")
+        e(tcgen05_dealloc(self.taddr, self.plan.tmem_columns))
+        kb.put(skip)
+
+    # ---- shared pieces of the roles -------------------------------------------------------------
+    def tile_loop(self, stem: str, body) -> None:
+        """for (t = ctaid.x; t < tiles; t += nctaid.x) body(m0, n0): the static persistent schedule, tiles
+        along M first."""
+        kb, e = self.kb, self.e
+        t, stride, mi, ni, m0, n0 = kb.regs("r", 6)
+        p = kb.reg("p")
+        e(f"mov.u32 {t}, %ctaid.x;")
+        e(f"mov.u32 {stride}, %nctaid.x;")
+        top, done = kb.label(f"{stem}_tile"), kb.label(f"{stem}_tiles_done")
+        kb.put(top)
+        e(f"setp.ge.u32 {p}, {t}, {self.tiles};")
+        e(f"@{p} bra.uni {done};")
+        e(f"rem.u32 {mi}, {t}, {self.tiles_m};")
+        e(f"div.u32 {ni}, {t}, {self.tiles_m};")
+        e(f"mul.lo.u32 {m0}, {mi}, {self.spec.m};")
+        e(f"mul.lo.u32 {n0}, {ni}, {self.spec.n};")
+        body(m0, n0)
+        e(f"add.u32 {t}, {t}, {stride};")
+        e(f"bra.uni {top};")
+        kb.put(done)
+
+    def k_loop(self, stem: str, body) -> None:
+        """for (kb = 0; kb < K / k_block; kb++) body(kb)."""
+        kb, e = self.kb, self.e
+        i, p = kb.reg("r"), kb.reg("p")
+        e(f"mov.u32 {i}, 0;")
+        top, done = kb.label(f"{stem}_k"), kb.label(f"{stem}_k_done")
+        kb.put(top)
+        e(f"setp.ge.u32 {p}, {i}, {self.kblocks};")
+        e(f"@{p} bra.uni {done};")
+        body(i)
+        e(f"add.u32 {i}, {i}, 1;")
+        e(f"bra.uni {top};")
+        kb.put(done)
+
+    # ---- producer --------------------------------------------------------------------------------
+    def producer_role(self) -> None:
+        from .pipeline import Ring
+
+        kb, e, plan = self.kb, self.e, self.plan
+        kb.comment(f"---- TMA producer (warp {plan.tma_warp}, lane 0 issues)")
+        maps = {"A": kb.reg("rd"), "B": kb.reg("rd")}
+        kb.ld_param("u64", maps["A"], "tensor_maps")
+        e(f"add.u64 {maps['B']}, {maps['A']}, {TMA_MAP_BYTES};")
+        for name in ("A", "B"):
+            e(f"@{self.p_lane0} fence.proxy.tensormap::generic.acquire.gpu [{maps[name]}], {TMA_MAP_BYTES};")
+        ring = Ring(kb, self.base, plan.stages, plan.stage_bytes, plan.full, plan.empty)
+        ring.start()
+
+        def block(kreg: str, m0: str, n0: str) -> None:
+            ring.wait_empty()
+            e(f"@{self.p_lane0} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{ring.full_bar}], {plan.tx_bytes};")
+            x, dst = kb.regs("r", 2)
+            for name, row0 in (("A", m0), ("B", n0)):
+                op = self.ops[name]
+                for j in range(op.atoms):
+                    e(f"mul.lo.u32 {x}, {kreg}, {plan.k_block};")
+                    if j:
+                        e(f"add.u32 {x}, {x}, {j * op.inner};")
+                    e(f"add.u32 {dst}, {ring.slot_addr}, {op.offset + j * op.atom_stride};")
+                    e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                      f"[{dst}], [{maps[name]}, {{{x}, {row0}}}], [{ring.full_bar}];")
+            ring.advance()
+
+        self.tile_loop("tma", lambda m0, n0: self.k_loop("tma", lambda i: block(i, m0, n0)))
+
+    # ---- MMA issuer -----------------------------------------------------------------------------
+    def mma_role(self) -> None:
+        from .pipeline import Ring
+
+        kb, e, plan, spec = self.kb, self.e, self.plan, self.spec
+        kb.comment(f"---- MMA issuer (warp {plan.mma_warp}, lane 0 issues)")
+        idesc_op = self.tile.op("tilec.instr_desc")
+        idesc = idesc_registers(kb, [idesc_op.attrs["value"]])[int(idesc_op.attrs["value"])]
+        da, db = (self.tile.op("tilec.smem_desc", n).attrs["values"] for n in ("A", "B"))
+        p_true, p_acc = kb.constant_pred(True), kb.reg("p")
+        ring = Ring(kb, self.base, plan.stages, plan.stage_bytes, plan.full, plan.empty)
+        ring.start()
+        accs = Ring(kb, self.base, plan.accumulators, 0, plan.acc_full, plan.acc_empty)
+        accs.start()
+        d = kb.reg("r")
+
+        def tile(m0: str, n0: str) -> None:
+            accs.wait_empty()
+            e("tcgen05.fence::after_thread_sync;")
+            e(f"mad.lo.u32 {d}, {accs.index}, {plan.acc_columns}, {self.taddr};")
+
+            def block(i: str) -> None:
+                ring.wait_full()
+                e("tcgen05.fence::after_thread_sync;")
+                skip = kb.label("issued")
+                e(f"@!{self.p_lane0} bra {skip};")
+                e(f"setp.ne.u32 {p_acc}, {i}, 0;")
+                sdesc = descriptor_base(kb, ring.slot_addr)
+                issue_mmas(kb, self.form, f"[{d}]", self.steps,
+                           a_operand=lambda s: descriptor(kb, sdesc, da[s]),
+                           b_operand=lambda s: descriptor(kb, sdesc, db[s]),
+                           step_operands=lambda s: {}, idesc=lambda s: idesc, first_enable=p_acc, enable=p_true,
+                           extra={}, mbar=ring.empty_bar)
+                kb.put(skip)
+                ring.advance()
+
+            self.k_loop("mma", block)
+            from ..isa.tcgen05_forms import tcgen05_commit
+
+            kb.comment("the tile's MMAs complete -> the accumulator is full")
+            e(f"@{self.p_lane0} {tcgen05_commit(accs.full_bar)}")
+            accs.advance()
+
+        self.tile_loop("mma", tile)
+
+    # ---- epilogue -------------------------------------------------------------------------------
+    def epilogue_role(self) -> None:
+        from .pipeline import Ring
+
+        kb, e, plan, spec = self.kb, self.e, self.plan, self.spec
+        kb.comment(f"---- epilogue (warps {plan.epilogue_warps[0]}-{plan.epilogue_warps[-1]}: warp w reads TMEM "
+                   "lanes 32w..32w+31 = rows 32w.. of the tile)")
+        accs = Ring(kb, self.base, plan.accumulators, 0, plan.acc_full, plan.acc_empty)
+        accs.start()
+        esz = self.d_type.bits // 8
+        lane_field, tw, row, ta = kb.regs("r", 4)
+        e(f"shl.b32 {lane_field}, {self.warp}, 21;")     # (32 * warp) << 16: the lane field (9.7.16.1)
+        e(f"add.u32 {tw}, {self.taddr}, {lane_field};")
+        rowoff, dptr, dbase, cw, addr = kb.regs("rd", 5)
+        kb.global_pointer(dptr, "D")
+        col, p = kb.reg("r"), kb.reg("p")
+
+        def tile(m0: str, n0: str) -> None:
+            accs.wait_full()
+            e("tcgen05.fence::after_thread_sync;")
+            e(f"mad.lo.u32 {row}, {self.warp}, 32, {self.lane};")
+            e(f"add.u32 {row}, {row}, {m0};")
+            kb.wide_offset(rowoff, row, self.n, n0)       # element (row, n0) in 64 bits
+            kb.scale64(rowoff, esz, 1)
+            e(f"add.u64 {dbase}, {dptr}, {rowoff};")
+            e(f"mad.lo.u32 {ta}, {accs.index}, {plan.acc_columns}, {tw};")
+            e(f"mov.u32 {col}, 0;")
+            top = kb.label("store_d")
+            kb.put(top)
+            v = kb.regs("r", D_CHUNK)
+            t = kb.reg("r")
+            e(f"add.u32 {t}, {ta}, {col};")
+            e(f"tcgen05.ld.sync.aligned.32x32b.x{D_CHUNK}.b32 {{{', '.join(v)}}}, [{t}];")
+            e("tcgen05.wait::ld.sync.aligned;")
+            e(f"mul.wide.u32 {cw}, {col}, {esz};")
+            e(f"add.u64 {addr}, {dbase}, {cw};")
+            if esz == 4:
+                e(f"st.global.v4.b32 [{addr}], {{{', '.join(v[:4])}}};")
+                e(f"st.global.v4.b32 [{addr}+16], {{{', '.join(v[4:])}}};")
+            else:
+                # a 16-bit D occupies the low half of its 32-bit TMEM column (PTX 9.7.16.10.4.1)
+                h = kb.regs("h", D_CHUNK)
+                for hi, vi in zip(h, v):
+                    e(f"cvt.u16.u32 {hi}, {vi};")
+                e(f"st.global.v4.b16 [{addr}], {{{', '.join(h[:4])}}};")
+                e(f"st.global.v4.b16 [{addr}+8], {{{', '.join(h[4:])}}};")
+            kb.count_up(col, D_CHUNK, p, plan.acc_columns, top)
+            kb.comment("this warp's lanes are read: release the accumulator")
+            e("tcgen05.fence::before_thread_sync;")
+            e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{accs.empty_bar}];")
+            accs.advance()
+
+        self.tile_loop("epi", tile)
+
+    # ---- ABI ------------------------------------------------------------------------------------
+    def abi(self) -> dict:
+        spec, plan = self.spec, self.plan
+        maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
+                 "box": [op.inner, op.rows]} for n, op in self.ops.items()]
+        a, b, d = (spec.operands[x].dtype for x in "ABD")
+        grid = ["sm_count", 1, 1]
+        return {
+            "kernel_kind": KERNEL_KIND,
+            "entry": spec.name,
+            "params": [{"name": "tensor_maps", "type": "u64",
+                        "layout": "2 CUtensorMaps (A, B), 64-byte aligned, global memory"},
+                       {"name": "D", "type": "u64", "layout": f"[M][N] {d} row-major"},
+                       {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"}],
+            "buffers": {"A": f"[M][K] {a} row-major (K-major)", "B": f"[N][K] {b} row-major (K-major)",
+                        "D": f"[M][N] {d} row-major"},
+            "tensor_maps": maps,
+            "requires": [f"M % {spec.m} == 0", f"N % {spec.n} == 0", f"K % {plan.k_block} == 0", "K > 0"],
+            "limits": launch_limits(("M", "N", "K"), []),
+            "grid": grid,
+            "persistent": plan.scheduler,
+            "tiles": f"(M / {spec.m}) * (N / {spec.n})",
+            "block": [plan.threads, 1, 1],
+            "cluster": [1, 1, 1],
+            "dynamic_smem_bytes": plan.smem_bytes,
+            "tile_m": spec.m, "tile_n": spec.n, "tile_k": plan.k_block,
+            "tmem_columns": plan.tmem_columns,
+            "plan": {"stages": plan.stages, "stage_bytes": plan.stage_bytes, "tx_bytes": plan.tx_bytes,
+                     "accumulators": plan.accumulators, "acc_columns": plan.acc_columns,
+                     "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp},
+                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty")
+                                         else plan.accumulators}
+                                  for name, n in plan.barrier_counts().items()},
+                     **({"why": plan.why} if plan.why else {})},
+        }
+
+
+def emit_tcgen05_ws_kernel(tile: Op) -> tuple[str, dict]:
+    """(PTX text of the .entry without the module header, ABI dict) for one scheduled tcgen05 tile (a
+    derive.tile_view)."""
+    return _WsKernel(tile).emit()
+
+
+def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
+    """Per tensor map (A, B): the cuTensorMapEncodeTiled arguments (rank 2, innermost first; strides in
+    bytes) for an M x N x K problem, less the global address."""
+    out = []
+    for t in abi["tensor_maps"]:
+        rows = m if t["operand"] == "A" else n
+        out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (k, rows),
+                    "strides": (k * t["elem_bits"] // 8,), "box": tuple(t["box"]), "element_strides": (1, 1),
+                    "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
+    return out
