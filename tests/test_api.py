@@ -126,6 +126,7 @@ def test_partial_pipeline_and_ir_dumps():
     assert [d.splitlines()[0] for d in r.ir_dumps] == [
         f"// -----// IR Dump After {n} //----- //" for n in
         ("verify", "layout-selection", "sparse-metadata-packing", "descriptor-materialization", "epilogue-lowering",
+         "warp-specialization",
          "kernel-selection", "pipeline-planning", "resource-planning", "ptx-emission")]
 
 

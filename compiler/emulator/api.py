@@ -122,16 +122,16 @@ def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emula
 
 
 def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str) -> Emulation:
-    """The persistent warp-specialised tcgen05 kernel: any M x N x K its tile divides (default: 2 x 2 tiles
-    and two K blocks), on fewer CTAs than tiles (grid = min(tiles, 3), so CTAs loop over tiles and the
-    ring and accumulators wrap)."""
+    """The persistent warp-specialised tcgen05 kernel: any M x N x K its tile divides (default: 2 x 3 tiles
+    and two K blocks), on a third as many CTAs as tiles (at least one), so that each CTA loops over three
+    tiles or more and its ring and both accumulators wrap."""
     from .tcgen05 import run_ws_problem
 
     spec = result.tiles[tile].payload
     abi = result.to_json()["tiles"][tile]["kernel"]
     tm, tn, tk = abi["tile_m"], abi["tile_n"], abi["tile_k"]
     if shape is None:
-        shape = (2 * tm, 2 * tn, 2 * tk)
+        shape = (2 * tm, 3 * tn, 2 * tk)
     m, n, k = shape
     m_tiles, n_tiles = _tiles(shape, tm, tn, "tcgen05 (warp-specialised)")
     if k <= 0 or k % tk:
@@ -140,7 +140,7 @@ def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str) -> Em
         raise EmulationError(f"mode {mode}: the tcgen05 machine takes eager, adversarial or random")
     a, b, d = (spec.operands[x].dtype for x in "ABD")
     out, ref, machine = run_ws_problem(text, abi, m, n, k, a_type=a, b_type=b, d_type=d,
-                                       ctas=min(m_tiles * n_tiles, 3), seed=seed,
+                                       ctas=max(1, m_tiles * n_tiles // 3), seed=seed,
                                        policy=None if mode == "eager" else mode)
     return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats)
 

@@ -285,6 +285,7 @@ class Machine(WarpMachine):
         for c in ctas:
             c.tmem_pending[id(token)] = (d_col, d_col + n, who)
         snapshots = [c.smem.copy() for c in ctas]
+        in_flight = [c.writing > 0 for c in ctas]        # bytes an asynchronous copy (TMA) had not landed yet
 
         def complete():
             for c in ctas:
@@ -303,6 +304,11 @@ class Machine(WarpMachine):
                     self._mma(th, ins)
                     self.mma_count -= 1
                     if any(not np.array_equal(c.tmem, m) for c, m in zip(ctas, meant)):
+                        late = [c for c, snap, busy in zip(ctas, snapshots, in_flight) if (busy & (c.smem != snap)).any()]
+                        if late:
+                            raise EmulationError(f"it was issued while a copy into the shared memory it reads (CTA "
+                                                 f"{late[0].rank}) had not finished writing: a wait on the copy's "
+                                                 f"completion (the slot's full mbarrier) is missing")
                         raise EmulationError(f"shared memory it reads (CTA {changed[0].rank}) changed between its "
                                              f"issue and its completion: a stage overwritten before the wait on "
                                              f"its tcgen05.commit")

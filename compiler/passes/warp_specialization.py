@@ -148,8 +148,10 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
     def apply(self, module, ctx: PassContext) -> None:
         from ..isa.targets import STATIC_SMEM_ARCH_SPECIFIC, TARGETS
 
-        # dynamic shared memory: the SM's opt-in maximum per CTA, on every target of that SM
-        limit = STATIC_SMEM_ARCH_SPECIFIC[TARGETS[module.attrs["target"]].sm]
+        # dynamic shared memory: the SM's opt-in maximum per CTA, on every target of that SM (tcgen05 targets
+        # all have one in the table)
+        target = TARGETS.get(module.attrs["target"])
+        limit = STATIC_SMEM_ARCH_SPECIFIC.get(target.sm, 0) if target else 0
         ctx.each_tile(module, lambda tile: self.tile(tile, limit), engine="tcgen05", having="tilec.schedule",
                       field="schedule")
 

@@ -1,0 +1,220 @@
+"""The persistent warp-specialised tcgen05 GEMM (compiler/ptx/tcgen05_ws_kernel.py) of scheduled tiles.
+
+Proven without a Blackwell GPU: ptxas assembles it for every target its tcgen05.mma form claims (Tables
+60/61 rows: form.requirements().targets); the CPU emulator (compiler/emulator/tcgen05.py on the warp
+machine) runs every role of the emitted PTX on problems with more tiles than CTAs (CTAs loop over tiles,
+the ring and the accumulators wrap) against numpy, eagerly and under the adversarial and random
+scheduling policies with several seeds (TMA copies, tcgen05.mma and commits complete late); and seeded
+bugs in the emitted PTX (a dropped wait, a dropped arrive, a flipped phase) each fail the emulator.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import compiler
+from compiler.diagnostics import CompileError
+from compiler.emulator.parse import EmulationError
+from compiler.ptxas import assemble
+
+EXAMPLE = "examples/tcgen05_gemm_f16.tile"
+
+TILE = """target {target};
+tile {name} {{
+  engine tcgen05;
+  shape M=128 N={n} K={k};
+  A: {a} smem;
+  B: {b} smem;
+  D: {d} tmem;
+  schedule cta=128x{n}x{cta_k} stages={stages}{extra};
+}}
+"""
+
+
+def tile(name="ws", target="sm_100a", n=128, k=16, a="f16", b="f16", d="f32", cta_k=64, stages=4, extra=""):
+    return TILE.format(name=name, target=target, n=n, k=k, a=a, b=b, d=d, cta_k=cta_k, stages=stages, extra=extra)
+
+
+@pytest.fixture(scope="module")
+def example():
+    return compiler.compile_file(EXAMPLE)
+
+
+# ---- structure: the IR plan and the ABI ------------------------------------------------------------
+
+def test_plan_in_ir_and_abi(example):
+    ir = example.ir if hasattr(example, "ir") else None
+    abi = example.to_json()["tiles"]["tcgen05_gemm_f16"]["kernel"]
+    assert abi["kernel_kind"] == "tcgen05_ws"
+    assert abi["grid"] == ["sm_count", 1, 1] and abi["block"] == [192, 1, 1] and abi["cluster"] == [1, 1, 1]
+    # 4 slots of A 128 x 64 f16 (16384 B) + B 128 x 64 f16 (16384 B), 12 mbarriers, the TMEM slot, 1024 B slack
+    assert abi["dynamic_smem_bytes"] == 4 * 32768 + 12 * 8 + 4 + 1024
+    # one box per 128-byte swizzle atom: 64 f16 along K x 128 rows, 128B swizzle (the smem layouts')
+    assert [(t["operand"], t["box"], t["swizzle"]) for t in abi["tensor_maps"]] == [
+        ("A", [64, 128], "128B"), ("B", [64, 128], "128B")]
+    assert abi["plan"]["accumulators"] == 2 and abi["tmem_columns"] == 256
+    assert abi["plan"]["barriers"]["acc_empty"] == {"count": 4, "number": 2}
+    del ir
+
+
+def test_roles_in_ptx(example):
+    """Each role issues what the plan says: TMA loads only in the producer, the MMAs and commits only in the
+    MMA warp, TMEM loads only in the epilogue."""
+    ptx = example.ptx
+    producer = ptx[ptx.index("---- TMA producer"):]
+    mma = ptx[ptx.index("---- MMA issuer"):ptx.index("---- TMA producer")]
+    epilogue = ptx[ptx.index("---- epilogue"):ptx.index("---- MMA issuer")]
+    assert producer.count("cp.async.bulk.tensor.2d") == 2 and "tcgen05.mma" not in producer
+    # 64 / 16 = 4 MMAs of K = 16 per K block, a commit per block (slot empty) and per tile (accumulator full)
+    assert mma.count("tcgen05.mma.cta_group::1.kind::f16") == 4
+    assert mma.count("tcgen05.commit") == 2
+    assert "tcgen05.ld" in epilogue and "cp.async.bulk" not in epilogue and "tcgen05.mma" not in epilogue
+    assert ptx.count("mbarrier.init") == 4 + 4 + 2 + 2
+
+
+def test_schedule_round_trip():
+    from compiler.spec_printer import print_file
+
+    spec = compiler.parse_source(tile(extra=" accumulators=1"))
+    assert spec.tiles[0].schedule.accumulators == 1
+    text = print_file(spec)
+    assert "accumulators=1" in text
+    assert compiler.parse_source(text).tiles[0].schedule == spec.tiles[0].schedule
+
+
+def test_one_accumulator_says_why():
+    r = compiler.compile_source(tile(n=256, cta_k=32, stages=6, extra=" accumulators=1"))
+    plan = r.tiles["ws"].op("tilec.ws_plan").attrs
+    assert plan["accumulators"] == 1 and plan["why"] == "written accumulators=1"
+
+
+@pytest.mark.parametrize("extra, field", [(" accumulators=3", "3;"), (" warps=4x1", "4x1"),
+                                          (" mma=wgmma", "wgmma"), (" cluster=2", "2;")])
+def test_illegal_schedule_fields_are_located(extra, field):
+    """The diagnostic points at the value of the field written."""
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(tile(extra=extra))
+    d = e.value.diagnostics[0]
+    line = tile(extra=extra).splitlines()[d.loc.line - 1]
+    assert line[d.loc.col - 1:].startswith(field)
+
+
+# ---- ptxas: every target the form claims ----------------------------------------------------------
+
+@pytest.mark.parametrize("a, b, d, k, cta_k", [("f16", "f16", "f32", 16, 64), ("bf16", "bf16", "f32", 16, 32),
+                                               ("tf32", "tf32", "f32", 8, 32), ("e4m3", "e5m2", "f32", 32, 128),
+                                               ("s8", "s8", "s32", 32, 128)])
+def test_ptxas_every_target(ptxas, a, b, d, k, cta_k):
+    r = compiler.compile_source(tile(a=a, b=b, d=d, k=k, cta_k=cta_k))
+    targets = sorted(r.tiles["ws"].facts["form"].requirements().targets)
+    # kind::i8 has no sm_103a / family rows (Tables 60/61); every other kind here runs on all six targets
+    assert set(targets) >= ({"sm_100a", "sm_110a"} if a == "s8" else
+                            {"sm_100a", "sm_103a", "sm_110a", "sm_100f", "sm_103f", "sm_110f"})
+    for target in targets:
+        rt = compiler.compile_source(tile(a=a, b=b, d=d, k=k, cta_k=cta_k, target=target))
+        res = assemble(rt.ptx, target, ptxas)
+        assert res.ok, f"{target}: {res.output}"
+
+
+# ---- the emulator against numpy -----------------------------------------------------------------
+
+@pytest.mark.parametrize("mode, seed", [("eager", 0), ("adversarial", 1), ("adversarial", 2), ("random", 3),
+                                        ("random", 4)])
+def test_emulated_example(example, mode, seed):
+    """256 x 384 x 128: 6 tiles on 2 CTAs (3 each: both accumulators are reused), 2 K blocks per tile through
+    a 4-slot ring (6 blocks per CTA: the ring wraps)."""
+    em = compiler.emulate(example, shape=(256, 384, 128), mode=mode, seed=seed)
+    assert em.ok, f"{em.mismatches} elements differ"
+    assert em.stats["tma"] == 6 * 2 * 2                 # tiles x K blocks x (A, B)
+
+
+@pytest.mark.parametrize("a, b, d, k, cta_k, n, extra", [
+    ("bf16", "bf16", "f32", 16, 32, 256, " accumulators=1"),      # 64B swizzle, one accumulator
+    ("f16", "f16", "f32", 16, 128, 64, ""),                        # two 128-byte atoms per K block
+    ("tf32", "tf32", "f32", 8, 32, 128, ""),
+    ("e4m3", "e4m3", "f32", 32, 128, 128, ""),
+    ("s8", "s8", "s32", 32, 128, 128, ""),
+    ("f16", "f16", "f16", 16, 64, 128, ""),                        # a 16-bit D
+])
+def test_emulated_variants(a, b, d, k, cta_k, n, extra):
+    r = compiler.compile_source(tile(a=a, b=b, d=d, k=k, cta_k=cta_k, n=n, stages=2, extra=extra))
+    em = compiler.emulate(r, shape=(128, 3 * n, 3 * cta_k), mode="adversarial", seed=5)
+    assert em.ok, f"{em.mismatches} elements differ"
+
+
+# ---- seeded bugs: each one fails the emulator --------------------------------------------------------
+
+def _role(ptx: str, marker: str) -> tuple[int, int]:
+    starts = {m: ptx.index(m) for m in ("---- epilogue", "---- MMA issuer", "---- TMA producer")}
+    start = starts[marker]
+    ends = [s for s in starts.values() if s > start]
+    return start, min(ends) if ends else len(ptx)
+
+
+def drop_wait(ptx: str, marker: str, nth: int = 0) -> str:
+    """Remove the nth mbarrier wait loop (try_wait and its branch back) of a role."""
+    lo, hi = _role(ptx, marker)
+    waits = [m for m in re.finditer(r"\tmbarrier\.try_wait\.parity[^\n]*\n\t@!%p\d+ bra(\.uni)? [^\n]*\n",
+                                    ptx[lo:hi])]
+    m = waits[nth]
+    return ptx[:lo + m.start()] + ptx[lo + m.end():]
+
+
+def flip_wait_parity(ptx: str, marker: str, nth: int = 0) -> str:
+    """Make the nth wait of a role wait for the other parity (a phase bit flipped)."""
+    lo, hi = _role(ptx, marker)
+    waits = list(re.finditer(r"mbarrier\.try_wait\.parity\.shared::cta\.b64 (%p\d+), \[(%r\d+)\], (%r\d+);",
+                             ptx[lo:hi]))
+    m = waits[nth]
+    text = m.group(0)
+    flipped = f"xor.b32 {m.group(3)}, {m.group(3)}, 1;\n\t{text}\n\txor.b32 {m.group(3)}, {m.group(3)}, 1;"
+    # the flip sits inside the spin loop: flip before the test and restore after it
+    return ptx[:lo + m.start()] + flipped + ptx[lo + m.end():]
+
+
+def drop_line(ptx: str, marker: str, pattern: str) -> str:
+    lo, hi = _role(ptx, marker)
+    m = re.search(r"\t[^\n]*" + pattern + r"[^\n]*\n", ptx[lo:hi])
+    assert m is not None, pattern
+    return ptx[:lo + m.start()] + ptx[lo + m.end():]
+
+
+BUGS = {
+    # the MMA warp does not wait for the slot's TMA bytes: it reads shared memory a copy has not written
+    "mma skips full wait": (lambda p: drop_wait(p, "---- MMA issuer", 1), "had not finished writing"),
+    # the producer refills a slot before the MMAs that read it completed
+    "producer skips empty wait": (lambda p: drop_wait(p, "---- TMA producer", 0), None),
+    # the epilogue reads TMEM before the commit of the tile's MMAs arrived (then arrives out of turn)
+    "epilogue skips full wait": (lambda p: drop_wait(p, "---- epilogue", 0), None),
+    # the MMA warp overwrites an accumulator the epilogue has not released
+    "mma skips accumulator-empty wait": (lambda p: drop_wait(p, "---- MMA issuer", 0), None),
+    # an epilogue warp never releases the accumulator: the MMA warp waits forever
+    "epilogue drops its arrive": (lambda p: drop_line(p, "---- epilogue", r"mbarrier\.arrive\.shared"), "deadlock"),
+    # the producer announces no bytes: the full barrier's phase completes before the copies land
+    "producer drops expect_tx": (lambda p: drop_line(p, "---- TMA producer", r"mbarrier\.arrive\.expect_tx"), None),
+    # a flipped phase bit: the producer waits for the empty phase that has not happened yet
+    "producer flips its phase": (lambda p: flip_wait_parity(p, "---- TMA producer", 0), "deadlock"),
+    # a flipped phase bit in the epilogue: it takes the accumulator before its MMAs committed
+    "epilogue flips its phase": (lambda p: flip_wait_parity(p, "---- epilogue", 0), None),
+}
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_seeded_bug_fails_the_emulator(example, bug):
+    mutate, message = BUGS[bug]
+    broken = mutate(example.ptx)
+    assert broken != example.ptx
+    failed = None
+    for seed in (1, 2):
+        try:
+            em = compiler.emulate(example, shape=(256, 384, 128), mode="adversarial", seed=seed, ptx=broken)
+        except EmulationError as e:
+            failed = str(e)
+            break
+        if not em.ok:
+            failed = f"{em.mismatches} elements differ"
+            break
+    assert failed is not None, f"seeded bug '{bug}' went unnoticed"
+    if message is not None:
+        assert message in failed, failed
