@@ -208,9 +208,13 @@ class PtxEmission(Pass, name="ptx-emission", requires=("kernels", "pipeline", "r
                 from .tcgen05_kernel import emit_tcgen05_kernel
 
                 try:
-                    if tile.op("tilec.ws_plan") is not None and variant is None:
+                    if tile.op("tilec.ws_plan") is not None:
                         from .tcgen05_ws_kernel import emit_tcgen05_ws_kernel
 
+                        if variant is not None:
+                            raise SpecError(f"the {variant} variant checks the per-thread copies of the single-stage "
+                                            "kernel; a scheduled tile's kernel loads by TMA", "schedule",
+                                            "drop the schedule to get the single-stage kernel")
                         text, abi = emit_tcgen05_ws_kernel(tile_view(tile))
                     else:
                         text, abi = emit_tcgen05_kernel(tile_view(tile), variant)
