@@ -143,6 +143,60 @@ def test_emulated_variants(a, b, d, k, cta_k, n, extra):
     assert em.ok, f"{em.mismatches} elements differ"
 
 
+PAIR = """target sm_100a;
+tile pair {
+  engine tcgen05 cta_group=2;
+  shape M=256 N=128 K=16;
+  A: bf16 smem;
+  B: bf16 smem;
+  D: f32 tmem;
+  schedule cta=256x128x64 stages=2 cluster=2;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return compiler.compile_source(PAIR)
+
+
+def test_pair_structure(pair):
+    """cta_group::2: a cluster of two; both CTAs' copies complete on the leader's full barrier, which alone
+    expects their bytes (2 x (128 x 64 + 64 x 64) bf16 = 49152); the leader's commits multicast to both
+    CTAs; the 8 epilogue warps of the pair release the leader's accumulator."""
+    abi = pair.to_json()["tiles"]["pair"]["kernel"]
+    assert abi["cluster"] == [2, 1, 1] and abi["plan"]["tx_bytes"] == 2 * (128 * 64 + 64 * 64) * 2
+    assert abi["plan"]["barriers"]["acc_empty"]["count"] == 8
+    assert [t["box"] for t in abi["tensor_maps"]] == [[64, 128], [64, 64]]
+    ptx = pair.ptx
+    assert ".reqnctapercluster 2, 1, 1" in ptx
+    assert ptx.count("complete_tx::bytes.cta_group::2") == 2
+    assert ptx.count("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster") == 2
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+
+
+def test_pair_ptxas(pair, ptxas):
+    targets = sorted(pair.tiles["pair"].facts["form"].requirements().targets)
+    for target in targets:
+        r = compiler.compile_source(PAIR.replace("sm_100a", target))
+        res = assemble(r.ptx, target, ptxas)
+        assert res.ok, f"{target}: {res.output}"
+
+
+@pytest.mark.parametrize("mode, seed", [("adversarial", 6), ("random", 7)])
+def test_pair_emulated(pair, mode, seed):
+    """768 x 128 x 192: 3 pair tiles on one cluster (both accumulators reused), 3 K blocks through 2 slots."""
+    em = compiler.emulate(pair, shape=(768, 128, 192), mode=mode, seed=seed)
+    assert em.ok, f"{em.mismatches} elements differ"
+
+
+def test_pair_seeded_bug(pair):
+    """The peer's epilogue warps do not release the leader's accumulator: the leader's MMA warp waits forever."""
+    broken = drop_line(pair.ptx, "---- epilogue", r"mbarrier\.arrive\.release\.cluster")
+    with pytest.raises(EmulationError, match="deadlock"):
+        compiler.emulate(pair, shape=(768, 128, 192), mode="adversarial", seed=1, ptx=broken)
+
+
 # ---- seeded bugs: each one fails the emulator --------------------------------------------------------
 
 def _role(ptx: str, marker: str) -> tuple[int, int]:

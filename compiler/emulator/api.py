@@ -140,7 +140,7 @@ def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str) -> Em
         raise EmulationError(f"mode {mode}: the tcgen05 machine takes eager, adversarial or random")
     a, b, d = (spec.operands[x].dtype for x in "ABD")
     out, ref, machine = run_ws_problem(text, abi, m, n, k, a_type=a, b_type=b, d_type=d,
-                                       ctas=max(1, m_tiles * n_tiles // 3), seed=seed,
+                                       ctas=abi["cluster"][0] * max(1, m_tiles * n_tiles // 3), seed=seed,
                                        policy=None if mode == "eager" else mode)
     return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats)
 

@@ -496,7 +496,16 @@ class WarpMachine:
             b["pending"] = b["count"]
 
     # -- TMA (cp.async.bulk.tensor) --------------------------------------------------------------------
-    def tma(self, w: Warp, dst: int, tm: int, coords: tuple[int, ...], bar: int, mask: int | None = None) -> None:
+    def tma(self, w: Warp, dst: int, tm: int, coords: tuple[int, ...], bar: int, mask: int | None = None,
+            peer_barrier: bool = False) -> None:
+        """One box. The bytes complete on the mbarrier at `bar` in the CTA the data lands in; with
+        .cta_group::2 (`peer_barrier`, 9.7.9.25.5.1) `bar` may be a shared::cluster address of the pair's
+        other CTA (a CTA pair's loads complete on the leader's barrier)."""
+        bar_cta = None
+        if bar >= 1 << CLUSTER_BIT:
+            if not peer_barrier:
+                raise EmulationError("TMA completing on another CTA's mbarrier needs .cta_group::2")
+            bar_cta, bar = self.cluster_target(w, bar)
         if tm not in w.fenced:
             raise EmulationError("tensor map used before fence.proxy.tensormap")
         spec = self.tmaps[tm]
@@ -543,19 +552,19 @@ class WarpMachine:
                 raise EmulationError("TMA copy outside the CTA's shared memory")
             if self.land == "eager":
                 self.check_shared(cta, phys, "write", who)
-                self.land_copy((cta, phys, block, bar, None))
+                self.land_copy((cta, phys, block, bar, None, bar_cta))
             else:
                 token = self.claim(cta, phys, "write", who)
-                copy = (cta, phys, block, bar, token)
+                copy = (cta, phys, block, bar, token, bar_cta)
                 self.pending.append(Pending(("tma", len(self.pending), id(copy)), lambda c=copy: self.land_copy(c),
                                             f"{who} into CTA {cta.rank}"))
 
     def land_copy(self, copy) -> None:
-        cta, phys, block, bar, token = copy
+        cta, phys, block, bar, token, bar_cta = copy
         if token is not None:
             self.release(cta, token)
         cta.smem[phys] = block
-        self.bar_complete_tx(cta, bar, block.size)
+        self.bar_complete_tx(bar_cta or cta, bar, block.size)
 
     # -- wgmma (9.7.15.6) ------------------------------------------------------------------------------
     def read_operand(self, cta: Cta, desc: int, rows: int, row_bytes: int, row0: int) -> np.ndarray:
@@ -898,7 +907,7 @@ class WarpMachine:
             for lane in np.flatnonzero(act):
                 coords = (int(cx[lane]), int(cy[lane])) + (() if cz is None else (int(cz[lane]),))
                 self.tma(w, int(dst[lane]), int(tm[lane]), coords, int(bar[lane]),
-                         None if mask is None else int(mask[lane]))
+                         None if mask is None else int(mask[lane]), peer_barrier=".cta_group::2" in op)
         elif op.startswith("wgmma.mma_async.sp"):
             if not (act.all() and w.alive.all()):
                 raise EmulationError("wgmma by part of a warp")

@@ -19,6 +19,8 @@ about its structure that is not an instruction:
   9.7.16.12.1), acc_empty 4 (one arrive per epilogue warp);
 - the tile scheduler: static persistent (grid = the SM count; CTA b takes tiles b, b + grid, ...), tiles
   walked along M first (`raster = "m"`: consecutive CTAs share one B tile in L2).
+- a CTA pair (cta_group::2, cluster=2): the leader's full barrier expects both CTAs' bytes, acc_empty counts
+  the epilogue warps of both CTAs (`cluster` = 2).
 The dynamic shared memory asked for is the ring plus barriers plus 1024 bytes of alignment slack (the
 kernel rounds the window's base up to 1024); it must fit the target's per-CTA limit.
 
@@ -68,16 +70,20 @@ class WsPlan:
     acc_columns: int
     tmem_columns: int
     smem_bytes: int            # dynamic shared memory to request (incl. the alignment slack)
+    cluster: int = 1           # 2: a CTA pair (cta_group::2); the leader (rank 0) issues the MMAs
     scheduler: str = "static"
     raster: str = "m"
     why: str | None = None     # why one accumulator
 
     def barrier_counts(self) -> dict[str, int]:
-        return {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps)}
+        """Arrivals per phase: the leader's MMA commits multicast to both CTAs' empty and acc_full barriers;
+        every epilogue warp of the pair arrives on the leader's acc_empty."""
+        return {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps) * self.cluster}
 
 
 _INT_FIELDS = ("threads", "mma_warp", "tma_warp", "stages", "k_block", "stage_bytes", "tx_bytes", "full", "empty",
-               "acc_full", "acc_empty", "tmem_slot", "accumulators", "acc_columns", "tmem_columns", "smem_bytes")
+               "acc_full", "acc_empty", "tmem_slot", "accumulators", "acc_columns", "tmem_columns", "smem_bytes",
+               "cluster")
 
 
 def ws_plan(tile: Op) -> WsPlan:
@@ -116,7 +122,6 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         raise SpecError("a scheduled tcgen05 kernel takes K at run time (a multiple of the schedule's cta K); "
                         "'loop' fixes it", "loop", "drop the loop statement")
     unsupported = [(cond, what, field) for cond, what, field in (
-        (spec.cta_group != 1, "cta_group::2", "engine.cta_group"),
         (spec.sparsity is not None, "sparse A", "sparsity"),
         (spec.block_scale is not None or "SFA" in spec.operands, "block scaling", "block_scale"),
         (spec.ws, ".ws", "engine"),
@@ -126,11 +131,12 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         (spec.zero_columns is not None, "a zero-column mask", "zero_columns"),
         (spec.disable_output_lane is not None, "disable-output-lane", "disable_output_lane"),
         (spec.scale_input_d is not None, "scale-input-d", "scale_input_d"),
-        (spec.m != 128, f"M = {spec.m} (the epilogue warps read the 128 lanes of data-path layout D)", "shape.M"),
+        (spec.m != 128 * spec.cta_group, f"M = {spec.m} with cta_group::{spec.cta_group} (the epilogue warps read "
+         "the 128 lanes of data-path layouts D / A)", "shape.M"),
     ) if cond]
     if unsupported:
         _, what, field = unsupported[0]
-        raise SpecError(f"the warp-specialised tcgen05 kernel serves dense cta_group::1 tiles with A and B in "
+        raise SpecError(f"the warp-specialised tcgen05 kernel serves dense tiles with A and B in "
                         f"shared memory so far, not {what}", field, "drop the schedule to get the single-stage kernel")
     for name in ("A", "B"):
         if (spec.operands[name].major or "K") != "K":
@@ -166,7 +172,8 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
                                 "block; TMA writes swizzled K-major rows only", "schedule.cta",
                                 "use a cta K whose rows are 32, 64 or a multiple of 128 bytes")
         stage_bytes = _align(max(lay["offset"] + lay["size"] for lay in layouts.values()), SLOT_ALIGN)
-        tx = sum(lay["size"] for lay in layouts.values())
+        # the leader's full barrier counts the bytes of both CTAs of a pair (their copies complete on it)
+        tx = sum(lay["size"] for lay in layouts.values()) * spec.cta_group
         d_columns = tile.op("tilec.tmem_plan").attrs["d_columns"]
         fits_two = 2 * d_columns <= TMEM_COLUMNS
         why = None
@@ -197,7 +204,7 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
                  "tma_warp": TMA_WARP, "stages": sc.stages, "k_block": sc.cta_k, "stage_bytes": stage_bytes,
                  "tx_bytes": tx, "full": full, "empty": empty, "acc_full": acc_full, "acc_empty": acc_empty,
                  "tmem_slot": slot, "accumulators": accumulators, "acc_columns": d_columns, "tmem_columns": cols,
-                 "smem_bytes": smem, "scheduler": "static", "raster": "m"}
+                 "smem_bytes": smem, "cluster": spec.cta_group, "scheduler": "static", "raster": "m"}
         if why is not None:
             attrs["why"] = why
         tile.body.append(Op("tilec.ws_plan", None, attrs, loc=tile.locs.get("schedule", tile.loc)))

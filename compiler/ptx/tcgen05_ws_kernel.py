@@ -20,6 +20,13 @@ shared setup; none of them decides a size.
              tcgen05.ld.32x32b.x8 (9.7.16.8.3), store them to D with 16-byte vector stores, then (after
              tcgen05.fence::before_thread_sync) lane 0 arrives on the accumulator's empty barrier.
   teardown   the CTA meets; warp 0 frees the TMEM columns.
+A CTA pair (cta_group::2, `schedule ... cluster=2`, M = 256): each CTA loads its 128 rows of A and its N/2 rows
+of B; both CTAs' copies complete on the leader's (rank 0) full barrier (`.cta_group::2` on the TMA,
+9.7.9.25.5.1), whose expect_tx counts both halves; only the leader's MMA warp issues (the MMAs read both
+CTAs' shared memory and write both CTAs' TMEM) and its commits multicast to the same barrier of both CTAs
+(9.7.16.12.1); each CTA's epilogue reads its own 128 rows and arrives on the leader's acc_empty through
+`mapa` (count 8). The CTAs meet at `barrier.cluster` after the setup and around the teardown. Each CTA's
+data is its own (B is split by N, not shared), so no copy is multicast.
 Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
 (t mod tiles_m, t div tiles_m) (along M first). Ring slots and accumulators advance with a phase bit that
 flips each time their index wraps (mbarrier phases, 9.7.13.15.16 try_wait.parity); a producer waiting on
@@ -28,7 +35,7 @@ a fresh empty barrier waits for parity 1 ("the phase before the first"), which c
 ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of two 64-byte
 aligned CUtensorMaps, A then B, in global memory), D (u64), M, N, K (u32); A is [M][K] and B [N][K]
 row-major (K-major), D [M][N] row-major in D's type; grid (SM count, 1, 1), block (192, 1, 1), dynamic
-shared memory `dynamic_smem_bytes`, cluster (1, 1, 1). `tensor_map_args` gives each map's
+shared memory `dynamic_smem_bytes`, cluster (1, 1, 1) or (2, 1, 1) for a pair (grid even). `tensor_map_args` gives each map's
 cuTensorMapEncodeTiled arguments (the CPU emulator reads TMA through them).
 """
 from __future__ import annotations
@@ -66,7 +73,7 @@ class _Operand:
 
 class _WsKernel:
     def __init__(self, tile: Op):
-        from ..passes.derive import smem_layout
+        from ..passes.derive import operand_extents, smem_layout
 
         self.tile, self.spec = tile, tile.payload
         self.plan: WsPlan = ws_plan(tile)
@@ -74,7 +81,8 @@ class _WsKernel:
         self.kind = tile.attrs["kind"]
         self.steps = self.plan.k_block // mma_k(self.kind, False, self.form.k96)
         self.d_type = TYPES[self.spec.operands["D"].dtype]
-        self.ops = {n: _Operand(n, op, smem_layout(tile, op, self.spec), self.spec.m if n == "A" else self.spec.n)
+        self.pair = self.plan.cluster == 2
+        self.ops = {n: _Operand(n, op, smem_layout(tile, op, self.spec), operand_extents(self.spec, n)[0])
                     for n in ("A", "B") for op in [tile.op("tilec.smem_layout", n)]}
         self.kb = PtxBuilder(self.spec.name)
         self.e = self.kb.emit
@@ -85,6 +93,9 @@ class _WsKernel:
         kb.add_params("u64", "tensor_maps", "D")
         kb.add_params("u32", "M", "N", "K")
         kb.directives.append(f".reqntid {plan.threads}, 1, 1")
+        if self.pair:
+            # a CTA pair is a cluster of two (9.7.16.10.9.1 cta_group::2; 11.7.1 .reqnctapercluster)
+            kb.directives.append(".reqnctapercluster 2, 1, 1")
         self.smem = f"{self.spec.name}_smem"
         kb.module += [f".extern .shared .align 1024 .b8 {self.smem}[];", ""]
         self.setup()
@@ -118,6 +129,14 @@ class _WsKernel:
         e(f"and.b32 {self.lane}, {self.tid}, 31;")
         self.p_lane0 = kb.reg("p")
         e(f"setp.eq.u32 {self.p_lane0}, {self.lane}, 0;")
+        if self.pair:
+            self.rank, self.p_leader = kb.reg("r"), kb.reg("p")
+            e(f"mov.u32 {self.rank}, %cluster_ctarank;")
+            e(f"setp.eq.u32 {self.p_leader}, {self.rank}, 0;")
+            self.p_lead0 = kb.reg("p")
+            e(f"and.pred {self.p_lead0}, {self.p_leader}, {self.p_lane0};")
+            self.cta_mask = kb.reg("h")
+            e(f"mov.b16 {self.cta_mask}, 3;")      # both CTAs of the pair (%cluster_ctarank 0 and 1)
         self.base = kb.reg("r")
         kb.comment("the ring on the 1024-byte swizzle repeat (descriptors and TMA swizzle assume base offset 0)")
         e(f"mov.u32 {self.base}, {self.smem};")
@@ -127,7 +146,7 @@ class _WsKernel:
         for reg, name in ((self.m, "M"), (self.n, "N"), (self.k, "K")):
             kb.ld_param("u32", reg, name)
         self.tiles_m, self.tiles, self.kblocks = kb.regs("r", 3)
-        kb.div_imm(self.tiles_m, self.m, self.spec.m)
+        kb.div_imm(self.tiles_m, self.m, self.spec.m)          # M tiles of the pair (M = 256) with cta_group::2
         kb.div_imm(self.tiles, self.n, self.spec.n)
         e(f"mul.lo.u32 {self.tiles}, {self.tiles}, {self.tiles_m};")
         kb.div_imm(self.kblocks, self.k, plan.k_block)
@@ -153,17 +172,18 @@ class _WsKernel:
         e(f"@{p_w0} bra.uni {alloc};")
         kb.comment(f"warp 0 allocates {plan.tmem_columns} TMEM columns: {plan.accumulators} accumulator(s) of "
                    f"{plan.acc_columns}")
-        e(tcgen05_alloc(self.slot, plan.tmem_columns))
-        e(tcgen05_relinquish_alloc_permit())
+        e(tcgen05_alloc(self.slot, plan.tmem_columns, plan.cluster))
+        e(tcgen05_relinquish_alloc_permit(plan.cluster))
         kb.put(alloc)
         self.thread_sync()
         self.taddr = kb.reg("r")
         e(f"ld.shared.b32 {self.taddr}, [{self.slot}];")
 
     def thread_sync(self) -> None:
-        """The CTA meets; tcgen05 operations before and after are ordered across it (9.7.16.6.4)."""
+        """The CTA (a pair: the cluster) meets; tcgen05 operations before and after are ordered across it
+        (9.7.16.6.4)."""
         self.e("tcgen05.fence::before_thread_sync;")
-        self.e("bar.sync 0;")
+        self.kb.cta_sync(cluster=self.pair)
         self.e("tcgen05.fence::after_thread_sync;")
 
     def teardown(self) -> None:
@@ -174,18 +194,23 @@ class _WsKernel:
         p, skip = kb.reg("p"), kb.label("dealloc_done")
         e(f"setp.ne.u32 {p}, {self.warp}, 0;")
         e(f"@{p} bra.uni {skip};")
-        e(tcgen05_dealloc(self.taddr, self.plan.tmem_columns))
+        e(tcgen05_dealloc(self.taddr, self.plan.tmem_columns, self.plan.cluster))
         kb.put(skip)
+        if self.pair:
+            kb.cta_sync(cluster=True)            # neither CTA exits while its peer may still reach its memory
 
     # ---- shared pieces of the roles -------------------------------------------------------------
     def tile_loop(self, stem: str, body) -> None:
         """for (t = ctaid.x; t < tiles; t += nctaid.x) body(m0, n0): the static persistent schedule, tiles
-        along M first."""
+        along M first. A pair walks pair tiles (cluster index = ctaid.x / 2); m0 is this CTA's first row."""
         kb, e = self.kb, self.e
         t, stride, mi, ni, m0, n0 = kb.regs("r", 6)
         p = kb.reg("p")
         e(f"mov.u32 {t}, %ctaid.x;")
         e(f"mov.u32 {stride}, %nctaid.x;")
+        if self.pair:
+            e(f"shr.u32 {t}, {t}, 1;")
+            e(f"shr.u32 {stride}, {stride}, 1;")
         top, done = kb.label(f"{stem}_tile"), kb.label(f"{stem}_tiles_done")
         kb.put(top)
         e(f"setp.ge.u32 {p}, {t}, {self.tiles};")
@@ -193,6 +218,8 @@ class _WsKernel:
         e(f"rem.u32 {mi}, {t}, {self.tiles_m};")
         e(f"div.u32 {ni}, {t}, {self.tiles_m};")
         e(f"mul.lo.u32 {m0}, {mi}, {self.spec.m};")
+        if self.pair:
+            e(f"mad.lo.u32 {m0}, {self.rank}, {self.spec.m // 2}, {m0};")
         e(f"mul.lo.u32 {n0}, {ni}, {self.spec.n};")
         body(m0, n0)
         e(f"add.u32 {t}, {t}, {stride};")
@@ -227,19 +254,35 @@ class _WsKernel:
         ring = Ring(kb, self.base, plan.stages, plan.stage_bytes, plan.full, plan.empty)
         ring.start()
 
+        issuer = self.p_lead0 if self.pair else self.p_lane0
+        # a pair's copies complete on the leader's full barrier (.cta_group::2 lets the mbarrier be the peer's,
+        # 9.7.9.25.5.1), which alone expects the bytes of both CTAs
+        suffix = ".cta_group::2" if self.pair else ""
+        full, zero, nb0 = kb.reg("r"), kb.reg("r"), kb.reg("r")
+        if self.pair:
+            e(f"mov.u32 {zero}, 0;")
+
         def block(kreg: str, m0: str, n0: str) -> None:
             ring.wait_empty()
-            e(f"@{self.p_lane0} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{ring.full_bar}], {plan.tx_bytes};")
+            e(f"@{issuer} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{ring.full_bar}], {plan.tx_bytes};")
+            bar = ring.full_bar
+            if self.pair:
+                e(f"mapa.shared::cluster.u32 {full}, {ring.full_bar}, {zero};")
+                bar = full
             x, dst = kb.regs("r", 2)
-            for name, row0 in (("A", m0), ("B", n0)):
+            b_row = n0
+            if self.pair:                                       # this CTA's half of B's rows
+                e(f"mad.lo.u32 {nb0}, {self.rank}, {self.ops['B'].rows}, {n0};")
+                b_row = nb0
+            for name, row0 in (("A", m0), ("B", b_row)):
                 op = self.ops[name]
                 for j in range(op.atoms):
                     e(f"mul.lo.u32 {x}, {kreg}, {plan.k_block};")
                     if j:
                         e(f"add.u32 {x}, {x}, {j * op.inner};")
                     e(f"add.u32 {dst}, {ring.slot_addr}, {op.offset + j * op.atom_stride};")
-                    e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                      f"[{dst}], [{maps[name]}, {{{x}, {row0}}}], [{ring.full_bar}];")
+                    e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                      f"{suffix} [{dst}], [{maps[name]}, {{{x}, {row0}}}], [{bar}];")
             ring.advance()
 
         self.tile_loop("tma", lambda m0, n0: self.k_loop("tma", lambda i: block(i, m0, n0)))
@@ -249,7 +292,11 @@ class _WsKernel:
         from .pipeline import Ring
 
         kb, e, plan, spec = self.kb, self.e, self.plan, self.spec
-        kb.comment(f"---- MMA issuer (warp {plan.mma_warp}, lane 0 issues)")
+        kb.comment(f"---- MMA issuer (warp {plan.mma_warp}, lane 0 issues{'; the leader CTA of the pair' if self.pair else ''})")
+        idle = None
+        if self.pair:
+            idle = kb.label("mma_idle")
+            e(f"@!{self.p_leader} bra.uni {idle};")
         idesc_op = self.tile.op("tilec.instr_desc")
         idesc = idesc_registers(kb, [idesc_op.attrs["value"]])[int(idesc_op.attrs["value"])]
         da, db = (self.tile.op("tilec.smem_desc", n).attrs["values"] for n in ("A", "B"))
@@ -276,7 +323,7 @@ class _WsKernel:
                            a_operand=lambda s: descriptor(kb, sdesc, da[s]),
                            b_operand=lambda s: descriptor(kb, sdesc, db[s]),
                            step_operands=lambda s: {}, idesc=lambda s: idesc, first_enable=p_acc, enable=p_true,
-                           extra={}, mbar=ring.empty_bar)
+                           extra={}, mbar=ring.empty_bar, cta_mask=self.cta_mask if self.pair else None)
                 kb.put(skip)
                 ring.advance()
 
@@ -284,10 +331,12 @@ class _WsKernel:
             from ..isa.tcgen05_forms import tcgen05_commit
 
             kb.comment("the tile's MMAs complete -> the accumulator is full")
-            e(f"@{self.p_lane0} {tcgen05_commit(accs.full_bar)}")
+            e(f"@{self.p_lane0} {tcgen05_commit(accs.full_bar, plan.cluster, self.cta_mask if self.pair else None)}")
             accs.advance()
 
         self.tile_loop("mma", tile)
+        if idle is not None:
+            kb.put(idle)
 
     # ---- epilogue -------------------------------------------------------------------------------
     def epilogue_role(self) -> None:
@@ -305,6 +354,9 @@ class _WsKernel:
         rowoff, dptr, dbase, cw, addr = kb.regs("rd", 5)
         kb.global_pointer(dptr, "D")
         col, p = kb.reg("r"), kb.reg("p")
+        remote, zero = kb.regs("r", 2)
+        if self.pair:
+            e(f"mov.u32 {zero}, 0;")
 
         def tile(m0: str, n0: str) -> None:
             accs.wait_full()
@@ -336,9 +388,13 @@ class _WsKernel:
                 e(f"st.global.v4.b16 [{addr}], {{{', '.join(h[:4])}}};")
                 e(f"st.global.v4.b16 [{addr}+8], {{{', '.join(h[4:])}}};")
             kb.count_up(col, D_CHUNK, p, plan.acc_columns, top)
-            kb.comment("this warp's lanes are read: release the accumulator")
+            kb.comment("this warp's lanes are read: release the accumulator" + (" (the leader's barrier)" if self.pair else ""))
             e("tcgen05.fence::before_thread_sync;")
-            e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{accs.empty_bar}];")
+            if self.pair:
+                e(f"mapa.shared::cluster.u32 {remote}, {accs.empty_bar}, {zero};")
+                e(f"@{self.p_lane0} mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{remote}];")
+            else:
+                e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{accs.empty_bar}];")
             accs.advance()
 
         self.tile_loop("epi", tile)
@@ -366,7 +422,7 @@ class _WsKernel:
             "persistent": plan.scheduler,
             "tiles": f"(M / {spec.m}) * (N / {spec.n})",
             "block": [plan.threads, 1, 1],
-            "cluster": [1, 1, 1],
+            "cluster": [plan.cluster, 1, 1],
             "dynamic_smem_bytes": plan.smem_bytes,
             "tile_m": spec.m, "tile_n": spec.n, "tile_k": plan.k_block,
             "tmem_columns": plan.tmem_columns,
