@@ -430,58 +430,7 @@ class _Kernel:
         kb.comment(f"sparse metadata ({meta.source}) -> TMEM columns {self.plan.meta}.."
                    f"{self.plan.meta + words - 1}, {fmt.name} format")
         lam = self.logical_lane()
-        w0 = kb.reg("r")
-        e(f"mul.lo.u32 {w0}, {self.kreg}, {words};")      # first word of the stage in a row
-
-        def row_words(row_reg: str) -> list[str]:
-            grow = kb.reg("r")
-            e(f"add.u32 {grow}, {self.m0}, {row_reg};")
-            base = kb.reg("rd")
-            if meta.source == "runtime":
-                # word grow * words_per_row + w0 in 64 bits (m_total rows of K/(8*chunk) words)
-                iw = kb.reg("rd")
-                kb.wide_offset(iw, grow, meta.words_per_row, w0)
-                e(f"shl.b64 {iw}, {iw}, 2;")
-                e(f"add.u64 {base}, {self.gptr['META']}, {iw};")
-                out = kb.regs("r", words)
-                for w in range(words):
-                    e(f"ld.global.b32 {out[w]}, [{base}+{4 * w}];")
-                return out
-            # static: the pattern table repeats every period_rows rows and period_words words
-            prow, idx = kb.regs("r", 2)
-            e(f"rem.u32 {prow}, {grow}, {meta.period_rows};")
-            out = kb.regs("r", words)
-            for w in range(words):
-                col = kb.reg("r")
-                e(f"add.u32 {col}, {w0}, {w};")
-                e(f"rem.u32 {col}, {col}, {meta.period_words};")
-                e(f"mad.lo.u32 {idx}, {prow}, {meta.period_words}, {col};")
-                iw, a = kb.reg("rd"), kb.reg("rd")
-                e(f"mul.wide.u32 {iw}, {idx}, 4;")
-                e(f"add.u64 {a}, {self.gptr['META']}, {iw};")
-                e(f"ld.global.b32 {out[w]}, [{a}];")
-            return out
-
-        if fmt.name == "row8":
-            cells = row_words(lam)
-        else:
-            # shared16: rows m = 16*(λ>>4) + (λ&7) and m+8; half j = (λ>>3)&1 selects the 16 bits
-            hi, lo, m_lo, m_hi, j, sh = kb.regs("r", 6)
-            e(f"shr.u32 {hi}, {lam}, 4;")
-            e(f"and.b32 {lo}, {lam}, 7;")
-            e(f"mad.lo.u32 {m_lo}, {hi}, 16, {lo};")
-            e(f"add.u32 {m_hi}, {m_lo}, 8;")
-            e(f"bfe.u32 {j}, {lam}, 3, 1;")
-            e(f"shl.b32 {sh}, {j}, 4;")
-            lo_words, hi_words = row_words(m_lo), row_words(m_hi)
-            cells = kb.regs("r", words)
-            for w in range(words):
-                t, u = kb.regs("r", 2)
-                e(f"shr.b32 {t}, {lo_words[w]}, {sh};")
-                e(f"and.b32 {t}, {t}, 0xFFFF;")
-                e(f"shr.b32 {u}, {hi_words[w]}, {sh};")
-                e(f"shl.b32 {u}, {u}, 16;")
-                e(f"or.b32 {cells[w]}, {t}, {u};")
+        cells = metadata_cells(kb, meta, fmt, words, lam, self.kreg, self.m0, self.gptr["META"])
         _tmem_store(kb, self.twarp, cells, self.plan.meta)
 
     def stage_scales(self) -> None:
@@ -739,6 +688,67 @@ class _Kernel:
 def emit_tcgen05_kernel(tile: Op, variant: str | None = None) -> tuple[str, dict]:
     """(PTX text of the .entry without the module header, ABI dict) for one tcgen05 tile."""
     return _Kernel(tile, variant).emit()
+
+
+def metadata_cells(kb: PtxBuilder, meta, fmt, words: int, lam: str, kreg: str, m0: str, meta_ptr: str) -> list[str]:
+    """The TMEM cells (one register per column) of logical lane `lam`'s sparse metadata for K stage `kreg`
+    of rows from `m0` (isa.tmem.metadata_cell: row8 = the row's words; shared16 = rows m and m+8 share a
+    32-bit cell, 9.7.16.10.8.4), loaded from META (runtime) or the embedded table (static). Also used by
+    the warp-specialised kernel's staging warps (tcgen05_ws_kernel.py)."""
+    e = kb.emit
+    w0 = kb.reg("r")
+    e(f"mul.lo.u32 {w0}, {kreg}, {words};")      # first word of the stage in a row
+
+    def row_words(row_reg: str) -> list[str]:
+        grow = kb.reg("r")
+        e(f"add.u32 {grow}, {m0}, {row_reg};")
+        base = kb.reg("rd")
+        if meta.source == "runtime":
+            # word grow * words_per_row + w0 in 64 bits (m_total rows of K/(8*chunk) words)
+            iw = kb.reg("rd")
+            kb.wide_offset(iw, grow, meta.words_per_row, w0)
+            e(f"shl.b64 {iw}, {iw}, 2;")
+            e(f"add.u64 {base}, {meta_ptr}, {iw};")
+            out = kb.regs("r", words)
+            for w in range(words):
+                e(f"ld.global.b32 {out[w]}, [{base}+{4 * w}];")
+            return out
+        # static: the pattern table repeats every period_rows rows and period_words words
+        prow, idx = kb.regs("r", 2)
+        e(f"rem.u32 {prow}, {grow}, {meta.period_rows};")
+        out = kb.regs("r", words)
+        for w in range(words):
+            col = kb.reg("r")
+            e(f"add.u32 {col}, {w0}, {w};")
+            e(f"rem.u32 {col}, {col}, {meta.period_words};")
+            e(f"mad.lo.u32 {idx}, {prow}, {meta.period_words}, {col};")
+            iw, a = kb.reg("rd"), kb.reg("rd")
+            e(f"mul.wide.u32 {iw}, {idx}, 4;")
+            e(f"add.u64 {a}, {meta_ptr}, {iw};")
+            e(f"ld.global.b32 {out[w]}, [{a}];")
+        return out
+
+    if fmt.name == "row8":
+        cells = row_words(lam)
+    else:
+        # shared16: rows m = 16*(λ>>4) + (λ&7) and m+8; half j = (λ>>3)&1 selects the 16 bits
+        hi, lo, m_lo, m_hi, j, sh = kb.regs("r", 6)
+        e(f"shr.u32 {hi}, {lam}, 4;")
+        e(f"and.b32 {lo}, {lam}, 7;")
+        e(f"mad.lo.u32 {m_lo}, {hi}, 16, {lo};")
+        e(f"add.u32 {m_hi}, {m_lo}, 8;")
+        e(f"bfe.u32 {j}, {lam}, 3, 1;")
+        e(f"shl.b32 {sh}, {j}, 4;")
+        lo_words, hi_words = row_words(m_lo), row_words(m_hi)
+        cells = kb.regs("r", words)
+        for w in range(words):
+            t, u = kb.regs("r", 2)
+            e(f"shr.b32 {t}, {lo_words[w]}, {sh};")
+            e(f"and.b32 {t}, {t}, 0xFFFF;")
+            e(f"shr.b32 {u}, {hi_words[w]}, {sh};")
+            e(f"shl.b32 {u}, {u}, 16;")
+            e(f"or.b32 {cells[w]}, {t}, {u};")
+    return cells
 
 
 def _tmem_container_bits(dtype: str, kind: str) -> int:
