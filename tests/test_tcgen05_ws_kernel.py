@@ -197,10 +197,61 @@ def test_pair_seeded_bug(pair):
         compiler.emulate(pair, shape=(768, 128, 192), mode="adversarial", seed=1, ptx=broken)
 
 
+SPARSE = "examples/tcgen05_gemm_sparse_f16.tile"
+
+
+@pytest.fixture(scope="module")
+def sparse():
+    return compiler.compile_file(SPARSE)
+
+
+def test_sparse_structure(sparse):
+    """4 staging warps (6-9: lane quarters 2, 3, 0, 1) and a staged barrier per slot; each slot's metadata
+    columns after the two accumulators; A's box is the kept half (32 f16 = 64 B rows, 64B swizzle)."""
+    abi = sparse.to_json()["tiles"]["tcgen05_gemm_sparse_f16"]["kernel"]
+    assert abi["block"] == [320, 1, 1] and [p["name"] for p in abi["params"]][:3] == ["tensor_maps", "D", "META"]
+    assert abi["plan"]["barriers"]["staged"] == {"count": 4, "number": 4}
+    assert [(t["box"], t["swizzle"], t["k_per_block"]) for t in abi["tensor_maps"]] == [
+        ([32, 128], "64B", 32), ([64, 128], "128B", 64)]
+    plan = sparse.tiles["tcgen05_gemm_sparse_f16"].op("tilec.ws_plan").attrs
+    # 2 x 128 D columns, then 4 slots of 8 columns (2 used: 64 / 32 = 2 f16 MMAs, one metadata column each)
+    assert (plan["tmem_stage"], plan["tmem_stage_columns"], plan["tmem_columns"]) == (256, 8, 512)
+    assert sparse.ptx.count("tcgen05.mma.sp.cta_group::1.kind::f16") == 2
+
+
+def test_sparse_ptxas(sparse, ptxas):
+    for target in sorted(sparse.tiles["tcgen05_gemm_sparse_f16"].facts["form"].requirements().targets):
+        r = compiler.compile_file(SPARSE, arch=target)
+        res = assemble(r.ptx, target, ptxas)
+        assert res.ok, f"{target}: {res.output}"
+
+
+@pytest.mark.parametrize("mode, seed", [("eager", 0), ("adversarial", 1), ("random", 2)])
+def test_sparse_emulated(sparse, mode, seed):
+    """256 x 384 x 128: 6 tiles on 2 CTAs, random 2:4 patterns and metadata from META."""
+    em = compiler.emulate(sparse, shape=(256, 384, 128), mode=mode, seed=seed)
+    assert em.ok, f"{em.mismatches} elements differ"
+
+
+@pytest.mark.parametrize("bug, mutate", [
+    # the MMA warp does not wait for the slot's metadata: its MMA is issued before the staging write
+    ("mma skips staged wait", lambda p: drop_wait(p, "---- MMA issuer", 2)),
+    # the staging warps overwrite a slot's metadata while the MMAs that read it are in flight
+    ("staging skips empty wait", lambda p: drop_wait(p, "---- staging", 0)),
+    # a staging warp never signals its slot: the MMA warp waits forever
+    ("staging drops its arrive", lambda p: drop_line(p, "---- staging", r"mbarrier\.arrive\.shared")),
+])
+def test_sparse_seeded_bug(sparse, bug, mutate):
+    broken = mutate(sparse.ptx)
+    assert broken != sparse.ptx
+    assert first_failure(sparse, broken) is not None, f"seeded bug '{bug}' went unnoticed"
+
+
 # ---- seeded bugs: each one fails the emulator --------------------------------------------------------
 
 def _role(ptx: str, marker: str) -> tuple[int, int]:
-    starts = {m: ptx.index(m) for m in ("---- epilogue", "---- MMA issuer", "---- TMA producer")}
+    starts = {m: ptx.index(m) for m in ("---- epilogue", "---- MMA issuer", "---- TMA producer", "---- staging")
+              if m in ptx}
     start = starts[marker]
     ends = [s for s in starts.values() if s > start]
     return start, min(ends) if ends else len(ptx)
@@ -225,6 +276,24 @@ def flip_wait_parity(ptx: str, marker: str, nth: int = 0) -> str:
     flipped = f"xor.b32 {m.group(3)}, {m.group(3)}, 1;\n\t{text}\n\txor.b32 {m.group(3)}, {m.group(3)}, 1;"
     # the flip sits inside the spin loop: flip before the test and restore after it
     return ptx[:lo + m.start()] + flipped + ptx[lo + m.end():]
+
+
+# The policies a seeded bug is tried under, until one fails it: adversarial completes every asynchronous
+# operation as late as possible; random completes them at random points (a copy may land before a slow
+# warp has written what the consumer also waits for).
+POLICY_SEEDS = (("adversarial", 1), ("adversarial", 2), ("random", 1), ("random", 2), ("random", 3))
+
+
+def first_failure(result, broken: str, shape=(256, 384, 128)) -> str | None:
+    """How the emulator rejects the broken PTX (its error, or how many elements differ), or None."""
+    for mode, seed in POLICY_SEEDS:
+        try:
+            em = compiler.emulate(result, shape=shape, mode=mode, seed=seed, ptx=broken)
+        except EmulationError as e:
+            return str(e)
+        if not em.ok:
+            return f"{em.mismatches} elements differ"
+    return None
 
 
 def drop_line(ptx: str, marker: str, pattern: str) -> str:
@@ -259,16 +328,7 @@ def test_seeded_bug_fails_the_emulator(example, bug):
     mutate, message = BUGS[bug]
     broken = mutate(example.ptx)
     assert broken != example.ptx
-    failed = None
-    for seed in (1, 2):
-        try:
-            em = compiler.emulate(example, shape=(256, 384, 128), mode="adversarial", seed=seed, ptx=broken)
-        except EmulationError as e:
-            failed = str(e)
-            break
-        if not em.ok:
-            failed = f"{em.mismatches} elements differ"
-            break
+    failed = first_failure(example, broken)
     assert failed is not None, f"seeded bug '{bug}' went unnoticed"
     if message is not None:
         assert message in failed, failed

@@ -123,6 +123,7 @@ class Machine(WarpMachine):
         cta.tmem = np.zeros((TMEM_LANES, TMEM_COLS), dtype=np.uint64)
         cta.allocated = 0
         cta.tmem_pending = {}           # id -> (first column, end column, who): D of MMAs not completed
+        cta.tmem_reading = {}           # id -> (first column, end column, who): TMEM operands of those MMAs
         return cta
 
     def cluster_done(self, ctas) -> None:
@@ -235,6 +236,11 @@ class Machine(WarpMachine):
         addr = int(addrs[0])
         regs = vector(ops[1] if store else ops[0])
         lane0, col0 = addr >> 16, addr & 0xFFFF
+        for first, end, who in (w.cta.tmem_reading.values() if store else ()):
+            if col0 < end and first < col0 + len(regs):
+                raise EmulationError(f"tcgen05.st writes TMEM columns {col0}..{col0 + len(regs) - 1} that {who} still "
+                                     f"reads (its metadata): the MMA was issued before this write, or the write "
+                                     f"comes before the wait on the MMA's tcgen05.commit")
         for first, end, who in w.cta.tmem_pending.values():
             if col0 < end and first < col0 + len(regs):
                 raise EmulationError(f"tcgen05.{'st writes' if store else 'ld reads'} TMEM columns {col0}.."
@@ -286,10 +292,17 @@ class Machine(WarpMachine):
             c.tmem_pending[id(token)] = (d_col, d_col + n, who)
         snapshots = [c.smem.copy() for c in ctas]
         in_flight = [c.writing > 0 for c in ctas]        # bytes an asynchronous copy (TMA) had not landed yet
+        # its sparse metadata is read from TMEM at completion too: the 64-bit granule at the metadata address
+        # (PTX 9.7.16.10.8.4) may not be written until then
+        if "sp" in op.split("."):
+            meta_col = self._laddr(th, args[3]) & 0xFFFF
+            for c in ctas:
+                c.tmem_reading[id(token)] = (meta_col, meta_col + 2, who)
 
         def complete():
             for c in ctas:
                 c.tmem_pending.pop(id(token))
+                c.tmem_reading.pop(id(token), None)
             try:
                 changed = [c for c, snap in zip(ctas, snapshots) if not np.array_equal(c.smem, snap)]
                 if changed:
@@ -664,9 +677,10 @@ def _store_codes(codes: np.ndarray, type_name: str, container_bits: int) -> np.n
 
 
 def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles: int = 1,
-                 seed: int = 0) -> HostProblem:
+                 seed: int = 0, k: int | None = None) -> HostProblem:
     """Random operands with exactly representable small values (every partial sum exact in f32) for the
-    kernel of `result` (a CompileResult), encoded in its ABI."""
+    kernel of `result` (a CompileResult), encoded in its ABI; `k`: the problem's K (default the tile's loop
+    K; a scheduled kernel takes any multiple of its K block)."""
     from ..sim.numerics import decode, encode
     from ..sim.tcgen05 import compress_sparse, expand_sparse
     from ..isa.tcgen05_kinds import mma_k
@@ -678,7 +692,7 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
     spec = tile.payload
     kind = tile.attrs["kind"]
     rng = np.random.default_rng(seed)
-    m_total, n_total, k = spec.m * m_tiles, spec.n * n_tiles, spec.total_k
+    m_total, n_total, k = spec.m * m_tiles, spec.n * n_tiles, spec.total_k if k is None else k
     a_op, b_op, d_op = (spec.operands[x] for x in "ABD")
 
     def values(type_name, shape):
@@ -815,34 +829,23 @@ def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0, policy: st
 # --------------------------------------------------------------------------------------------------
 # The warp-specialised persistent kernel (compiler/ptx/tcgen05_ws_kernel.py)
 
-def run_ws_problem(ptx: str, abi: dict, m: int, n: int, k: int, *, a_type: str, b_type: str, d_type: str,
-                   ctas: int, seed: int = 0, policy: str | None = None, dynamic_at: int | None = None):
-    """Random operands (few significant bits: every partial sum is exact in f32) in the kernel's ABI, run
-    on `ctas` persistent CTAs; returns (D, reference D, machine). A and B are read by TMA only, through
-    the tensor-map parameters `tensor_map_args` gives the driver's encoder; the dynamic window starts at
-    `dynamic_at` (default: a 16-byte offset the kernel must round up to 1024)."""
+def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: int, *, ctas: int, seed: int = 0,
+                   policy: str | None = None, dynamic_at: int | None = None):
+    """`host_problem`'s operands (dense or sparse, few significant bits: every partial sum is exact in f32)
+    in the warp-specialised kernel's ABI, run on `ctas` persistent CTAs; returns (D, reference D, machine).
+    A and B are read by TMA only, through the tensor-map parameters `tensor_map_args` gives the driver's
+    encoder; the dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up
+    to 1024)."""
     from ..ptx.tcgen05_ws_kernel import tensor_map_args
-    from ..sim.numerics import decode, encode
-    from ..isa.types import TYPES
 
-    rng = np.random.default_rng(seed)
-
-    def values(type_name, shape):
-        if TYPES[type_name].is_int:
-            return rng.integers(-3 if TYPES[type_name].signed else 0, 4, size=shape).astype(np.float64)
-        return rng.integers(-3, 4, size=shape) * 0.5
-
-    a, b = values(a_type, (m, k)), values(b_type, (n, k))
-    a_codes, b_codes = encode(a, a_type), encode(b, b_type)
-    if not TYPES[a_type].is_int:
-        a, b = decode(a_codes, a_type).astype(np.float64), decode(b_codes, b_type).astype(np.float64)
-    np_type = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[d_type]
-    args = {"A": _store_codes(a_codes, a_type, TYPES[a_type].bits), "B": _store_codes(b_codes, b_type, TYPES[b_type].bits),
-            "D": np.full(m * n * np.dtype(np_type).itemsize, 0x5A, np.uint8),
-            "tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k}
+    spec = result.tiles[tile].payload
+    problem = host_problem(result, tile, m_tiles=m // spec.m, n_tiles=n // spec.n, seed=seed, k=k)
+    args = {name: v for name, v in problem.args.items() if name not in ("m_total", "n_total")}
+    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k})
     machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
                       dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
                       tensor_maps=tensor_map_args(abi, m, n, k))
     machine.run()
-    d = machine.gmem.array("D").view(np_type).reshape(m, n)
-    return d, (a @ b.T).astype(np_type), machine
+    ref = reference_d(problem)
+    d = machine.gmem.array("D").view(ref.dtype).reshape(m, n)
+    return d, ref, machine

@@ -39,6 +39,9 @@ THREADS = 192
 EPILOGUE_WARPS = (0, 1, 2, 3)
 MMA_WARP = 4
 TMA_WARP = 5
+# sparse metadata / scale factors: 4 staging warps write each K block's TMEM columns (warp w reaches lanes
+# 32*(w%4).., PTX 9.7.16.8.3: warps 6-9 cover the four lane quarters)
+STAGING_WARPS = (6, 7, 8, 9)
 SLOT_ALIGN = 1024            # the 128-byte swizzle repeat: every region on it has base offset 0
 MBARRIER_BYTES = 8           # an mbarrier object is a .b64 in shared memory (9.7.13.15.1)
 TMEM_SLOT_BYTES = 4          # tcgen05.alloc writes the 32-bit TMEM address (9.7.16.7.1)
@@ -71,6 +74,11 @@ class WsPlan:
     tmem_columns: int
     smem_bytes: int            # dynamic shared memory to request (incl. the alignment slack)
     cluster: int = 1           # 2: a CTA pair (cta_group::2); the leader (rank 0) issues the MMAs
+    staging_warps: tuple[int, ...] = ()   # tiles with per-K-block TMEM operands (metadata, scale factors)
+    staged: int | None = None  # offset of staged[0] (count 4: each staging warp arrives once per block)
+    tmem_stage: int | None = None         # first TMEM column of slot 0's staged operands
+    tmem_stage_columns: int = 0           # columns per slot (slot s at tmem_stage + s * tmem_stage_columns)
+    stage_regions: tuple[int, ...] = ()   # metadata, SFA, SFB column offsets within a slot's columns
     scheduler: str = "static"
     raster: str = "m"
     why: str | None = None     # why one accumulator
@@ -78,7 +86,10 @@ class WsPlan:
     def barrier_counts(self) -> dict[str, int]:
         """Arrivals per phase: the leader's MMA commits multicast to both CTAs' empty and acc_full barriers;
         every epilogue warp of the pair arrives on the leader's acc_empty."""
-        return {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps) * self.cluster}
+        counts = {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps) * self.cluster}
+        if self.staging_warps:
+            counts["staged"] = len(self.staging_warps)
+        return counts
 
 
 _INT_FIELDS = ("threads", "mma_warp", "tma_warp", "stages", "k_block", "stage_bytes", "tx_bytes", "full", "empty",
@@ -90,7 +101,9 @@ def ws_plan(tile: Op) -> WsPlan:
     op = required(tile, "tilec.ws_plan", "warp-specialization")
     a = op.attrs
     return WsPlan(epilogue_warps=tuple(a["epilogue_warps"]), scheduler=a["scheduler"], raster=a["raster"],
-                  why=a.get("why"), **{f: a[f] for f in _INT_FIELDS})
+                  why=a.get("why"), staging_warps=tuple(a.get("staging_warps", ())), staged=a.get("staged"),
+                  tmem_stage=a.get("tmem_stage"), tmem_stage_columns=a.get("tmem_stage_columns", 0),
+                  stage_regions=tuple(a.get("stage_regions", ())), **{f: a[f] for f in _INT_FIELDS})
 
 
 def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
@@ -122,7 +135,8 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         raise SpecError("a scheduled tcgen05 kernel takes K at run time (a multiple of the schedule's cta K); "
                         "'loop' fixes it", "loop", "drop the loop statement")
     unsupported = [(cond, what, field) for cond, what, field in (
-        (spec.sparsity is not None, "sparse A", "sparsity"),
+        (spec.sparsity is not None and (spec.cta_group != 1 or spec.sparsity.metadata != "runtime"),
+         "sparse A with static metadata or a CTA pair", "sparsity"),
         (spec.block_scale is not None or "SFA" in spec.operands, "block scaling", "block_scale"),
         (spec.ws, ".ws", "engine"),
         (spec.collector is not None, "collector usage", "engine"),
@@ -174,17 +188,28 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         stage_bytes = _align(max(lay["offset"] + lay["size"] for lay in layouts.values()), SLOT_ALIGN)
         # the leader's full barrier counts the bytes of both CTAs of a pair (their copies complete on it)
         tx = sum(lay["size"] for lay in layouts.values()) * spec.cta_group
-        d_columns = tile.op("tilec.tmem_plan").attrs["d_columns"]
-        fits_two = 2 * d_columns <= TMEM_COLUMNS
+        tp = tile.op("tilec.tmem_plan").attrs
+        d_columns = tp["d_columns"]
+        # the per-K-block TMEM operands of layout-selection's plan (metadata, SFA, SFB after D), one copy per
+        # ring slot: the staging warps fill slot s while the MMAs read the others
+        regions = [(tp[name], tp[f"{name}_columns"]) for name in ("meta", "sfa", "sfb") if tp.get(name) is not None]
+        first = min((r for r, _ in regions), default=0)
+        slot_columns = _align(max((r + c for r, c in regions), default=first) - first, 8)
+        staged_columns = sc.stages * slot_columns
+        fits_two = 2 * d_columns + staged_columns <= TMEM_COLUMNS
         why = None
+        extra = f" + {sc.stages} x {slot_columns} staged columns" if regions else ""
         if sc.accumulators == 2 and not fits_two:
-            raise SpecError(f"two accumulators need 2 x {d_columns} TMEM columns, more than the {TMEM_COLUMNS} "
-                            "of a CTA (PTX 9.7.16.1)", "schedule.accumulators", "write accumulators=1")
+            raise SpecError(f"two accumulators need 2 x {d_columns} TMEM columns{extra}, more than the "
+                            f"{TMEM_COLUMNS} of a CTA (PTX 9.7.16.1)", "schedule.accumulators", "write accumulators=1")
         accumulators = sc.accumulators or (2 if fits_two else 1)
         if accumulators == 1:
             why = ("written accumulators=1" if sc.accumulators == 1 else
-                   f"2 x {d_columns} D columns exceed the {TMEM_COLUMNS} TMEM columns")
-        used = accumulators * d_columns
+                   f"2 x {d_columns} D columns{extra} exceed the {TMEM_COLUMNS} TMEM columns")
+        if d_columns + staged_columns > TMEM_COLUMNS:
+            raise SpecError(f"{d_columns} D columns + {sc.stages} x {slot_columns} staged columns exceed the "
+                            f"{TMEM_COLUMNS} TMEM columns (PTX 9.7.16.1)", "schedule.stages", "use fewer stages")
+        used = accumulators * d_columns + staged_columns
         cols = 32
         while cols < used:
             cols *= 2
@@ -194,17 +219,25 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         acc_full = empty + sc.stages * MBARRIER_BYTES
         acc_empty = acc_full + accumulators * MBARRIER_BYTES
         slot = acc_empty + accumulators * MBARRIER_BYTES
+        staged = None
+        if regions:
+            staged, slot = slot, slot + sc.stages * MBARRIER_BYTES
         smem = slot + TMEM_SLOT_BYTES + SLOT_ALIGN
         if smem > smem_limit:
             raise SpecError(f"{sc.stages} stages of {stage_bytes} bytes need {smem} bytes of shared memory with "
                             f"their barriers, more than the {smem_limit} a CTA may have on this target",
                             "schedule.stages", f"use stages={max(1, (smem_limit - (smem - ring)) // stage_bytes)}"
                             " or less, or a smaller cta K")
-        attrs = {"threads": THREADS, "epilogue_warps": list(EPILOGUE_WARPS), "mma_warp": MMA_WARP,
+        attrs = {"threads": THREADS + 32 * len(STAGING_WARPS) * bool(regions),
+                 "epilogue_warps": list(EPILOGUE_WARPS), "mma_warp": MMA_WARP,
                  "tma_warp": TMA_WARP, "stages": sc.stages, "k_block": sc.cta_k, "stage_bytes": stage_bytes,
                  "tx_bytes": tx, "full": full, "empty": empty, "acc_full": acc_full, "acc_empty": acc_empty,
                  "tmem_slot": slot, "accumulators": accumulators, "acc_columns": d_columns, "tmem_columns": cols,
                  "smem_bytes": smem, "cluster": spec.cta_group, "scheduler": "static", "raster": "m"}
         if why is not None:
             attrs["why"] = why
+        if regions:
+            attrs.update({"staging_warps": list(STAGING_WARPS), "staged": staged,
+                          "tmem_stage": accumulators * d_columns, "tmem_stage_columns": slot_columns,
+                          "stage_regions": [r - first for r, _ in regions]})
         tile.body.append(Op("tilec.ws_plan", None, attrs, loc=tile.locs.get("schedule", tile.loc)))

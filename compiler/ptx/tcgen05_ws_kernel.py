@@ -65,6 +65,7 @@ class _Operand:
         self.offset = lay_op.attrs["offset"]
         self.swizzle = lay_op.attrs["swizzle"]
         self.bits = layout.elem_bits
+        self.k_block = layout.k                       # stored K elements per block (sparse A: half the K)
         width = layout.mode.width                     # bytes of one swizzled row of an atom
         self.inner = width * 8 // self.bits
         self.atoms = layout.k // self.inner
@@ -79,7 +80,8 @@ class _WsKernel:
         self.plan: WsPlan = ws_plan(tile)
         self.form = tile.facts["form"]
         self.kind = tile.attrs["kind"]
-        self.steps = self.plan.k_block // mma_k(self.kind, False, self.form.k96)
+        self.sparse = self.spec.sparsity is not None
+        self.steps = self.plan.k_block // mma_k(self.kind, self.sparse, self.form.k96)
         self.d_type = TYPES[self.spec.operands["D"].dtype]
         self.pair = self.plan.cluster == 2
         self.ops = {n: _Operand(n, op, smem_layout(tile, op, self.spec), operand_extents(self.spec, n)[0])
@@ -90,7 +92,7 @@ class _WsKernel:
     # ---- whole kernel ----------------------------------------------------------------------------
     def emit(self) -> tuple[str, dict]:
         kb, e, plan = self.kb, self.e, self.plan
-        kb.add_params("u64", "tensor_maps", "D")
+        kb.add_params("u64", "tensor_maps", "D", *(("META",) if self.sparse else ()))
         kb.add_params("u32", "M", "N", "K")
         kb.directives.append(f".reqntid {plan.threads}, 1, 1")
         if self.pair:
@@ -102,6 +104,11 @@ class _WsKernel:
         end = kb.label("roles_done")
         to_mma, to_tma = kb.label("mma_role"), kb.label("tma_role")
         p = kb.reg("p")
+        to_staging = None
+        if plan.staging_warps:
+            to_staging = kb.label("staging_role")
+            e(f"setp.ge.u32 {p}, {self.warp}, {plan.staging_warps[0]};")
+            e(f"@{p} bra.uni {to_staging};")
         e(f"setp.eq.u32 {p}, {self.warp}, {plan.tma_warp};")
         e(f"@{p} bra.uni {to_tma};")
         e(f"setp.eq.u32 {p}, {self.warp}, {plan.mma_warp};")
@@ -113,6 +120,10 @@ class _WsKernel:
         e(f"bra.uni {end};")
         kb.put(to_tma)
         self.producer_role()
+        if to_staging is not None:
+            e(f"bra.uni {end};")
+            kb.put(to_staging)
+            self.staging_role()
         kb.put(end)
         self.teardown()
         e("ret;")
@@ -150,16 +161,19 @@ class _WsKernel:
         kb.div_imm(self.tiles, self.n, self.spec.n)
         e(f"mul.lo.u32 {self.tiles}, {self.tiles}, {self.tiles_m};")
         kb.div_imm(self.kblocks, self.k, plan.k_block)
+        if self.sparse:
+            meta = self.tile.facts["tcgen05_metadata"]
+            self.meta_words = kb.reg("r")                  # META words per row: K / (8 * chunk)
+            kb.div_imm(self.meta_words, self.k, 8 * meta.chunk)
         counts = plan.barrier_counts()
+        barriers = [("full", plan.stages), ("empty", plan.stages), ("acc_full", plan.accumulators),
+                    ("acc_empty", plan.accumulators)] + ([("staged", plan.stages)] if plan.staging_warps else [])
         kb.comment("thread 0 initialises the barriers: " + ", ".join(
-            f"{name} x{n} (count {counts[name]})" for name, n in (("full", plan.stages), ("empty", plan.stages),
-                                                                 ("acc_full", plan.accumulators),
-                                                                 ("acc_empty", plan.accumulators))))
+            f"{name} x{n} (count {counts[name]})" for name, n in barriers))
         p0, skip, x = kb.reg("p"), kb.label("init_done"), kb.reg("r")
         e(f"setp.ne.u32 {p0}, {self.tid}, 0;")
         e(f"@{p0} bra {skip};")
-        for name, n in (("full", plan.stages), ("empty", plan.stages), ("acc_full", plan.accumulators),
-                        ("acc_empty", plan.accumulators)):
+        for name, n in barriers:
             for i in range(n):
                 e(f"add.u32 {x}, {self.base}, {getattr(plan, name) + 8 * i};")
                 e(f"mbarrier.init.shared::cta.b64 [{x}], {counts[name]};")
@@ -277,7 +291,7 @@ class _WsKernel:
             for name, row0 in (("A", m0), ("B", b_row)):
                 op = self.ops[name]
                 for j in range(op.atoms):
-                    e(f"mul.lo.u32 {x}, {kreg}, {plan.k_block};")
+                    e(f"mul.lo.u32 {x}, {kreg}, {op.k_block};")
                     if j:
                         e(f"add.u32 {x}, {x}, {j * op.inner};")
                     e(f"add.u32 {dst}, {ring.slot_addr}, {op.offset + j * op.atom_stride};")
@@ -298,14 +312,33 @@ class _WsKernel:
             idle = kb.label("mma_idle")
             e(f"@!{self.p_leader} bra.uni {idle};")
         idesc_op = self.tile.op("tilec.instr_desc")
-        idesc = idesc_registers(kb, [idesc_op.attrs["value"]])[int(idesc_op.attrs["value"])]
+        step_values = [int(v) for v in idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * self.steps)]
+        idesc_regs = idesc_registers(kb, step_values)
         da, db = (self.tile.op("tilec.smem_desc", n).attrs["values"] for n in ("A", "B"))
         p_true, p_acc = kb.constant_pred(True), kb.reg("p")
         ring = Ring(kb, self.base, plan.stages, plan.stage_bytes, plan.full, plan.empty)
         ring.start()
         accs = Ring(kb, self.base, plan.accumulators, 0, plan.acc_full, plan.acc_empty)
         accs.start()
-        d = kb.reg("r")
+        staged = None
+        if plan.staging_warps:
+            # staged[s] completes when the staging warps wrote slot s's TMEM operands
+            staged = Ring(kb, self.base, plan.stages, 0, plan.staged, plan.empty)
+            staged.start()
+        d, cols = kb.reg("r"), kb.reg("r")
+        fmt = None
+        if self.sparse:
+            from ..isa.tmem import metadata_format
+
+            fmt = metadata_format(self.kind)
+
+        def step_operands(s: int) -> dict[str, str]:
+            if fmt is None:
+                return {}
+            _, col = fmt.selector_and_column(s)
+            meta = kb.reg("r")
+            e(f"add.u32 {meta}, {cols}, {plan.stage_regions[0] + col};")
+            return {"meta": meta}
 
         def tile(m0: str, n0: str) -> None:
             accs.wait_empty()
@@ -314,18 +347,26 @@ class _WsKernel:
 
             def block(i: str) -> None:
                 ring.wait_full()
+                if staged is not None:
+                    staged.wait_full()
                 e("tcgen05.fence::after_thread_sync;")
                 skip = kb.label("issued")
                 e(f"@!{self.p_lane0} bra {skip};")
                 e(f"setp.ne.u32 {p_acc}, {i}, 0;")
                 sdesc = descriptor_base(kb, ring.slot_addr)
+                if staged is not None:                      # slot s's TMEM operands
+                    e(f"mad.lo.u32 {cols}, {ring.index}, {plan.tmem_stage_columns}, {self.taddr};")
+                    e(f"add.u32 {cols}, {cols}, {plan.tmem_stage};")
                 issue_mmas(kb, self.form, f"[{d}]", self.steps,
                            a_operand=lambda s: descriptor(kb, sdesc, da[s]),
                            b_operand=lambda s: descriptor(kb, sdesc, db[s]),
-                           step_operands=lambda s: {}, idesc=lambda s: idesc, first_enable=p_acc, enable=p_true,
+                           step_operands=step_operands, idesc=lambda s: idesc_regs[step_values[s]],
+                           first_enable=p_acc, enable=p_true,
                            extra={}, mbar=ring.empty_bar, cta_mask=self.cta_mask if self.pair else None)
                 kb.put(skip)
                 ring.advance()
+                if staged is not None:
+                    staged.advance()
 
             self.k_loop("mma", block)
             from ..isa.tcgen05_forms import tcgen05_commit
@@ -399,11 +440,52 @@ class _WsKernel:
 
         self.tile_loop("epi", tile)
 
+    # ---- staging (sparse metadata) -----------------------------------------------------------------
+    def staging_role(self) -> None:
+        """Warps 6-9: each K block's sparse metadata from META into its ring slot's TMEM columns, once the
+        slot's previous MMAs completed (its empty phase); then each warp arrives on the slot's staged
+        barrier. Warp w writes TMEM lanes 32*(w%4).. (9.7.16.8.3): the rows of logical lanes 32*(w%4)+lane
+        (data-path layout D, M = 128: row i in lane i)."""
+        from dataclasses import replace
+
+        from ..isa.tmem import metadata_format
+        from .pipeline import Ring
+        from .tcgen05_kernel import _tmem_store, metadata_cells
+
+        kb, e, plan = self.kb, self.e, self.plan
+        kb.comment(f"---- staging (warps {plan.staging_warps[0]}-{plan.staging_warps[-1]}): sparse metadata -> "
+                   "TMEM per ring slot")
+        quarter, lam, lane_field, tw, cols = kb.regs("r", 5)
+        e(f"and.b32 {quarter}, {self.warp}, 3;")
+        e(f"mad.lo.u32 {lam}, {quarter}, 32, {self.lane};")
+        e(f"shl.b32 {lane_field}, {quarter}, 21;")       # (32 * quarter) << 16: the lane field (9.7.16.1)
+        e(f"add.u32 {tw}, {self.taddr}, {lane_field};")
+        meta_ptr = kb.reg("rd")
+        kb.global_pointer(meta_ptr, "META")
+        meta = replace(self.tile.facts["tcgen05_metadata"], words_per_row=self.meta_words)
+        fmt = metadata_format(self.kind)
+        words = self.steps * fmt.words_per_mma
+        ring = Ring(kb, self.base, plan.stages, 0, plan.staged, plan.empty)
+        ring.start()
+
+        def block(kreg: str, m0: str) -> None:
+            ring.wait_empty()
+            e("tcgen05.fence::after_thread_sync;")           # after the MMAs that read the slot's columns
+            cells = metadata_cells(kb, meta, fmt, words, lam, kreg, m0, meta_ptr)
+            e(f"mad.lo.u32 {cols}, {ring.index}, {plan.tmem_stage_columns}, {tw};")
+            _tmem_store(kb, cols, cells, plan.tmem_stage + plan.stage_regions[0])
+            e("tcgen05.wait::st.sync.aligned;")
+            e("tcgen05.fence::before_thread_sync;")
+            e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{ring.full_bar}];")
+            ring.advance()
+
+        self.tile_loop("stage", lambda m0, n0: self.k_loop("stage", lambda i: block(i, m0)))
+
     # ---- ABI ------------------------------------------------------------------------------------
     def abi(self) -> dict:
         spec, plan = self.spec, self.plan
         maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
-                 "box": [op.inner, op.rows]} for n, op in self.ops.items()]
+                 "box": [op.inner, op.rows], "k_per_block": op.k_block} for n, op in self.ops.items()]
         a, b, d = (spec.operands[x].dtype for x in "ABD")
         grid = ["sm_count", 1, 1]
         return {
@@ -412,8 +494,13 @@ class _WsKernel:
             "params": [{"name": "tensor_maps", "type": "u64",
                         "layout": "2 CUtensorMaps (A, B), 64-byte aligned, global memory"},
                        {"name": "D", "type": "u64", "layout": f"[M][N] {d} row-major"},
+                       *([{"name": "META", "type": "u64",
+                           "layout": f"[M][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32, word w of "
+                                     "row r = 4-bit codes of chunks 8w..8w+7"}]
+                         if self.sparse else []),
                        {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"}],
-            "buffers": {"A": f"[M][K] {a} row-major (K-major)", "B": f"[N][K] {b} row-major (K-major)",
+            "buffers": {"A": f"[M][{'K / 2' if self.sparse else 'K'}] {a} row-major (K-major"
+                             f"{', the kept half of each row' if self.sparse else ''})", "B": f"[N][K] {b} row-major (K-major)",
                         "D": f"[M][N] {d} row-major"},
             "tensor_maps": maps,
             "requires": [f"M % {spec.m} == 0", f"N % {spec.n} == 0", f"K % {plan.k_block} == 0", "K > 0"],
@@ -429,7 +516,7 @@ class _WsKernel:
             "plan": {"stages": plan.stages, "stage_bytes": plan.stage_bytes, "tx_bytes": plan.tx_bytes,
                      "accumulators": plan.accumulators, "acc_columns": plan.acc_columns,
                      "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp},
-                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty")
+                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty", "staged")
                                          else plan.accumulators}
                                   for name, n in plan.barrier_counts().items()},
                      **({"why": plan.why} if plan.why else {})},
@@ -448,7 +535,8 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
     out = []
     for t in abi["tensor_maps"]:
         rows = m if t["operand"] == "A" else n
-        out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (k, rows),
-                    "strides": (k * t["elem_bits"] // 8,), "box": tuple(t["box"]), "element_strides": (1, 1),
+        inner = k * t["k_per_block"] // abi["tile_k"]      # stored K elements of a row (sparse A: K / 2)
+        out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows),
+                    "strides": (inner * t["elem_bits"] // 8,), "box": tuple(t["box"]), "element_strides": (1, 1),
                     "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
     return out
