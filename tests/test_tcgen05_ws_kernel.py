@@ -247,6 +247,45 @@ def test_sparse_seeded_bug(sparse, bug, mutate):
     assert first_failure(sparse, broken) is not None, f"seeded bug '{bug}' went unnoticed"
 
 
+SCALED = {"examples/tcgen05_gemm_mxf8f6f4.tile": ("tcgen05_gemm_mxf8f6f4", 128),
+          "examples/tcgen05_gemm_mxf4nvf4.tile": ("tcgen05_gemm_mxf4nvf4", 256)}
+
+
+@pytest.mark.parametrize("path", list(SCALED))
+def test_block_scaled_structure_and_ptxas(path, ptxas):
+    """SFA and SFB are parameters; their per-slot TMEM columns follow the accumulators; every target the form
+    claims assembles."""
+    name, cta_k = SCALED[path]
+    r = compiler.compile_file(path)
+    abi = r.to_json()["tiles"][name]["kernel"]
+    assert [p["name"] for p in abi["params"]][:4] == ["tensor_maps", "D", "SFA", "SFB"]
+    assert abi["tile_k"] == cta_k and abi["block"] == [320, 1, 1]
+    # 128-byte TMA rows: 128 e4m3 / 256 packed e2m1 values, copied as 128 bytes
+    assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"]] == [([128, 128], 8), ([128, 128], 8)]
+    for target in sorted(r.tiles[name].facts["form"].requirements().targets):
+        res = assemble(compiler.compile_file(path, arch=target).ptx, target, ptxas)
+        assert res.ok, f"{target}: {res.output}"
+
+
+@pytest.mark.parametrize("path, mode, seed", [(p, m, s) for p in SCALED for m, s in (("adversarial", 1), ("random", 2))])
+def test_block_scaled_emulated(path, mode, seed):
+    """128 x 384 x 2 blocks: 3 tiles on one CTA, random UE8M0 / UE4M3 factors per 32 / 16 values."""
+    _, cta_k = SCALED[path]
+    r = compiler.compile_file(path)
+    em = compiler.emulate(r, shape=(128, 384, 2 * cta_k), mode=mode, seed=seed)
+    assert em.ok, f"{em.mismatches} elements differ"
+
+
+@pytest.mark.parametrize("bug, mutate", [
+    ("mma skips staged wait", lambda p: drop_wait(p, "---- MMA issuer", 2)),
+    ("staging skips empty wait", lambda p: drop_wait(p, "---- staging", 0)),
+])
+def test_block_scaled_seeded_bug(bug, mutate):
+    r = compiler.compile_file("examples/tcgen05_gemm_mxf8f6f4.tile")
+    broken = mutate(r.ptx)
+    assert first_failure(r, broken, shape=(128, 384, 256)) is not None, f"seeded bug '{bug}' went unnoticed"
+
+
 # ---- seeded bugs: each one fails the emulator --------------------------------------------------------
 
 def _role(ptx: str, marker: str) -> tuple[int, int]:

@@ -239,7 +239,8 @@ class Machine(WarpMachine):
         for first, end, who in (w.cta.tmem_reading.values() if store else ()):
             if col0 < end and first < col0 + len(regs):
                 raise EmulationError(f"tcgen05.st writes TMEM columns {col0}..{col0 + len(regs) - 1} that {who} still "
-                                     f"reads (its metadata): the MMA was issued before this write, or the write "
+                                     f"reads (metadata / scale factors): the MMA was issued before this write, or the "
+                                     f"write "
                                      f"comes before the wait on the MMA's tcgen05.commit")
         for first, end, who in w.cta.tmem_pending.values():
             if col0 < end and first < col0 + len(regs):
@@ -294,15 +295,27 @@ class Machine(WarpMachine):
         in_flight = [c.writing > 0 for c in ctas]        # bytes an asynchronous copy (TMA) had not landed yet
         # its sparse metadata is read from TMEM at completion too: the 64-bit granule at the metadata address
         # (PTX 9.7.16.10.8.4) may not be written until then
-        if "sp" in op.split("."):
+        reads = []
+        sparse = "sp" in op.split(".")
+        if sparse:
             meta_col = self._laddr(th, args[3]) & 0xFFFF
+            reads.append((meta_col, meta_col + 2))
+        if "block_scale" in op:
+            # scale factors: one column per 32 rows of A (M) / columns of B (N) at each address (9.7.16.10.7)
+            at = 5 if sparse else 4
+            rows = {"sfa": 128, "sfb": n}
+            for i, name in enumerate(("sfa", "sfb")):
+                col = self._laddr(th, args[at + i]) & 0xFFFF
+                reads.append((col, col + -(-rows[name] // 32)))
+        for i, (first, end) in enumerate(reads):
             for c in ctas:
-                c.tmem_reading[id(token)] = (meta_col, meta_col + 2, who)
+                c.tmem_reading[(id(token), i)] = (first, end, who)
 
         def complete():
             for c in ctas:
                 c.tmem_pending.pop(id(token))
-                c.tmem_reading.pop(id(token), None)
+                for key in [k for k in c.tmem_reading if k[0] == id(token)]:
+                    del c.tmem_reading[key]
             try:
                 changed = [c for c, snap in zip(ctas, snapshots) if not np.array_equal(c.smem, snap)]
                 if changed:

@@ -137,7 +137,8 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
     unsupported = [(cond, what, field) for cond, what, field in (
         (spec.sparsity is not None and (spec.cta_group != 1 or spec.sparsity.metadata != "runtime"),
          "sparse A with static metadata or a CTA pair", "sparsity"),
-        (spec.block_scale is not None or "SFA" in spec.operands, "block scaling", "block_scale"),
+        (spec.block_scale is not None and spec.sparsity is not None, "sparse block-scaled A", "block_scale"),
+        (spec.block_scale is not None and spec.cta_group != 1, "block scaling with a CTA pair", "block_scale"),
         (spec.ws, ".ws", "engine"),
         (spec.collector is not None, "collector usage", "engine"),
         (spec.ashift, ".ashift", "engine"),
@@ -180,7 +181,15 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         spec = tile_spec(tile)
         sc = spec.schedule
         layouts = {op.sym: op.attrs for op in tile.ops("tilec.smem_layout")}
+        from .derive import smem_layout
+
         for name, lay in layouts.items():
+            canonical = smem_layout(tile, tile.op("tilec.smem_layout", name), spec)
+            if canonical.container_bits != canonical.elem_bits:
+                raise SpecError(f"operand {name}: {canonical.dtype} is padded to {canonical.container_bits} bits in "
+                                f"shared memory under kind::{tile.attrs['kind']} (PTX 9.7.16.10.4.4); the TMA "
+                                "producer copies packed rows", f"{name}.dtype",
+                                "use an 8-bit type, or kind::mxf4 / mxf4nvf4 for packed fp4")
             if lay["swizzle"] == "none":
                 raise SpecError(f"operand {name}: layout-selection chose no swizzle for a {lay['k_block']}-deep K "
                                 "block; TMA writes swizzled K-major rows only", "schedule.cta",

@@ -437,65 +437,14 @@ class _Kernel:
         """SFA / SFB -> TMEM (isa.tmem.ScaleLayout): 32-row slices in every lane partition. Global memory
         holds each row's factors compactly in K order (nsf per MMA); in TMEM MMA s starts at stream byte
         s * stride, the bytes between (K = 96 block32: the fourth of each word) are zero."""
-        kb, e, spec = self.kb, self.e, self.spec
+        spec = self.spec
         sfa, sfb = self.tile.facts["scale_layouts"]
         total_steps = spec.total_k // self.mma_k
         pitch = total_steps * sfa.nsf                 # bytes per row of SFA / SFB in global memory
         stage_bytes = self.steps * sfa.nsf            # global bytes of one stage of a row
-        groups = -(-sfa.stream_bytes(self.steps) // 4)
-        # global byte (within the row's stage) of each TMEM byte of each group; None = padding
-        sources = []
-        for g in range(groups):
-            row = []
-            for b in range(4 * g, 4 * g + 4):
-                src = sfa.byte_source(b)
-                row.append(None if src is None or src[0] >= self.steps else src[0] * sfa.nsf + src[1])
-            sources.append(row)
-        aligned = pitch % 4 == 0 and stage_bytes % 4 == 0
-        r0 = kb.reg("r")
-        e(f"and.b32 {r0}, {self.tid}, 31;")
-        for name, lay, extent, base_row, col0 in (("SFA", sfa, spec.m // self.cta_group, self.m0, self.plan.sfa),
-                                                  ("SFB", sfb, spec.n, self.n0, self.plan.sfb)):
-            kb.comment(f"{name} -> TMEM columns {col0}..{col0 + lay.columns(self.steps) - 1} "
-                       f"({lay.nsf} per MMA{f' every {lay.step_bytes} bytes' if lay.step_bytes != lay.nsf else ''}, "
-                       f"{lay.slices} column(s) per 4-byte group)")
-            cells: list[list[str]] = [[] for _ in range(groups)]
-            for s in range(lay.slices):
-                idx = kb.reg("r")
-                if lay.halves == 2:
-                    half = extent // 2
-                    h = kb.reg("r")
-                    e(f"add.u32 {idx}, {r0}, {32 * s};")
-                    e(f"min.u32 {idx}, {idx}, {half - 1};")      # lanes past N/2 hold no column
-                    e(f"shr.u32 {h}, {self.tid}, 6;")
-                    e(f"mad.lo.u32 {idx}, {h}, {half}, {idx};")
-                else:
-                    e(f"add.u32 {idx}, {r0}, {32 * s};")
-                    e(f"min.u32 {idx}, {idx}, {extent - 1};")    # lanes past the extent hold nothing
-                grow = kb.reg("r")
-                e(f"add.u32 {grow}, {base_row}, {idx};")
-                # row * pitch in 64 bits; the stage's offset within the row (< pitch) in 32
-                off, offw, addr = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
-                e(f"mul.lo.u32 {off}, {self.kreg}, {stage_bytes};")
-                kb.wide_offset(offw, grow, pitch, off)
-                e(f"add.u64 {addr}, {self.gptr[name]}, {offw};")
-                for g, src in enumerate(sources):
-                    word = kb.reg("r")
-                    first = src[0]
-                    if aligned and first is not None and first % 4 == 0 and src == list(range(first, first + 4)):
-                        e(f"ld.global.b32 {word}, [{addr}+{first}];")     # word-aligned: one 32-bit load
-                        cells[g].append(word)
-                        continue
-                    e(f"mov.b32 {word}, 0;")
-                    for i, at in enumerate(src):
-                        if at is None:
-                            continue
-                        byte = kb.reg("r")
-                        e(f"ld.global.u8 {byte}, [{addr}+{at}];")
-                        e(f"bfi.b32 {word}, {byte}, {word}, {8 * i}, 8;")
-                    cells[g].append(word)
-            for g in range(groups):
-                _tmem_store(kb, self.twarp, cells[g], col0 + g * lay.slices)
+        stage_scale_factors(self.kb, (sfa, sfb), self.steps, (spec.m // self.cta_group, spec.n), self.tid, self.kreg,
+                            (self.m0, self.n0), (self.gptr["SFA"], self.gptr["SFB"]), (self.plan.sfa, self.plan.sfb),
+                            pitch, pitch % 4 == 0 and stage_bytes % 4 == 0, self.twarp)
 
     # ---- MMA issue -------------------------------------------------------------------------------
     def issue_mmas(self) -> None:
@@ -688,6 +637,71 @@ class _Kernel:
 def emit_tcgen05_kernel(tile: Op, variant: str | None = None) -> tuple[str, dict]:
     """(PTX text of the .entry without the module header, ABI dict) for one tcgen05 tile."""
     return _Kernel(tile, variant).emit()
+
+
+def stage_scale_factors(kb: PtxBuilder, layouts, steps: int, extents, tid: str, kreg: str, rows, pointers, columns,
+                        pitch: int | str, aligned: bool, taddr: str) -> None:
+    """SFA / SFB of K stage `kreg` -> TMEM (isa.tmem.ScaleLayout): 32-row slices in every lane partition.
+    Global memory holds each row's factors compactly in K order (nsf per MMA, `pitch` bytes a row, a
+    register when K comes at run time); in TMEM MMA s starts at stream byte s * stride, the bytes between
+    (K = 96 block32: the fourth of each word) are zero. `tid`: the thread's index in the four lane
+    quarters (0..127); `rows`: first row of A / B; `columns`: first TMEM column of SFA / SFB; `aligned`:
+    rows and stages are whole words. Also used by the warp-specialised kernel's staging warps."""
+    e = kb.emit
+    sfa, sfb = layouts
+    stage_bytes = steps * sfa.nsf            # global bytes of one stage of a row
+    groups = -(-sfa.stream_bytes(steps) // 4)
+    # global byte (within the row's stage) of each TMEM byte of each group; None = padding
+    sources = []
+    for g in range(groups):
+        row = []
+        for b in range(4 * g, 4 * g + 4):
+            src = sfa.byte_source(b)
+            row.append(None if src is None or src[0] >= steps else src[0] * sfa.nsf + src[1])
+        sources.append(row)
+    r0 = kb.reg("r")
+    e(f"and.b32 {r0}, {tid}, 31;")
+    for name, lay, extent, base_row, col0, ptr in zip(("SFA", "SFB"), layouts, extents, rows, columns, pointers):
+        kb.comment(f"{name} -> TMEM columns {col0}..{col0 + lay.columns(steps) - 1} "
+                   f"({lay.nsf} per MMA{f' every {lay.step_bytes} bytes' if lay.step_bytes != lay.nsf else ''}, "
+                   f"{lay.slices} column(s) per 4-byte group)")
+        cells: list[list[str]] = [[] for _ in range(groups)]
+        for s in range(lay.slices):
+            idx = kb.reg("r")
+            if lay.halves == 2:
+                half = extent // 2
+                h = kb.reg("r")
+                e(f"add.u32 {idx}, {r0}, {32 * s};")
+                e(f"min.u32 {idx}, {idx}, {half - 1};")      # lanes past N/2 hold no column
+                e(f"shr.u32 {h}, {tid}, 6;")
+                e(f"mad.lo.u32 {idx}, {h}, {half}, {idx};")
+            else:
+                e(f"add.u32 {idx}, {r0}, {32 * s};")
+                e(f"min.u32 {idx}, {idx}, {extent - 1};")    # lanes past the extent hold nothing
+            grow = kb.reg("r")
+            e(f"add.u32 {grow}, {base_row}, {idx};")
+            # row * pitch in 64 bits; the stage's offset within the row (< pitch) in 32
+            off, offw, addr = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
+            e(f"mul.lo.u32 {off}, {kreg}, {stage_bytes};")
+            kb.wide_offset(offw, grow, pitch, off)
+            e(f"add.u64 {addr}, {ptr}, {offw};")
+            for g, src in enumerate(sources):
+                word = kb.reg("r")
+                first = src[0]
+                if aligned and first is not None and first % 4 == 0 and src == list(range(first, first + 4)):
+                    e(f"ld.global.b32 {word}, [{addr}+{first}];")     # word-aligned: one 32-bit load
+                    cells[g].append(word)
+                    continue
+                e(f"mov.b32 {word}, 0;")
+                for i, at in enumerate(src):
+                    if at is None:
+                        continue
+                    byte = kb.reg("r")
+                    e(f"ld.global.u8 {byte}, [{addr}+{at}];")
+                    e(f"bfi.b32 {word}, {byte}, {word}, {8 * i}, 8;")
+                cells[g].append(word)
+        for g in range(groups):
+            _tmem_store(kb, taddr, cells[g], col0 + g * lay.slices)
 
 
 def metadata_cells(kb: PtxBuilder, meta, fmt, words: int, lam: str, kreg: str, m0: str, meta_ptr: str) -> list[str]:

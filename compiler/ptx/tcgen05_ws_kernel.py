@@ -64,12 +64,13 @@ class _Operand:
         self.name, self.rows = name, rows
         self.offset = lay_op.attrs["offset"]
         self.swizzle = lay_op.attrs["swizzle"]
-        self.bits = layout.elem_bits
-        self.k_block = layout.k                       # stored K elements per block (sparse A: half the K)
+        # TMA elements: the operand's own, or bytes for packed sub-byte values (fp4 two per byte)
+        self.bits = max(layout.elem_bits, 8)
+        self.k_block = layout.k * layout.elem_bits // self.bits   # stored K units per block (sparse A: half)
         width = layout.mode.width                     # bytes of one swizzled row of an atom
         self.inner = width * 8 // self.bits
-        self.atoms = layout.k // self.inner
-        self.atom_stride = layout.offset(0, self.inner) if self.atoms > 1 else 0
+        self.atoms = self.k_block // self.inner
+        self.atom_stride = layout.offset(0, width * 8 // layout.elem_bits) if self.atoms > 1 else 0
 
 
 class _WsKernel:
@@ -81,6 +82,7 @@ class _WsKernel:
         self.form = tile.facts["form"]
         self.kind = tile.attrs["kind"]
         self.sparse = self.spec.sparsity is not None
+        self.scaled = self.form.block_scale is not None
         self.steps = self.plan.k_block // mma_k(self.kind, self.sparse, self.form.k96)
         self.d_type = TYPES[self.spec.operands["D"].dtype]
         self.pair = self.plan.cluster == 2
@@ -92,7 +94,8 @@ class _WsKernel:
     # ---- whole kernel ----------------------------------------------------------------------------
     def emit(self) -> tuple[str, dict]:
         kb, e, plan = self.kb, self.e, self.plan
-        kb.add_params("u64", "tensor_maps", "D", *(("META",) if self.sparse else ()))
+        kb.add_params("u64", "tensor_maps", "D", *(("META",) if self.sparse else ()),
+                      *(("SFA", "SFB") if self.scaled else ()))
         kb.add_params("u32", "M", "N", "K")
         kb.directives.append(f".reqntid {plan.threads}, 1, 1")
         if self.pair:
@@ -165,6 +168,11 @@ class _WsKernel:
             meta = self.tile.facts["tcgen05_metadata"]
             self.meta_words = kb.reg("r")                  # META words per row: K / (8 * chunk)
             kb.div_imm(self.meta_words, self.k, 8 * meta.chunk)
+        if self.scaled:
+            self.sf_pitch = kb.reg("r")                    # SFA / SFB bytes per row: K / K_mma * NSF
+            sfa, _ = self.tile.facts["scale_layouts"]
+            kb.div_imm(self.sf_pitch, self.k, mma_k(self.kind, self.sparse, self.form.k96))
+            e(f"mul.lo.u32 {self.sf_pitch}, {self.sf_pitch}, {sfa.nsf};")
         counts = plan.barrier_counts()
         barriers = [("full", plan.stages), ("empty", plan.stages), ("acc_full", plan.accumulators),
                     ("acc_empty", plan.accumulators)] + ([("staged", plan.stages)] if plan.staging_warps else [])
@@ -332,13 +340,24 @@ class _WsKernel:
 
             fmt = metadata_format(self.kind)
 
+        scales = self.tile.facts.get("scale_layouts") if self.scaled else None
+
         def step_operands(s: int) -> dict[str, str]:
-            if fmt is None:
-                return {}
-            _, col = fmt.selector_and_column(s)
-            meta = kb.reg("r")
-            e(f"add.u32 {meta}, {cols}, {plan.stage_regions[0] + col};")
-            return {"meta": meta}
+            operands = {}
+            if fmt is not None:
+                _, col = fmt.selector_and_column(s)
+                meta = kb.reg("r")
+                e(f"add.u32 {meta}, {cols}, {plan.stage_regions[0] + col};")
+                operands["meta"] = meta
+            if scales is not None:
+                sfa, sfb = scales
+                acol, _ = sfa.step_position(s)
+                bcol, _ = sfb.step_position(s)
+                ra, rb = kb.regs("r", 2)
+                e(f"add.u32 {ra}, {cols}, {plan.stage_regions[-2] + acol};")
+                e(f"add.u32 {rb}, {cols}, {plan.stage_regions[-1] + bcol};")
+                operands["scale_a"], operands["scale_b"] = ra, rb
+            return operands
 
         def tile(m0: str, n0: str) -> None:
             accs.wait_empty()
@@ -440,46 +459,55 @@ class _WsKernel:
 
         self.tile_loop("epi", tile)
 
-    # ---- staging (sparse metadata) -----------------------------------------------------------------
+    # ---- staging (sparse metadata, scale factors) --------------------------------------------------
     def staging_role(self) -> None:
-        """Warps 6-9: each K block's sparse metadata from META into its ring slot's TMEM columns, once the
-        slot's previous MMAs completed (its empty phase); then each warp arrives on the slot's staged
-        barrier. Warp w writes TMEM lanes 32*(w%4).. (9.7.16.8.3): the rows of logical lanes 32*(w%4)+lane
-        (data-path layout D, M = 128: row i in lane i)."""
+        """Warps 6-9: each K block's sparse metadata (from META) or scale factors (SFA, SFB) into its ring
+        slot's TMEM columns, once the slot's previous MMAs completed (its empty phase); then each warp
+        arrives on the slot's staged barrier. Warp w writes TMEM lanes 32*(w%4).. (9.7.16.8.3): the rows of
+        logical lanes 32*(w%4)+lane (data-path layout D, M = 128: row i in lane i)."""
         from dataclasses import replace
 
         from ..isa.tmem import metadata_format
         from .pipeline import Ring
-        from .tcgen05_kernel import _tmem_store, metadata_cells
+        from .tcgen05_kernel import _tmem_store, metadata_cells, stage_scale_factors
 
         kb, e, plan = self.kb, self.e, self.plan
-        kb.comment(f"---- staging (warps {plan.staging_warps[0]}-{plan.staging_warps[-1]}): sparse metadata -> "
-                   "TMEM per ring slot")
+        kb.comment(f"---- staging (warps {plan.staging_warps[0]}-{plan.staging_warps[-1]}): "
+                   f"{'sparse metadata' if self.sparse else 'scale factors'} -> TMEM per ring slot")
         quarter, lam, lane_field, tw, cols = kb.regs("r", 5)
         e(f"and.b32 {quarter}, {self.warp}, 3;")
         e(f"mad.lo.u32 {lam}, {quarter}, 32, {self.lane};")
         e(f"shl.b32 {lane_field}, {quarter}, 21;")       # (32 * quarter) << 16: the lane field (9.7.16.1)
         e(f"add.u32 {tw}, {self.taddr}, {lane_field};")
-        meta_ptr = kb.reg("rd")
-        kb.global_pointer(meta_ptr, "META")
-        meta = replace(self.tile.facts["tcgen05_metadata"], words_per_row=self.meta_words)
-        fmt = metadata_format(self.kind)
-        words = self.steps * fmt.words_per_mma
+        ptrs = {}
+        for name in (("META",) if self.sparse else ()) + (("SFA", "SFB") if self.scaled else ()):
+            ptrs[name] = kb.reg("rd")
+            kb.global_pointer(ptrs[name], name)
         ring = Ring(kb, self.base, plan.stages, 0, plan.staged, plan.empty)
         ring.start()
 
-        def block(kreg: str, m0: str) -> None:
+        def block(kreg: str, m0: str, n0: str) -> None:
             ring.wait_empty()
             e("tcgen05.fence::after_thread_sync;")           # after the MMAs that read the slot's columns
-            cells = metadata_cells(kb, meta, fmt, words, lam, kreg, m0, meta_ptr)
             e(f"mad.lo.u32 {cols}, {ring.index}, {plan.tmem_stage_columns}, {tw};")
-            _tmem_store(kb, cols, cells, plan.tmem_stage + plan.stage_regions[0])
+            if self.sparse:
+                meta = replace(self.tile.facts["tcgen05_metadata"], words_per_row=self.meta_words)
+                fmt = metadata_format(self.kind)
+                cells = metadata_cells(kb, meta, fmt, self.steps * fmt.words_per_mma, lam, kreg, m0, ptrs["META"])
+                _tmem_store(kb, cols, cells, plan.tmem_stage + plan.stage_regions[0])
+            if self.scaled:
+                layouts = self.tile.facts["scale_layouts"]
+                stage_bytes = self.steps * layouts[0].nsf
+                stage_scale_factors(kb, layouts, self.steps, (self.spec.m, self.spec.n), lam, kreg, (m0, n0),
+                                    (ptrs["SFA"], ptrs["SFB"]),
+                                    tuple(plan.tmem_stage + r for r in plan.stage_regions[-2:]), self.sf_pitch,
+                                    stage_bytes % 4 == 0, cols)
             e("tcgen05.wait::st.sync.aligned;")
             e("tcgen05.fence::before_thread_sync;")
             e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{ring.full_bar}];")
             ring.advance()
 
-        self.tile_loop("stage", lambda m0, n0: self.k_loop("stage", lambda i: block(i, m0)))
+        self.tile_loop("stage", lambda m0, n0: self.k_loop("stage", lambda i: block(i, m0, n0)))
 
     # ---- ABI ------------------------------------------------------------------------------------
     def abi(self) -> dict:
@@ -498,6 +526,10 @@ class _WsKernel:
                            "layout": f"[M][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32, word w of "
                                      "row r = 4-bit codes of chunks 8w..8w+7"}]
                          if self.sparse else []),
+                       *([{"name": n, "type": "u64", "layout": f"[{'M' if n == 'SFA' else 'N'}][K / "
+                           f"{mma_k(self.kind, self.sparse, self.form.k96)} * {self.tile.facts['scale_layouts'][0].nsf}] "
+                           f"{self.tile.facts.get('scale_type') or 'ue8m0'}, each MMA's factors in K order"}
+                          for n in ("SFA", "SFB")] if self.scaled else []),
                        {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"}],
             "buffers": {"A": f"[M][{'K / 2' if self.sparse else 'K'}] {a} row-major (K-major"
                              f"{', the kept half of each row' if self.sparse else ''})", "B": f"[N][K] {b} row-major (K-major)",
