@@ -114,7 +114,10 @@ def _pick(cell: str, spec) -> tuple | None:
             chosen = chosen or expr
             continue
         field, value = cond.split("=")
-        actual = spec.cta_group if field == "cta_group" else (spec.schedule.cluster if spec.schedule else 1)
+        if field == "staged":           # tcgen05_ws: staging warps for sparse metadata / scale factors
+            actual = int(spec.sparsity is not None or spec.block_scale is not None)
+        else:
+            actual = spec.cta_group if field == "cta_group" else (spec.schedule.cluster if spec.schedule else 1)
         if actual == int(value):
             chosen = expr
     return chosen
@@ -122,6 +125,8 @@ def _pick(cell: str, spec) -> tuple | None:
 
 def _row_for(tile_json: dict) -> str:
     kind = tile_json["kernel"].get("kernel_kind")
+    if kind == "tcgen05_ws":
+        return "warp-specialised tcgen05 (`tcgen05_ws`)"
     if tile_json["engine"] == "tcgen05":
         return "tcgen05"
     return {None: "mma.sp, one instruction tile per warp (none)", "sparse_gemm": "pipelined sparse GEMM (`sparse_gemm`)",
@@ -131,7 +136,7 @@ def _row_for(tile_json: dict) -> str:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_launch_table_matches_emit_json(path):
     rows = _launch_rows()
-    assert len(rows) == 4, rows
+    assert len(rows) == 5, rows
     result = compile_file(path)
     specs = {t.name: t for t in result.spec.tiles}
     for name, tile_json in result.to_json()["tiles"].items():
@@ -140,7 +145,7 @@ def test_launch_table_matches_emit_json(path):
         # A problem size every kernel of the example divides (CTA pairs included).
         env: dict = {"M": 2 * 3 * abi.get("tile_m", spec.m) * abi.get("cluster", [1])[0],
                      "N": 5 * abi.get("tile_n", spec.n), "K": 2 * abi.get("tile_k", spec.k)}
-        if spec.engine == "tcgen05":
+        if spec.engine == "tcgen05" and abi.get("kernel_kind") != "tcgen05_ws":
             env = {"M": spec.m, "N": spec.n, "m_total": 6 * spec.m, "n_total": 10 * spec.n}
         env.update({k: abi[k] for k in ("tile_m", "tile_n", "consumers") if k in abi})
         env["batch"] = 3                  # the sparse wgmma kernel's batch (grid y)

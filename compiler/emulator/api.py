@@ -139,7 +139,7 @@ def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str) -> Em
     if mode not in ("eager", "adversarial", "random"):
         raise EmulationError(f"mode {mode}: the tcgen05 machine takes eager, adversarial or random")
     out, ref, machine = run_ws_problem(result, tile, text, abi, m, n, k,
-                                       ctas=abi["cluster"][0] * max(1, m_tiles * n_tiles // 3), seed=seed,
+                                       ctas=abi.get("cluster", [1])[0] * max(1, m_tiles * n_tiles // 3), seed=seed,
                                        policy=None if mode == "eager" else mode)
     return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats)
 

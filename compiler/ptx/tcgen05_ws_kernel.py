@@ -35,7 +35,7 @@ a fresh empty barrier waits for parity 1 ("the phase before the first"), which c
 ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of two 64-byte
 aligned CUtensorMaps, A then B, in global memory), D (u64), M, N, K (u32); A is [M][K] and B [N][K]
 row-major (K-major), D [M][N] row-major in D's type; grid (SM count, 1, 1), block (192, 1, 1), dynamic
-shared memory `dynamic_smem_bytes`, cluster (1, 1, 1) or (2, 1, 1) for a pair (grid even). `tensor_map_args` gives each map's
+shared memory `dynamic_smem_bytes`, clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `tensor_map_args` gives each map's
 cuTensorMapEncodeTiled arguments (the CPU emulator reads TMA through them).
 """
 from __future__ import annotations
@@ -541,7 +541,7 @@ class _WsKernel:
             "persistent": plan.scheduler,
             "tiles": f"(M / {spec.m}) * (N / {spec.n})",
             "block": [plan.threads, 1, 1],
-            "cluster": [plan.cluster, 1, 1],
+            **({"cluster": [2, 1, 1]} if self.pair else {}),
             "dynamic_smem_bytes": plan.smem_bytes,
             "tile_m": spec.m, "tile_n": spec.n, "tile_k": plan.k_block,
             "tmem_columns": plan.tmem_columns,
