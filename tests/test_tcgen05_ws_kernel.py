@@ -286,6 +286,48 @@ def test_block_scaled_seeded_bug(bug, mutate):
     assert first_failure(r, broken, shape=(128, 384, 256)) is not None, f"seeded bug '{bug}' went unnoticed"
 
 
+EPILOGUE = """target sm_100a;
+tile epi {{
+  engine tcgen05;
+  shape M=128 N=128 K=16;
+  A: bf16 smem;
+  B: bf16 smem;
+  D: f32 tmem;
+  schedule cta=128x128x64 stages=3;
+  epilogue {epilogue};
+}}
+"""
+
+
+@pytest.mark.parametrize("epilogue", ["alpha=param bias=col act=silu", "alpha=0.5 bias=row act=gelu_tanh",
+                                      "bias=col act=relu", "act=gelu_erf"])
+def test_fused_epilogue_emulated(epilogue, ptxas):
+    """D = act(alpha * (A*B) + bias) in the epilogue warps (tilec.epilogue_plan), against the f64 reference
+    within the activations' error bounds (compiler/emulator/sparse_host.py epilogue_atol)."""
+    r = compiler.compile_source(EPILOGUE.format(epilogue=epilogue))
+    abi = r.to_json()["tiles"]["epi"]["kernel"]
+    assert abi["epilogue"]["act"] == epilogue.split("act=")[1]
+    assert assemble(r.ptx, "sm_100a", ptxas).ok
+    em = compiler.emulate(r, shape=(128, 384, 128), mode="adversarial", seed=3)
+    assert em.ok, f"{em.mismatches} elements outside the tolerance"
+
+
+def test_fused_epilogue_seeded_bug():
+    """The bias add dropped from the emitted epilogue: D misses its bias and the emulator says so."""
+    r = compiler.compile_source(EPILOGUE.format(epilogue="bias=col act=relu"))
+    lo, hi = _role(r.ptx, "---- epilogue")
+    broken = r.ptx[:lo] + re.sub(r"\tadd\.f32 [^\n]*\n", "", r.ptx[lo:hi]) + r.ptx[hi:]
+    assert broken != r.ptx
+    em = compiler.emulate(r, shape=(128, 384, 128), mode="eager", seed=3, ptx=broken)
+    assert not em.ok
+
+
+def test_epilogue_needs_f32_d():
+    with pytest.raises(CompileError, match="f32 accumulators"):
+        compiler.compile_source(EPILOGUE.format(epilogue="act=relu").replace("D: f32 tmem", "D: f16 tmem")
+                                .replace("bf16 smem", "f16 smem"))
+
+
 # ---- seeded bugs: each one fails the emulator --------------------------------------------------------
 
 def _role(ptx: str, marker: str) -> tuple[int, int]:

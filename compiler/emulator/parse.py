@@ -48,7 +48,7 @@ class SharedDecl:
 @dataclass
 class Kernel:
     name: str
-    params: list[tuple[str, str]]                     # (full parameter name, "u32" | "u64")
+    params: list[tuple[str, str]]                     # (full parameter name, "u32" | "u64" | "f32")
     shared: list[SharedDecl]
     globals_: dict[str, list[int]]                    # module-scope `.global` / `.const` tables (u32 words)
     code: list[Instr]
@@ -86,7 +86,7 @@ class Module:
 
 _ENTRY = re.compile(r"\.visible\s+\.entry\s+([\w$]+)\s*\(")
 _GLOBAL = re.compile(r"\.(?:global|const)\s+\.align\s+\d+\s+\.b32\s+([\w$]+)\[(\d+)\]\s*=\s*\{([^}]*)\};")
-_PARAM = re.compile(r"\.param\s+\.(u32|u64|b32|b64)\s+([\w$]+)")
+_PARAM = re.compile(r"\.param\s+\.(u32|u64|b32|b64|f32)\s+([\w$]+)")
 _SHARED = re.compile(r"(\.extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.(b8|b16|b32|b64)\s+([\w$]+)(?:\[(\d*)\])?;")
 _LABEL = re.compile(r"^([\w$]+):$")
 _DIMS = re.compile(r"\.(reqnctapercluster|reqntid|maxntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")

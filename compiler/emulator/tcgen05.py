@@ -798,8 +798,8 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
                        spec.scale_input_d or 0, disabled)
 
 
-def reference_d(problem: HostProblem) -> np.ndarray:
-    """D = (A * scale_A) (B * scale_B)^T from the logical operands (no layouts involved)."""
+def _scaled_operands(problem: HostProblem) -> tuple[np.ndarray, np.ndarray]:
+    """A and B (f64, M x K and N x K) as the MMAs multiply them: masked columns, scale factors, negation."""
     a, b = problem.a.astype(np.float64), problem.b.astype(np.float64)
     negate_a, negate_b = problem.negate
     if problem.zero_columns is not None:
@@ -813,6 +813,12 @@ def reference_d(problem: HostProblem) -> np.ndarray:
         a = -a
     if negate_b:
         b = -b
+    return a, b
+
+
+def reference_d(problem: HostProblem) -> np.ndarray:
+    """D = (A * scale_A) (B * scale_B)^T from the logical operands (no layouts involved)."""
+    a, b = _scaled_operands(problem)
     np_type = {"f32": np.float32, "f16": np.float16, "s32": np.int32}[problem.d_type]
     if problem.scale_input_d:
         # each MMA after the first scales the accumulator by 2^-s (9.7.16.10.9.1); rounded per MMA
@@ -855,10 +861,28 @@ def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: in
     problem = host_problem(result, tile, m_tiles=m // spec.m, n_tiles=n // spec.n, seed=seed, k=k)
     args = {name: v for name, v in problem.args.items() if name not in ("m_total", "n_total")}
     args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k})
+    desc = abi.get("epilogue")
+    if desc is not None:              # the fused epilogue's bias and f32 scalars (passed as their bits)
+        from .sparse_host import epilogue_inputs
+
+        bias, scalars = epilogue_inputs(desc, m, n, np.random.default_rng(seed + 1))
+        if bias is not None:
+            args["bias"] = bias
+        for key in ("alpha", "beta"):
+            args[key] = int(np.float32(scalars[key]).view(np.uint32))
     machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
                       dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
                       tensor_maps=tensor_map_args(abi, m, n, k))
     machine.run()
     ref = reference_d(problem)
+    if desc is not None:
+        from types import SimpleNamespace
+
+        from .sparse_host import epilogue_atol, epilogue_reference
+
+        a, b = _scaled_operands(problem)
+        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None), problem.d_type, desc, bias,
+                                             scalars)
+        machine.stats["atol"] = epilogue_atol(bound, pre, desc["act"], problem.d_type)
     d = machine.gmem.array("D").view(ref.dtype).reshape(m, n)
     return d, ref, machine

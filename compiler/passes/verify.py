@@ -134,9 +134,10 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
         from ..isa.tmem import scale_vector_elements
 
         spec = tile_spec(tile)
-        if spec.epilogue is not None:
-            raise SpecError("the epilogue is lowered into the sparse wgmma kernel (mma.sp tiles with schedule ... "
-                            "mma=wgmma) only; tcgen05 tiles store D as the MMA leaves it", "epilogue")
+        if spec.epilogue is not None and spec.schedule is None:
+            raise SpecError("the epilogue is lowered into the whole-GEMM kernels of a 'schedule' (the warp-specialised "
+                            "tcgen05 kernel, the sparse wgmma kernel); this tile's kernel stores D as the MMA leaves it",
+                            "epilogue", "add e.g. 'schedule cta=128x128x64 stages=4;'")
         _check_operands(tile, ctx, OPERAND_SPACES, SCALE_OPERAND_SPACES)
         a, b, d = (spec.operands[x] for x in "ABD")
         scaled = spec.block_scale is not None or "SFA" in spec.operands or "SFB" in spec.operands

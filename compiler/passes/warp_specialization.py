@@ -153,6 +153,15 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         _, what, field = unsupported[0]
         raise SpecError(f"the warp-specialised tcgen05 kernel serves dense tiles with A and B in "
                         f"shared memory so far, not {what}", field, "drop the schedule to get the single-stage kernel")
+    if spec.epilogue is not None:
+        # the epilogue's arithmetic is f32 on the accumulators; D declares the TMEM accumulator, so the output
+        # is f32 too (a narrower output type would need the accumulator type apart from D's)
+        if spec.operands["D"].dtype != "f32":
+            raise SpecError(f"the tcgen05 epilogue works on f32 accumulators and stores them as D's type; D is "
+                            f"{spec.operands['D'].dtype}", "D.dtype", "write 'D: f32 tmem;'")
+        if spec.epilogue.acc not in (None, "f32"):
+            raise SpecError(f"acc={spec.epilogue.acc}: the tcgen05 accumulator is D's type, f32", "epilogue.acc",
+                            "leave acc= out")
     for name in ("A", "B"):
         if (spec.operands[name].major or "K") != "K":
             raise SpecError(f"operand {name}: the TMA producer loads K-major operands (one box per 128-byte "

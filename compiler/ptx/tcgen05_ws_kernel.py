@@ -83,6 +83,9 @@ class _WsKernel:
         self.kind = tile.attrs["kind"]
         self.sparse = self.spec.sparsity is not None
         self.scaled = self.form.block_scale is not None
+        from ..passes.epilogue_lowering import epilogue_plan
+
+        self.epi = epilogue_plan(tile)               # the fused epilogue (None: D as the MMAs leave it)
         self.steps = self.plan.k_block // mma_k(self.kind, self.sparse, self.form.k96)
         self.d_type = TYPES[self.spec.operands["D"].dtype]
         self.pair = self.plan.cluster == 2
@@ -96,6 +99,9 @@ class _WsKernel:
         kb, e, plan = self.kb, self.e, self.plan
         kb.add_params("u64", "tensor_maps", "D", *(("META",) if self.sparse else ()),
                       *(("SFA", "SFB") if self.scaled else ()))
+        if self.epi is not None:                      # the epilogue's parameters: bias (u64) first, then f32 scalars
+            for name in self.epi.params:
+                kb.add_params("u64" if name == "bias" else "f32", name)
         kb.add_params("u32", "M", "N", "K")
         kb.directives.append(f".reqntid {plan.threads}, 1, 1")
         if self.pair:
@@ -417,6 +423,19 @@ class _WsKernel:
         remote, zero = kb.regs("r", 2)
         if self.pair:
             e(f"mov.u32 {zero}, 0;")
+        epi = self.epi
+        if epi is not None:
+            kb.comment("fused epilogue (tilec.epilogue_plan): " + ", ".join(name for name, _ in epi.steps))
+            scratch = kb.regs("f", 3)
+            scalars = {}
+            for name in epi.params:
+                if name != "bias":
+                    scalars[name] = kb.reg("f")
+                    kb.ld_param("f32", scalars[name], name)
+            bias_ptr, bias_at = kb.regs("rd", 2)
+            bias = kb.regs("f", D_CHUNK if epi.bias == "col" else 1)
+            if epi.bias != "none":
+                kb.global_pointer(bias_ptr, "bias")
 
         def tile(m0: str, n0: str) -> None:
             accs.wait_full()
@@ -427,6 +446,10 @@ class _WsKernel:
             kb.scale64(rowoff, esz, 1)
             e(f"add.u64 {dbase}, {dptr}, {rowoff};")
             e(f"mad.lo.u32 {ta}, {accs.index}, {plan.acc_columns}, {tw};")
+            if epi is not None and epi.bias == "row":             # one bias value per row of D
+                e(f"mul.wide.u32 {bias_at}, {row}, 4;")
+                e(f"add.u64 {bias_at}, {bias_ptr}, {bias_at};")
+                e(f"ld.global.f32 {bias[0]}, [{bias_at}];")
             e(f"mov.u32 {col}, 0;")
             top = kb.label("store_d")
             kb.put(top)
@@ -435,6 +458,20 @@ class _WsKernel:
             e(f"add.u32 {t}, {ta}, {col};")
             e(f"tcgen05.ld.sync.aligned.32x32b.x{D_CHUNK}.b32 {{{', '.join(v)}}}, [{t}];")
             e("tcgen05.wait::ld.sync.aligned;")
+            if epi is not None:
+                if epi.bias == "col":                             # the chunk's 8 column biases
+                    cb = kb.reg("r")
+                    e(f"add.u32 {cb}, {n0}, {col};")
+                    e(f"mul.wide.u32 {bias_at}, {cb}, 4;")
+                    e(f"add.u64 {bias_at}, {bias_ptr}, {bias_at};")
+                    e(f"ld.global.v4.f32 {{{', '.join(bias[:4])}}}, [{bias_at}];")
+                    e(f"ld.global.v4.f32 {{{', '.join(bias[4:])}}}, [{bias_at}+16];")
+                for i, x in enumerate(v):
+                    regs = {"x": x, "b": bias[i] if epi.bias == "col" else bias[0], "c": "",
+                            **{f"t{j}": scratch[j] for j in range(3)}, **scalars}
+                    for _step, lines in epi.element_steps:
+                        for line in lines:
+                            e(line.format(**regs) + ";")
             e(f"mul.wide.u32 {cw}, {col}, {esz};")
             e(f"add.u64 {addr}, {dbase}, {cw};")
             if esz == 4:
@@ -530,6 +567,9 @@ class _WsKernel:
                            f"{mma_k(self.kind, self.sparse, self.form.k96)} * {self.tile.facts['scale_layouts'][0].nsf}] "
                            f"{self.tile.facts.get('scale_type') or 'ue8m0'}, each MMA's factors in K order"}
                           for n in ("SFA", "SFB")] if self.scaled else []),
+                       *([{"name": n, "type": "u64" if n == "bias" else "f32",
+                           "layout": (f"[{'N' if self.epi.bias == 'col' else 'M'}] f32" if n == "bias" else "f32 scalar")}
+                          for n in self.epi.params] if self.epi is not None else []),
                        {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"}],
             "buffers": {"A": f"[M][{'K / 2' if self.sparse else 'K'}] {a} row-major (K-major"
                              f"{', the kept half of each row' if self.sparse else ''})", "B": f"[N][K] {b} row-major (K-major)",
@@ -545,6 +585,7 @@ class _WsKernel:
             "dynamic_smem_bytes": plan.smem_bytes,
             "tile_m": spec.m, "tile_n": spec.n, "tile_k": plan.k_block,
             "tmem_columns": plan.tmem_columns,
+            **({"epilogue": self.epi.describe()} if self.epi is not None else {}),
             "plan": {"stages": plan.stages, "stage_bytes": plan.stage_bytes, "tx_bytes": plan.tx_bytes,
                      "accumulators": plan.accumulators, "acc_columns": plan.acc_columns,
                      "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp},
