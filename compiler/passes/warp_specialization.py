@@ -129,6 +129,16 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         raise SpecError(f"schedule cluster = {sc.cluster}: a tcgen05 tile's cluster is its CTA group "
                         f"(cta_group={spec.cta_group})", "schedule.cluster",
                         f"write cluster={spec.cta_group} or drop cluster=")
+    # persistent / raster / split_k (the wgmma kernel's schedule words): this kernel is always static persistent
+    # and walks its tiles along M; getattr keeps the check valid whichever schedule fields the spec has
+    if "schedule.persistent" in locs and getattr(sc, "persistent", "static") != "static":
+        raise SpecError(f"persistent={sc.persistent}: the warp-specialised tcgen05 kernel is static persistent "
+                        "(grid = the SM count); cluster launch control is not lowered yet", "schedule.persistent",
+                        "write persistent=static or leave persistent= out")
+    for field, unset in (("raster", None), ("split_k", 1)):
+        if getattr(sc, field, unset) != unset:
+            raise SpecError(f"schedule {field}= is not lowered for tcgen05 tiles (the warp-specialised kernel walks "
+                            "whole-K tiles along M)", f"schedule.{field}", f"leave {field}= out")
     if sc.accumulators not in (None, 1, 2):
         raise SpecError(f"schedule accumulators = {sc.accumulators}; use 1 or 2", "schedule.accumulators")
     if spec.k_total is not None:

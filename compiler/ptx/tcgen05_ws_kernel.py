@@ -34,7 +34,7 @@ a fresh empty barrier waits for parity 1 ("the phase before the first"), which c
 
 ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of two 64-byte
 aligned CUtensorMaps, A then B, in global memory), D (u64), M, N, K (u32); A is [M][K] and B [N][K]
-row-major (K-major), D [M][N] row-major in D's type; grid (SM count, 1, 1), block (192, 1, 1), dynamic
+row-major (K-major), D [M][N] row-major in D's type; grid (min(tiles, SM count), 1, 1), block (192, 1, 1), dynamic
 shared memory `dynamic_smem_bytes`, clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `tensor_map_args` gives each map's
 cuTensorMapEncodeTiled arguments (the CPU emulator reads TMA through them).
 """
@@ -552,7 +552,8 @@ class _WsKernel:
         maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
                  "box": [op.inner, op.rows], "k_per_block": op.k_block} for n, op in self.ops.items()]
         a, b, d = (spec.operands[x].dtype for x in "ABD")
-        grid = ["sm_count", 1, 1]
+        # persistent: one CTA (pair) per multiprocessor (pair), never more than there are tiles
+        grid = ["2 * min(tiles, multiprocessors // 2)" if self.pair else "min(tiles, multiprocessors)", 1, 1]
         return {
             "kernel_kind": KERNEL_KIND,
             "entry": spec.name,
@@ -575,8 +576,11 @@ class _WsKernel:
                              f"{', the kept half of each row' if self.sparse else ''})", "B": f"[N][K] {b} row-major (K-major)",
                         "D": f"[M][N] {d} row-major"},
             "tensor_maps": maps,
-            "requires": [f"M % {spec.m} == 0", f"N % {spec.n} == 0", f"K % {plan.k_block} == 0", "K > 0"],
-            "limits": launch_limits(("M", "N", "K"), []),
+            "requires": [f"M % {spec.m} == 0", f"N % {spec.n} == 0", f"K % {plan.k_block} == 0"],
+            # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)
+            # below 2^32
+            "limits": launch_limits(("M", "N", "K"), []) + [
+                f"(M // {spec.m}) * (N // {spec.n}) <= {(1 << 32) - (1 << 16)}"],
             "grid": grid,
             "persistent": plan.scheduler,
             "tiles": f"(M / {spec.m}) * (N / {spec.n})",
