@@ -75,7 +75,8 @@ class WsPlan:
     smem_bytes: int            # dynamic shared memory to request (incl. the alignment slack)
     cluster: int = 1           # 2: a CTA pair (cta_group::2); the leader (rank 0) issues the MMAs
     staging_warps: tuple[int, ...] = ()   # tiles with per-K-block TMEM operands (metadata, scale factors)
-    staged: int | None = None  # offset of staged[0] (count 4: each staging warp arrives once per block)
+    staged: int | None = None  # offset of staged[0] (count 4: each staging warp arrives once per block), then
+                               # staged_empty[S] (count 1: the MMA warp's commit frees the slot's columns)
     tmem_stage: int | None = None         # first TMEM column of slot 0's staged operands
     tmem_stage_columns: int = 0           # columns per slot (slot s at tmem_stage + s * tmem_stage_columns)
     stage_regions: tuple[int, ...] = ()   # metadata, SFA, SFB column offsets within a slot's columns
@@ -89,6 +90,7 @@ class WsPlan:
         counts = {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps) * self.cluster}
         if self.staging_warps:
             counts["staged"] = len(self.staging_warps)
+            counts["staged_empty"] = 1          # the MMA warp's second commit per K block
         return counts
 
 
@@ -248,8 +250,8 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         acc_empty = acc_full + accumulators * MBARRIER_BYTES
         slot = acc_empty + accumulators * MBARRIER_BYTES
         staged = None
-        if regions:
-            staged, slot = slot, slot + sc.stages * MBARRIER_BYTES
+        if regions:                   # staged[S] (full) and staged_empty[S]: the TMEM slots' own ring
+            staged, slot = slot, slot + 2 * sc.stages * MBARRIER_BYTES
         smem = slot + TMEM_SLOT_BYTES + SLOT_ALIGN
         if smem > smem_limit:
             raise SpecError(f"{sc.stages} stages of {stage_bytes} bytes need {smem} bytes of shared memory with "

@@ -159,6 +159,12 @@ class RingCode:
         copies that follow complete them (.mbarrier::complete_tx::bytes on `full`)."""
         self.b.ins(f"@{pred} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], {self.plan.tx_bytes};")
 
+    def produce(self, full: str, pred: str) -> None:
+        """Producer whose data threads write themselves (no copy engine, `tx_bytes` 0: e.g. operands staged
+        into Tensor Memory): its arrival on full[stage] after its writes, one per arriving thread `pred`
+        (`full_arrivals` of them complete the phase)."""
+        self.b.ins(f"@{pred} mbarrier.arrive.shared::cta.b64 _, [{full}];")
+
     def wait(self, state: PipelineState, full: str, pred: str) -> None:
         """Consumer: wait until slot `stage` is filled in this pass (full[stage], parity `phase`)."""
         self.spin(pred, full, state.phase)

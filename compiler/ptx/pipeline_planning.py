@@ -5,8 +5,10 @@ kernel-selection does): a ring's bytes are its kernel's slot geometry. ptx-emiss
 plan to the kernel, which emits its barrier protocol from it (compiler/ptx/pipeline.py RingCode) and
 refuses a plan that disagrees with its slots.
 
-Tiles planned: those whose kernel is the sparse wgmma GEMM (a TMA producer warp, consumer warpgroups).
-The tcgen05 kernels get their `tilec.pipeline` (k_block, stages, smem_bytes) from layout-selection.
+Tiles planned: those whose kernel is the sparse wgmma GEMM (a TMA producer warp, consumer warpgroups), and
+scheduled tcgen05 tiles (the warp-specialised kernel, compiler/ptx/tcgen05_ws_kernel.py), whose
+`tilec.pipeline` from layout-selection (k_block, stages, smem_bytes) gets the ring's fields from their
+`tilec.ws_plan`. The other tcgen05 kernels keep layout-selection's stage plan.
 """
 from __future__ import annotations
 
@@ -24,6 +26,15 @@ class PipelinePlanning(Pass, name="pipeline-planning", requires=("kernels",), pr
         from .emission import kernel_config
 
         def plan(tile: Op) -> None:
+            if tile.op("tilec.kernel").attrs.get("kernel") == "tcgen05_ws":
+                from .tcgen05_ws_kernel import smem_ring
+
+                op = tile.op("tilec.pipeline")
+                if "stage_bytes" not in op.attrs:
+                    ring = smem_ring(tile)
+                    ring.check()
+                    op.attrs.update(ring.attrs())
+                return
             if tile.op("tilec.kernel").attrs.get("kernel") not in RING_KERNELS or tile.op("tilec.pipeline"):
                 return
             cfg = kernel_config(tile_view(tile), module)

@@ -40,11 +40,15 @@ cuTensorMapEncodeTiled arguments (the CPU emulator reads TMA through them).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..diagnostics import SpecError
 from ..ir import Op
 from ..isa.tcgen05_kinds import mma_k
 from ..isa.types import TYPES
 from ..passes.warp_specialization import WsPlan, ws_plan
 from .builder import PtxBuilder, launch_limits
+from .pipeline import RingCode, RingPlan, ring_plan
 from .tcgen05_issue import descriptor, descriptor_base, idesc_registers, issue_mmas
 
 KERNEL_KIND = "tcgen05_ws"
@@ -73,6 +77,43 @@ class _Operand:
         self.atom_stride = layout.offset(0, width * 8 // layout.elem_bits) if self.atoms > 1 else 0
 
 
+class _RoleRing:
+    """One role's walk over a ring of compiler/ptx/pipeline.py (RingCode): its pipeline state and the
+    registers its protocol steps write. `slot_addr`, `full_bar` and `empty_bar` are the current slot's,
+    located at each wait, so no address is carried around a loop."""
+
+    def __init__(self, kb: PtxBuilder, plan, base: str):
+        from .pipeline import PipelineState, RingCode
+
+        self.kb, self.plan = kb, plan
+        self.code = RingCode(kb, plan, base)
+        self.state = PipelineState(*kb.regs("r", 2))
+        self.slot_addr, self.full_bar, self.empty_bar, self.scratch = kb.regs("r", 4)
+        self.wrap, self.ready = kb.regs("p", 2)
+
+    @property
+    def index(self) -> str:
+        return self.state.stage
+
+    def start(self) -> None:
+        self.code.start(self.state)
+
+    def wait_full(self) -> None:
+        """Consumer: until the current slot is full; `empty_bar` then names its empty barrier (the MMA warp
+        commits to it)."""
+        self.code.locate(self.state, self.slot_addr, self.full_bar, self.scratch)
+        self.code.wait(self.state, self.full_bar, self.ready)
+        self.kb.ins(f"add.u32 {self.empty_bar}, {self.full_bar}, {self.plan.empty(0) - self.plan.full(0)};")
+
+    def wait_empty(self) -> None:
+        """Producer: until the consumers released the current slot."""
+        self.code.locate(self.state, self.slot_addr, self.full_bar, self.scratch)
+        self.code.acquire(self.state, self.full_bar, self.empty_bar, self.scratch, self.ready)
+
+    def advance(self) -> None:
+        self.code.advance(self.state, self.wrap)
+
+
 class _WsKernel:
     def __init__(self, tile: Op):
         from ..passes.derive import operand_extents, smem_layout
@@ -93,6 +134,37 @@ class _WsKernel:
                     for n in ("A", "B") for op in [tile.op("tilec.smem_layout", n)]}
         self.kb = PtxBuilder(self.spec.name)
         self.e = self.kb.emit
+        self.rings = self._rings(tile)
+
+    def _rings(self, tile: Op) -> dict[str, RingPlan]:
+        """The kernel's rings: the smem ring of pipeline-planning's tilec.pipeline (checked against the
+        ws_plan's slots), the TMEM accumulators and, with staging warps, the staged TMEM operand slots."""
+        plan = self.plan
+        smem = ring_plan(tile)
+        if smem is None or (smem.stages, smem.stage_bytes, smem.barrier_offset) != (plan.stages, plan.stage_bytes,
+                                                                                   plan.full):
+            raise SpecError("tilec.pipeline does not state the ring of tilec.ws_plan: run pipeline-planning",
+                            "schedule")
+        smem.check()
+        # a CTA pair's copies all complete on the leader's full barrier, whose expect_tx announces both CTAs'
+        # bytes (tcgen05.mma cta_group::2 reads both CTAs' slots)
+        smem = replace(smem, tx_bytes=smem.tx_bytes * plan.cluster)
+        counts = plan.barrier_counts()
+        rings = {"smem": smem,
+                 "accumulator": RingPlan(plan.accumulators, 0, 0, counts["acc_full"], counts["acc_empty"],
+                                         plan.acc_full)}
+        if plan.staging_warps:
+            rings["staged"] = RingPlan(plan.stages, 0, 0, counts["staged"], counts["staged_empty"], plan.staged)
+        for name in ("accumulator", "staged"):
+            if name in rings:
+                rings[name].check()
+        return rings
+
+    def ring(self, name: str) -> _RoleRing:
+        """A role's walk over ring `name`, started at slot 0, phase 0."""
+        r = _RoleRing(self.kb, self.rings[name], self.base)
+        r.start()
+        return r
 
     # ---- whole kernel ----------------------------------------------------------------------------
     def emit(self) -> tuple[str, dict]:
@@ -179,20 +251,12 @@ class _WsKernel:
             sfa, _ = self.tile.facts["scale_layouts"]
             kb.div_imm(self.sf_pitch, self.k, mma_k(self.kind, self.sparse, self.form.k96))
             e(f"mul.lo.u32 {self.sf_pitch}, {self.sf_pitch}, {sfa.nsf};")
-        counts = plan.barrier_counts()
-        barriers = [("full", plan.stages), ("empty", plan.stages), ("acc_full", plan.accumulators),
-                    ("acc_empty", plan.accumulators)] + ([("staged", plan.stages)] if plan.staging_warps else [])
-        kb.comment("thread 0 initialises the barriers: " + ", ".join(
-            f"{name} x{n} (count {counts[name]})" for name, n in barriers))
-        p0, skip, x = kb.reg("p"), kb.label("init_done"), kb.reg("r")
-        e(f"setp.ne.u32 {p0}, {self.tid}, 0;")
-        e(f"@{p0} bra {skip};")
-        for name, n in barriers:
-            for i in range(n):
-                e(f"add.u32 {x}, {self.base}, {getattr(plan, name) + 8 * i};")
-                e(f"mbarrier.init.shared::cta.b64 [{x}], {counts[name]};")
-        e("fence.mbarrier_init.release.cluster;")        # the inits are visible to the async proxy (TMA, commit)
-        kb.put(skip)
+        p0, x = kb.reg("p"), kb.reg("r")
+        e(f"setp.eq.u32 {p0}, {self.tid}, 0;")
+        for name, ring in self.rings.items():
+            RingCode(kb, ring, self.base).init(p0, x, f"thread 0 initialises the {name} ring's barriers: full x"
+                                                      f"{ring.stages} (count {ring.full_arrivals}), empty x"
+                                                      f"{ring.stages} (count {ring.empty_arrivals})")
         self.slot = kb.reg("r")
         e(f"add.u32 {self.slot}, {self.base}, {plan.tmem_slot};")
         p_w0, alloc = kb.reg("p"), kb.label("alloc_done")
@@ -270,7 +334,6 @@ class _WsKernel:
 
     # ---- producer --------------------------------------------------------------------------------
     def producer_role(self) -> None:
-        from .pipeline import Ring
 
         kb, e, plan = self.kb, self.e, self.plan
         kb.comment(f"---- TMA producer (warp {plan.tma_warp}, lane 0 issues)")
@@ -279,9 +342,7 @@ class _WsKernel:
         e(f"add.u64 {maps['B']}, {maps['A']}, {TMA_MAP_BYTES};")
         for name in ("A", "B"):
             e(f"@{self.p_lane0} fence.proxy.tensormap::generic.acquire.gpu [{maps[name]}], {TMA_MAP_BYTES};")
-        ring = Ring(kb, self.base, plan.stages, plan.stage_bytes, plan.full, plan.empty)
-        ring.start()
-
+        ring = self.ring("smem")
         issuer = self.p_lead0 if self.pair else self.p_lane0
         # a pair's copies complete on the leader's full barrier (.cta_group::2 lets the mbarrier be the peer's,
         # 9.7.9.25.5.1), which alone expects the bytes of both CTAs
@@ -292,7 +353,7 @@ class _WsKernel:
 
         def block(kreg: str, m0: str, n0: str) -> None:
             ring.wait_empty()
-            e(f"@{issuer} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{ring.full_bar}], {plan.tx_bytes};")
+            ring.code.arm(ring.full_bar, issuer)
             bar = ring.full_bar
             if self.pair:
                 e(f"mapa.shared::cluster.u32 {full}, {ring.full_bar}, {zero};")
@@ -317,7 +378,8 @@ class _WsKernel:
 
     # ---- MMA issuer -----------------------------------------------------------------------------
     def mma_role(self) -> None:
-        from .pipeline import Ring
+
+        from ..isa.tcgen05_forms import tcgen05_commit
 
         kb, e, plan, spec = self.kb, self.e, self.plan, self.spec
         kb.comment(f"---- MMA issuer (warp {plan.mma_warp}, lane 0 issues{'; the leader CTA of the pair' if self.pair else ''})")
@@ -330,15 +392,10 @@ class _WsKernel:
         idesc_regs = idesc_registers(kb, step_values)
         da, db = (self.tile.op("tilec.smem_desc", n).attrs["values"] for n in ("A", "B"))
         p_true, p_acc = kb.constant_pred(True), kb.reg("p")
-        ring = Ring(kb, self.base, plan.stages, plan.stage_bytes, plan.full, plan.empty)
-        ring.start()
-        accs = Ring(kb, self.base, plan.accumulators, 0, plan.acc_full, plan.acc_empty)
-        accs.start()
-        staged = None
-        if plan.staging_warps:
-            # staged[s] completes when the staging warps wrote slot s's TMEM operands
-            staged = Ring(kb, self.base, plan.stages, 0, plan.staged, plan.empty)
-            staged.start()
+        ring = self.ring("smem")
+        accs = self.ring("accumulator")
+        # staged[s] completes when the staging warps wrote slot s's TMEM operands
+        staged = self.ring("staged") if plan.staging_warps else None
         d, cols = kb.reg("r"), kb.reg("r")
         fmt = None
         if self.sparse:
@@ -388,13 +445,14 @@ class _WsKernel:
                            step_operands=step_operands, idesc=lambda s: idesc_regs[step_values[s]],
                            first_enable=p_acc, enable=p_true,
                            extra={}, mbar=ring.empty_bar, cta_mask=self.cta_mask if self.pair else None)
+                if staged is not None:                      # the slot's TMEM operands are free once read too
+                    e(tcgen05_commit(staged.empty_bar))
                 kb.put(skip)
                 ring.advance()
                 if staged is not None:
                     staged.advance()
 
             self.k_loop("mma", block)
-            from ..isa.tcgen05_forms import tcgen05_commit
 
             kb.comment("the tile's MMAs complete -> the accumulator is full")
             e(f"@{self.p_lane0} {tcgen05_commit(accs.full_bar, plan.cluster, self.cta_mask if self.pair else None)}")
@@ -406,13 +464,11 @@ class _WsKernel:
 
     # ---- epilogue -------------------------------------------------------------------------------
     def epilogue_role(self) -> None:
-        from .pipeline import Ring
 
         kb, e, plan, spec = self.kb, self.e, self.plan, self.spec
         kb.comment(f"---- epilogue (warps {plan.epilogue_warps[0]}-{plan.epilogue_warps[-1]}: warp w reads TMEM "
                    "lanes 32w..32w+31 = rows 32w.. of the tile)")
-        accs = Ring(kb, self.base, plan.accumulators, 0, plan.acc_full, plan.acc_empty)
-        accs.start()
+        accs = self.ring("accumulator")
         esz = self.d_type.bits // 8
         lane_field, tw, row, ta = kb.regs("r", 4)
         e(f"shl.b32 {lane_field}, {self.warp}, 21;")     # (32 * warp) << 16: the lane field (9.7.16.1)
@@ -420,9 +476,7 @@ class _WsKernel:
         rowoff, dptr, dbase, cw, addr = kb.regs("rd", 5)
         kb.global_pointer(dptr, "D")
         col, p = kb.reg("r"), kb.reg("p")
-        remote, zero = kb.regs("r", 2)
-        if self.pair:
-            e(f"mov.u32 {zero}, 0;")
+        remote = kb.reg("r")
         epi = self.epi
         if epi is not None:
             kb.comment("fused epilogue (tilec.epilogue_plan): " + ", ".join(name for name, _ in epi.steps))
@@ -487,11 +541,7 @@ class _WsKernel:
             kb.count_up(col, D_CHUNK, p, plan.acc_columns, top)
             kb.comment("this warp's lanes are read: release the accumulator" + (" (the leader's barrier)" if self.pair else ""))
             e("tcgen05.fence::before_thread_sync;")
-            if self.pair:
-                e(f"mapa.shared::cluster.u32 {remote}, {accs.empty_bar}, {zero};")
-                e(f"@{self.p_lane0} mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{remote}];")
-            else:
-                e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{accs.empty_bar}];")
+            accs.code.release(accs.index, self.p_lane0, accs.scratch, remote, ctas=plan.cluster)
             accs.advance()
 
         self.tile_loop("epi", tile)
@@ -505,7 +555,6 @@ class _WsKernel:
         from dataclasses import replace
 
         from ..isa.tmem import metadata_format
-        from .pipeline import Ring
         from .tcgen05_kernel import _tmem_store, metadata_cells, stage_scale_factors
 
         kb, e, plan = self.kb, self.e, self.plan
@@ -520,8 +569,7 @@ class _WsKernel:
         for name in (("META",) if self.sparse else ()) + (("SFA", "SFB") if self.scaled else ()):
             ptrs[name] = kb.reg("rd")
             kb.global_pointer(ptrs[name], name)
-        ring = Ring(kb, self.base, plan.stages, 0, plan.staged, plan.empty)
-        ring.start()
+        ring = self.ring("staged")
 
         def block(kreg: str, m0: str, n0: str) -> None:
             ring.wait_empty()
@@ -541,7 +589,7 @@ class _WsKernel:
                                     stage_bytes % 4 == 0, cols)
             e("tcgen05.wait::st.sync.aligned;")
             e("tcgen05.fence::before_thread_sync;")
-            e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{ring.full_bar}];")
+            ring.code.produce(ring.full_bar, self.p_lane0)
             ring.advance()
 
         self.tile_loop("stage", lambda m0, n0: self.k_loop("stage", lambda i: block(i, m0, n0)))
@@ -593,11 +641,20 @@ class _WsKernel:
             "plan": {"stages": plan.stages, "stage_bytes": plan.stage_bytes, "tx_bytes": plan.tx_bytes,
                      "accumulators": plan.accumulators, "acc_columns": plan.acc_columns,
                      "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp},
-                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty", "staged")
+                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty", "staged", "staged_empty")
                                          else plan.accumulators}
                                   for name, n in plan.barrier_counts().items()},
                      **({"why": plan.why} if plan.why else {})},
         }
+
+
+def smem_ring(tile: Op) -> RingPlan:
+    """The smem ring of a scheduled tcgen05 tile (pipeline-planning prints it into tilec.pipeline): the
+    ws_plan's slots and barriers; full[s] completes by the producer's (a pair: the leader's) expect_tx and
+    the TMA bytes, empty[s] by the MMA warp's one tcgen05.commit."""
+    plan = ws_plan(tile)
+    # a slot's copies into one CTA (a pair's leader expects both CTAs' bytes: `_WsKernel._rings`)
+    return RingPlan(plan.stages, plan.stage_bytes, plan.tx_bytes // plan.cluster, 1, 1, plan.full)
 
 
 def emit_tcgen05_ws_kernel(tile: Op) -> tuple[str, dict]:
