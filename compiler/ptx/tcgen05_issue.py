@@ -63,6 +63,14 @@ def trailing_operands(b: PtxBuilder, spec: Any, zero_column_mask: int | None) ->
     return extra
 
 
+def commit(b: PtxBuilder, mbar: str, cta_group: int = 1, cta_mask: str | None = None, pred: str | None = None) -> None:
+    """`tcgen05.commit` to the mbarrier at [mbar]: one arrive once the issuing thread's earlier tcgen05 async
+    ops complete (PTX 9.7.16.12.1), multicast to `cta_mask`'s CTAs; guarded by `pred` when given."""
+    from ..isa.tcgen05_forms import tcgen05_commit
+
+    b.ins((f"@{pred} " if pred else "") + tcgen05_commit(mbar, cta_group, cta_mask=cta_mask))
+
+
 def issue_mmas(b: PtxBuilder, form: Any, d: str, steps: int, *,
                a_operand: Callable[[int], str], b_operand: Callable[[int], str],
                step_operands: Callable[[int], dict[str, str]], idesc: Callable[[int], str],

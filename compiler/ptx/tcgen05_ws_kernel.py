@@ -49,7 +49,7 @@ from ..isa.types import TYPES
 from ..passes.warp_specialization import WsPlan, ws_plan
 from .builder import PtxBuilder, launch_limits
 from .pipeline import RingCode, RingPlan, ring_plan
-from .tcgen05_issue import descriptor, descriptor_base, idesc_registers, issue_mmas
+from .tcgen05_issue import commit, descriptor, descriptor_base, idesc_registers, issue_mmas
 
 KERNEL_KIND = "tcgen05_ws"
 TMA_MAP_BYTES = 128                                   # sizeof(CUtensorMap)
@@ -379,8 +379,6 @@ class _WsKernel:
     # ---- MMA issuer -----------------------------------------------------------------------------
     def mma_role(self) -> None:
 
-        from ..isa.tcgen05_forms import tcgen05_commit
-
         kb, e, plan, spec = self.kb, self.e, self.plan, self.spec
         kb.comment(f"---- MMA issuer (warp {plan.mma_warp}, lane 0 issues{'; the leader CTA of the pair' if self.pair else ''})")
         idle = None
@@ -446,7 +444,7 @@ class _WsKernel:
                            first_enable=p_acc, enable=p_true,
                            extra={}, mbar=ring.empty_bar, cta_mask=self.cta_mask if self.pair else None)
                 if staged is not None:                      # the slot's TMEM operands are free once read too
-                    e(tcgen05_commit(staged.empty_bar))
+                    commit(kb, staged.empty_bar)
                 kb.put(skip)
                 ring.advance()
                 if staged is not None:
@@ -455,7 +453,7 @@ class _WsKernel:
             self.k_loop("mma", block)
 
             kb.comment("the tile's MMAs complete -> the accumulator is full")
-            e(f"@{self.p_lane0} {tcgen05_commit(accs.full_bar, plan.cluster, self.cta_mask if self.pair else None)}")
+            commit(kb, accs.full_bar, plan.cluster, self.cta_mask if self.pair else None, pred=self.p_lane0)
             accs.advance()
 
         self.tile_loop("mma", tile)
