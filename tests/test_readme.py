@@ -149,6 +149,7 @@ def test_launch_table_matches_emit_json(path):
             env = {"M": spec.m, "N": spec.n, "m_total": 6 * spec.m, "n_total": 10 * spec.n}
         env.update({k: abi[k] for k in ("tile_m", "tile_n", "consumers") if k in abi})
         env["batch"] = 3                  # the sparse wgmma kernel's batch (grid y)
+        env["multiprocessors"] = 148    # a persistent kernel's grid: the device's multiprocessors
         sched = spec.schedule
         env["warps"] = sched.warps_m * sched.warps_n if sched else 1
         if "tiles" in abi:

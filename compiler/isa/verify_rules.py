@@ -77,8 +77,9 @@ VERIFY_RULES: tuple[VerifyRule, ...] = (
     VerifyRule("loop_k_multiple", "both", "loop K is a positive multiple of the instruction K",
                TILEC_LIMIT, "loop K=24 is not a positive multiple of the instruction K=16"),
     # schedule
-    VerifyRule("schedule_tcgen05", "tcgen05", "no `schedule` on tcgen05 tiles (shape and loop schedule them)",
-               TILEC_LIMIT, "'schedule' describes warp-level mma.sp GEMMs"),
+    VerifyRule("schedule_tcgen05", "tcgen05", "a tcgen05 `schedule` tiles CTAs by one MMA's M x N (the "
+               "warp-specialised kernel: fixed roles, no warps= / mma=, K at run time, no loop)",
+               TILEC_LIMIT, "the CTA tile of a tcgen05 schedule is one MMA's M x N"),
     VerifyRule("schedule_cta_multiple", "mma.sp", "schedule cta is a multiple of instruction shape x warps",
                TILEC_LIMIT, "schedule cta M = 48 is not a multiple of 32"),
     VerifyRule("schedule_stages", "mma.sp", "schedule stages 1-8", TILEC_LIMIT, "schedule stages = 9; use 1..8"),
