@@ -881,7 +881,9 @@ def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: in
         from .sparse_host import epilogue_atol, epilogue_reference
 
         a, b = _scaled_operands(problem)
-        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None), problem.d_type, desc, bias,
+        # a and b carry their scale factors already (the sparse host's scaling is not applied: sfa = sfb = None)
+        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None, sfa=None, sfb=None),
+                                             problem.d_type, desc, bias,
                                              scalars)
         machine.stats["atol"] = epilogue_atol(bound, pre, desc["act"], problem.d_type)
     d = machine.gmem.array("D").view(ref.dtype).reshape(m, n)
