@@ -52,7 +52,7 @@ def test_plan_matches_the_emitted_kernel(name):
         if "max_ctas_per_sm" in abi:
             assert plan["ctas_per_sm"] == abi["max_ctas_per_sm"]
         assert plan["tmem_columns"] == (0 if t["engine"] != "tcgen05" else
-                                        int(re.search(r"tcgen05\.alloc\S* \[\w+\], (\d+);", result.ptx).group(1)))
+                                        int(re.search(r"tcgen05\.alloc\S* \[[%\w]+\], (\d+);", result.ptx).group(1)))
         assert sum(r["warps"] for r in plan["roles"]) * 32 == plan["threads"]
 
 
@@ -95,7 +95,7 @@ def test_pass_check_is_located_on_the_stages():
     with pytest.raises(CompileError) as e:
         compile_source(src, "t.tile", passes=["verify", "layout-selection", "sparse-metadata-packing",
                                                "descriptor-materialization", "epilogue-lowering",
-                                               "kernel-selection", "resource-planning"])
+                                               "warp-specialization", "kernel-selection", "resource-planning"])
     (d,) = e.value.diagnostics
     assert (d.loc.line, d.loc.col) == (6, 45) and "exceed the 232448 B" in d.message
 
