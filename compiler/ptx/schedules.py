@@ -86,7 +86,8 @@ AXES: dict[str, tuple[Axis, ...]] = {
 # ScheduleSpec fields a kernel's search keeps as the tile writes them, and why.
 _KEPT = {"mma": "the kernel family is the tile's choice",
          "raster": "the L2 order of tiles: the estimate cannot tell rasters apart",
-         "promote": "fp8 accumulation every N K blocks is an accuracy choice, not a speed one"}
+         "promote": "fp8 accumulation every N K blocks is an accuracy choice, not a speed one",
+         "accumulators": "TMEM accumulators of tcgen05 tiles; an mma.sp kernel accumulates in registers"}
 NOT_SEARCHED: dict[str, dict[str, str]] = {
     "sparse_wgmma": _KEPT,
     "sparse_gemm": {**_KEPT, "cluster": "CTA pairs exist for mma=wgmma only",
