@@ -232,3 +232,100 @@ def test_list_runs_without_a_gpu(tmp_path):
     (s8,) = [line for line in lines if line.strip().startswith("8192x8192x8192 s8 -> s32:")]
     assert "sparse_wgmma_s8_out_s32.tile" in s8
     assert sum(1 for line in lines if " -> " in line) == 3 * 3 + 1
+
+
+# ------------------------------------------------------------------------------------------------
+# One case end to end on a stand-in for torch: launches advance a fake GPU clock that CUDA events read
+# ------------------------------------------------------------------------------------------------
+
+class _Gpu:
+    now = 0.0                 # ms of GPU time so far
+    capturing = None          # the graph being captured, if any
+
+
+class _Launch:
+    """A contender: `ms` of GPU time per launch, a D whose relative error is `err`; captured launches
+    are recorded in the graph, not run."""
+
+    def __init__(self, ms, err=1e-4):
+        self.ms, self.err, self.launches = ms, err, 0
+
+    def __call__(self):
+        if _Gpu.capturing is not None:
+            _Gpu.capturing.calls.append(self)
+            return None
+        self.launches += 1
+        _Gpu.now += self.ms
+        return self
+
+
+class _Event:
+    def __init__(self, enable_timing=True):
+        self.t = None
+
+    def record(self):
+        self.t = _Gpu.now
+
+    def elapsed_time(self, end):
+        return end.t - self.t
+
+
+class _Graph:
+    def __init__(self):
+        self.calls = []
+
+    def replay(self):
+        for fn in self.calls:
+            fn()
+
+
+class _Capture:
+    def __init__(self, g, stream=None):
+        self.g = g
+
+    def __enter__(self):
+        _Gpu.capturing = self.g
+
+    def __exit__(self, *exc):
+        _Gpu.capturing = None
+
+
+class _Stream:
+    def wait_stream(self, other):
+        pass
+
+
+def _fake_torch():
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(Event=_Event, synchronize=lambda: None, CUDAGraph=_Graph, Stream=_Stream,
+                           current_stream=_Stream, stream=lambda s: nullcontext(), graph=_Capture)
+    return SimpleNamespace(cuda=cuda, empty=lambda *a, **k: "D", float16="f16", bfloat16="bf16")
+
+
+def test_one_case_on_a_fake_gpu(monkeypatch):
+    g = SG["run_case"].__globals__          # the script's module globals, which run_case reads
+    wrong, good, slow = _Launch(0.1, err=0.9), _Launch(0.5), _Launch(0.6)
+    sparse_lib, view, contig = _Launch(0.8), _Launch(1.0), _Launch(1.25)
+    monkeypatch.setitem(g, "operands", lambda torch, case, seed: (None, None, None, None, "ref"))
+    monkeypatch.setitem(g, "tilec_contenders", lambda *a: {"wrong.tile": wrong, "good.tile": good, "slow.tile": slow})
+    monkeypatch.setitem(g, "cusparselt", lambda *a: {"alg 0, B view": sparse_lib, "_keep": None})
+    monkeypatch.setitem(g, "dense_peers", lambda *a: {"cuBLAS": {"view": view, "contig": contig}})
+    monkeypatch.setitem(g, "checker", lambda torch, ref, d=None: (lambda fn: fn().err))
+    monkeypatch.setitem(g, "gpu_state", lambda: "1980 MHz, 300 W, 40 C")
+    torch = _fake_torch()
+    case = Case(4096, 4096, 4096, "f16")
+    tiles = [Candidate(f"examples/{n}.tile", n, fake_abi()) for n in ("wrong", "good", "slow")]
+    args = type("Args", (), {"rounds": 3, "cslt_max_algs": 4})()
+    row = SG["run_case"](torch, case, tiles, args, SG["Timer"](torch))
+
+    assert wrong.launches == 1                   # its check; never timed
+    assert row["tilec"]["wrong.tile"]["wrong"].startswith("wrong (rel err 9.0e-01")
+    assert row["tilec_tile"] == "good.tile" and row["tilec"]["slow.tile"]["ms"] == pytest.approx(0.6)
+    assert row["final_ms"] == pytest.approx({"tilec": 0.5, "cusparselt": 0.8, "cuBLAS": 1.0})   # view < contig
+    assert len(row["rounds_ms"]["tilec"]) == 3 and row["timing"]["tilec"].startswith("CUDA graph of 6 launches")
+    s = SG["summarize"](case, row)               # 1.0 / 0.5 and 0.8 / 0.5
+    assert s["tilec_over_dense"] == pytest.approx(2.0) and s["tilec_over_cusparselt"] == pytest.approx(1.6)
+    line = SG["markdown_table"]([row]).splitlines()[2]
+    assert "| good.tile |" in line and "| 2.00 | 1.60 |" in line and "1980 MHz" in line
