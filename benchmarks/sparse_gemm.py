@@ -49,6 +49,7 @@ and with --json FILE everything measured. Recorded runs: docs/measurements.md.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import re
@@ -601,6 +602,13 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
     return row
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:             # its parent package is missing
+        return False
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="4096^3, 8192^3 and 8192x256x8192 (and s8 8192^3)")
@@ -615,6 +623,14 @@ def main(argv=None) -> int:
     shapes = parse_shapes(args.shapes) if args.shapes else (QUICK_SHAPES if args.quick else SHAPES)
     todo = cases(shapes, [t.strip() for t in args.types.split(",")])
     t0 = time.time()
+    needs = {"lark": "lark (the DSL's parser; tests/gpu/run_on_device.sh installs it from the .whl/ wheelhouse)"}
+    if not args.list:
+        needs.update({"torch": "torch",
+                      "cuda.core": "cuda-core and cuda-bindings (compiler.runtime's launches: tilec[gpu])"})
+    missing = [what for module, what in needs.items() if not _importable(module)]
+    if missing:
+        print("benchmarks/sparse_gemm.py needs " + "; ".join(missing), file=sys.stderr)
+        return 2
     candidates, skipped = discover()
     print(f"examples: {len(candidates)} tiles time cases ({', '.join(c.name for c in candidates)}); "
           f"{len(skipped)} left out", flush=True)
