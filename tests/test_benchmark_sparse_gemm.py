@@ -49,15 +49,17 @@ def test_a_case_gets_the_tiles_of_its_types_that_meet_requires_and_limits():
     any_n = cand("any_n", requires=("M % 128 == 0", "K % 64 == 0"))        # e.g. an edges / split-K tile
     small = cand("small", requires=(), limits=("M < 4096",))               # a limit, not a requirement
     bf16 = cand("bf16_tile", a="bf16", d="bf16")
-    f32_out = cand("f32_out", d="f32")
-    everything = [wide, any_n, small, bf16, f32_out]
+    f32_out = cand("f32_out", d="f32", buffers={"c": {"element": "f32"}}, requires=("M % 128 == 0",))
+    everything = [f32_out, wide, any_n, small, bf16]
 
+    # the tiles writing the case's D without C first; then the others of its input type (f32 D + C here)
     chosen, unmet = SG["select"](everything, Case(4096, 4096, 4096, "f16"))
-    assert [c.tile for c in chosen] == ["wide", "any_n"]
-    assert unmet == {"small.tile": "M < 4096"}          # types that differ are not the case's at all
+    assert [c.tile for c in chosen] == ["wide", "any_n", "f32_out"]
+    assert [c.unlike(Case(4096, 4096, 4096, "f16")) for c in chosen] == [None, None, "f32 D, reads C"]
+    assert unmet == {"small.tile": "M < 4096"}          # another input type is not the case's at all
 
     chosen, unmet = SG["select"](everything, Case(8192, 16, 8192, "f16"))
-    assert [c.tile for c in chosen] == ["any_n"]
+    assert [c.tile for c in chosen] == ["any_n", "f32_out"]
     assert unmet == {"wide.tile": "N % 256 == 0", "small.tile": "M < 4096"}
 
     chosen, unmet = SG["select"](everything, Case(2048, 2048, 2048, "bf16"))
@@ -70,13 +72,14 @@ def test_a_case_nothing_can_run_is_a_row_saying_why():
     assert chosen == []
     assert SG["unavailable"](case, unmet) == "n/a (w.tile: N % 256 == 0)"
     chosen, unmet = SG["select"]([cand("w")], case)     # no e4m3 tile at all
-    assert SG["unavailable"](case, unmet) == "n/a (no example tile takes e4m3 and writes bf16 as D = A*B)"
+    assert SG["unavailable"](case, unmet) == "n/a (no example tile takes e4m3 as D = A*B)"
 
 
 def test_only_plain_products_are_timed():
     not_plain = SG["not_plain"]
     assert not_plain(fake_abi()) is None
-    assert not_plain(fake_abi(buffers={"c": {"element": "f32"}})) == "reads C"
+    # C is given as zeros: D = A*B all the same, in another row type (Candidate.unlike says how)
+    assert not_plain(fake_abi(buffers={"c": {"element": "f32"}})) is None
     assert not_plain(fake_abi(epilogue={"bias": "col", "act": "none"})) == "adds a bias (col)"
     assert not_plain(fake_abi(epilogue={"bias": "none", "act": "silu"})) == "applies silu"
     assert not_plain(fake_abi(epilogue={"alpha": 2.0})).startswith("scales")
@@ -101,14 +104,16 @@ def test_the_examples_in_the_repository(examples):
             "sparse_wgmma_s8_out_s32.tile"} <= names
     assert all(SG["not_plain"](c.abi) is None and c.a_type in SG["OUTPUT"] for c in found)
     assert skipped["examples/sparse_wgmma_f16_silu_bias.tile:sparse_wgmma_f16_silu_bias"] == "adds a bias (col)"
-    assert skipped["examples/sparse_wgmma_f16.tile:sparse_wgmma_f16"] == "reads C"
+    f32_c = next(c for c in found if c.name == "sparse_wgmma_f16.tile")       # f32 D = A*B + C: C as zeros
+    assert f32_c.unlike(Case(4096, 4096, 4096, "f16")) == "f32 D, reads C"
     assert skipped["examples/tcgen05_sparse.tile"] == "sm_100a code (the device is sm_90)"
     for case in SG["cases"](SG["SHAPES"], ("f16", "bf16", "e4m3", "s8")):
         chosen, unmet = SG["select"](found, case)
-        assert all(c.a_type == case.a and c.d_type == case.out for c in chosen)
+        assert all(c.a_type == case.a for c in chosen)
         assert chosen or unmet, case                    # each of the four types has a tile
     chosen, _ = SG["select"](found, Case(4096, 4096, 4096, "f16"))
     assert "sparse_wgmma_f16_out_f16.tile" in {c.name for c in chosen}
+    assert chosen[0].unlike(Case(4096, 4096, 4096, "f16")) is None
 
 
 def test_a_new_example_joins_without_a_change_to_the_benchmark(tmp_path):
@@ -301,15 +306,16 @@ def _fake_torch():
 
     cuda = SimpleNamespace(Event=_Event, synchronize=lambda: None, CUDAGraph=_Graph, Stream=_Stream,
                            current_stream=_Stream, stream=lambda s: nullcontext(), graph=_Capture)
-    return SimpleNamespace(cuda=cuda, empty=lambda *a, **k: "D", float16="f16", bfloat16="bf16")
+    return SimpleNamespace(cuda=cuda, empty=lambda *a, **k: "D", float16="f16", bfloat16="bf16", float32="f32")
 
 
 def test_one_case_on_a_fake_gpu(monkeypatch):
     g = SG["run_case"].__globals__          # the script's module globals, which run_case reads
-    wrong, good, slow = _Launch(0.1, err=0.9), _Launch(0.5), _Launch(0.6)
+    wrong, good, slow, f32_c = _Launch(0.1, err=0.9), _Launch(0.5), _Launch(0.6), _Launch(0.3, err=1e-6)
+    launches = {"wrong.tile": wrong, "good.tile": good, "slow.tile": slow, "f32_c.tile": f32_c}
     sparse_lib, view, contig = _Launch(0.8), _Launch(1.0), _Launch(1.25)
     monkeypatch.setitem(g, "operands", lambda torch, case, seed: (None, None, None, None, "ref"))
-    monkeypatch.setitem(g, "tilec_contenders", lambda *a: {"wrong.tile": wrong, "good.tile": good, "slow.tile": slow})
+    monkeypatch.setitem(g, "tilec_contenders", lambda torch, case, group, *a: {c.name: launches[c.name] for c in group})
     monkeypatch.setitem(g, "cusparselt", lambda *a: {"alg 0, B view": sparse_lib, "_keep": None})
     monkeypatch.setitem(g, "dense_peers", lambda *a: {"cuBLAS": {"view": view, "contig": contig}})
     monkeypatch.setitem(g, "checker", lambda torch, ref, d=None: (lambda fn: fn().err))
@@ -317,15 +323,21 @@ def test_one_case_on_a_fake_gpu(monkeypatch):
     torch = _fake_torch()
     case = Case(4096, 4096, 4096, "f16")
     tiles = [Candidate(f"examples/{n}.tile", n, fake_abi()) for n in ("wrong", "good", "slow")]
+    tiles.append(Candidate("examples/f32_c.tile", "f32_c", fake_abi(d="f32", buffers={"c": {"element": "f32"}})))
     args = type("Args", (), {"rounds": 3, "cslt_max_algs": 4})()
     row = SG["run_case"](torch, case, tiles, args, SG["Timer"](torch))
 
     assert wrong.launches == 1                   # its check; never timed
     assert row["tilec"]["wrong.tile"]["wrong"].startswith("wrong (rel err 9.0e-01")
+    # the fastest tile writing f16 without C, though the f32 D + C tile is faster: like with like
     assert row["tilec_tile"] == "good.tile" and row["tilec"]["slow.tile"]["ms"] == pytest.approx(0.6)
+    assert row["tilec"]["f32_c.tile"]["ms"] == pytest.approx(0.3)
     assert row["final_ms"] == pytest.approx({"tilec": 0.5, "cusparselt": 0.8, "cuBLAS": 1.0})   # view < contig
     assert len(row["rounds_ms"]["tilec"]) == 3 and row["timing"]["tilec"].startswith("CUDA graph of 6 launches")
     s = SG["summarize"](case, row)               # 1.0 / 0.5 and 0.8 / 0.5
     assert s["tilec_over_dense"] == pytest.approx(2.0) and s["tilec_over_cusparselt"] == pytest.approx(1.6)
     line = SG["markdown_table"]([row]).splitlines()[2]
     assert "| good.tile |" in line and "| 2.00 | 1.60 |" in line and "1980 MHz" in line
+    # where no tile writes the case's D without C, the row is the best other one, saying how it differs
+    row = SG["run_case"](torch, case, tiles[3:], args, SG["Timer"](torch))
+    assert row["tilec_tile"] == "f32_c.tile (f32 D, reads C)" and row["final_ms"]["tilec"] == pytest.approx(0.3)
