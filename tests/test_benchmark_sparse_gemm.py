@@ -323,7 +323,7 @@ def test_one_case_on_a_fake_gpu(monkeypatch):
     torch = _fake_torch()
     case = Case(4096, 4096, 4096, "f16")
     tiles = [Candidate(f"examples/{n}.tile", n, fake_abi()) for n in ("wrong", "good", "slow")]
-    tiles.append(Candidate("examples/f32_c.tile", "f32_c", fake_abi(d="f32", buffers={"c": {"element": "f32"}})))
+    tiles += [Candidate(f"examples/{n}.tile", n, fake_abi(d="f32", buffers={"c": {"element": "f32"}})) for n in ("f32_c",)]
     args = type("Args", (), {"rounds": 3, "cslt_max_algs": 4})()
     row = SG["run_case"](torch, case, tiles, args, SG["Timer"](torch))
 
