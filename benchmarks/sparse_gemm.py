@@ -1,326 +1,717 @@
-"""The pipelined 2:4 sparse GEMM (compiler/ptx/sparse_gemm_kernel.py) on the GPU, checked against torch and
-timed against cuSPARSELt (torch semi-structured sparsity) and dense cuBLAS in the same process.
+"""2:4 sparse GEMMs compiled from the DSL tile files in examples/ and launched through compiler.runtime, on
+an H100, against cuSPARSELt (with its algorithm search), cuBLAS dense and cuBLAS fp8 / int8 in one process
+(issue 17's benchmark). The API-configured warp-level kernel's benchmark is benchmarks/sparse_gemm_sync.py.
 
-    python3 benchmarks/sparse_gemm.py                 # every shape, every schedule in CONFIGS, table last
-    python3 benchmarks/sparse_gemm.py --quick         # 2048^3 and 4096^3 only
-    python3 benchmarks/sparse_gemm.py --ncu CONFIG    # one 4096^3 launch of CONFIG (for ncu -k regex:sgemm)
+    python3 benchmarks/sparse_gemm.py                      # every case (~9 minutes), table and JSON last
+    python3 benchmarks/sparse_gemm.py --quick --budget 300 # 4096^3, 8192^3, 8192x256x8192 and s8 (~5 min)
+    python3 benchmarks/sparse_gemm.py --shapes 8192x16x8192,4096 --types f16,e4m3 --json out.json
+    python3 benchmarks/sparse_gemm.py --list               # which example runs which case (no GPU)
 
-Needs torch, cupy and numpy (the device image has them); tilec's DSL parser (lark) is not needed:
-kernels are built from compiler.ptx.sparse_gemm_kernel.SparseGemmConfig directly.
+Needs torch, numpy, ml_dtypes, NVIDIA's cuda-core / cuda-bindings (the runtime), lark (the DSL's parser:
+the tiles are compiled here; tests/gpu/run_on_device.sh installs it from the wheelhouse) and, for the
+clocks, pynvml. ptxas assembles the kernels where it is found (else the driver JIT-compiles them).
 
-Problem: D[M,N] = A[M,K] @ B[K,N], A 2:4 sparse (f16 or bf16), f32 accumulation, D f16/bf16 (the
-baselines' output type; `--with-c` also runs the f32 D = A*B + C kernel the DSL example compiles).
-Operands: A is random with a random 2-of-4 pattern per chunk of 4 and non-zero kept values; compressed
-on the GPU into compiler/sparse.py's layouts (checked against sparse.compress on a small matrix first).
-B is stored as B^T (N x K, K contiguous: an activations tensor tokens x features); the baselines get
-the same data both as that transposed view and as a contiguous K x N copy, and the faster is reported.
+Cases: D[M,N] = A[M,K] B[K,N], A 2:4 sparse, for M=N=K in {2048, 4096, 8192}, 5120x13824x5120,
+13824x5120x5120, 8192x{16,64,256}x8192 (decode) and 4096x128256x4096 (a vocabulary projection), with
+f16 -> f16, bf16 -> bf16 and e4m3 -> bf16 (as torch._scaled_mm gives it); s8 -> s32 at 8192^3 (TOPS).
 
-Correctness first: every kernel output is compared with an fp32 torch product of the same operands
-(relative Frobenius error; f16 output rounding gives ~2e-4, a layout bug gives ~1); D is poisoned with
-NaN before the run, so an unwritten element fails. Then timing: CUDA events around each launch after a
-warm-up, median of `--iters` launches, for every schedule (to pick the best); then `--rounds` rounds
-of (best schedule, cuSPARSELt, cuBLAS) back to back, each the median of its launches, reported as the
-median round with the SM clock / power read through NVML. TFLOP/s = 2*M*N*K / time (dense-equivalent,
-as for cuSPARSELt). Large shapes run into the H100's 700 W limit: read the clocks next to the numbers.
+tilec: every tile of every examples/*.tile (rescanned at each start, so new examples join by themselves)
+whose kernel takes a packed 2:4 A of the case's input type and computes D = A*B (no bias, scale or
+activation; a C it reads is given as zeros), that this GPU can run (its target), and whose ABI's
+`requires` and `limits` the problem meets (compiler.runtime.abi.unmet). Each is checked, then timed. The
+row's tile is the fastest of those that write the case's output type without C (like with like); only
+where none can run, the fastest other one, its difference named ("f32 D, reads C"). A case no example
+can run is a row "n/a (why)", with each tile's unmet condition in the JSON.
 
-Recorded runs: docs/measurements.md.
+Peers: cuSPARSELt through torch (torch._cslt_compress / _cslt_sparse_mm), its algorithm chosen by
+_cslt_sparse_mm_search and by timing every alg id up to torch.backends.cusparselt.get_max_alg_id(), with B
+both as the transposed view of the N x K activations (column-major K x N) and as a contiguous K x N copy,
+output in the case's output type; the fastest configuration is reported. Dense: torch.mm (f16 / bf16, both
+B layouts), torch._scaled_mm (e4m3, B column-major as cuBLASLt requires, bf16 out, unit scales) with
+use_fast_accum True and False, torch._int_mm (s8 -> s32, both B layouts).
+
+Operands: A random 2:4 (never-zero kept values) and B uniform, built on the GPU and packed into
+compiler/sparse.py's layouts there (tests/gpu/harness/sparse_kernels.sparse_operands, checked against
+sparse.compress for every type first); B stored as B^T (N x K, K contiguous) as the kernels read it.
+
+Correctness first: every contender (each tilec tile, each cuSPARSELt configuration, each dense peer) is
+run once with D poisoned (NaN; s32: INT_MIN) and compared with the f32 torch product of the same
+operands (relative Frobenius error; rounding to f16 / bf16 gives ~1e-4 / ~1e-3, a wrong kernel ~1); a
+contender above the tolerance is reported as wrong and not timed. Timing: each contender captured into a
+CUDA graph of enough launches for ~2 ms (host launch overhead excluded for all alike; eager launches
+between CUDA events where a capture fails, said in the JSON), the median of replays; then `--rounds`
+rounds of (best tilec, best cuSPARSELt, each dense peer) back to back, the reported time the median
+round, with the SM clock, power and temperature read through NVML after the rounds.
+TFLOP/s (TOPS for s8) = 2*M*N*K / time: dense-equivalent, as for cuSPARSELt.
+
+Output: progress lines, a Markdown table with the ratios tilec / best dense peer and tilec / cuSPARSELt,
+and with --json FILE everything measured. Recorded runs: docs/measurements.md.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
+import math
+import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from compiler.isa.mma_sp.forms import find_form                         # noqa: E402
-from compiler.ptx.sparse_gemm_kernel import SparseGemmConfig, emit_sparse_gemm   # noqa: E402
-from tests.gpu.harness.sparse_kernels import (SPARSE_GEMM_OTHER_FORMS, SPARSE_GEMM_OTHER_SCHEDULES,  # noqa: E402
-                                              SPARSE_GEMM_SCHEDULES, check_packer, rel_err, sparse_operands)
+from tests.gpu.harness.sparse_kernels import check_packer, gpu_state, rel_err, sparse_operands  # noqa: E402
 
-# schedules tried per shape (tests/gpu/test_sparse_gemm_gpu.py checks each of them for correctness)
-CONFIGS = SPARSE_GEMM_SCHEDULES
-SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
-          (4096, 11008, 4096), (11008, 4096, 4096), (8192, 8192, 28672), (28672, 8192, 8192)]
-QUICK = SHAPES[:2]
-DEVICE = "cuda"                 # where operands are built
+EXAMPLES = REPO / "examples"
 
-
-def form_for(dtype: str):
-    return find_form("m16n8k32", dtype, dtype, "f32", "f32")
-
-
-def build(cp, tmp: str, key: str, dtype: str, out: str, with_c: bool):
-    name = f"sgemm_{dtype}_{key}{'_c' if with_c else ''}"
-    cfg = SparseGemmConfig(name, form_for(dtype), "sm_90a", accumulate_c=with_c, d_type=out, **CONFIGS[key])
-    kern = emit_sparse_gemm(cfg)
-    path = os.path.join(tmp, f"{name}.ptx")
-    Path(path).write_text(kern.text)
-    fn = cp.RawModule(path=path).get_function(name)
-    fn.max_dynamic_shared_size_bytes = kern.smem_bytes
-    return kern, fn, path
+# element type of D per input type: the output the dense libraries give (f16 / bf16 GEMM, _scaled_mm, _int_mm)
+OUTPUT = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16", "s8": "s32"}
+CUBES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192)]
+LLM = [(5120, 13824, 5120), (13824, 5120, 5120)]
+DECODE = [(8192, 16, 8192), (8192, 64, 8192), (8192, 256, 8192)]
+VOCAB = [(4096, 128256, 4096)]
+SHAPES = CUBES + LLM + DECODE + VOCAB
+FLOAT_TYPES = ("f16", "bf16", "e4m3")
+# relative Frobenius error a correct D stays below: f16 / bf16 rounding of D (2^-11 / 2^-8 relative per
+# element, ~0.3x that as a norm) with f32 accumulation in another order (f32 D: that order alone, K terms
+# of 2^-24 each at most); s32 sums are exact
+TOLERANCE = {"f16": 2e-3, "bf16": 1e-2, "f32": 1e-4, "s32": 0.0}
 
 
-def gpu_state() -> str:
-    """SM clock, power and temperature now (NVML), to read next to the timings."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        return (f"SM {pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)} MHz, "
-                f"{pynvml.nvmlDeviceGetPowerUsage(h) / 1000:.0f} W, "
-                f"{pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)} C")
-    except Exception as e:                                                  # report, keep going
-        return f"no NVML: {type(e).__name__}"
+@dataclass(frozen=True)
+class Case:
+    m: int
+    n: int
+    k: int
+    a: str                          # input element type: f16, bf16, e4m3, s8
+
+    @property
+    def out(self) -> str:
+        return OUTPUT[self.a]
+
+    @property
+    def label(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    @property
+    def ops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
 
 
-def timed(torch, fn, iters: int, warmup: int = 5) -> float:
-    """Median milliseconds of `iters` launches, each between its own pair of CUDA events."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for s, e in evs:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in evs)
+def cases(shapes, types) -> list[Case]:
+    """Every (shape, float type) and s8 at 8192^3, in that order, restricted to `shapes` and `types`."""
+    out = [Case(m, n, k, t) for (m, n, k) in shapes for t in types if t in FLOAT_TYPES]
+    if "s8" in types and (8192, 8192, 8192) in shapes:
+        out.append(Case(8192, 8192, 8192, "s8"))
+    return out
 
 
-SMS = 132          # set from the device in main()
+QUICK_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 256, 8192)]
 
 
-def launcher(np, kern, fn, m, n, k, a_vals, meta, bt, d, c=None):
-    args = [np.uint64(a_vals.data_ptr()), np.uint64(meta.data_ptr()), np.uint64(bt.data_ptr())]
-    if c is not None:
-        args.append(np.uint64(c.data_ptr()))
-    args += [np.uint64(d.data_ptr()), np.uint32(m), np.uint32(n), np.uint32(k)]
-    grid = kern.grid(m, n, k, SMS * kern.abi["max_ctas_per_sm"])
-    block, smem = kern.block, kern.smem_bytes
-    return lambda: fn(grid, block, tuple(args), shared_mem=smem)
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """'4096,8192x256x8192' -> [(4096, 4096, 4096), (8192, 256, 8192)] (one number: a cube)."""
+    out = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        dims = [int(x) for x in item.lower().split("x")]
+        if len(dims) == 1:
+            dims *= 3
+        if len(dims) != 3 or min(dims) < 1:
+            raise ValueError(f"shape {item!r}: M x N x K or one size (a cube)")
+        out.append(tuple(dims))
+    return out
 
 
-def dump_sass(ptx_path: str, out: str, tmp: str) -> None:
-    """ptxas -v + cuobjdump -sass of one kernel; prints the most frequent SASS opcodes."""
-    cubin = os.path.join(tmp, "k.cubin")
-    subprocess.run(["ptxas", "-v", "-arch=sm_90a", "-o", cubin, ptx_path], check=True)
-    sass = subprocess.run(["cuobjdump", "-sass", cubin], capture_output=True, text=True, check=True).stdout
-    Path(out).write_text(sass)
-    ops: dict[str, int] = {}
-    for ln in sass.splitlines():
-        parts = ln.split("*/")
-        if len(parts) > 1 and parts[1].strip() and parts[0].strip().startswith("/*"):
-            words = parts[1].strip().rstrip(";").split()
-            op = words[1] if words[0].startswith("@") and len(words) > 1 else words[0]
-            ops[op.split(".")[0]] = ops.get(op.split(".")[0], 0) + 1
-    print("SASS opcode counts:", dict(sorted(ops.items(), key=lambda x: -x[1])[:24]), flush=True)
+# --------------------------------------------------------------------------------------------------
+# The tilec contenders: the examples' tiles, chosen per case from their ABIs
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Candidate:
+    """One tile of one example file, with its kernel's ABI (CompileResult.to_json()['tiles'][tile]['kernel'])."""
+    file: str                       # path relative to the repository
+    tile: str
+    abi: dict
+    result: object = None           # the CompileResult (None in tests)
+    target: str = "sm_90a"
+
+    @property
+    def name(self) -> str:
+        return f"{Path(self.file).name}:{self.tile}" if Path(self.file).stem != self.tile else Path(self.file).name
+
+    @property
+    def a_type(self) -> str | None:
+        return self.abi.get("buffers", {}).get("a_values", {}).get("element")
+
+    @property
+    def d_type(self) -> str | None:
+        return self.abi.get("buffers", {}).get("d", {}).get("element")
+
+    @property
+    def reads_c(self) -> bool:
+        return "c" in self.abi.get("buffers", {})
+
+    def unlike(self, case: Case) -> str | None:
+        """How the tile's product differs from the case's D = A*B in the case's output type (None: it is
+        that product): another D type and / or a C it reads (given as zeros, so D = A*B all the same)."""
+        parts = ([f"{self.d_type} D"] if self.d_type != case.out else []) + (["reads C"] if self.reads_c else [])
+        return ", ".join(parts) or None
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final comparison")
-    ap.add_argument("--configs", default=",".join(CONFIGS))
-    ap.add_argument("--with-c", action="store_true", help="also the f32 D = A*B + C kernel at 4096^3")
-    ap.add_argument("--ncu", metavar="CONFIG", help="only launch CONFIG three times at 4096^3 (profiling)")
-    ap.add_argument("--sass", metavar="FILE", help="write the SASS of the first config here (ptxas + cuobjdump)")
-    ap.add_argument("--json", metavar="FILE")
-    args = ap.parse_args()
+_TARGET = re.compile(r"^\s*target\s+(sm_\d+[af]?)\s*;", re.M)
 
-    import cupy as cp
-    import numpy as np
-    import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    dev = torch.cuda.get_device_properties(0)
-    global SMS
-    SMS = dev.multi_processor_count
-    print(f"device {dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}, cupy {cp.__version__}",
-          flush=True)
-    tmp = tempfile.mkdtemp()
 
-    if args.ncu:
-        m = n = k = 4096
-        kern, fn, _ = build(cp, tmp, args.ncu, "f16", "f16", False)
-        dense, vals, meta = sparse_operands(torch, m, k, torch.float16, 1)
-        bt = torch.randn((n, k), device=DEVICE, dtype=torch.float16)
-        d = torch.empty((m, n), device=DEVICE, dtype=torch.float16)
-        run = launcher(np, kern, fn, m, n, k, vals, meta, bt, d)
-        for _ in range(3):
-            run()
+def not_plain(abi: dict) -> str | None:
+    """Why the kernel does not compute D = A*B (+ C, given as zeros) on a packed 2:4 A (None: it does): it
+    adds a bias, scales or applies an activation, or takes a scalar the benchmark would have to choose.
+    Other parameters (a buffer a new schedule needs, say) are the runtime's to fill: a launch it cannot
+    make is reported in that tile's row, not hidden here."""
+    buffers = abi.get("buffers", {})
+    if "a_values" not in buffers:
+        return "no packed 2:4 A"
+    ep = abi.get("epilogue") or {}
+    if ep.get("bias", "none") != "none":
+        return f"adds a bias ({ep['bias']})"
+    if ep.get("act", "none") != "none":
+        return f"applies {ep['act']}"
+    if ep.get("alpha", 1.0) != 1.0 or ep.get("beta", 0.0) != 0.0:
+        return f"scales (alpha {ep.get('alpha')}, beta {ep.get('beta')})"
+    if ep.get("scale") not in (None, 1, 1.0, "none"):
+        return f"scales D ({ep['scale']})"
+    scalars = sorted(p["name"] for p in abi.get("params", []) if p.get("type") not in ("u64", "u32"))
+    if scalars:
+        return f"takes {', '.join(scalars)}"
+    return None
+
+
+def discover(examples: Path = EXAMPLES, sm: int = 90) -> tuple[list[Candidate], dict[str, str]]:
+    """Every tile of examples/*.tile that could time a case on a device of compute capability `sm`: plain
+    D = A*B on a packed 2:4 A (see not_plain) whose target runs there. Returns (candidates, {file[:tile]:
+    why left out}); a file that does not compile is left out with its first error line."""
+    from compiler.driver import compile_file
+    from compiler.runtime.kernel import target_runs_on
+
+    found, skipped = [], {}
+    for path in sorted(examples.glob("*.tile")):
+        rel = str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
+        stated = _TARGET.search(path.read_text(encoding="utf-8", errors="replace"))
+        if stated and not target_runs_on(stated.group(1), sm):
+            skipped[rel] = f"{stated.group(1)} code (the device is sm_{sm})"
+            continue
+        try:
+            result = compile_file(str(path))
+            data = result.to_json()
+        except Exception as e:                       # report, keep going (a broken example is a finding)
+            skipped[rel] = f"does not compile: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            continue
+        for tile, info in data["tiles"].items():
+            abi = info.get("kernel")
+            key = f"{rel}:{tile}"
+            target = (abi or {}).get("target") or data.get("target", "")
+            if abi is None:
+                skipped[key] = "no kernel"
+            elif not target_runs_on(target, sm):
+                skipped[key] = f"{target} code (the device is sm_{sm})"
+            elif (why := not_plain(abi)) is not None:
+                skipped[key] = why
+            else:
+                found.append(Candidate(rel, tile, abi, result, target))
+    return found, skipped
+
+
+def select(candidates: list[Candidate], case: Case) -> tuple[list[Candidate], dict[str, str]]:
+    """(the candidates that can run `case`, {name: why not} for those of its input type that cannot): the
+    input type must be the case's and the problem must meet the kernel's requires and limits. Tiles that
+    write the case's output type without reading C come first (see Candidate.unlike for the others)."""
+    from compiler.runtime import abi as runtime_abi
+
+    runnable, unmet = [], {}
+    for c in sorted(candidates, key=lambda c: c.unlike(case) is not None):
+        if c.a_type != case.a:
+            continue
+        bad = runtime_abi.unmet(c.abi, case.m, case.n, case.k)
+        if bad:
+            unmet[c.name] = ", ".join(bad)
+        else:
+            runnable.append(c)
+    return runnable, unmet
+
+
+def unavailable(case: Case, unmet: dict[str, str]) -> str:
+    """The row text of a case no example can run."""
+    if not unmet:
+        return f"n/a (no example tile takes {case.a} as D = A*B)"
+    return "n/a (" + "; ".join(f"{name}: {why}" for name, why in sorted(unmet.items())) + ")"
+
+
+# --------------------------------------------------------------------------------------------------
+# Correctness gate, then timing
+# --------------------------------------------------------------------------------------------------
+
+def gate(contenders: dict, check, measure, tolerance: float) -> dict[str, dict]:
+    """Each contender (name -> anything `check` / `measure` take) is checked first: check(c) gives its
+    relative error or raises; only one within `tolerance` is measured (measure(c) -> ms). Returns name ->
+    {"rel_err", "ms"} or {"rel_err", "wrong": text} or {"error": text}."""
+    out = {}
+    for name, c in contenders.items():
+        try:
+            err = float(check(c))
+        except Exception as e:                                          # report, keep going
+            out[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            continue
+        if not err <= tolerance:                                        # NaN / inf too
+            out[name] = {"rel_err": err, "wrong": f"wrong (rel err {err:.1e} > {tolerance:.0e})"}
+            continue
+        try:
+            out[name] = {"rel_err": err, "ms": float(measure(c))}
+        except Exception as e:                                          # report, keep going
+            out[name] = {"rel_err": err, "error": f"timing: {type(e).__name__}: {e}"[:300]}
+    return out
+
+
+def fastest(results: dict[str, dict]) -> str | None:
+    timed_ok = {name: r["ms"] for name, r in results.items() if "ms" in r and r["ms"] == r["ms"]}
+    return min(timed_ok, key=timed_ok.get) if timed_ok else None
+
+
+def tolerance(out: str) -> float:
+    return TOLERANCE[out]
+
+
+# --------------------------------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------------------------------
+
+def rate(case: Case, ms) -> float:
+    """TFLOP/s (TOPS for integers) of one launch of `ms` milliseconds; NaN without a time."""
+    return case.ops / (ms * 1e-3) / 1e12 if ms and ms == ms else float("nan")
+
+
+def _num(x: float) -> str:
+    return "-" if x != x else f"{x:.0f}"
+
+
+def _ratio(x: float) -> str:
+    return "-" if x != x else f"{x:.2f}"
+
+
+def summarize(case: Case, row: dict) -> dict:
+    """The ratios of one measured row (`row["final_ms"]`: tilec, cusparselt, dense peers by name)."""
+    fin = row.get("final_ms", {})
+    nan = float("nan")
+    tilec = fin.get("tilec", nan)
+    dense = {name: ms for name, ms in fin.items() if name not in ("tilec", "cusparselt")}
+    best_dense = min(dense, key=dense.get) if dense else None
+    out = {"tilec": rate(case, tilec), "cusparselt": rate(case, fin.get("cusparselt", nan)),
+           "dense": {name: rate(case, ms) for name, ms in dense.items()}, "best_dense": best_dense}
+    out["tilec_over_dense"] = (dense[best_dense] / tilec) if best_dense and tilec == tilec else nan
+    out["tilec_over_cusparselt"] = fin.get("cusparselt", nan) / tilec if tilec == tilec else nan
+    out["tilec_over_each_dense"] = {name: ms / tilec if tilec == tilec else nan for name, ms in dense.items()}
+    return out
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """One line per case: tilec (or why not), cuSPARSELt, the dense peers, the two ratios, clocks."""
+    head = ("| M×N×K | in → D | tilec example | tilec | cuSPARSELt | dense peers | tilec / best dense "
+            "| tilec / cuSPARSELt | rel err | SM clock, power |")
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for row in rows:
+        case = row["case"]
+        unit = " (TOPS)" if case.a == "s8" else ""
+        s = summarize(case, row)
+        if "unavailable" in row:
+            tile = row["unavailable"]
+        elif "tilec_wrong" in row:
+            tile = row["tilec_wrong"]
+        else:
+            tile = row.get("tilec_tile", "-")
+        cs = _num(s["cusparselt"])
+        if row.get("cusparselt_config"):
+            cs += f" ({row['cusparselt_config']})"
+        elif row.get("cusparselt_note"):
+            cs = row["cusparselt_note"]
+        peers = ", ".join(f"{name} {_num(v)}" for name, v in s["dense"].items()) or row.get("dense_note", "-")
+        over = _ratio(s["tilec_over_dense"])
+        if len(s["dense"]) > 1:         # e4m3: against fast and against no-fast accumulation, like with like
+            over = " · ".join(f"{_ratio(r)} ({name})" for name, r in s["tilec_over_each_dense"].items())
+        err = row.get("tilec_rel_err")
+        lines.append(f"| {case.label} | {case.a} → {case.out}{unit} | {tile} | {_num(s['tilec'])} "
+                     f"| {cs} | {peers} | {over} | {_ratio(s['tilec_over_cusparselt'])} "
+                     f"| {'-' if err is None else f'{err:.1e}'} | {row.get('clocks', '-')} |")
+    return "\n".join(lines)
+
+
+def jsonable(rows: list[dict]) -> list[dict]:
+    out = []
+    for row in rows:
+        r = {k: v for k, v in row.items() if k != "case"}
+        case = row["case"]
+        r.update(M=case.m, N=case.n, K=case.k, a=case.a, d=case.out, summary=summarize(case, row))
+        out.append(r)
+    return _clean(out)
+
+
+def _clean(x):
+    """JSON-ready: NaN / inf as null, anything else unknown as its str."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if x is None or isinstance(x, (int, str, bool)):
+        return x
+    return str(x)
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU side (torch, the runtime)
+# --------------------------------------------------------------------------------------------------
+
+class Timer:
+    """Milliseconds per launch of a no-argument callable, captured `batch` times into a CUDA graph (host
+    launch cost out of the picture for every contender alike) and replayed between CUDA events; eager
+    launches between events where a capture fails (the reason kept in `how`)."""
+
+    def __init__(self, torch, target_ms: float = 3.0, replays: int = 5) -> None:
+        self.torch, self.target_ms, self.replays = torch, target_ms, replays
+        self.kept: dict = {}            # key -> (graph or None, batch): the finalists of a case
+        self.how: dict[str, str] = {}
+
+    def _eager(self, fn, iters: int) -> float:
+        torch = self.torch
+        evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+        for s, e in evs:
+            s.record()
+            fn()
+            e.record()
         torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in evs)
+
+    def capture(self, key: str, fn):
+        """(graph, batch) of `fn` after a warm-up that also estimates its time; (None, launches) where
+        the capture fails."""
+        torch = self.torch
+        fn()
+        torch.cuda.synchronize()
+        est = self._eager(fn, 3)
+        batch = max(1, min(200, math.ceil(self.target_ms / max(est, 1e-3))))
+        try:
+            g = torch.cuda.CUDAGraph()
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                fn()                                    # libraries set up their per-stream state first
+                torch.cuda.synchronize()
+                with torch.cuda.graph(g, stream=stream):
+                    for _ in range(batch):
+                        fn()
+            torch.cuda.current_stream().wait_stream(stream)
+            g.replay()
+            torch.cuda.synchronize()
+            self.how[key] = f"CUDA graph of {batch} launches"
+            return g, batch
+        except Exception as e:                          # eager launches instead, said in the JSON
+            torch.cuda.synchronize()
+            self.how[key] = f"eager launches ({type(e).__name__}: {str(e)[:120]})"
+            return None, max(5, batch)
+
+    def replay(self, fn, g, batch: int, replays: int) -> float:
+        if g is None:
+            return self._eager(fn, batch)
+        torch = self.torch
+        times = []
+        for _ in range(replays):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            g.replay()
+            e.record()
+            torch.cuda.synchronize()
+            times.append(s.elapsed_time(e) / batch)
+        return statistics.median(times)
+
+    def once(self, key: str, fn, replays: int = 3) -> float:
+        """Capture, measure, let the graph go (a contender that may not reach the rounds)."""
+        g, batch = self.capture(key, fn)
+        try:
+            return self.replay(fn, g, batch, replays)
+        finally:
+            del g
+
+    def keep(self, key: str, fn) -> float:
+        """The finalists: captured once per case, replayed in every round."""
+        if key not in self.kept:
+            self.kept[key] = self.capture(key, fn)
+        return self.replay(fn, *self.kept[key], self.replays)
+
+    def drop(self) -> None:
+        self.kept.clear()
+        self.how.clear()
+
+
+TORCH_TYPE = {"f16": "float16", "bf16": "bfloat16", "e4m3": "float8_e4m3fn", "s8": "int8", "s32": "int32",
+              "f32": "float32"}
+
+
+def poison(torch, d) -> None:
+    if d.dtype.is_floating_point:
+        d.fill_(float("nan"))
+    else:
+        d.fill_(torch.iinfo(d.dtype).min)
+
+
+def operands(torch, case: Case, seed: int):
+    """Dense 2:4 A, its packing, B^T (N x K), the f32 reference A @ B."""
+    dt = getattr(torch, TORCH_TYPE[case.a])
+    dense, vals, meta = sparse_operands(torch, case.m, case.k, dt, seed=seed)
+    g = torch.Generator(device="cuda").manual_seed(seed + 1)
+    if dt.is_floating_point:
+        bt = (torch.rand((case.n, case.k), device="cuda", generator=g) * 2 - 1).to(dt)
+    else:
+        bt = torch.randint(-8, 9, (case.n, case.k), device="cuda", generator=g).to(dt)
+    ref = dense.float() @ bt.float().t()
+    return dense, vals, meta, bt, ref
+
+
+def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt, d) -> dict:
+    """name -> launch closure of each chosen tile (the runtime's Kernel; packed A shared; a tile that reads
+    C gets zeros in C's type, made once here, so that it computes D = A*B too and no launch allocates)."""
+    from compiler.runtime import Kernel, SparseA
+
+    out, zeros = {}, {}
+    for c in chosen:
+        kernel = getattr(c, "kernel", None)
+        if kernel is None:
+            kernel = c.kernel = Kernel(c.abi, c.target, ptx=c.result.ptx, tile=c.tile)
+        a = SparseA(vals, meta, case.a, case.m, case.k)
+        b, zero = bt.t(), None
+        if c.reads_c:
+            element = c.abi["buffers"]["c"]["element"]
+            if element not in zeros:
+                zeros[element] = torch.zeros((case.m, case.n), device="cuda", dtype=getattr(torch, TORCH_TYPE[element]))
+            zero = zeros[element]
+        out[c.name] = (lambda kernel=kernel, a=a, b=b, zero=zero: kernel(a, b, zero, out=d))
+    return out
+
+
+def cusparselt(torch, case: Case, dense, bt, note: list, max_algs: int) -> dict:
+    """name -> launch closure of every cuSPARSELt configuration worth timing: the searched alg id and
+    every alg id below get_max_alg_id() (at most `max_algs` of them), for both B layouts; each is checked
+    before the caller times it."""
+    try:
+        a_c = torch._cslt_compress(dense)
+    except Exception as e:                                             # report, keep going
+        note.append(f"no cuSPARSELt: {type(e).__name__}: {str(e)[:160]}")
+        return {}
+    # out_dtype only where D's type is not A's (e4m3 -> bf16, s8 -> s32): f16 / bf16 give their own
+    out_dtype = getattr(torch, TORCH_TYPE[case.out]) if case.out != case.a else None
+    layouts = {"view": bt.t(), "contig": bt.t().contiguous()}
+    max_alg = None
+    try:
+        max_alg = torch.backends.cusparselt.get_max_alg_id()
+    except Exception:                                                  # older torch: the search alone
+        pass
+    algs: dict[str, set] = {}
+    for tag, b in layouts.items():
+        ids = set(range(min(int(max_alg), max_algs))) if isinstance(max_alg, int) and max_alg > 0 else set()
+        try:
+            found = torch._cslt_sparse_mm_search(a_c, b, out_dtype=out_dtype)
+            ids.add(int(found[0] if isinstance(found, (tuple, list)) else found))
+        except Exception as e:                                         # report, keep going
+            note.append(f"search ({tag}): {type(e).__name__}: {str(e)[:120]}")
+        algs[tag] = ids or {0}
+    out = {}
+    for tag, b in layouts.items():
+        for alg in sorted(algs[tag]):
+            out[f"alg {alg}, B {tag}"] = (lambda b=b, alg=alg: torch._cslt_sparse_mm(a_c, b, out_dtype=out_dtype,
+                                                                                   alg_id=alg))
+    out["_keep"] = (a_c, layouts)
+    return out
+
+
+def dense_peers(torch, case: Case, dense, bt) -> dict[str, dict]:
+    """peer name -> {layout tag: launch closure}: cuBLAS in the case's types."""
+    b_view = bt.t()
+    if case.a in ("f16", "bf16"):
+        b_cont = b_view.contiguous()
+        return {"cuBLAS": {"view": lambda: torch.mm(dense, b_view), "contig": lambda: torch.mm(dense, b_cont)}}
+    if case.a == "e4m3":
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+        peers = {}
+        for fast in (True, False):
+            peers[f"cuBLAS fp8 {'fast' if fast else 'no-fast'} acc"] = {
+                "view": (lambda fast=fast: torch._scaled_mm(dense, b_view, scale_a=one, scale_b=one,
+                                                            out_dtype=torch.bfloat16, use_fast_accum=fast))}
+        return peers
+    b_cont = b_view.contiguous()
+    return {"cuBLAS int8": {"view": lambda: torch._int_mm(dense, b_view),
+                            "contig": lambda: torch._int_mm(dense, b_cont)}}
+
+
+def checker(torch, ref, d=None):
+    """check(fn): run once (into the poisoned D when given, else the returned tensor), relative error."""
+    def check(fn):
+        if d is not None:
+            poison(torch, d)
+        got = fn()
+        torch.cuda.synchronize()
+        return rel_err(torch, d if d is not None else got, ref)
+    return check
+
+
+def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer) -> dict:
+    row: dict = {"case": case}
+    chosen, unmet = select(candidates, case)
+    row["tilec_unmet"] = unmet
+    dense, vals, meta, bt, ref = operands(torch, case, seed=case.m + case.n + case.k)
+    tol = tolerance(case.out)
+    final: dict[str, object] = {}
+    # tilec: every runnable example, checked then timed; the fastest to the rounds
+    if not chosen:
+        row["unavailable"] = unavailable(case, unmet)
+    else:
+        res, runs = {}, {}
+        for d_type in dict.fromkeys(c.d_type for c in chosen):      # one D per output type, poisoned per check
+            group = [c for c in chosen if c.d_type == d_type]
+            d = torch.empty((case.m, case.n), device="cuda", dtype=getattr(torch, TORCH_TYPE[d_type]))
+            group_runs = tilec_contenders(torch, case, group, vals, meta, bt, d)
+            res.update(gate(group_runs, checker(torch, ref, d), lambda fn: timer.once("tilec", fn), tolerance(d_type)))
+            runs.update(group_runs)
+        row["tilec"] = res
+        unlike = {c.name: c.unlike(case) for c in chosen}
+        best = fastest({name: r for name, r in res.items() if unlike[name] is None}) or fastest(res)
+        if best:
+            row["tilec_tile"] = best + (f" ({unlike[best]})" if unlike[best] else "")
+            row["tilec_rel_err"] = res[best]["rel_err"]
+            final["tilec"] = runs[best]
+        else:
+            row["tilec_wrong"] = "; ".join(f"{name}: {r.get('wrong') or r.get('error')}" for name, r in res.items())
+    # cuSPARSELt: every configuration checked, timed; the fastest to the rounds
+    note: list[str] = []
+    cs = cusparselt(torch, case, dense, bt, note, args.cslt_max_algs)
+    keep = cs.pop("_keep", None)
+    if cs:
+        res = gate(cs, checker(torch, ref), lambda fn: timer.once("cusparselt", fn), tol)
+        row["cusparselt"] = res
+        best = fastest(res)
+        if best:
+            row["cusparselt_config"] = best
+            final["cusparselt"] = cs[best]
+        else:
+            note.append("no configuration checked and timed")
+    if note:
+        row["cusparselt_note"] = "; ".join(note)[:300]
+    # dense peers: each layout checked, timed; the faster layout to the rounds
+    row["dense"] = {}
+    for peer, layouts in dense_peers(torch, case, dense, bt).items():
+        res = gate(layouts, checker(torch, ref), lambda fn: timer.once(peer, fn), tol)
+        row["dense"][peer] = res
+        best = fastest(res)
+        if best:
+            final[peer] = layouts[best]
+    # rounds: the finalists back to back, so that clock and power drift hits them alike
+    rounds: dict[str, list[float]] = {name: [] for name in final}
+    for _ in range(args.rounds):
+        for name, fn in final.items():
+            rounds[name].append(timer.keep(name, fn))
+    row["rounds_ms"] = {name: sorted(v) for name, v in rounds.items()}
+    row["final_ms"] = {name: statistics.median(v) for name, v in rounds.items() if v}
+    row["clocks"] = gpu_state()
+    row["timing"] = {key: timer.how.get(key) for key in final}
+    del keep
+    timer.drop()
+    return row
+
+
+def _listed(c: Candidate, case: Case) -> str:
+    how = c.unlike(case)
+    return f"{c.name} ({how})" if how else c.name
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:             # its parent package is missing
+        return False
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="4096^3, 8192^3 and 8192x256x8192 (and s8 8192^3)")
+    ap.add_argument("--shapes", help="comma-separated MxNxK or cube sizes (default: every shape)")
+    ap.add_argument("--types", default="f16,bf16,e4m3,s8", help="input types (f16, bf16, e4m3, s8)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final comparison")
+    ap.add_argument("--budget", type=float, default=1e9, help="seconds after which no further case starts")
+    ap.add_argument("--cslt-max-algs", type=int, default=32, help="cuSPARSELt alg ids timed besides the searched one")
+    ap.add_argument("--list", action="store_true", help="only say which example runs which case (no GPU)")
+    ap.add_argument("--json", metavar="FILE")
+    args = ap.parse_args(argv)
+    shapes = parse_shapes(args.shapes) if args.shapes else (QUICK_SHAPES if args.quick else SHAPES)
+    todo = cases(shapes, [t.strip() for t in args.types.split(",")])
+    t0 = time.time()
+    needs = {"lark": "lark (the DSL's parser; tests/gpu/run_on_device.sh installs it from the .whl/ wheelhouse)"}
+    if not args.list:
+        needs.update({"torch": "torch",
+                      "cuda.core": "cuda-core and cuda-bindings (compiler.runtime's launches: tilec[gpu])"})
+    missing = [what for module, what in needs.items() if not _importable(module)]
+    if missing:
+        print("benchmarks/sparse_gemm.py needs " + "; ".join(missing), file=sys.stderr)
+        return 2
+    candidates, skipped = discover()
+    print(f"examples: {len(candidates)} tiles time cases ({', '.join(c.name for c in candidates)}); "
+          f"{len(skipped)} left out", flush=True)
+    if args.list:
+        for why in sorted(skipped.items()):
+            print(f"  left out {why[0]}: {why[1]}")
+        for case in todo:
+            chosen, unmet = select(candidates, case)
+            print(f"  {case.label} {case.a} -> {case.out}: "
+                  f"{', '.join(_listed(c, case) for c in chosen) if chosen else unavailable(case, unmet)}")
         return 0
 
-    t0 = time.time()
-    check_packer(torch, DEVICE)
-    print("GPU packer == compiler.sparse.compress (f16, bf16)", flush=True)
-    keys = args.configs.split(",")
-    kernels = {key: build(cp, tmp, key, "f16", "f16", False) for key in keys}
-    if args.sass:
-        try:
-            dump_sass(kernels[keys[0]][2], args.sass, tmp)
-        except (OSError, subprocess.CalledProcessError) as e:
-            print("no SASS dump:", e, flush=True)
+    import torch
 
-    results = []
-    shapes = QUICK if args.quick else SHAPES
-    for (m, n, k) in shapes:
-        flop = 2.0 * m * n * k
-        tf = lambda ms: flop / (ms * 1e-3) / 1e12                          # noqa: E731
-        dense, vals, meta = sparse_operands(torch, m, k, torch.float16, seed=m + n + k)
-        bt = (torch.rand((n, k), device=DEVICE, dtype=torch.float32) * 2 - 1).to(torch.float16)
-        ref = dense.float() @ bt.float().t()
-        d = torch.empty((m, n), device=DEVICE, dtype=torch.float16)
-        row = {"M": m, "N": n, "K": k, "ours": {}}
-        for key, (kern, fn, _) in kernels.items():
-            run = launcher(np, kern, fn, m, n, k, vals, meta, bt, d)
-            d.fill_(float("nan"))
-            run()
-            torch.cuda.synchronize()
-            err = rel_err(torch, d, ref)
-            ms = timed(torch, run, args.iters) if err < 1e-2 else float("nan")
-            row["ours"][key] = {"ms": ms, "tflops": tf(ms), "rel_err": err}
-            print(f"  {m}x{n}x{k} {key}: rel err {err:.2e}, {ms:.3f} ms, {tf(ms):.0f} TFLOP/s", flush=True)
-        del ref
-        # baselines: cuSPARSELt (semi-structured A) and cuBLAS, B as the same transposed view or contiguous
-        b_view, b_cont = bt.t(), bt.t().contiguous()
-        base = {}
-        a_sp = None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.cuda.get_device_properties(0)
+    sm = dev.major * 10 + dev.minor
+    if sm != 90:
+        candidates, skipped = discover(sm=sm)
+    print(f"device {dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}; {gpu_state()}", flush=True)
+    check_packer(torch, "cuda", ("f16", "bf16", "e4m3", "s8"))
+    print("GPU packer == compiler.sparse.compress (f16, bf16, e4m3, s8)", flush=True)
+    timer = Timer(torch)
+    rows, left = [], []
+    for case in todo:
+        if time.time() - t0 > args.budget:
+            left.append(f"{case.label} {case.a}")
+            continue
         try:
-            from torch.sparse import to_sparse_semi_structured
-            a_sp = to_sparse_semi_structured(dense)
-            base["backend"] = type(a_sp).__name__
-            for tag, b in (("view", b_view), ("contig", b_cont)):
-                base[f"cusparselt_{tag}"] = timed(torch, lambda b=b: torch.mm(a_sp, b), args.iters)
-            chk = torch.mm(a_sp, b_cont).float()
-            base["cusparselt_rel_err"] = rel_err(torch, chk, dense.float() @ b_cont.float())
-            del chk
-        except Exception as e:                                             # report, keep going
-            base["cusparselt_error"] = f"{type(e).__name__}: {e}"[:200]
-        for tag, b in (("view", b_view), ("contig", b_cont)):
-            base[f"cublas_{tag}"] = timed(torch, lambda b=b, a=dense: torch.mm(a, b), args.iters)
-        best_key = min(row["ours"], key=lambda x: (row["ours"][x]["ms"] != row["ours"][x]["ms"],   # NaN last
-                                                   row["ours"][x]["ms"]))
-        # final numbers: rounds of (ours, cuSPARSELt, cuBLAS) back to back, so that clock and power drift
-        # hits the three alike; each round is the median of its launches, the result the median round
-        kern, fn, _ = kernels[best_key]
-        contenders = {"ours": launcher(np, kern, fn, m, n, k, vals, meta, bt, d)}
-        cs_tag = min((x for x in ("cusparselt_view", "cusparselt_contig") if x in base), key=base.get, default=None)
-        if cs_tag:
-            b = b_view if cs_tag.endswith("view") else b_cont
-            contenders["cusparselt"] = lambda b=b: torch.mm(a_sp, b)
-        b = b_view if base["cublas_view"] <= base["cublas_contig"] else b_cont
-        contenders["cublas"] = lambda b=b, a=dense: torch.mm(a, b)
-        rounds = {name: [] for name in contenders}
-        for _ in range(args.rounds):
-            for name, fn_ in contenders.items():
-                rounds[name].append(timed(torch, fn_, max(5, args.iters // 3), warmup=2))
-        row["interleaved_ms"] = {name: sorted(v) for name, v in rounds.items()}
-        row["final_ms"] = {name: statistics.median(v) for name, v in rounds.items()}
-        row["clocks"] = gpu_state()
-        row["baselines_ms"] = base
-        row["best"] = best_key
-        fin = row["final_ms"]
-        print(f"  {m}x{n}x{k} final ({args.rounds} interleaved rounds, {base.get('backend', base.get('cusparselt_error'))}): "
-              f"ours {best_key} {tf(fin['ours']):.0f}, cuSPARSELt {tf(fin.get('cusparselt', float('nan'))):.0f}, "
-              f"cuBLAS {tf(fin['cublas']):.0f} TFLOP/s; {row['clocks']}", flush=True)
-        results.append(row)
-        del dense, vals, meta, bt, b_cont, d, contenders
-        a_sp = None
-        torch.cuda.empty_cache()
-
-    print(f"\n(total {time.time() - t0:.0f} s)  TFLOP/s = 2MNK/time, dense-equivalent; median of {args.iters}")
-    hdr = f"{'M x N x K':>20} {'best schedule':>22} {'ours':>6} {'cuSPLt':>7} {'cuBLAS':>7} {'/cuSPLt':>8} " \
-          f"{'/cuBLAS':>8} {'spread':>7} {'rel err':>8}"
-    print(hdr)
-    for r in results:
-        m, n, k = r["M"], r["N"], r["K"]
-        f = 2.0 * m * n * k / 1e9
-        fin = r["final_ms"]
-        cs, cb, o = fin.get("cusparselt", float("nan")), fin["cublas"], fin["ours"]
-        iv = r["interleaved_ms"]["ours"]
-        spread = (iv[-1] - iv[0]) / o                 # slowest - fastest round, relative
-        print(f"{f'{m}x{n}x{k}':>20} {r['best']:>22} {f / o:6.0f} {f / cs:7.0f} {f / cb:7.0f} {cs / o:8.2f} "
-              f"{cb / o:8.2f} {spread:7.1%} {r['ours'][r['best']]['rel_err']:8.1e}")
-    extra = []
-    for what in ("bf16", "s8", "tf32", *(("f16+C",) if args.with_c else ())):
-        try:
-            extra.append(other_form(cp, np, torch, tmp, what, args.iters))
+            row = run_case(torch, case, candidates, args, timer)
         except Exception as e:                                          # report, keep going
-            extra.append({"what": what, "error": f"{type(e).__name__}: {e}"[:300]})
-        print("  ", extra[-1], flush=True)
+            row = {"case": case, "unavailable": f"failed: {type(e).__name__}: {str(e)[:200]}"}
+            timer.drop()
+        rows.append(row)
+        s = summarize(case, row)
+        what = row.get("tilec_tile") or row.get("unavailable") or row.get("tilec_wrong", "-")
+        print(f"  {case.label} {case.a} -> {case.out}: tilec {what} "
+              f"{_num(s['tilec'])}, cuSPARSELt {_num(s['cusparselt'])}, "
+              + ", ".join(f"{k} {_num(v)}" for k, v in s["dense"].items())
+              + f"; x{_ratio(s['tilec_over_dense'])} dense, x{_ratio(s['tilec_over_cusparselt'])} cuSPARSELt; "
+              f"{row.get('clocks', '')} ({time.time() - t0:.0f} s)", flush=True)
+        torch.cuda.empty_cache()
+    print(f"\n{dev.name}, {time.time() - t0:.0f} s; TFLOP/s (s8: TOPS) = 2MNK / time, dense-equivalent; "
+          f"median of {args.rounds} interleaved rounds, each the median of CUDA-graph replays\n")
+    print(markdown_table(rows))
+    if left:
+        print(f"\nbudget of {args.budget:.0f} s spent; not started: {', '.join(left)}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": dev.name, "results": results, "extra": extra}, indent=1))
+        Path(args.json).write_text(json.dumps({"device": dev.name, "torch": torch.__version__,
+                                               "examples_left_out": skipped, "not_started": left,
+                                               "rows": jsonable(rows)}, indent=1))
     return 0
-
-
-OTHER_SIZE = 4096
-# other forms at OTHER_SIZE^3: (form name, kernel input type, D type, config, with C)
-OTHER = SPARSE_GEMM_OTHER_FORMS
-CONFIGS_OTHER = SPARSE_GEMM_OTHER_SCHEDULES
-
-
-def other_form(cp, np, torch, tmp: str, what: str, iters: int) -> dict:
-    """One more form at 4096^3, operands from compiler.sparse (numpy) so every type takes the same
-    path: correctness against a float64 torch product, then timing; a dense torch baseline."""
-    from compiler import sparse
-    shape, t, out, key, with_c = OTHER[what]
-    m = n = k = OTHER_SIZE
-    form = find_form(shape, t, t, "s32" if t == "s8" else "f32", "s32" if t == "s8" else "f32")
-    name = f"sgemm_{what.replace('+', '_')}_{key}"
-    cfg = SparseGemmConfig(name, form, "sm_90a", accumulate_c=with_c, d_type=out,
-                           **{**CONFIGS, **CONFIGS_OTHER}[key])
-    kern = emit_sparse_gemm(cfg)
-    path = os.path.join(tmp, f"{name}.ptx")
-    Path(path).write_text(kern.text)
-    fn = cp.RawModule(path=path).get_function(name)
-    fn.max_dynamic_shared_size_bytes = kern.smem_bytes
-    rng = np.random.default_rng(5)
-    a = sparse.random_sparse(rng, m, k, t, shape)
-    b = sparse.random_values(rng, (k, n), t)
-    vals, meta = sparse.compress(a, t, shape)
-    bt = sparse.pack_b(b, t, shape)
-    dev = lambda x: torch.from_numpy(np.ascontiguousarray(x).view(np.uint8)).to(DEVICE)   # noqa: E731
-    d_t = {"s32": torch.int32, "f32": torch.float32, "bf16": torch.bfloat16}[out]
-    d = torch.full((m, n), -7, device=DEVICE, dtype=d_t)
-    ref = torch.from_numpy(a.astype(np.float64)).to(DEVICE) @ torch.from_numpy(b.astype(np.float64)).to(DEVICE)
-    c = None
-    if with_c:
-        c = torch.randn((m, n), device=DEVICE)
-        ref = ref + c.double()
-    run = launcher(np, kern, fn, m, n, k, dev(vals), torch.from_numpy(meta.view(np.int32)).to(DEVICE),
-                   dev(bt), d, c)
-    run()
-    torch.cuda.synchronize()
-    err = float(torch.linalg.vector_norm(d.double() - ref) / torch.linalg.vector_norm(ref))
-    ms = timed(torch, run, iters)
-    res = {"what": what, "form": form.name, "config": key, "rel_err": err, "ms": ms,
-           "tflops_or_tops": 2 * m * n * k / ms / 1e9}
-    # dense baselines: int8 tensor cores (torch._int_mm) / tf32 cuBLAS / bf16 cuSPARSELt
-    if t == "s8":
-        a8, b8 = torch.from_numpy(a).to(DEVICE), torch.from_numpy(np.ascontiguousarray(b)).to(DEVICE)
-        res["dense_int8_ms"] = timed(torch, lambda: torch._int_mm(a8, b8), iters)
-    elif t == "tf32":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        a32, b32 = torch.from_numpy(a).to(DEVICE), torch.from_numpy(b).to(DEVICE)
-        res["dense_tf32_ms"] = timed(torch, lambda: torch.mm(a32, b32), iters)
-        torch.backends.cuda.matmul.allow_tf32 = False
-    elif t == "bf16":
-        from torch.sparse import to_sparse_semi_structured
-        ad = torch.from_numpy(a.astype(np.float32)).to(DEVICE).to(torch.bfloat16)
-        bd = torch.from_numpy(b.astype(np.float32)).to(DEVICE).to(torch.bfloat16)
-        a_sp = to_sparse_semi_structured(ad)
-        res["cusparselt_ms"] = timed(torch, lambda: torch.mm(a_sp, bd), iters)
-        res["cublas_ms"] = timed(torch, lambda: torch.mm(ad, bd), iters)
-    return res
 
 
 if __name__ == "__main__":

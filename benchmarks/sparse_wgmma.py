@@ -7,7 +7,7 @@ semi-structured sparsity) and dense cuBLAS in the same process.
     python3 benchmarks/sparse_wgmma.py --sass FILE      # also ptxas -v + SASS opcode counts of the first config
 
 Needs torch, cupy and numpy (the device image has them), not the DSL parser. Operands, timing and the
-baselines are those of benchmarks/sparse_gemm.py (imported from it, not copied; the operand packer
+baselines are those of benchmarks/sparse_gemm_sync.py (imported from it, not copied; the operand packer
 is tests/gpu/harness/sparse_kernels.py's): A random 2:4 f16 with
 non-zero kept values, compressed on the GPU into compiler/sparse.py's layouts (checked against
 sparse.compress first); B stored as B^T (N x K); D = A*B in f16, f32 accumulation. The three tensor maps
@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import sparse_gemm as SG                                             # noqa: E402
+from benchmarks import sparse_gemm_sync as SG                                             # noqa: E402
 from compiler.isa.mma_sp.forms import find_form                                          # noqa: E402
 from compiler.ptx.sparse_wgmma_kernel import (SparseWgmmaConfig, emit_sparse_wgmma,   # noqa: E402
                                               encode_tensor_maps)
@@ -43,7 +43,7 @@ from tests.gpu.harness.sparse_kernels import SPARSE_WGMMA_SCHEDULES             
 # schedules tried per shape (tests/gpu/test_sparse_wgmma_gpu.py checks each of them for correctness); c2: CTA
 # pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 2 KB from L2 instead of 42
 CONFIGS = SPARSE_WGMMA_SCHEDULES
-MMA_SP_CONFIGS = ("128x256x64_s3",)                       # the warp-level kernel's best (sparse_gemm.py)
+MMA_SP_CONFIGS = ("128x256x64_s3",)                  # the warp-level kernel's best (sparse_gemm_sync.py)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 28672), (2048, 2048, 2048), (4096, 11008, 4096),
           (11008, 4096, 4096), (28672, 8192, 8192)]
 QUICK = SHAPES[:2]

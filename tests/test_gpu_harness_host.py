@@ -61,19 +61,20 @@ def test_nothing_is_loaded_by_file_path():
 def test_benchmarks_holds_benchmarks_and_the_fuzz_driver_only():
     # timing: compile_speed (tilec start-up and throughput), parse_speed (the front end on 100,000 list
     # items and 10,000 tiles), limits (time and peak memory at the largest inputs the limits allow),
-    # sparse_gemm / sparse_wgmma (GPU kernels against cuSPARSELt and cuBLAS), launch_overhead
+    # sparse_gemm (the examples' 2:4 tiles through the runtime against cuSPARSELt and cuBLAS), sparse_gemm_sync /
+    # sparse_wgmma (the API-configured GPU kernels against cuSPARSELt and cuBLAS), launch_overhead
     # (compiler.runtime's host cost per launch against cupy.RawModule), fragment_call (a CUDA C++ loop
     # calling an mma.sp fragment out of line / inlined against tilec's kernel); fuzz.py: the fuzz driver;
     # ptx_mix (the per-K-block instruction mix of a Blackwell GEMM's PTX) and cute_dsl_ptx (CuTe DSL's
     # persistent GEMM compiled to PTX for it: docs/blackwell_comparison.md). GPU correctness lives in tests/gpu/.
     assert sorted(p.name for p in (REPO / "benchmarks").glob("*.py")) == [
         "compile_speed.py", "cute_dsl_ptx.py", "fragment_call.py", "fuzz.py", "launch_overhead.py", "limits.py",
-        "parse_speed.py", "ptx_mix.py", "sparse_gemm.py", "sparse_wgmma.py"]
+        "parse_speed.py", "ptx_mix.py", "sparse_gemm.py", "sparse_gemm_sync.py", "sparse_wgmma.py"]
 
 
-@pytest.mark.parametrize("script", ["sparse_gemm.py", "sparse_wgmma.py"])
+@pytest.mark.parametrize("script", ["sparse_gemm.py", "sparse_gemm_sync.py", "sparse_wgmma.py"])
 def test_timing_benchmarks_start_without_a_gpu(script):
-    """Their module-level imports (compiler, tests.gpu.harness.sparse_kernels, benchmarks.sparse_gemm)
+    """Their module-level imports (compiler, tests.gpu.harness.sparse_kernels, benchmarks.sparse_gemm_sync)
     resolve from a checkout; cupy and torch are imported only once they run."""
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--help"], capture_output=True,
                           text=True, cwd=REPO / "tests", timeout=120)
@@ -254,7 +255,7 @@ def test_problem_reference_and_comparison(a_t, cd, shape, with_c, out, tmp_path,
 def test_benchmark_packer_is_compress_on_the_cpu():
     torch = pytest.importorskip("torch")
     pytest.importorskip("ml_dtypes")
-    sk.check_packer(torch, "cpu")
+    sk.check_packer(torch, "cpu", ("f16", "bf16", "e4m3", "s8"))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ TF32 = find_form("m16n8k16", "tf32", "tf32", "f32", "f32")
 E4M3 = find_form("m16n8k64", "e4m3", "e4m3", "f32", "f32")
 U8S8 = find_form("m16n8k64", "u8", "s8", "s32", "s32")
 
-# the configurations the benchmark tries on the H100 (benchmarks/sparse_gemm.py CONFIGS)
+# the configurations the benchmark tries on the H100 (benchmarks/sparse_gemm_sync.py CONFIGS)
 BENCH = [dict(cta_m=128, cta_n=256, cta_k=64, warps_m=2, warps_n=4, stages=3),
          dict(cta_m=128, cta_n=256, cta_k=64, warps_m=2, warps_n=4, stages=4),
          dict(cta_m=256, cta_n=128, cta_k=64, warps_m=4, warps_n=2, stages=4),

@@ -116,7 +116,7 @@ D_STORES = {
 
 
 # A types whose pipelined kernels are checked by the execution model (tests/test_sparse_gemm_kernel.py;
-# f16, bf16, s8 and tf32 also on the H100, benchmarks/sparse_gemm.py) are passes/limits.PIPELINED_A_TYPES;
+# f16, bf16, s8 and tf32 also on the H100, benchmarks/sparse_gemm_sync.py) are passes/limits.PIPELINED_A_TYPES;
 # the block-scaled kinds (4:8 e2m1 included) are checked by tests/test_block_scaled_kernels.py.
 # --------------------------------------------------------------------------------------------------
 # configuration

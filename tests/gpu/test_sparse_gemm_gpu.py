@@ -1,11 +1,11 @@
 """The pipelined sparse GEMM (compiler/ptx/sparse_gemm_kernel.py) on a GPU against numpy: f16, bf16, s8,
 u8 x s8, tf32 and e4m3 (sm_89+), one tile per CTA and persistent CTAs, D = A*B + C in the accumulator
-type and D = A*B rounded to f16 / bf16; then every schedule benchmarks/sparse_gemm.py times, and the
+type and D = A*B rounded to f16 / bf16; then every schedule benchmarks/sparse_gemm_sync.py times, and the
 benchmarks' GPU 2:4 packer. Inputs have 3 significant bits (compiler.sparse.random_values), so every sum
 is exact in f32 / s32 and the comparison is exact. D is poisoned first (unwritten elements fail); a
 mismatching case is saved under $OUT. Kernels are launched from their ABI (parameters, grid; host half:
 tests/gpu/harness/sparse_kernels.py). Skipped without cupy and a GPU (tests/gpu/conftest.py); timing
-lives in benchmarks/sparse_gemm.py."""
+lives in benchmarks/sparse_gemm_sync.py."""
 from __future__ import annotations
 
 import zlib
@@ -38,7 +38,7 @@ CASES = [
      None, (128, 256, 512)),
 ]
 
-# Every schedule benchmarks/sparse_gemm.py times, as it builds it (target sm_90a; f16 in, f16 D; its other
+# Every schedule benchmarks/sparse_gemm_sync.py times, as it builds it (target sm_90a; f16 in, f16 D; its other
 # forms bf16 -> bf16 D, s8 -> s32 D, tf32 -> f32 D, f16 with D = A*B + C in f32), on 2 x 3 x 4 CTA tiles
 # (persistent schedules: half as many CTAs as tiles). (A/B type, C/D type, shape, schedule, D type, with C)
 BENCH_CASES = ([("f16", "f32", "m16n8k32", key, "f16", False) for key in sk.SPARSE_GEMM_SCHEDULES]
@@ -96,6 +96,6 @@ def test_benchmark_schedule_on_gpu(cupy_device, t, cd, shape, key, out, with_c):
 
 def test_benchmark_packer_is_compress_on_gpu(torch_cuda):
     """The benchmarks build their large operands on the GPU (sparse_kernels.sparse_operands); those bytes
-    must be compiler.sparse.compress's, f16 and bf16."""
+    must be compiler.sparse.compress's: f16 and bf16 (m16n8k32), e4m3 and s8 (m16n8k64)."""
     pytest.importorskip("ml_dtypes", reason="bf16 host data needs ml_dtypes")
-    sk.check_packer(torch_cuda, "cuda")
+    sk.check_packer(torch_cuda, "cuda", ("f16", "bf16", "e4m3", "s8"))

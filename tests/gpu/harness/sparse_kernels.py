@@ -1,6 +1,6 @@
 """Host half of the sparse GEMM GPU checks (tests/gpu/test_sparse_gemm_gpu.py, test_sparse_wgmma_gpu.py,
-test_dsl_examples_gpu.py) and the code the timing benchmarks (benchmarks/sparse_gemm.py,
-benchmarks/sparse_wgmma.py) share with them:
+test_dsl_examples_gpu.py) and the code the timing benchmarks (benchmarks/sparse_gemm.py, sparse_gemm_sync.py,
+sparse_wgmma.py) share with them:
 
 * the schedules the benchmarks time (SPARSE_GEMM_SCHEDULES, SPARSE_WGMMA_SCHEDULES): the GPU tests run
   every one of them for correctness, so a schedule is never timed without being checked;
@@ -10,7 +10,8 @@ benchmarks/sparse_wgmma.py) share with them:
 * launches from a kernel's ABI (the JSON `tilec compile --abi` and CompileResult.to_json() give): the
   parameter list, the grid expressions and `requires` evaluated for a problem size;
 * the GPU 2:4 packer of the benchmarks (sparse_operands, torch), which must give exactly
-  compiler.sparse.compress's bytes (check_packer), and the relative error the benchmarks guard with.
+  compiler.sparse.compress's bytes (check_packer), the relative error the benchmarks guard with, and the
+  clocks they print (gpu_state, NVML).
 
 numpy and the compiler's host modules are imported here; cupy and torch are passed in by the caller
 (nothing here needs a GPU until a launch).
@@ -47,7 +48,7 @@ SPARSE_GEMM_SCHEDULES: dict[str, dict] = {
     "128x256x64_s3_p": _gemm(128, 256, 64, 2, 4, 3, persistent=True),
     "256x128x128_s2_p": _gemm(256, 128, 128, 4, 2, 2, persistent=True),
 }
-# benchmarks/sparse_gemm.py's other forms at 4096^3: name -> (mma.sp shape, A/B type, D type, schedule, with C)
+# benchmarks/sparse_gemm_sync.py's other forms at 4096^3: name -> (mma.sp shape, A/B type, D type, schedule, with C)
 SPARSE_GEMM_OTHER_SCHEDULES: dict[str, dict] = {
     "s8_128x256x128_s3": _gemm(128, 256, 128, 2, 4, 3),
     "tf32_128x256x32_s3": _gemm(128, 256, 32, 2, 4, 3),
@@ -267,45 +268,76 @@ def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int |
 PAIRS = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]   # the six ordered 2:4 index pairs (9.7.14.6.1)
 
 
+# torch dtypes the packer builds, by their element names (compiler/sparse.py), with their mma.sp shape
+PACKED_TYPES = {"f16": ("float16", "m16n8k32"), "bf16": ("bfloat16", "m16n8k32"),
+                "e4m3": ("float8_e4m3fn", "m16n8k64"), "s8": ("int8", "m16n8k64")}
+
+
 def sparse_operands(torch, m: int, k: int, dtype, seed: int, device: str = "cuda"):
-    """(dense 2:4 A, compressed values M x K/2, metadata int32 [M/16][K/32][32]) on `device`, in
+    """(dense 2:4 A, compressed values M x K/2, metadata int32 [M/16][K/shape_k][32]) on `device`, in
     compiler/sparse.py's layouts: kept elements of each chunk in K order; nibble = i0 | i1 << 2;
     metadata word of (tile, k-step, lane) = OR of nibble(row, chunk) << 4n over fragments.metadata_slot.
+    `dtype`: torch.float16 / bfloat16 (mma.sp shape m16n8k32), float8_e4m3fn / int8 (m16n8k64, 64
+    elements per k-step). Kept values are never zero: floats of magnitude 0.25..1.25 (rounded to the
+    type), integers -8..8 (then every s32 sum of K <= 2^18 products is below 2^24: exact in f32 too).
     Built with torch on the device, so that the benchmarks' large operands cost no host time."""
-    from compiler.isa.mma_sp.forms import find_form
+    from compiler.isa.mma_sp.forms import layout_for
     from compiler.isa.mma_sp.fragments import metadata_slot
 
+    name = next(e for e, (t, _) in PACKED_TYPES.items() if getattr(torch, t) == dtype)
+    lay = layout_for(name, PACKED_TYPES[name][1])
     g = torch.Generator(device=device).manual_seed(seed)
     pairs = torch.tensor(PAIRS, device=device)
     pick = pairs[torch.randint(0, 6, (m, k // 4), device=device, generator=g)]          # [M, K/4, 2]
-    mag = torch.rand((m, k // 4, 2), device=device, generator=g) + 0.25
+    if dtype.is_floating_point:
+        mag = torch.rand((m, k // 4, 2), device=device, generator=g) + 0.25
+    else:
+        mag = torch.randint(1, 9, (m, k // 4, 2), device=device, generator=g).float()
     sign = torch.randint(0, 2, (m, k // 4, 2), device=device, generator=g) * 2 - 1
     vals = (mag * sign).to(dtype)                                                       # never zero
-    dense = torch.zeros((m, k // 4, 4), device=device, dtype=dtype)
-    dense.scatter_(-1, pick, vals)
+    # scattered in f32 (torch has no scatter for 8-bit floats); every value is exact in `dtype`
+    dense = torch.zeros((m, k // 4, 4), device=device, dtype=torch.float32)
+    dense.scatter_(-1, pick, vals.float())
+    dense = dense.to(dtype)
     nib = (pick[..., 0] | (pick[..., 1] << 2)).to(torch.int64)                          # [M, K/4]
     del pick
-    lay = find_form("m16n8k32", "f16", "f16", "f32", "f32").layout
     rows = torch.tensor([[metadata_slot(lay, ln, n)[0] for n in range(8)] for ln in range(32)], device=device)
     chunks = torch.tensor([[metadata_slot(lay, ln, n)[1] for n in range(8)] for ln in range(32)], device=device)
-    tiles = nib.view(m // 16, 16, k // 32, 8).permute(0, 2, 1, 3)                      # [MT, KS, 16, 8]
-    words = torch.zeros((m // 16, k // 32, 32), device=device, dtype=torch.int64)
+    cpk = lay.chunks_per_row                                                            # chunks per k-step
+    tiles = nib.view(m // 16, 16, k // lay.k, cpk).permute(0, 2, 1, 3)                 # [MT, KS, 16, cpk]
+    words = torch.zeros((m // 16, k // lay.k, 32), device=device, dtype=torch.int64)
     for n in range(8):                     # nibble n of every lane word (one gather each: less memory)
         words |= tiles[:, :, rows[:, n], chunks[:, n]] << (4 * n)
     words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
     return dense.view(m, k), vals.view(m, k // 2).contiguous(), words.contiguous()
 
 
-def check_packer(torch, device: str = "cuda") -> None:
-    """The packer above produces exactly compiler.sparse.compress's bytes (f16 and bf16); AssertionError
-    naming the part that differs otherwise."""
-    for dtype, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
+def check_packer(torch, device: str = "cuda", types=("f16", "bf16")) -> None:
+    """The packer above produces exactly compiler.sparse.compress's bytes (for each element type of
+    `types`: f16, bf16, e4m3, s8); AssertionError naming the part that differs otherwise."""
+    for name in types:
+        dtype, shape = getattr(torch, PACKED_TYPES[name][0]), PACKED_TYPES[name][1]
         dense, vals, meta = sparse_operands(torch, 64, 256, dtype, seed=7, device=device)
         host = dense.float().cpu().numpy()
-        ref_vals, ref_meta = sparse.compress(host, name, "m16n8k32")
-        got_vals = vals.view(torch.int16).cpu().numpy().view(np.uint16)
-        assert np.array_equal(got_vals, np.ascontiguousarray(ref_vals).view(np.uint16)), f"{name} values"
+        ref_vals, ref_meta = sparse.compress(host, name, shape)
+        got_vals = vals.contiguous().view(torch.uint8).cpu().numpy()
+        assert np.array_equal(got_vals.reshape(-1), np.ascontiguousarray(ref_vals).view(np.uint8).reshape(-1)), \
+            f"{name} values"
         assert np.array_equal(meta.cpu().numpy().view(np.uint32), ref_meta), f"{name} metadata"
+
+
+def gpu_state() -> str:
+    """SM clock, power and temperature of device 0 now (NVML), to read next to the timings; the reason
+    where NVML cannot be read."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return (f"SM {pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)} MHz, "
+                f"{pynvml.nvmlDeviceGetPowerUsage(h) / 1000:.0f} W, "
+                f"{pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)} C")
+    except Exception as e:                                                  # report, keep going
+        return f"no NVML: {type(e).__name__}"
 
 
 def rel_err(torch, out, ref) -> float:
