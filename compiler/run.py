@@ -48,6 +48,9 @@ def default_shape(abi: dict, loop_k: int) -> tuple[int, int, int]:
 
     reqs = rabi.requires(abi)
     gm, gn, gk = (_granule(reqs, x) for x in "MNK")
+    # a kernel that takes any M, N, K (no multiple-of requirement) still gets whole kernel tiles here
+    gm = max(gm, abi.get("tile_m", 1) * (abi.get("cluster") or [1])[0])
+    gn, gk = max(gn, abi.get("tile_n", 1)), max(gk, abi.get("tile_k", 1))
     if rabi.is_tcgen05(abi):
         return 2 * gm, 2 * gn, abi["k"]
     k = max(loop_k, 4 * gk if abi.get("kernel_kind") else 0)
@@ -131,14 +134,18 @@ class SparseHost:
 def sparse_host(abi: dict, result, tile: str, m: int, n: int, k: int, seed: int) -> SparseHost:
     import numpy as np
 
-    from .emulator.sparse_host import reference, sparse_problem
+    from .emulator.sparse_host import edge_problem, reference, sparse_problem
+    from .isa.mma_sp.forms import SHAPE_M
 
     t = result.tiles[tile]
     form = t.facts["form"]
     d_type = t.payload.operands["D"].dtype
     names = {p["name"] for p in abi["params"]}
     rng = np.random.default_rng(seed)
-    p = sparse_problem(form, m, n, k, rng, "c" in names)
+    # shapes off the instruction grid (kernels taking any M, N, K: the runtime's packer pads A) get a problem
+    # whose A is sparse in whole chunks of the padded K; block-scaled forms always take whole blocks
+    whole = m % SHAPE_M == 0 and k % form.k == 0
+    p = (sparse_problem if whole or form.block_scale is not None else edge_problem)(form, m, n, k, rng, "c" in names)
     if abi.get("metadata") == "static":
         from .emulator.api import _static_problem
 

@@ -147,3 +147,39 @@ def test_emulate_policy_catches_a_seeded_protocol_bug(capsys, monkeypatch):
             assert "sparse_wgmma_f16: the CPU emulator stopped" in out and "has not finished writing" in out, out
             assert "Traceback" not in out + err
     assert caught, "no seed of 0..3 caught the dropped wait"
+
+
+def _example_abi(name: str):
+    from compiler.runtime import load
+
+    return load(os.path.join(EX, name)).abi
+
+
+def test_default_shape_is_whole_kernel_tiles_for_kernels_that_take_any_size():
+    """`tilec run` without --shape runs two kernel tiles (CTA pairs) along M and N, also for a kernel that
+    takes any M, N, K (the wgmma kernel: no multiple-of requirement), whose granule would otherwise be 1.
+    examples/sparse_wgmma_f16.tile: cta=128x256x64, cluster=2 -> 2 x (128 x 2) rows, 2 x 256 columns."""
+    from compiler.run import default_shape
+
+    abi = _example_abi("sparse_wgmma_f16.tile")
+    assert abi["tile_m"] == 128 and abi["tile_n"] == 256 and abi["cluster"][0] == 2
+    m, n, k = default_shape(abi, 64)
+    assert (m, n) == (2 * 128 * 2, 2 * 256) and k % abi["tile_k"] == 0
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 64), (200, 136, 72), (16, 8, 33)])
+def test_host_problem_off_the_instruction_grid(shape):
+    """The GPU path's host problem (compiler.run.sparse_host) for shapes that are not multiples of the
+    mma.sp instruction (16 rows, the form's K): A keeps the 2:4 pattern in whole chunks of the padded K and
+    the reference is A @ B of the same operands."""
+    import numpy as np
+
+    from compiler.driver import compile_source
+    from compiler.run import sparse_host
+
+    result = compile_source(open(os.path.join(EX, "sparse_wgmma_f16.tile")).read(), "sparse_wgmma_f16.tile")
+    m, n, k = shape
+    h = sparse_host(_example_abi("sparse_wgmma_f16.tile"), result, "sparse_wgmma_f16", m, n, k, 0)
+    assert h.p.a.shape == (m, k) and h.p.b.shape == (k, n)
+    want = h.p.a.astype(np.float64) @ h.p.b.astype(np.float64) + (h.p.c if h.p.c is not None else 0)
+    np.testing.assert_allclose(h.ref.astype(np.float64), want, rtol=1e-6, atol=1e-6)

@@ -24,7 +24,9 @@ What an op is:
 * strides: an input laid out otherwise than the kernel reads it (row-major, or B with K contiguous; a
   16-byte aligned start) is COPIED into that layout (`.contiguous()`, or `b.t().contiguous().t()` for B) on
   the current stream before the launch: an ordinary torch op, capturable, costing one copy of that operand.
-  The out= variant's D is never copied: it must be row-major and aligned (ArgumentError otherwise).
+  The out= variant's D must be row-major (ArgumentError otherwise) and is written in place where the
+  kernel can write its rows (aligned, rows a multiple of 16 bytes apart); the sparse wgmma kernel at an N
+  whose rows are not (any-size problems) writes a padded D that is then copied into it on the stream.
 * the launch: on `torch.cuda.current_stream()` of the inputs' device, asynchronous, no host sync, D
   allocated by torch.empty (the caching allocator); capturable in a CUDA graph, so torch.compile's
   mode="reduce-overhead" works. The kernel's module is loaded at registration when a GPU that runs its
@@ -331,6 +333,11 @@ class TorchOp:
         pitched = {key: key in want and want[key].pitch is not None for key in ("b", "c", "d")}
         result, target = out, out
         if pitched["d"]:              # rows 16-byte multiples apart: a padded D (copied out where needed)
+            if out is not None and out.stride(1) != 1 and n != 1:
+                # out= is written in place: only its row pitch may be fixed by a copy, never its layout
+                raise ArgumentError("out", "stride", "a row-major D (unit column stride)",
+                                    f"strides {tuple(out.stride())}",
+                                    "pass a row-major tensor, or use the functional op")
             size = out.element_size() if out is not None else torch.empty((), dtype=self.out_dtype).element_size()
             fits = out is not None and (out.stride(1) == 1 or n == 1) and (out.stride(0) * size) % ALIGN == 0 \
                 and out.data_ptr() % ALIGN == 0

@@ -673,7 +673,7 @@ class _Writer(PtxBuilder):
 
     def init_acc(self) -> None:
         """Accumulators of tile (%m0, %n0): C fragments (c_i at row g + 8*(i>>1), col 2t + (i&1),
-        digest section 6.2) or zeros."""
+        PTX ISA 9.7.14.6.2; isa/mma_sp/fragments.cd_element) or zeros."""
         cfg, ins = self.cfg, self.ins
         if cfg.preload_c:
             self.global_pointer("%gc", "c")
@@ -1113,7 +1113,8 @@ class _Writer(PtxBuilder):
 
 def d_stage_access(cfg: SparseGemmConfig) -> Access:
     """Per-thread offset in the staged D tile of fragment (0, 0, h=0): row wm*WM + g, column
-    wn*WN + 2t (fragment (i, h, q) adds (16i + 8h) rows and 8q columns; digest section 6.2)."""
+    wn*WN + 2t (fragment (i, h, q) adds (16i + 8h) rows and 8q columns; PTX ISA 9.7.14.6.2,
+    isa/mma_sp/fragments.cd_element)."""
     (wm_s, wm_m, _), (wn_s, wn_m, _) = _warp_terms(cfg)
     pitch, dbytes = cfg.d_pitch, TYPES[cfg.staged_type].bits // 8
     return Access("D", ((wm_s, wm_m, cfg.warp_m * pitch), (2, 7, pitch), (wn_s, wn_m, cfg.warp_n * dbytes),
