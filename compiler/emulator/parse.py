@@ -144,9 +144,10 @@ def parse_module(ptx: str) -> Module:
     module = Module(version.group(1) if version else None, target.group(1) if target else None)
     globals_ = {m.group(1): [int(v, 0) for v in m.group(3).split(",")] for m in _GLOBAL.finditer(ptx)}
     starts = [(m.start(), m.group(1)) for m in _ENTRY.finditer(ptx)]
-    # module-scope shared variables (the mma.sp writers' `.extern .shared` window) belong to every kernel
-    scope = ptx[:starts[0][0]] if starts else ptx
-    module_shared = [_shared_decl(m) for m in _SHARED.finditer(scope)]
+    # module-scope shared variables (the mma.sp writers' `.extern .shared` window, one per kernel of a
+    # module of several tiles, between their entries) belong to every kernel: those outside every body
+    module_shared = [_shared_decl(m) for m in _SHARED.finditer(ptx)
+                     if ptx.count("{", 0, m.start()) == ptx.count("}", 0, m.start())]
     for i, (start, name) in enumerate(starts):
         end = starts[i + 1][0] if i + 1 < len(starts) else len(ptx)
         first_line = ptx.count("\n", 0, start) + 1
