@@ -38,6 +38,8 @@ for the producer and the consumers alike, so the producer runs ahead into the ne
 soon as slots free up. The consumers free the last slot of a tile right after `wgmma.wait_group 0`, before
 the epilogue, and D's staging does not use the ring: it gets a region of its own after the barriers where
 ring + region fit the target's shared memory (D_REGION_ALIGN), else D is stored from the fragments.
+With a fused epilogue the plan runs on the registers before staging (C and bias per pair, as for direct
+stores) and D's own type is staged: half the region of staged f32 for f16 / bf16 D.
 Each warpgroup stages and copies out only its own rows, so no barrier across consumers is needed: a
 warpgroup's `bar.sync 2 + wg` before staging waits for its own copy-out of the previous tile.
 
@@ -364,9 +366,16 @@ class SparseWgmmaConfig(RingGeometry):
     def d_pitch(self) -> int:
         """Row pitch of the staged D tile: 16 bytes of padding, so the 8 rows g of a fragment store
         (lanes 4g+t at column 2t) start 4 banks apart and a warp's 32 words hit 32 banks. With an
-        epilogue the raw accumulators are staged (it runs in the copy-out, with no accumulator live)."""
-        staged = self.acc_type if self.epilogue is not None else self.out_type
+        epilogue the raw accumulators are staged (it runs in the copy-out, with no accumulator live), except
+        in persistent CTAs: they run it in registers and stage D's type (a smaller region of their own)."""
+        staged = self.acc_type if self.epilogue_in_copy_out else self.out_type
         return self.cta_n * TYPES[staged].bits // 8 + 16
+
+    @property
+    def epilogue_in_copy_out(self) -> bool:
+        """The fused epilogue runs in the staged copy-out (one tile per CTA: the drained ring holds the raw
+        accumulators), not on the registers before staging (persistent CTAs)."""
+        return self.epilogue is not None and not self.persistent
 
     @property
     def staged_d(self) -> bool:
@@ -1210,6 +1219,30 @@ class _Writer(PtxBuilder):
         ins("setp.le.and.u32 %p9, %y, %N, %p8;           // the whole chunk is inside D")
         ins("setp.gt.and.u32 %p10, %y, %N, %p8;          // part of it is")
 
+    def stage_after_epilogue(self, pitch: int) -> None:
+        """Persistent CTAs with a fused epilogue: the plan runs on the accumulators in registers (C and bias
+        per pair, as for direct stores; an edge tile's reads predicated) and D's type is staged at %c0 (the
+        thread's pair 0 in the region): half the bytes of f32 for f16 / bf16 D, so the region fits next to
+        a deeper ring. The copy-out is then the plain one."""
+        cfg, ins = self.cfg, self.ins
+        self.direct_epilogue_pointers()
+        self.thread_row()
+        ins(f"mad.lo.u32 %c0, %x, {pitch}, {self.dbase};")
+        ins(f"mad.lo.u32 %c0, %y, {self.dbytes}, %c0;")
+        ins("add.u32 %x, %x, %m0;                      // the pair's row and column of D (pair_guards)")
+        ins("add.u32 %y, %y, %n0;")
+
+        def stage(edge: bool) -> None:
+            if edge:
+                epilogue.zero_inputs(self, cfg.epilogue)
+            for _j, i, r, c in self.pairs():
+                if edge:
+                    self.pair_guards(r, c)
+                self.apply_epilogue(i, r, c, edge)
+                self.store_acc_pair("shared", f"[%c0+{r * pitch + c * self.dbytes}]", i)
+
+        self.edge_split(lambda: stage(False), lambda: stage(True))
+
     def staged_epilogue_out(self) -> None:
         """The copy-out of a staged accumulator tile through the epilogue: per 16-byte chunk (4 f32
         accumulators of one row), 4 C elements and 4 (column) or 1 (row) bias elements in one load each,
@@ -1300,7 +1333,7 @@ class _Writer(PtxBuilder):
 
             self.edge_split(lambda: direct(False), lambda: direct(True))
             return
-        pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue is not None else self.dbytes)
+        pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue_in_copy_out else self.dbytes)
         if cfg.persistent:
             ins(f"// accumulators -> padded D tile in its own region (pitch {pitch} B) -> coalesced stores")
             ins("add.u32 %z, %wg, 2;")
@@ -1309,18 +1342,21 @@ class _Writer(PtxBuilder):
             ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
             ins("fence.proxy.async.shared::cta;              // the ring was last touched by the async proxy")
             ins(f"bar.sync 1, {WG_THREADS * cfg.consumers};               // every consumer is done with the ring")
-        self.thread_row()
-        ins(f"mad.lo.u32 %x, %x, {pitch}, {self.dbase};")
-        ins(f"mad.lo.u32 %x, %y, {db}, %x;")
-        if cfg.epilogue is not None:           # the raw accumulators; the epilogue runs in the copy-out
-            for _j, i, r, c in self.pairs():
-                ins(f"st.shared.v2{self.acc} [%x+{r * pitch + c * db}], {{%acc{i}, %acc{i + 1}}};")
+        if cfg.epilogue is not None and not cfg.epilogue_in_copy_out:
+            self.stage_after_epilogue(pitch)
         else:
-            for _j, i, r, c in self.pairs():
-                self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
+            self.thread_row()
+            ins(f"mad.lo.u32 %x, %x, {pitch}, {self.dbase};")
+            ins(f"mad.lo.u32 %x, %y, {db}, %x;")
+            if cfg.epilogue is not None:           # the raw accumulators; the epilogue runs in the copy-out
+                for _j, i, r, c in self.pairs():
+                    ins(f"st.shared.v2{self.acc} [%x+{r * pitch + c * db}], {{%acc{i}, %acc{i + 1}}};")
+            else:
+                for _j, i, r, c in self.pairs():
+                    self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
         ins("add.u32 %z, %wg, 2;")
         ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's rows are staged")
-        if cfg.epilogue is not None:
+        if cfg.epilogue_in_copy_out:
             self.staged_epilogue_out()
             return
         cpr = cfg.cta_n * db // CHUNK
