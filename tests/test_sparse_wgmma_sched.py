@@ -408,3 +408,67 @@ def test_tune_searches_persistent_and_split_k():
     est = lambda c, *shape: schedules.estimate_cycles("sparse_wgmma", c, form, *shape, 132)   # noqa: E731
     assert est(pers, 1024, 1024, 4096) == est(one, 1024, 1024, 4096)           # 32 tiles: one wave
     assert est(pers, 4096, 4096, 4096) < est(one, 4096, 4096, 4096)
+
+
+# --------------------------------------------------------------------------------------------------
+# compiler.runtime: the launches it makes (a recording driver, no GPU: tests/test_runtime_launch.py)
+# --------------------------------------------------------------------------------------------------
+
+def _fake_launch(monkeypatch, path: str, tile: str | None, m: int, n: int, k: int):
+    """Load `tile` of example `path` on a fake H100 (132 SMs), allocate scratch as fake arrays; returns
+    (kernel, recording driver, operands, scratch allocations)."""
+    from compiler.runtime import SparseA, driver, load
+    from compiler.runtime import abi as rabi
+    from compiler.runtime import kernel as kernel_mod
+    from test_runtime import Fake
+    from test_runtime_launch import H100, FakeDriver
+
+    fake = FakeDriver(H100)
+    previous = driver.use(fake)
+    allocated = []
+
+    def allocate_like(lead, shape, element, fill_zero=False):
+        allocated.append((tuple(shape), element, fill_zero))
+        return Fake(shape, {"f32": "<f4", "s32": "<i4", "f16": "<f2"}[element])
+
+    monkeypatch.setattr(kernel_mod, "allocate_like", allocate_like)
+    monkeypatch.setattr(kernel_mod, "_synchronize", lambda lead: None)
+    kernel = load(str(REPO / "examples" / path), tile)
+    a = SparseA(Fake(rabi.buffer_shape(kernel.abi, "a_values", m, k), "<f2"),
+                Fake(rabi.buffer_shape(kernel.abi, "a_metadata", m, k), "<u4"), "f16", m, k)
+    return kernel, fake, (a, Fake((n, k), "<f2").T, Fake((m, n), "<f2")), allocated, previous
+
+
+def test_runtime_launches_persistent_ctas_on_the_sm_count(monkeypatch):
+    from compiler.runtime import driver
+
+    kernel, fake, (a, b, d), _, previous = _fake_launch(monkeypatch, "sparse_wgmma_f16_persistent.tile", None,
+                                                        4096, 4096, 4096)
+    try:
+        kernel(a, b, out=d)
+    finally:
+        driver.use(previous)
+    plan = fake.launches[-1][0]
+    # 512 CTA tiles of 128 x 256 in 256 pairs; 132 SMs: 66 pairs = 66 clusters of (2, 1, 1)
+    assert plan.grid == (66, 1, 1) and plan.cluster == (2, 1, 1)
+
+
+def test_runtime_allocates_split_k_scratch_once(monkeypatch):
+    """The split-K tile's workspace ([batch, tiles x 4, 128 x 64] f32) and semaphores ([batch, tiles], zeroed)
+    are allocated on the first launch of a size and passed after d; a second launch reuses them."""
+    from compiler.runtime import driver
+
+    m, n, k = 8192, 16, 8192
+    kernel, fake, (a, b, d), allocated, previous = _fake_launch(monkeypatch, "sparse_wgmma_f16_decode_split_k.tile",
+                                                                "sparse_wgmma_f16_decode_split_k", m, n, k)
+    try:
+        kernel(a, b, out=d)
+        kernel(a, b, out=d)
+    finally:
+        driver.use(previous)
+    assert allocated == [((1, 64 * 4, 128 * 64), "f32", False), ((1, 64), "s32", True)]
+    plan, _, args, _ = fake.launches[-1]
+    assert plan.grid == (64 * 4, 1, 1)
+    names = [p["name"] for p in kernel.abi["params"]]
+    ws, sem = (args[names.index(x)] for x in ("workspace", "semaphores"))
+    assert ws and sem and ws != sem and fake.launches[0][2] == args
