@@ -2,8 +2,8 @@
 an H100, against cuSPARSELt (with its algorithm search), cuBLAS dense and cuBLAS fp8 / int8 in one process
 (issue 17's benchmark). The API-configured warp-level kernel's benchmark is benchmarks/sparse_gemm_sync.py.
 
-    python3 benchmarks/sparse_gemm.py                      # every case (~9 minutes), table and JSON last
-    python3 benchmarks/sparse_gemm.py --quick --budget 300 # 4096^3, 8192^3, 8192x256x8192 and s8 (~5 min)
+    python3 benchmarks/sparse_gemm.py                      # every case (about a minute), table and JSON last
+    python3 benchmarks/sparse_gemm.py --quick --budget 300 # 4096^3, 8192^3, 8192x256x8192 and s8
     python3 benchmarks/sparse_gemm.py --shapes 8192x16x8192,4096 --types f16,e4m3 --json out.json
     python3 benchmarks/sparse_gemm.py --list               # which example runs which case (no GPU)
 
