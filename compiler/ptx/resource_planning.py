@@ -101,9 +101,6 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
     # a CTA pair's full barrier expects both CTAs' bytes; each CTA's shared memory receives its half
     tx = ws["tx_bytes"] // ws.get("cluster", 1)
     barriers = 2 * stages + 2 * ws["accumulators"]          # full, empty; acc_full, acc_empty
-    staging = len(ws.get("staging_warps", ()))               # sparse metadata / scale factors into TMEM
-    if staging:
-        barriers += 2 * stages                               # staged, staged_empty
     check_shared_memory(target, stages, stage, smem, per_stage=2 * MBARRIER_BYTES, fixed=smem - stages * stage -
                         2 * stages * MBARRIER_BYTES)
     epi = len(ws["epilogue_warps"])
@@ -114,7 +111,7 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
             "tmem_columns": ws["tmem_columns"], "mbarriers": barriers,
             "ctas_per_sm": ctas_per_sm(target, threads, MAX_REGISTERS, smem, ws["tmem_columns"]),
             "roles": [_role("epilogue", epi, MAX_REGISTERS, 8), _role("mma", 1, MAX_REGISTERS, 0),
-                      _role("tma", 1, MAX_REGISTERS, 0)] + ([_role("staging", staging, MAX_REGISTERS, 0)] if staging else []),
+                      _role("tma", 1, MAX_REGISTERS, 0)],
             **_tcgen05_mma(tile), "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
             "cta_n": spec.n,
             "k_block": ws["k_block"], "tx_bytes": tx,

@@ -10,12 +10,16 @@ shared setup; none of them decides a size.
              the CTA meets (tcgen05 fences around the barrier, 9.7.16.6.4) and reads the TMEM address.
   producer   warp 5, lane 0: for each of its tiles and K blocks, wait until the slot is empty, announce
              its bytes on the slot's full barrier (mbarrier.arrive.expect_tx, 9.7.13.15.11) and load the A
-             and B boxes with cp.async.bulk.tensor (9.7.9.25.5.1), one box per swizzle atom along K,
-             completing on that barrier (.mbarrier::complete_tx::bytes).
+             and B boxes with cp.async.bulk.tensor (9.7.9.25.5.1), one box per swizzle atom along K, and
+             the block's sparse-metadata / scale-factor images (META, SFA, SFB: `tmem_image` layout) with
+             one cp.async.bulk each (9.7.9.25.4.1), all completing on that barrier
+             (.mbarrier::complete_tx::bytes).
   mma        warp 4, lane 0: per tile, wait until the accumulator is empty; per K block wait for the
-             slot's full phase, issue the block's tcgen05.mma (enable-input-d false for the first of the
-             tile) and tcgen05.commit to the slot's empty barrier (the slot is free once those MMAs have
-             read it, 9.7.16.12.1); after the last block commit to the accumulator's full barrier.
+             slot's full phase, copy the slot's metadata / scale-factor images into the slot's TMEM columns
+             (tcgen05.cp, 9.7.16.8.2: ordered before the MMAs that follow, 9.7.16.6.2), issue the block's
+             tcgen05.mma (enable-input-d false for the first of the tile) and tcgen05.commit to the slot's
+             empty barrier (the slot is free once those copies and MMAs have read it, 9.7.16.12.1); after the
+             last block commit to the accumulator's full barrier.
   epilogue   warps 0-3: per tile, wait for the accumulator's full phase, read warp w's 32 lanes with
              tcgen05.ld.32x32b.x8 (9.7.16.8.3), store them to D with 16-byte vector stores, then (after
              tcgen05.fence::before_thread_sync) lane 0 arrives on the accumulator's empty barrier.
@@ -33,7 +37,8 @@ flips each time their index wraps (mbarrier phases, 9.7.13.15.16 try_wait.parity
 a fresh empty barrier waits for parity 1 ("the phase before the first"), which completes at once.
 
 ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of two 64-byte
-aligned CUtensorMaps, A then B, in global memory), D (u64), M, N, K (u32); A is [M][K] and B [N][K]
+aligned CUtensorMaps, A then B, in global memory), D (u64), META or SFA, SFB (u64: their TMEM images,
+`tmem_image`), the epilogue's bias and scalars, M, N, K (u32); A is [M][K] and B [N][K]
 row-major (K-major), D [M][N] row-major in D's type; grid (min(tiles, SM count), 1, 1), block (192, 1, 1), dynamic
 shared memory `dynamic_smem_bytes`, clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `buffers` states every
 array (element type, shape in M, N, K) as compiler/runtime/abi.py's buffers family does, so compiler/runtime
@@ -143,7 +148,7 @@ class _WsKernel:
 
     def _rings(self, tile: Op) -> dict[str, RingPlan]:
         """The kernel's rings: the smem ring of pipeline-planning's tilec.pipeline (checked against the
-        ws_plan's slots), the TMEM accumulators and, with staging warps, the staged TMEM operand slots."""
+        ws_plan's slots) and the TMEM accumulators."""
         plan = self.plan
         smem = ring_plan(tile)
         if smem is None or (smem.stages, smem.stage_bytes, smem.barrier_offset) != (plan.stages, plan.stage_bytes,
@@ -158,11 +163,7 @@ class _WsKernel:
         rings = {"smem": smem,
                  "accumulator": RingPlan(plan.accumulators, 0, 0, counts["acc_full"], counts["acc_empty"],
                                          plan.acc_full)}
-        if plan.staging_warps:
-            rings["staged"] = RingPlan(plan.stages, 0, 0, counts["staged"], counts["staged_empty"], plan.staged)
-        for name in ("accumulator", "staged"):
-            if name in rings:
-                rings[name].check()
+        rings["accumulator"].check()
         return rings
 
     def ring(self, name: str) -> _RoleRing:
@@ -190,11 +191,6 @@ class _WsKernel:
         end = kb.label("roles_done")
         to_mma, to_tma = kb.label("mma_role"), kb.label("tma_role")
         p = kb.reg("p")
-        to_staging = None
-        if plan.staging_warps:
-            to_staging = kb.label("staging_role")
-            e(f"setp.ge.u32 {p}, {self.warp}, {plan.staging_warps[0]};")
-            e(f"@{p} bra.uni {to_staging};")
         e(f"setp.eq.u32 {p}, {self.warp}, {plan.tma_warp};")
         e(f"@{p} bra.uni {to_tma};")
         e(f"setp.eq.u32 {p}, {self.warp}, {plan.mma_warp};")
@@ -206,10 +202,6 @@ class _WsKernel:
         e(f"bra.uni {end};")
         kb.put(to_tma)
         self.producer_role()
-        if to_staging is not None:
-            e(f"bra.uni {end};")
-            kb.put(to_staging)
-            self.staging_role()
         kb.put(end)
         self.teardown()
         e("ret;")
@@ -247,15 +239,6 @@ class _WsKernel:
         kb.div_imm(self.tiles, self.n, self.spec.n)
         e(f"mul.lo.u32 {self.tiles}, {self.tiles}, {self.tiles_m};")
         kb.div_imm(self.kblocks, self.k, plan.k_block)
-        if self.sparse:
-            meta = self.tile.facts["tcgen05_metadata"]
-            self.meta_words = kb.reg("r")                  # META words per row: K / (8 * chunk)
-            kb.div_imm(self.meta_words, self.k, 8 * meta.chunk)
-        if self.scaled:
-            self.sf_pitch = kb.reg("r")                    # SFA / SFB bytes per row: K / K_mma * NSF
-            sfa, _ = self.tile.facts["scale_layouts"]
-            kb.div_imm(self.sf_pitch, self.k, mma_k(self.kind, self.sparse, self.form.k96))
-            e(f"mul.lo.u32 {self.sf_pitch}, {self.sf_pitch}, {sfa.nsf};")
         p0, x = kb.reg("p"), kb.reg("r")
         e(f"setp.eq.u32 {p0}, {self.tid}, 0;")
         for name, ring in self.rings.items():
@@ -355,6 +338,12 @@ class _WsKernel:
         full, zero, nb0 = kb.reg("r"), kb.reg("r"), kb.reg("r")
         if self.pair:
             e(f"mov.u32 {zero}, 0;")
+        images = {}                     # the per-K-block TMEM operands' global images (META, SFA, SFB)
+        for name in plan.cp_operands:
+            images[name] = kb.reg("rd")
+            kb.global_pointer(images[name], name)
+        if images:
+            tile_index, image_at, src = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
 
         def block(kreg: str, m0: str, n0: str) -> None:
             ring.wait_empty()
@@ -377,6 +366,19 @@ class _WsKernel:
                     e(f"add.u32 {dst}, {ring.slot_addr}, {op.offset + j * op.atom_stride};")
                     e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                       f"{suffix} [{dst}], [{maps[name]}, {{{x}, {row0}}}], [{bar}];")
+            for name, at, nbytes in zip(plan.cp_operands, plan.cp_smem, plan.cp_bytes):
+                # image (row tile, K block) of `name`: `nbytes` contiguous bytes, one bulk copy (9.7.9.25.4.1)
+                # completing on the slot's full barrier like the TMA boxes (its expect_tx counts them)
+                row0, extent = (n0, self.spec.n) if name == "SFB" else (m0, self.spec.m)
+                e(f"div.u32 {tile_index}, {row0}, {extent};")
+                e(f"mul.wide.u32 {image_at}, {tile_index}, {self.kblocks};")
+                e(f"cvt.u64.u32 {src}, {kreg};")
+                e(f"add.u64 {image_at}, {image_at}, {src};")
+                e(f"mul.lo.u64 {image_at}, {image_at}, {nbytes};")
+                e(f"add.u64 {src}, {images[name]}, {image_at};")
+                e(f"add.u32 {dst}, {ring.slot_addr}, {at};")
+                e(f"@{self.p_lane0} cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                  f"[{dst}], [{src}], {nbytes}, [{bar}];")
             ring.advance()
 
         self.tile_loop("tma", lambda m0, n0: self.k_loop("tma", lambda i: block(i, m0, n0)))
@@ -397,9 +399,8 @@ class _WsKernel:
         p_true, p_acc = kb.constant_pred(True), kb.reg("p")
         ring = self.ring("smem")
         accs = self.ring("accumulator")
-        # staged[s] completes when the staging warps wrote slot s's TMEM operands
-        staged = self.ring("staged") if plan.staging_warps else None
         d, cols = kb.reg("r"), kb.reg("r")
+        cp_at = kb.reg("r") if plan.cp_operands else None
         fmt = None
         if self.sparse:
             from ..isa.tmem import metadata_format
@@ -416,7 +417,8 @@ class _WsKernel:
                 e(f"add.u32 {meta}, {cols}, {plan.stage_regions[0] + col};")
                 operands["meta"] = meta
             if scales is not None:
-                sfa, sfb = scales
+                # each 4-byte group of the factor stream in its own sf_group_columns (the tcgen05.cp layout)
+                sfa, sfb = (replace(lay, slices=g) for lay, g in zip(scales, plan.sf_group_columns))
                 acol, _ = sfa.step_position(s)
                 bcol, _ = sfb.step_position(s)
                 ra, rb = kb.regs("r", 2)
@@ -432,28 +434,23 @@ class _WsKernel:
 
             def block(i: str) -> None:
                 ring.wait_full()
-                if staged is not None:
-                    staged.wait_full()
                 e("tcgen05.fence::after_thread_sync;")
                 skip = kb.label("issued")
                 e(f"@!{self.p_lane0} bra {skip};")
                 e(f"setp.ne.u32 {p_acc}, {i}, 0;")
                 sdesc = descriptor_base(kb, ring.slot_addr)
-                if staged is not None:                      # slot s's TMEM operands
+                if plan.cp_operands:                        # slot s's TMEM operands, copied from its images
                     e(f"mad.lo.u32 {cols}, {ring.index}, {plan.tmem_stage_columns}, {self.taddr};")
                     e(f"add.u32 {cols}, {cols}, {plan.tmem_stage};")
+                    self.copy_tmem_operands(sdesc, cols, cp_at)
                 issue_mmas(kb, self.form, f"[{d}]", self.steps,
                            a_operand=lambda s: descriptor(kb, sdesc, da[s]),
                            b_operand=lambda s: descriptor(kb, sdesc, db[s]),
                            step_operands=step_operands, idesc=lambda s: idesc_regs[step_values[s]],
                            first_enable=p_acc, enable=p_true,
                            extra={}, mbar=ring.empty_bar, cta_mask=self.cta_mask if self.pair else None)
-                if staged is not None:                      # the slot's TMEM operands are free once read too
-                    commit(kb, staged.empty_bar)
                 kb.put(skip)
                 ring.advance()
-                if staged is not None:
-                    staged.advance()
 
             self.k_loop("mma", block)
 
@@ -549,53 +546,31 @@ class _WsKernel:
 
         self.tile_loop("epi", tile)
 
-    # ---- staging (sparse metadata, scale factors) --------------------------------------------------
-    def staging_role(self) -> None:
-        """Warps 6-9: each K block's sparse metadata (from META) or scale factors (SFA, SFB) into its ring
-        slot's TMEM columns, once the slot's previous MMAs completed (its empty phase); then each warp
-        arrives on the slot's staged barrier. Warp w writes TMEM lanes 32*(w%4).. (9.7.16.8.3): the rows of
-        logical lanes 32*(w%4)+lane (data-path layout D, M = 128: row i in lane i)."""
-        from dataclasses import replace
-
-        from ..isa.tmem import metadata_format
-        from .tcgen05_kernel import _tmem_store, metadata_cells, stage_scale_factors
+    # ---- the per-K-block TMEM operands (sparse metadata, scale factors) ------------------------------
+    def copy_tmem_operands(self, sdesc: str, cols: str, at: str) -> None:
+        """The MMA thread copies the slot's metadata / scale-factor images into the slot's TMEM columns
+        (`cols`) with tcgen05.cp (9.7.16.8.2), one 4-column copy per 16-byte-wide source: metadata
+        .128x128b (row i -> lane i), scale factors .32x128b.warpx4 (row i -> lane i of every lane quarter).
+        Each source is a no-swizzle K-major matrix of 16-byte rows, 8-row core matrices 128 bytes apart
+        (SBO; 9.7.16.4.1). The MMAs issued next by this thread read them: tcgen05.cp -> tcgen05.mma is a
+        pipelined pair, executed in issue order (9.7.16.6.2), so no wait comes between; the slot's
+        tcgen05.commit to its empty barrier tracks the copies too, so the producer reloads the images only
+        after they were read. The columns are written again only when this slot comes round, after the
+        wait on its full barrier, which follows that commit's arrival: the MMAs that read them are done."""
+        from ..descriptors.smem import SmemDesc
+        from ..isa.tcgen05_forms import tcgen05_cp
+        from ..passes.warp_specialization import CP_COLUMNS, CP_FORMS, CP_ROWS
 
         kb, e, plan = self.kb, self.e, self.plan
-        kb.comment(f"---- staging (warps {plan.staging_warps[0]}-{plan.staging_warps[-1]}): "
-                   f"{'sparse metadata' if self.sparse else 'scale factors'} -> TMEM per ring slot")
-        quarter, lam, lane_field, tw, cols = kb.regs("r", 5)
-        e(f"and.b32 {quarter}, {self.warp}, 3;")
-        e(f"mad.lo.u32 {lam}, {quarter}, 32, {self.lane};")
-        e(f"shl.b32 {lane_field}, {quarter}, 21;")       # (32 * quarter) << 16: the lane field (9.7.16.1)
-        e(f"add.u32 {tw}, {self.taddr}, {lane_field};")
-        ptrs = {}
-        for name in (("META",) if self.sparse else ()) + (("SFA", "SFB") if self.scaled else ()):
-            ptrs[name] = kb.reg("rd")
-            kb.global_pointer(ptrs[name], name)
-        ring = self.ring("staged")
-
-        def block(kreg: str, m0: str, n0: str) -> None:
-            ring.wait_empty()
-            e("tcgen05.fence::after_thread_sync;")           # after the MMAs that read the slot's columns
-            e(f"mad.lo.u32 {cols}, {ring.index}, {plan.tmem_stage_columns}, {tw};")
-            if self.sparse:
-                meta = replace(self.tile.facts["tcgen05_metadata"], words_per_row=self.meta_words)
-                fmt = metadata_format(self.kind)
-                cells = metadata_cells(kb, meta, fmt, self.steps * fmt.words_per_mma, lam, kreg, m0, ptrs["META"])
-                _tmem_store(kb, cols, cells, plan.tmem_stage + plan.stage_regions[0])
-            if self.scaled:
-                layouts = self.tile.facts["scale_layouts"]
-                stage_bytes = self.steps * layouts[0].nsf
-                stage_scale_factors(kb, layouts, self.steps, (self.spec.m, self.spec.n), lam, kreg, (m0, n0),
-                                    (ptrs["SFA"], ptrs["SFB"]),
-                                    tuple(plan.tmem_stage + r for r in plan.stage_regions[-2:]), self.sf_pitch,
-                                    stage_bytes % 4 == 0, cols)
-            e("tcgen05.wait::st.sync.aligned;")
-            e("tcgen05.fence::before_thread_sync;")
-            ring.code.produce(ring.full_bar, self.p_lane0)
-            ring.advance()
-
-        self.tile_loop("stage", lambda m0, n0: self.k_loop("stage", lambda i: block(i, m0, n0)))
+        for name, offset, nbytes, region in zip(plan.cp_operands, plan.cp_smem, plan.cp_bytes, plan.stage_regions):
+            shape, multicast = CP_FORMS[name]
+            chunk = CP_ROWS[shape] * 16
+            kb.comment(f"{name}: {nbytes // chunk} tcgen05.cp .{shape}{'.' + multicast if multicast else ''} -> "
+                       f"TMEM columns +{region}..+{region + nbytes // chunk * CP_COLUMNS - 1}")
+            for q in range(nbytes // chunk):
+                value = SmemDesc(offset + q * chunk, lbo=chunk, sbo=8 * 16).encode()
+                e(f"add.u32 {at}, {cols}, {region + q * CP_COLUMNS};")
+                e(tcgen05_cp(at, descriptor(kb, sdesc, value), shape, plan.cluster, multicast))
 
     # ---- ABI ------------------------------------------------------------------------------------
     def buffers(self) -> dict:
@@ -622,18 +597,27 @@ class _WsKernel:
                                    "read through its tensor map only",
                          **({"packed": True} if op.elem_bits == 4 else {})}
         out["D"] = {"element": d, "shape": ["M", "N"], "layout": f"[M][N] {d} row-major (written)"}
-        if self.sparse:
-            chunk = self.tile.facts["tcgen05_metadata"].chunk
-            out["META"] = {"element": "u32", "shape": ["M", f"K / {8 * chunk}"],
-                           "layout": "word w of row r = 4-bit codes of chunks 8w..8w+7"}
-        if self.scaled:
-            per = f"K / {mma_k(self.kind, self.sparse, self.form.k96)} * {self.tile.facts['scale_layouts'][0].nsf}"
-            st = self.tile.facts.get("scale_type") or "ue8m0"
-            for name, rows in (("SFA", "M"), ("SFB", "N")):
-                out[name] = {"element": st, "shape": [rows, per], "layout": "each MMA's factors in K order"}
+        for name in self.plan.cp_operands:
+            out[name] = self.image_buffer(name)
         if self.epi is not None and self.epi.bias != "none":
             out["bias"] = {"element": "f32", "shape": ["N" if self.epi.bias == "col" else "M"]}
         return out
+
+    def image_buffer(self, name: str) -> dict:
+        """META / SFA / SFB as the kernel reads them: per (row tile, K block) the bytes its tcgen05.cp
+        copies take in shared memory (`tmem_image` builds them from the natural layouts)."""
+        plan = self.plan
+        nbytes = plan.cp_bytes[plan.cp_operands.index(name)]
+        rows, extent = ("N", self.spec.n) if name == "SFB" else ("M", self.spec.m)
+        element = "u32" if name == "META" else self.tile.facts.get("scale_type") or "ue8m0"
+        count = nbytes // 4 if name == "META" else nbytes
+        natural = (f"[{rows}][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32 words (word w of row r = "
+                   "the 4-bit codes of chunks 8w..8w+7)" if name == "META" else
+                   f"[{rows}][K / {mma_k(self.kind, self.sparse, self.form.k96)} * "
+                   f"{self.tile.facts['scale_layouts'][0].nsf}] {element} (each MMA's factors in K order)")
+        return {"element": element, "shape": [f"{rows} / {extent}", f"K / {plan.k_block}", count],
+                "layout": f"per {extent}-row tile of {rows} and {plan.k_block}-deep K block, the TMEM image its "
+                          f"tcgen05.cp copies (tcgen05_ws_kernel.tmem_image of the natural {natural})"}
 
     def abi(self) -> dict:
         spec, plan = self.spec, self.plan
@@ -648,14 +632,8 @@ class _WsKernel:
             "params": [{"name": "tensor_maps", "type": "u64",
                         "layout": "2 CUtensorMaps (A, B), 64-byte aligned, global memory"},
                        {"name": "D", "type": "u64", "layout": f"[M][N] {d} row-major"},
-                       *([{"name": "META", "type": "u64",
-                           "layout": f"[M][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32, word w of "
-                                     "row r = 4-bit codes of chunks 8w..8w+7"}]
-                         if self.sparse else []),
-                       *([{"name": n, "type": "u64", "layout": f"[{'M' if n == 'SFA' else 'N'}][K / "
-                           f"{mma_k(self.kind, self.sparse, self.form.k96)} * {self.tile.facts['scale_layouts'][0].nsf}] "
-                           f"{self.tile.facts.get('scale_type') or 'ue8m0'}, each MMA's factors in K order"}
-                          for n in ("SFA", "SFB")] if self.scaled else []),
+                       *({"name": n, "type": "u64", "layout": self.image_buffer(n)["layout"]}
+                         for n in plan.cp_operands),
                        *([{"name": n, "type": "u64" if n == "bias" else "f32",
                            "layout": (f"[{'N' if self.epi.bias == 'col' else 'M'}] f32" if n == "bias" else "f32 scalar")}
                           for n in self.epi.params] if self.epi is not None else []),
@@ -679,7 +657,7 @@ class _WsKernel:
             "plan": {"stages": plan.stages, "stage_bytes": plan.stage_bytes, "tx_bytes": plan.tx_bytes,
                      "accumulators": plan.accumulators, "acc_columns": plan.acc_columns,
                      "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp},
-                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty", "staged", "staged_empty")
+                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty")
                                          else plan.accumulators}
                                   for name, n in plan.barrier_counts().items()},
                      **({"why": plan.why} if plan.why else {})},
@@ -711,4 +689,52 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
         out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows),
                     "strides": (inner * t["elem_bits"] // 8,), "box": tuple(t["box"]), "element_strides": (1, 1),
                     "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
+    return out
+
+
+def tmem_image(tile: Op, name: str, natural, rows: int, k: int) -> list[int]:
+    """META / SFA / SFB of an M x N x K problem as the kernel reads them (its ABI buffer `name`): for each
+    row tile (128 rows of A; N rows of B for SFB) and K block, the block's TMEM operand columns of lanes
+    0..127 (metadata) or 0..31 (scale factors: the copy repeats them in every lane quarter) as tcgen05.cp
+    copies them, 16 bytes (4 columns) per source row, one source per 4 columns. `natural`: the ABI's natural
+    layout (rows of META words, rows of compact scale-factor bytes), indexable as natural[row][i]; `rows`:
+    M or N. Returns the image's u32 words (META) or bytes (SFA / SFB) in order. Pure Python: the host
+    packer of the runtime and of the emulator."""
+    from ..isa.tmem import metadata_cell, metadata_format
+    from ..passes.warp_specialization import CP_COLUMNS, CP_FORMS, CP_ROWS
+
+    plan = ws_plan(tile)
+    spec = tile.payload
+    i = plan.cp_operands.index(name)
+    nbytes, shape = plan.cp_bytes[i], CP_FORMS[name][0]
+    lanes = CP_ROWS[shape]
+    columns = nbytes // (lanes * 4)
+    kblocks = k // plan.k_block
+    out: list[int] = []
+    if name == "META":
+        fmt = metadata_format(tile.attrs["kind"])
+        words = plan.k_block // mma_k(tile.attrs["kind"], True, tile.facts["form"].k96) * fmt.words_per_mma
+        for rt in range(rows // spec.m):
+            for kb in range(kblocks):
+                for q in range(columns // CP_COLUMNS):
+                    for lane in range(lanes):
+                        for c in range(q * CP_COLUMNS, (q + 1) * CP_COLUMNS):
+                            out.append(metadata_cell(fmt, lane, lambda r: int(natural[rt * spec.m + r][kb * words + c]))
+                                       if c < words else 0)
+        return out
+    lay = tile.facts["scale_layouts"][0 if name == "SFA" else 1]
+    group = plan.sf_group_columns[0 if name == "SFA" else 1]
+    extent = spec.m if name == "SFA" else spec.n
+    stage_groups = columns // group
+    for rt in range(rows // extent):
+        for kb in range(kblocks):
+            for q in range(columns // CP_COLUMNS):
+                for lane in range(lanes):
+                    for c in range(q * CP_COLUMNS, (q + 1) * CP_COLUMNS):
+                        g, r1 = divmod(c, group)
+                        row = lane + 32 * r1
+                        for b in range(4 * (kb * stage_groups + g), 4 * (kb * stage_groups + g) + 4):
+                            step, j = divmod(b, lay.step_bytes)
+                            live = r1 < lay.slices and row < extent and j < lay.nsf
+                            out.append(int(natural[rt * extent + row][step * lay.nsf + j]) if live else 0)
     return out
