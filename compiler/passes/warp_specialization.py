@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import SpecError
 from ..ir import Op
+from ..isa.tcgen05_forms import CP_GEOMETRY
 from . import Pass, PassContext
 from .derive import required, tile_spec
 
@@ -50,8 +51,7 @@ TMA_WARP = 5
 # tcgen05.cp (PTX 9.7.16.8.2) of the per-K-block TMEM operands: shape and multicast, and the bytes of one copy's
 # shared-memory source (rows x 16 B: 128 lanes x 128 bits; 32 rows x 128 bits sent to the four lane quarters)
 CP_FORMS = {"META": ("128x128b", None), "SFA": ("32x128b", "warpx4"), "SFB": ("32x128b", "warpx4")}
-CP_ROWS = {"128x128b": 128, "32x128b": 32}
-CP_COLUMNS = 4               # 128 bits = 4 TMEM columns per copy
+CP_COLUMNS = 4               # both shapes are 128 bits = 4 TMEM columns wide (isa CP_GEOMETRY)
 CP_ALIGN = 128               # cp.async.bulk needs 16-byte addresses and sizes; a region starts a 128-byte row
 SLOT_ALIGN = 1024            # the 128-byte swizzle repeat: every region on it has base offset 0
 MBARRIER_BYTES = 8           # an mbarrier object is a .b64 in shared memory (9.7.13.15.1)
@@ -271,8 +271,8 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         cp_smem, cp_bytes, regions = [], [], []
         first = 0
         for name, columns, _ in copies:
-            shape, _ = CP_FORMS[name]
-            nbytes = columns // CP_COLUMNS * CP_ROWS[shape] * 16
+            rows, width = CP_GEOMETRY[CP_FORMS[name][0]]
+            nbytes = columns // width * rows * width * 4
             end = _align(end, CP_ALIGN)
             cp_smem.append(end)
             cp_bytes.append(nbytes)

@@ -558,13 +558,13 @@ class _WsKernel:
         after they were read. The columns are written again only when this slot comes round, after the
         wait on its full barrier, which follows that commit's arrival: the MMAs that read them are done."""
         from ..descriptors.smem import SmemDesc
-        from ..isa.tcgen05_forms import tcgen05_cp
-        from ..passes.warp_specialization import CP_COLUMNS, CP_FORMS, CP_ROWS
+        from ..isa.tcgen05_forms import CP_GEOMETRY, tcgen05_cp
+        from ..passes.warp_specialization import CP_COLUMNS, CP_FORMS
 
         kb, e, plan = self.kb, self.e, self.plan
         for name, offset, nbytes, region in zip(plan.cp_operands, plan.cp_smem, plan.cp_bytes, plan.stage_regions):
             shape, multicast = CP_FORMS[name]
-            chunk = CP_ROWS[shape] * 16
+            chunk = CP_GEOMETRY[shape][0] * 16
             kb.comment(f"{name}: {nbytes // chunk} tcgen05.cp .{shape}{'.' + multicast if multicast else ''} -> "
                        f"TMEM columns +{region}..+{region + nbytes // chunk * CP_COLUMNS - 1}")
             for q in range(nbytes // chunk):
@@ -700,14 +700,15 @@ def tmem_image(tile: Op, name: str, natural, rows: int, k: int) -> list[int]:
     layout (rows of META words, rows of compact scale-factor bytes), indexable as natural[row][i]; `rows`:
     M or N. Returns the image's u32 words (META) or bytes (SFA / SFB) in order. Pure Python: the host
     packer of the runtime and of the emulator."""
+    from ..isa.tcgen05_forms import CP_GEOMETRY
     from ..isa.tmem import metadata_cell, metadata_format
-    from ..passes.warp_specialization import CP_COLUMNS, CP_FORMS, CP_ROWS
+    from ..passes.warp_specialization import CP_COLUMNS, CP_FORMS
 
     plan = ws_plan(tile)
     spec = tile.payload
     i = plan.cp_operands.index(name)
     nbytes, shape = plan.cp_bytes[i], CP_FORMS[name][0]
-    lanes = CP_ROWS[shape]
+    lanes = CP_GEOMETRY[shape][0]
     columns = nbytes // (lanes * 4)
     kblocks = k // plan.k_block
     out: list[int] = []
