@@ -453,7 +453,8 @@ OP_DEFS: dict[str, OpDef] = {
         smem_space=Enum("none", "static", "dynamic"), tmem_columns=U32, mbarriers=U32, ctas_per_sm=U32,
         roles=ListOf(Record("role", {"name": Str(), "warps": U32, "registers": U32, "live": U32})),
         mma=Str(), mma_k=U32, sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
-        d_bytes=U32, copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool())),
+        d_bytes=U32, copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool(),
+        setmaxnreg=Opt(Str()))),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),
 }
