@@ -250,3 +250,28 @@ def test_tilec_run_host_problem_fills_every_buffer(name):
             bits = 8 if buf.packed else 32 if buf.element == "u32" else TYPES[buf.element].bits
             assert host.args[buf.name].nbytes * 8 == bits * int(np.prod(buf.shape)), buf
     assert host.ref.shape == (m, n)
+
+
+@pytest.mark.parametrize("name", ["tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
+                                  "tcgen05_gemm_mxf4nvf4.tile"])
+def test_host_image_is_the_emulators(name):
+    """Kernel.host_image packs META / SFA / SFB from the ABI alone (its `tmem_images`) into the buffers the
+    kernel reads, byte for byte what the emulator's host problem gives the kernel (checked there against
+    numpy), from the natural layouts of compiler/emulator/tcgen05.py host_problem."""
+    from compiler.emulator.tcgen05 import host_problem, ws_host
+
+    result = compiler.compile_file(os.path.join(EX, name))
+    tile = next(iter(result.tiles))
+    kernel = load(result)
+    abi = kernel.abi
+    m, n, k = 256, 256, 2 * abi["tile_k"]
+    natural = host_problem(result, tile, m_tiles=2, n_tiles=2, seed=4, k=k).args
+    packed = ws_host(result, tile, abi, m, n, k, seed=4).args
+    for buf in abi["tmem_images"]:
+        image = kernel.host_image(buf, natural[buf])
+        assert image.shape == rabi.buffers(abi, m, n, k)[buf].shape
+        assert np.array_equal(image.reshape(-1), packed[buf]), buf
+    with pytest.raises(compiler.runtime.ArgumentError):
+        kernel.host_image(next(iter(abi["tmem_images"])), natural[next(iter(abi["tmem_images"]))][:100])
+    with pytest.raises(compiler.runtime.TilecRuntimeError, match="no D image"):
+        kernel.host_image("D", natural["D"])

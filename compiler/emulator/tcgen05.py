@@ -954,12 +954,10 @@ def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0)
     problem = host_problem(result, tile, m_tiles=m // spec.m, n_tiles=n // spec.n, seed=seed, k=k)
     args = {name: v for name, v in problem.args.items() if name not in ("m_total", "n_total")}
     # the per-K-block TMEM operands (META, SFA, SFB) as the kernel's tcgen05.cp reads them: their images
-    from ..passes.warp_specialization import ws_plan
     from ..ptx.tcgen05_ws_kernel import tmem_image
 
-    t = result.tiles[tile]
-    for name in ws_plan(t).cp_operands:
-        image = tmem_image(t, name, args[name].tolist(), n if name == "SFB" else m, k)
+    for name, spec_ in abi.get("tmem_images", {}).items():
+        image = tmem_image(spec_, args[name].tolist(), n if name == "SFB" else m, k)
         args[name] = np.array(image, np.uint32 if name == "META" else np.uint8)
     ref, atol = reference_d(problem), None
     desc = abi.get("epilogue")

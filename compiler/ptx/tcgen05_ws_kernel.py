@@ -603,6 +603,29 @@ class _WsKernel:
             out["bias"] = {"element": "f32", "shape": ["N" if self.epi.bias == "col" else "M"]}
         return out
 
+    def image_spec(self, name: str) -> dict:
+        """The ABI's `tmem_images` entry of META / SFA / SFB: what `tmem_image` needs to build the buffer
+        from its natural layout (the copy's shape, its source rows = TMEM lanes, the columns per K block,
+        the row tile and K block; metadata: the natural words per block and the cell format; scale
+        factors: columns per 4-byte group, 32-row slices, factors per MMA and stream bytes per MMA)."""
+        from ..isa.tcgen05_forms import CP_GEOMETRY
+        from ..isa.tmem import metadata_format
+        from ..passes.warp_specialization import CP_FORMS
+
+        plan = self.plan
+        shape, multicast = CP_FORMS[name]
+        lanes = CP_GEOMETRY[shape][0]
+        out = {"copy": shape + (f".{multicast}" if multicast else ""), "lanes": lanes,
+               "columns": plan.cp_bytes[plan.cp_operands.index(name)] // (lanes * 4),
+               "row_tile": self.spec.n if name == "SFB" else self.spec.m, "k_block": plan.k_block}
+        if name == "META":
+            fmt = metadata_format(self.kind)
+            return {**out, "words": self.steps * fmt.words_per_mma, "format": fmt.name}
+        i = 0 if name == "SFA" else 1
+        lay = self.tile.facts["scale_layouts"][i]
+        return {**out, "group_columns": plan.sf_group_columns[i], "slices": lay.slices, "nsf": lay.nsf,
+                "step_bytes": lay.step_bytes}
+
     def image_buffer(self, name: str) -> dict:
         """META / SFA / SFB as the kernel reads them: per (row tile, K block) the bytes its tcgen05.cp
         copies take in shared memory (`tmem_image` builds them from the natural layouts)."""
@@ -617,7 +640,8 @@ class _WsKernel:
                    f"{self.tile.facts['scale_layouts'][0].nsf}] {element} (each MMA's factors in K order)")
         return {"element": element, "shape": [f"{rows} / {extent}", f"K / {plan.k_block}", count],
                 "layout": f"per {extent}-row tile of {rows} and {plan.k_block}-deep K block, the TMEM image its "
-                          f"tcgen05.cp copies (tcgen05_ws_kernel.tmem_image of the natural {natural})"}
+                          f"tcgen05.cp copies (Kernel.host_image / pack_image, tcgen05_ws_kernel.tmem_image with "
+                          f"`tmem_images`, of the natural {natural})"}
 
     def abi(self) -> dict:
         spec, plan = self.spec, self.plan
@@ -640,6 +664,7 @@ class _WsKernel:
                        {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"}],
             "buffers": self.buffers(),
             "tensor_maps": maps,
+            **({"tmem_images": {n: self.image_spec(n) for n in plan.cp_operands}} if plan.cp_operands else {}),
             "requires": [f"M % {spec.m} == 0", f"N % {spec.n} == 0", f"K % {plan.k_block} == 0"],
             # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)
             # below 2^32
@@ -692,50 +717,41 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
     return out
 
 
-def tmem_image(tile: Op, name: str, natural, rows: int, k: int) -> list[int]:
-    """META / SFA / SFB of an M x N x K problem as the kernel reads them (its ABI buffer `name`): for each
-    row tile (128 rows of A; N rows of B for SFB) and K block, the block's TMEM operand columns of lanes
-    0..127 (metadata) or 0..31 (scale factors: the copy repeats them in every lane quarter) as tcgen05.cp
-    copies them, 16 bytes (4 columns) per source row, one source per 4 columns. `natural`: the ABI's natural
-    layout (rows of META words, rows of compact scale-factor bytes), indexable as natural[row][i]; `rows`:
-    M or N. Returns the image's u32 words (META) or bytes (SFA / SFB) in order. Pure Python: the host
-    packer of the runtime and of the emulator."""
-    from ..isa.tcgen05_forms import CP_GEOMETRY
-    from ..isa.tmem import metadata_cell, metadata_format
-    from ..passes.warp_specialization import CP_COLUMNS, CP_FORMS
+def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
+    """META / SFA / SFB of a problem with `rows` rows (M; N for SFB) and depth K as the kernel reads them:
+    for each row tile and K block, the block's TMEM operand columns of lanes 0..127 (metadata) or 0..31
+    (scale factors: the copy repeats them in every lane quarter) as tcgen05.cp copies them, 16 bytes (4
+    columns) per source row, one source per 4 columns. `image`: the ABI's `tmem_images` entry of the
+    buffer (`_WsKernel.image_spec`); `natural`: the natural layout (rows of META words, rows of compact
+    scale-factor bytes), indexable as natural[row][i]. Returns the image's u32 words (META) or bytes (SFA /
+    SFB) in order. Pure Python, from the ABI alone: the host packer of the runtime (Kernel.pack_image) and
+    of the emulator."""
+    from ..isa.tmem import METADATA_FORMATS, metadata_cell
 
-    plan = ws_plan(tile)
-    spec = tile.payload
-    i = plan.cp_operands.index(name)
-    nbytes, shape = plan.cp_bytes[i], CP_FORMS[name][0]
-    lanes = CP_GEOMETRY[shape][0]
-    columns = nbytes // (lanes * 4)
-    kblocks = k // plan.k_block
+    lanes, columns, extent = image["lanes"], image["columns"], image["row_tile"]
+    kblocks = k // image["k_block"]
     out: list[int] = []
-    if name == "META":
-        fmt = metadata_format(tile.attrs["kind"])
-        words = plan.k_block // mma_k(tile.attrs["kind"], True, tile.facts["form"].k96) * fmt.words_per_mma
-        for rt in range(rows // spec.m):
+    if "format" in image:                       # metadata: one natural word per column, cells per the format
+        fmt, words = METADATA_FORMATS[image["format"]], image["words"]
+        for rt in range(rows // extent):
             for kb in range(kblocks):
-                for q in range(columns // CP_COLUMNS):
+                for q in range(columns // 4):
                     for lane in range(lanes):
-                        for c in range(q * CP_COLUMNS, (q + 1) * CP_COLUMNS):
-                            out.append(metadata_cell(fmt, lane, lambda r: int(natural[rt * spec.m + r][kb * words + c]))
+                        for c in range(4 * q, 4 * q + 4):
+                            out.append(metadata_cell(fmt, lane, lambda r: int(natural[rt * extent + r][kb * words + c]))
                                        if c < words else 0)
         return out
-    lay = tile.facts["scale_layouts"][0 if name == "SFA" else 1]
-    group = plan.sf_group_columns[0 if name == "SFA" else 1]
-    extent = spec.m if name == "SFA" else spec.n
+    group, slices, nsf, step_bytes = image["group_columns"], image["slices"], image["nsf"], image["step_bytes"]
     stage_groups = columns // group
     for rt in range(rows // extent):
         for kb in range(kblocks):
-            for q in range(columns // CP_COLUMNS):
+            for q in range(columns // 4):
                 for lane in range(lanes):
-                    for c in range(q * CP_COLUMNS, (q + 1) * CP_COLUMNS):
+                    for c in range(4 * q, 4 * q + 4):
                         g, r1 = divmod(c, group)
                         row = lane + 32 * r1
                         for b in range(4 * (kb * stage_groups + g), 4 * (kb * stage_groups + g) + 4):
-                            step, j = divmod(b, lay.step_bytes)
-                            live = r1 < lay.slices and row < extent and j < lay.nsf
-                            out.append(int(natural[rt * extent + row][step * lay.nsf + j]) if live else 0)
+                            step, j = divmod(b, step_bytes)
+                            live = r1 < slices and row < extent and j < nsf
+                            out.append(int(natural[rt * extent + row][step * nsf + j]) if live else 0)
     return out

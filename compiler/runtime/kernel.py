@@ -249,6 +249,42 @@ class Kernel:
             raise ArgumentError("values", "value", f".{buf['element']} scale factors", str(e)) from None
         return upload(codes, library or library_of(values), buf["element"])
 
+    def host_image(self, name: str, natural):
+        """META / SFA / SFB of the warp-specialised tcgen05 kernel as it reads them (its ABI buffer `name`:
+        per row tile and K block the TMEM image its tcgen05.cp copies), built on the host
+        (tcgen05_ws_kernel.tmem_image, from the ABI's `tmem_images`) from the natural layout: META rows of
+        u32 words (word w = the 4-bit codes of chunks 8w..8w+7), SFA / SFB rows of scale-factor bytes, each
+        MMA's factors in K order. A numpy array shaped as the buffer (synchronising for a device input)."""
+        import numpy as np
+
+        from ..ptx.tcgen05_ws_kernel import tmem_image
+
+        spec = self.abi.get("tmem_images", {}).get(name)
+        if spec is None:
+            raise TilecRuntimeError(f"{self.entry} takes no {name} image (tmem_images: "
+                                    f"{', '.join(self.abi.get('tmem_images', {})) or 'none'})")
+        host = np.asarray(_host(natural))
+        if host.ndim != 2:
+            raise ArgumentError(name, "shape", "a 2-D array (rows of the natural layout)", f"shape {host.shape}")
+        rows, cols = host.shape
+        if "format" in spec:
+            per_block = spec["words"]
+        else:
+            per_block = spec["columns"] // spec["group_columns"] * 4 // spec["step_bytes"] * spec["nsf"]
+        if rows % spec["row_tile"] or cols % per_block or cols == 0:
+            raise ArgumentError(name, "shape", f"rows a multiple of {spec['row_tile']} and {per_block} values per "
+                                f"{spec['k_block']}-deep K block", f"shape {host.shape}")
+        k = cols // per_block * spec["k_block"]
+        image = tmem_image(spec, host.tolist(), rows, k)
+        shape = (rows // spec["row_tile"], k // spec["k_block"], -1)
+        return np.array(image, np.uint32 if "format" in spec else np.uint8).reshape(shape)
+
+    def pack_image(self, name: str, natural, library: str | None = None):
+        """`host_image` uploaded with the natural array's library (a host array: `library`, 'torch' or
+        'cupy'); pass the result as metadata= (META), scale_a= (SFA) or scale_b= (SFB)."""
+        element = "u32" if name == "META" else self.abi["buffers"][name]["element"]
+        return upload(self.host_image(name, natural), library or library_of(natural), element)
+
     def _padding(self, m: int, k: int) -> tuple[int, int, int] | None:
         """(k_values, meta_rows, meta_k) for sparse.compress_padded where the kernel takes any M x K (its
         ABI's a_values / a_metadata shapes round up: compiler/ptx/sparse_wgmma_kernel.padded_sizes), None
