@@ -156,8 +156,9 @@ def test_ws_pair_launches_clusters_of_two(b200):
                                           ("tcgen05_gemm_mxf4nvf4.tile", ["SFA", "SFB"])])
 def test_ws_extras_reach_their_parameters(b200, name, extras):
     """The sparse kernel's META and the block-scaled kernels' SFA / SFB are passed after D, in the ABI's
-    order; the stored A of the sparse kernel is the kept half ([M][K / 2]) and the fp4 operands of
-    mxf4nvf4 are two to a byte ([M][K / 2] bytes): the tensor maps' rows say so."""
+    order, and read through tensor maps of their own (after A's and B's); the stored A of the sparse kernel
+    is the kept half ([M][K / 2]) and the fp4 operands of mxf4nvf4 are two to a byte ([M][K / 2] bytes):
+    the tensor maps' rows say so."""
     kernel = load(os.path.join(EX, name))
     m, n, k = 256, 256, 2 * kernel.abi["tile_k"]
     a, b, d, kw = ws_args(kernel.abi, m, n, k)
@@ -166,10 +167,15 @@ def test_ws_extras_reach_their_parameters(b200, name, extras):
     by_name = {"META": "metadata", "SFA": "scale_a", "SFB": "scale_b"}
     assert values[:2 + len(extras)] == [b200._next_map, ptr(d)] + [ptr(kw[by_name[x]]) for x in extras]
     assert values[-3:] == [m, n, k]
-    maps = b200.maps[-1][0]
+    maps, addresses = b200.maps[-1]
     row_bytes = {"tcgen05_gemm_sparse_f16.tile": (k, 2 * k), "tcgen05_gemm_mxf8f6f4.tile": (k, k),
                  "tcgen05_gemm_mxf4nvf4.tile": (k // 2, k // 2)}[name]
-    assert tuple(t["strides"][0] for t in maps) == row_bytes
+    assert tuple(t["strides"][0] for t in maps[:2]) == row_bytes
+    # then one map per image, rows of 16 bytes: (M / 128 or N / 128) * (K / tile_k) images of image_rows rows
+    for t, x in zip(maps[2:], extras):
+        image_rows = next(u["image_rows"] for u in kernel.abi["tensor_maps"] if u["operand"] == x)
+        assert (t["operand"], t["dims"], t["strides"]) == (x, (16, 2 * 2 * image_rows), (16,))
+        assert addresses[x] == ptr(kw[by_name[x]])
 
 
 def test_ws_argument_errors(b200):

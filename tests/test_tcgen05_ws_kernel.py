@@ -208,13 +208,14 @@ def sparse():
 
 def test_sparse_structure(sparse):
     """No staging warps (192 threads): each slot holds the K block's metadata image after A and B, loaded by
-    the producer with one bulk copy and copied into the slot's TMEM columns by the MMA thread with one
-    tcgen05.cp .128x128b; A's box is the kept half (32 f16 = 64 B rows, 64B swizzle)."""
+    the producer through its own tensor map (128 rows of 16 bytes) and copied into the slot's TMEM columns by
+    the MMA thread with one tcgen05.cp .128x128b; A's box is the kept half (32 f16 = 64 B rows, 64B
+    swizzle)."""
     abi = sparse.to_json()["tiles"]["tcgen05_gemm_sparse_f16"]["kernel"]
     assert abi["block"] == [192, 1, 1] and [p["name"] for p in abi["params"]][:3] == ["tensor_maps", "D", "META"]
     assert set(abi["plan"]["barriers"]) == {"full", "empty", "acc_full", "acc_empty"}
-    assert [(t["box"], t["swizzle"], t["k_per_block"]) for t in abi["tensor_maps"]] == [
-        ([32, 128], "64B", 32), ([64, 128], "128B", 64)]
+    assert [(t["box"], t["swizzle"], t.get("k_per_block")) for t in abi["tensor_maps"]] == [
+        ([32, 128], "64B", 32), ([64, 128], "128B", 64), ([16, 128], "none", None)]
     plan = sparse.tiles["tcgen05_gemm_sparse_f16"].op("tilec.ws_plan").attrs
     # 64 / 32 = 2 f16 MMAs a block, one metadata column each (shared16), rounded up to one 4-column copy:
     # 128 lanes x 16 B = 2048 bytes after A (128 x 32 f16 = 8192 B) and B (128 x 64 f16 = 16384 B)
@@ -224,7 +225,8 @@ def test_sparse_structure(sparse):
     assert (plan["tmem_stage"], plan["tmem_stage_columns"], plan["tmem_columns"]) == (256, 8, 512)
     assert sparse.ptx.count("tcgen05.mma.sp.cta_group::1.kind::f16") == 2
     assert sparse.ptx.count("tcgen05.cp.cta_group::1.128x128b [") == 1
-    assert sparse.ptx.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [") == 1
+    # A: one 64B-swizzled box, B: one 128B box, the metadata image: one box per K block
+    assert sparse.ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [") == 3
     # the buffer: per 128-row tile and 64-deep K block, 512 words (128 lanes x 4 columns)
     assert abi["buffers"]["META"]["shape"] == ["M / 128", "K / 64", 512]
 
@@ -247,7 +249,8 @@ def test_sparse_emulated(sparse, mode, seed):
     # the metadata copy is not issued: the MMAs read TMEM columns nothing wrote (or a previous block's)
     ("mma drops its tcgen05.cp", lambda p: drop_line(p, "---- MMA issuer", r"tcgen05\.cp\.")),
     # the producer does not load the metadata image: the slot's expected bytes never all arrive
-    ("producer drops the metadata copy", lambda p: drop_line(p, "---- TMA producer", r"cp\.async\.bulk\.shared")),
+    ("producer drops the metadata copy", lambda p: drop_line(p, "---- TMA producer", r"cp\.async\.bulk\.tensor",
+                                                             nth=-1)),
     # the MMA warp does not wait for the slot: its tcgen05.cp reads an image a copy has not written
     ("mma skips full wait", lambda p: drop_wait(p, "---- MMA issuer", 1)),
 ])
@@ -266,19 +269,21 @@ def test_block_scaled_structure_and_ptxas(path, ptxas):
     """SFA and SFB are parameters; their per-slot TMEM columns follow the accumulators; every target the form
     claims assembles."""
     name, cta_k = SCALED[path]
+    groups = {128: 1, 256: 4}[cta_k]
     r = compiler.compile_file(path)
     abi = r.to_json()["tiles"][name]["kernel"]
     assert [p["name"] for p in abi["params"]][:4] == ["tensor_maps", "D", "SFA", "SFB"]
     assert abi["tile_k"] == cta_k and abi["block"] == [192, 1, 1]
     # one 4-byte group of each row's factor stream per 4 MMAs (mxf8f6f4: 1 factor per 32-deep MMA, 4 MMAs a
     # block; mxf4nvf4: 4 factors per 64-deep MMA, 4 MMAs) = one .32x128b.warpx4 copy of 512 bytes per group
-    groups = {128: 1, 256: 4}[cta_k]
     plan = r.tiles[name].op("tilec.ws_plan").attrs
     assert plan["cp_operands"] == ["SFA", "SFB"] and plan["cp_bytes"] == [512 * groups] * 2
     assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4 [") == 2 * groups
     assert abi["buffers"]["SFA"]["shape"] == ["M / 128", f"K / {cta_k}", 512 * groups]
-    # 128-byte TMA rows: 128 e4m3 / 256 packed e2m1 values, copied as 128 bytes
-    assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"]] == [([128, 128], 8), ([128, 128], 8)]
+    # 128-byte TMA rows: 128 e4m3 / 256 packed e2m1 values, copied as 128 bytes; then SFA's and SFB's images,
+    # 32 rows of 16 bytes per 4-byte group
+    assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"]] == [([128, 128], 8), ([128, 128], 8),
+                                                                        ([16, 32 * groups], 8), ([16, 32 * groups], 8)]
     for target in sorted(r.tiles[name].facts["form"].requirements().targets):
         res = assemble(compiler.compile_file(path, arch=target).ptx, target, ptxas)
         assert res.ok, f"{target}: {res.output}"
@@ -297,7 +302,7 @@ def test_block_scaled_emulated(path, mode, seed):
     # SFA's copy dropped: the MMAs scale A by whatever the columns held
     ("mma drops SFA's tcgen05.cp", lambda p: drop_line(p, "---- MMA issuer", r"tcgen05\.cp\.")),
     # SFB's image not loaded: the slot's full barrier never completes
-    ("producer drops SFB's copy", lambda p: drop_line(p, "---- TMA producer", r"cp\.async\.bulk\.shared", nth=1)),
+    ("producer drops SFB's copy", lambda p: drop_line(p, "---- TMA producer", r"cp\.async\.bulk\.tensor", nth=-1)),
     # the producer refills a slot (A, B and the factor images) before its MMAs and copies completed
     ("producer skips empty wait", lambda p: drop_wait(p, "---- TMA producer", 0)),
 ])
@@ -447,3 +452,48 @@ def test_scale_factor_groups_must_be_whole_per_k_block():
     with pytest.raises(CompileError) as e:
         compiler.compile_source(text)
     assert "not whole 4-byte groups" in str(e.value) and "multiple of 4 MMAs" in str(e.value)
+
+
+PAIRS = {"scaled": """target sm_100a;
+tile pmx {
+  engine tcgen05 kind=mxf8f6f4 cta_group=2;
+  shape M=256 N=128 K=32;
+  A: e4m3 smem;
+  B: e5m2 smem;
+  D: f32 tmem;
+  SFA: ue8m0 tmem;
+  SFB: ue8m0 tmem;
+  block_scale vec=32;
+  schedule cta=256x128x128 stages=3 cluster=2;
+}
+""", "sparse": """target sm_100a;
+tile psp {
+  engine tcgen05 cta_group=2;
+  shape M=256 N=128 K=32;
+  A: f16 smem;
+  B: f16 smem;
+  D: f32 tmem;
+  sparsity 2:4 metadata=runtime;
+  schedule cta=256x128x64 stages=3 cluster=2;
+}
+"""}
+
+
+@pytest.mark.parametrize("which", list(PAIRS))
+def test_scaled_and_sparse_pairs(which, ptxas):
+    """Block-scaled and sparse tiles on a CTA pair (cta_group::2, M = 256): each CTA's producer loads its
+    128 rows' SFA / metadata image and the pair's SFB image (the same in both: every CTA's TMEM holds SFB for
+    all N, 9.7.16.10.7) on the leader's full barrier; the leader's MMA thread copies them in both CTAs with
+    tcgen05.cp.cta_group::2 (each CTA from its own shared memory, 9.7.16.8.2). 512 x 384: 6 pair tiles on 2
+    pairs, under the adversarial policy; ptxas on every target the form claims."""
+    r = compiler.compile_source(PAIRS[which])
+    name = next(iter(r.tiles))
+    abi = r.to_json()["tiles"][name]["kernel"]
+    assert abi["cluster"] == [2, 1, 1] and abi["block"] == [192, 1, 1]
+    assert r.ptx.count("tcgen05.cp.cta_group::2.") == (2 if which == "scaled" else 1)
+    assert all(t["row_tile"] == 128 for t in abi["tensor_maps"] if "image_rows" in t)
+    em = compiler.emulate(r, shape=(512, 384, 2 * abi["tile_k"]), mode="adversarial", seed=1)
+    assert em.ok, f"{em.mismatches} elements differ"
+    for target in sorted(r.tiles[name].facts["form"].requirements().targets):
+        res = assemble(compiler.compile_source(PAIRS[which], arch=target).ptx, target, ptxas)
+        assert res.ok, f"{target}: {res.output}"

@@ -333,10 +333,16 @@ class Machine(WarpMachine):
         for r0 in replicas:
             cta.tmem[r0:r0 + rows, col0:col0 + 4] = words.astype(np.uint64)
 
+    def _cp_ctas(self, th: _Lane, ins: _Issued) -> list:
+        """The CTAs a copy writes: .cta_group::2 copies in both CTAs of the pair, each from its own shared
+        memory at the descriptor's address into its own TMEM (9.7.16.8.2)."""
+        return self.ctas if "cta_group::2" in ins.op else [th.cta]
+
     def _cp(self, th: _Lane, ins: _Issued) -> None:
         _, col0, rows, replicas, desc = self._cp_target(th, ins)
-        self._cp_check(th.cta, col0, self._who())
-        self._cp_write(th.cta, col0, replicas, self._cp_source(th.cta, desc, rows))
+        for cta in self._cp_ctas(th, ins):
+            self._cp_check(cta, col0, self._who())
+            self._cp_write(cta, col0, replicas, self._cp_source(cta, desc, rows))
 
     def _issue_cp(self, th: _Lane, ins: _Issued) -> None:
         """An asynchronous tcgen05.cp (the scheduling policies): it joins the thread's tcgen05 queue, so it
@@ -344,20 +350,24 @@ class Machine(WarpMachine):
         9.7.16.6.2) and before a later tcgen05.commit arrives; it reads shared memory when it completes, and
         a change of those bytes since the issue is an error (the slot refilled before the commit's wait)."""
         _, col0, rows, replicas, desc = self._cp_target(th, ins)
-        cta, who = th.cta, self._who()
-        self._cp_check(cta, col0, who)
-        issued = self._cp_source(cta, desc, rows)
+        who, ctas = self._who(), self._cp_ctas(th, ins)
+        issued = []
         token = object()
-        cta.tmem_pending[id(token)] = (col0, col0 + 4, who)
+        for cta in ctas:
+            self._cp_check(cta, col0, who)
+            issued.append(self._cp_source(cta, desc, rows))
+            cta.tmem_pending[id(token)] = (col0, col0 + 4, who)
 
         def complete():
-            cta.tmem_pending.pop(id(token))
-            now = self._cp_source(cta, desc, rows)
-            if not np.array_equal(now, issued):
-                raise EmulationError(f"{who}: the shared memory it copies changed between its issue and its "
-                                     "completion: a stage overwritten before the wait on its tcgen05.commit")
-            self._cp_write(cta, col0, replicas, now)
-        self.pending.append(Pending(("tcgen05", cta.rank), complete, who))
+            for cta, then in zip(ctas, issued):
+                cta.tmem_pending.pop(id(token))
+                now = self._cp_source(cta, desc, rows)
+                if not np.array_equal(now, then):
+                    raise EmulationError(f"{who}: the shared memory it copies (CTA {cta.rank}) changed between its "
+                                         "issue and its completion: a stage overwritten before the wait on its "
+                                         "tcgen05.commit")
+                self._cp_write(cta, col0, replicas, now)
+        self.pending.append(Pending(("tcgen05", th.cta.rank), complete, who))
 
     # ---- the MMA -------------------------------------------------------------------------------
     def _issue_mma(self, th: _Lane, ins: _Issued) -> None:

@@ -559,31 +559,6 @@ class WarpMachine:
                 self.pending.append(Pending(("tma", len(self.pending), id(copy)), lambda c=copy: self.land_copy(c),
                                             f"{who} into CTA {cta.rank}"))
 
-    def bulk_copy(self, w: Warp, dst: int, src: int, size: int, bar: int) -> None:
-        """A non-tensor bulk copy (cp.async.bulk, PTX 9.7.9.25.4.1): `size` contiguous global bytes from
-        `src` to this CTA's shared `dst`, completing `size` transaction bytes on the mbarrier at `bar`;
-        addresses and size 16-byte multiples. Lands like a TMA box (at issue, or later under a policy)."""
-        if dst % 16 or src % 16 or size % 16 or size <= 0:
-            raise EmulationError(f"cp.async.bulk: addresses and size must be multiples of 16 bytes (dst {dst:#x}, "
-                                 f"src {src:#x}, {size} B)")
-        if dst >= 1 << CLUSTER_BIT or bar >= 1 << CLUSTER_BIT:
-            raise EmulationError("cp.async.bulk here: a local destination and mbarrier")
-        cta = w.cta
-        if not (self.in_shared(cta, dst) and self.in_shared(cta, dst + size - 1)):
-            raise EmulationError("cp.async.bulk outside the CTA's shared memory")
-        block = np.array(self.mem.read_bytes(src, size), np.uint8)
-        phys = dst + np.arange(size)
-        who = where(self.ins, w) if self.ins is not None else "cp.async.bulk"
-        self.stats["bulk"] = self.stats.get("bulk", 0) + 1
-        if self.land == "eager":
-            self.check_shared(cta, phys, "write", who)
-            self.land_copy((cta, phys, block, bar, None, None))
-        else:
-            token = self.claim(cta, phys, "write", who)
-            copy = (cta, phys, block, bar, token, None)
-            self.pending.append(Pending(("tma", len(self.pending), id(copy)), lambda c=copy: self.land_copy(c),
-                                        f"{who} into CTA {cta.rank}"))
-
     def land_copy(self, copy) -> None:
         cta, phys, block, bar, token, bar_cta = copy
         if token is not None:
@@ -933,11 +908,6 @@ class WarpMachine:
                 coords = (int(cx[lane]), int(cy[lane])) + (() if cz is None else (int(cz[lane]),))
                 self.tma(w, int(dst[lane]), int(tm[lane]), coords, int(bar[lane]),
                          None if mask is None else int(mask[lane]), peer_barrier=".cta_group::2" in op)
-        elif op == "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes":
-            dst, src, bar = self.addr(w, ops[0]), self.addr(w, ops[1]), self.addr(w, ops[3])
-            size = v(ops[2])
-            for lane in np.flatnonzero(act):
-                self.bulk_copy(w, int(dst[lane]), int(src[lane]), int(size[lane]), int(bar[lane]))
         elif op.startswith("wgmma.mma_async.sp"):
             if not (act.all() and w.alive.all()):
                 raise EmulationError("wgmma by part of a warp")

@@ -23,7 +23,7 @@ about its structure that is not an instruction:
   the epilogue warps of both CTAs (`cluster` = 2).
 - per-K-block TMEM operands (sparse metadata, block-scale factors SFA / SFB): each ring slot also holds the
   block's images of them (`cp_operands`, at `cp_smem` in the slot, `cp_bytes` each), which the TMA producer
-  loads with A and B (cp.async.bulk, completing on the slot's full barrier) and the MMA warp copies into the
+  loads with A and B (TMA, 16-byte rows, completing on the slot's full barrier) and the MMA warp copies into the
   slot's own TMEM columns with `tcgen05.cp` (PTX 9.7.16.8.2) right before the block's MMAs: metadata with
   `.128x128b` (one 16-byte row per TMEM lane), scale factors with `.32x128b.warpx4` (32 rows copied to all
   four lane quarters, where PTX 9.7.16.10.7 wants every 32-row slice). A copy writes 4 columns, so each
@@ -52,7 +52,7 @@ TMA_WARP = 5
 # shared-memory source (rows x 16 B: 128 lanes x 128 bits; 32 rows x 128 bits sent to the four lane quarters)
 CP_FORMS = {"META": ("128x128b", None), "SFA": ("32x128b", "warpx4"), "SFB": ("32x128b", "warpx4")}
 CP_COLUMNS = 4               # both shapes are 128 bits = 4 TMEM columns wide (isa CP_GEOMETRY)
-CP_ALIGN = 128               # cp.async.bulk needs 16-byte addresses and sizes; a region starts a 128-byte row
+CP_ALIGN = 128               # a TMA destination is 128-byte aligned (and a tcgen05.cp source 16-byte aligned)
 SLOT_ALIGN = 1024            # the 128-byte swizzle repeat: every region on it has base offset 0
 MBARRIER_BYTES = 8           # an mbarrier object is a .b64 in shared memory (9.7.13.15.1)
 TMEM_SLOT_BYTES = 4          # tcgen05.alloc writes the 32-bit TMEM address (9.7.16.7.1)
@@ -145,6 +145,13 @@ def cp_columns(tile: Op, spec, k_block: int) -> list[tuple[str, int, int]]:
             if lay.halves != 1:
                 raise SpecError("the 2x2 data path's SFB halves are not copied by tcgen05.cp here", "shape.M")
             group = _align(lay.slices, CP_COLUMNS)
+            # an MMA whose factors run past their 32-bit word continues `slices` columns on (isa.tmem
+            # ScaleLayout); the copies space groups `group` columns apart, so the two must agree
+            if group != lay.slices and any(s * lay.step_bytes % 4 + lay.nsf > 4 for s in range(steps)):
+                raise SpecError(f"{name}: an MMA's {lay.nsf} scale factors cross a 32-bit TMEM word, which "
+                                f"continues {lay.slices} columns on, but tcgen05.cp writes groups of "
+                                f"{CP_COLUMNS}", "shape.N" if name == "SFB" else "shape.M",
+                                "use an N of a multiple of 128")
             out.append((name, stream // 4 * group, group))
     return out
 
@@ -194,10 +201,9 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         raise SpecError("a scheduled tcgen05 kernel takes K at run time (a multiple of the schedule's cta K); "
                         "'loop' fixes it", "loop", "drop the loop statement")
     unsupported = [(cond, what, field) for cond, what, field in (
-        (spec.sparsity is not None and (spec.cta_group != 1 or spec.sparsity.metadata != "runtime"),
-         "sparse A with static metadata or a CTA pair", "sparsity"),
+        (spec.sparsity is not None and spec.sparsity.metadata != "runtime", "sparse A with static metadata",
+         "sparsity"),
         (spec.block_scale is not None and spec.sparsity is not None, "sparse block-scaled A", "block_scale"),
-        (spec.block_scale is not None and spec.cta_group != 1, "block scaling with a CTA pair", "block_scale"),
         (spec.ws, ".ws", "engine"),
         (spec.collector is not None, "collector usage", "engine"),
         (spec.ashift, ".ashift", "engine"),

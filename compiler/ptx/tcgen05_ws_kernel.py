@@ -11,8 +11,8 @@ shared setup; none of them decides a size.
   producer   warp 5, lane 0: for each of its tiles and K blocks, wait until the slot is empty, announce
              its bytes on the slot's full barrier (mbarrier.arrive.expect_tx, 9.7.13.15.11) and load the A
              and B boxes with cp.async.bulk.tensor (9.7.9.25.5.1), one box per swizzle atom along K, and
-             the block's sparse-metadata / scale-factor images (META, SFA, SFB: `tmem_image` layout) with
-             one cp.async.bulk each (9.7.9.25.4.1), all completing on that barrier
+             the block's sparse-metadata / scale-factor images (META, SFA, SFB: `tmem_image` layout)
+             through their own tensor maps (rows of 16 bytes), all completing on that barrier
              (.mbarrier::complete_tx::bytes).
   mma        warp 4, lane 0: per tile, wait until the accumulator is empty; per K block wait for the
              slot's full phase, copy the slot's metadata / scale-factor images into the slot's TMEM columns
@@ -30,7 +30,9 @@ of B; both CTAs' copies complete on the leader's (rank 0) full barrier (`.cta_gr
 CTAs' shared memory and write both CTAs' TMEM) and its commits multicast to the same barrier of both CTAs
 (9.7.16.12.1); each CTA's epilogue reads its own 128 rows and arrives on the leader's acc_empty through
 `mapa` (count 8). The CTAs meet at `barrier.cluster` after the setup and around the teardown. Each CTA's
-data is its own (B is split by N, not shared), so no copy is multicast.
+data is its own (B is split by N, not shared), so no copy is multicast. Block-scaled and sparse pairs: each
+CTA loads its 128 rows' SFA / META image and the pair's SFB image (every CTA's TMEM holds SFB for all N,
+9.7.16.10.7), and the leader's tcgen05.cp.cta_group::2 copies in both CTAs, each from its own shared memory.
 Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
 (t mod tiles_m, t div tiles_m) (along M first). Ring slots and accumulators advance with a phase bit that
 flips each time their index wraps (mbarrier phases, 9.7.13.15.16 try_wait.parity); a producer waiting on
@@ -67,6 +69,9 @@ TMA_DATA_TYPE = {8: 0, 16: 1, 32: 2}
 TMA_SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 TMA_L2_PROMOTION_256B = 3
 D_CHUNK = 8                                           # TMEM columns per tcgen05.ld (.32x32b.x8)
+# the META / SFA / SFB images through their tensor maps: 16-byte rows (one tcgen05.cp source row), boxes of at
+# most 256 of them (cuTensorMapEncodeTiled: boxDim[i] <= 256)
+IMAGE_ROW_BYTES, IMAGE_BOX_ROWS = 16, 256
 
 
 class _Operand:
@@ -325,10 +330,12 @@ class _WsKernel:
 
         kb, e, plan = self.kb, self.e, self.plan
         kb.comment(f"---- TMA producer (warp {plan.tma_warp}, lane 0 issues)")
-        maps = {"A": kb.reg("rd"), "B": kb.reg("rd")}
+        names = ("A", "B") + plan.cp_operands          # the tensor maps, in the ABI's order
+        maps = {name: kb.reg("rd") for name in names}
         kb.ld_param("u64", maps["A"], "tensor_maps")
-        e(f"add.u64 {maps['B']}, {maps['A']}, {TMA_MAP_BYTES};")
-        for name in ("A", "B"):
+        for i, name in enumerate(names[1:], 1):
+            e(f"add.u64 {maps[name]}, {maps['A']}, {i * TMA_MAP_BYTES};")
+        for name in names:
             e(f"@{self.p_lane0} fence.proxy.tensormap::generic.acquire.gpu [{maps[name]}], {TMA_MAP_BYTES};")
         ring = self.ring("smem")
         issuer = self.p_lead0 if self.pair else self.p_lane0
@@ -338,12 +345,8 @@ class _WsKernel:
         full, zero, nb0 = kb.reg("r"), kb.reg("r"), kb.reg("r")
         if self.pair:
             e(f"mov.u32 {zero}, 0;")
-        images = {}                     # the per-K-block TMEM operands' global images (META, SFA, SFB)
-        for name in plan.cp_operands:
-            images[name] = kb.reg("rd")
-            kb.global_pointer(images[name], name)
-        if images:
-            tile_index, image_at, src = kb.reg("r"), kb.reg("rd"), kb.reg("rd")
+        if plan.cp_operands:            # the per-K-block TMEM operands' images (META, SFA, SFB)
+            tile_index, image_row = kb.reg("r"), kb.reg("r")
 
         def block(kreg: str, m0: str, n0: str) -> None:
             ring.wait_empty()
@@ -367,18 +370,19 @@ class _WsKernel:
                     e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                       f"{suffix} [{dst}], [{maps[name]}, {{{x}, {row0}}}], [{bar}];")
             for name, at, nbytes in zip(plan.cp_operands, plan.cp_smem, plan.cp_bytes):
-                # image (row tile, K block) of `name`: `nbytes` contiguous bytes, one bulk copy (9.7.9.25.4.1)
-                # completing on the slot's full barrier like the TMA boxes (its expect_tx counts them)
-                row0, extent = (n0, self.spec.n) if name == "SFB" else (m0, self.spec.m)
+                # image (row tile, K block) of `name`: `nbytes` contiguous bytes = nbytes / 16 rows of its
+                # tensor map's 16-byte rows, loaded like A and B (a pair: each CTA its own rows' SFA / META
+                # and the pair's SFB, completing on the leader's barrier)
+                row0, extent = (n0, self.spec.n) if name == "SFB" else (m0, self.spec.m // plan.cluster)
                 e(f"div.u32 {tile_index}, {row0}, {extent};")
-                e(f"mul.wide.u32 {image_at}, {tile_index}, {self.kblocks};")
-                e(f"cvt.u64.u32 {src}, {kreg};")
-                e(f"add.u64 {image_at}, {image_at}, {src};")
-                e(f"mul.lo.u64 {image_at}, {image_at}, {nbytes};")
-                e(f"add.u64 {src}, {images[name]}, {image_at};")
-                e(f"add.u32 {dst}, {ring.slot_addr}, {at};")
-                e(f"@{self.p_lane0} cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                  f"[{dst}], [{src}], {nbytes}, [{bar}];")
+                e(f"mad.lo.u32 {tile_index}, {tile_index}, {self.kblocks}, {kreg};")
+                rows = nbytes // IMAGE_ROW_BYTES
+                for j in range(0, rows, IMAGE_BOX_ROWS):
+                    e(f"mad.lo.u32 {image_row}, {tile_index}, {rows}, {j};")
+                    e(f"add.u32 {dst}, {ring.slot_addr}, {at + j * IMAGE_ROW_BYTES};")
+                    e(f"mov.u32 {x}, 0;")
+                    e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                      f"{suffix} [{dst}], [{maps[name]}, {{{x}, {image_row}}}], [{bar}];")
             ring.advance()
 
         self.tile_loop("tma", lambda m0, n0: self.k_loop("tma", lambda i: block(i, m0, n0)))
@@ -580,9 +584,11 @@ class _WsKernel:
         the tensor maps, checks the arrays and launches both."""
         spec = self.spec
         a, b, d = (spec.operands[x].dtype for x in "ABD")
-        out = {"tensor_maps": {"element": "CUtensorMap", "shape": [len(self.ops)], "bytes": TMA_MAP_BYTES * len(self.ops),
-                               "layout": "tensor maps of " + ", ".join(self.ops) + " (64-byte aligned, global memory); "
-                                         "tcgen05_ws_kernel.tensor_map_args gives the driver's encoder its arguments"}}
+        nmaps = len(self.ops) + len(self.plan.cp_operands)
+        out = {"tensor_maps": {"element": "CUtensorMap", "shape": [nmaps], "bytes": TMA_MAP_BYTES * nmaps,
+                               "layout": "tensor maps of " + ", ".join((*self.ops, *self.plan.cp_operands)) +
+                                         " (64-byte aligned, global memory); tcgen05_ws_kernel.tensor_map_args "
+                                         "gives the driver's encoder their arguments"}}
         for name, dtype, rows in (("A", a, "M"), ("B", b, "N")):
             op = self.ops[name]
             # stored elements of a row: K * (stored K units per block, in TMA elements of op.bits) / tile_k,
@@ -617,7 +623,7 @@ class _WsKernel:
         lanes = CP_GEOMETRY[shape][0]
         out = {"copy": shape + (f".{multicast}" if multicast else ""), "lanes": lanes,
                "columns": plan.cp_bytes[plan.cp_operands.index(name)] // (lanes * 4),
-               "row_tile": self.spec.n if name == "SFB" else self.spec.m, "k_block": plan.k_block}
+               "row_tile": self.spec.n if name == "SFB" else self.spec.m // plan.cluster, "k_block": plan.k_block}
         if name == "META":
             fmt = metadata_format(self.kind)
             return {**out, "words": self.steps * fmt.words_per_mma, "format": fmt.name}
@@ -631,7 +637,7 @@ class _WsKernel:
         copies take in shared memory (`tmem_image` builds them from the natural layouts)."""
         plan = self.plan
         nbytes = plan.cp_bytes[plan.cp_operands.index(name)]
-        rows, extent = ("N", self.spec.n) if name == "SFB" else ("M", self.spec.m)
+        rows, extent = ("N", self.spec.n) if name == "SFB" else ("M", self.spec.m // plan.cluster)
         element = "u32" if name == "META" else self.tile.facts.get("scale_type") or "ue8m0"
         count = nbytes // 4 if name == "META" else nbytes
         natural = (f"[{rows}][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32 words (word w of row r = "
@@ -647,6 +653,11 @@ class _WsKernel:
         spec, plan = self.spec, self.plan
         maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
                  "box": [op.inner, op.rows], "k_per_block": op.k_block} for n, op in self.ops.items()]
+        for name, nbytes in zip(plan.cp_operands, plan.cp_bytes):
+            rows = nbytes // IMAGE_ROW_BYTES
+            maps.append({"operand": name, "elem_bits": 8, "data_type": TMA_DATA_TYPE[8], "swizzle": "none",
+                         "box": [IMAGE_ROW_BYTES, min(rows, IMAGE_BOX_ROWS)], "image_rows": rows,
+                         "row_tile": self.image_spec(name)["row_tile"]})
         d = spec.operands["D"].dtype
         # persistent: one CTA (pair) per multiprocessor (pair), never more than there are tiles
         grid = ["2 * min(tiles, multiprocessors // 2)" if self.pair else "min(tiles, multiprocessors)", 1, 1]
@@ -654,7 +665,8 @@ class _WsKernel:
             "kernel_kind": KERNEL_KIND,
             "entry": spec.name,
             "params": [{"name": "tensor_maps", "type": "u64",
-                        "layout": "2 CUtensorMaps (A, B), 64-byte aligned, global memory"},
+                        "layout": f"{len(maps)} CUtensorMaps ({', '.join(t['operand'] for t in maps)}), 64-byte "
+                                  "aligned, global memory"},
                        {"name": "D", "type": "u64", "layout": f"[M][N] {d} row-major"},
                        *({"name": n, "type": "u64", "layout": self.image_buffer(n)["layout"]}
                          for n in plan.cp_operands),
@@ -669,7 +681,10 @@ class _WsKernel:
             # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)
             # below 2^32
             "limits": launch_limits(("M", "N", "K"), []) + [
-                f"(M // {spec.m}) * (N // {spec.n}) <= {(1 << 32) - (1 << 16)}"],
+                f"(M // {spec.m}) * (N // {spec.n}) <= {(1 << 32) - (1 << 16)}"] + [
+                # an image's TMA row coordinate is a signed 32-bit integer (cp.async.bulk.tensor)
+                f"({'N' if t['operand'] == 'SFB' else 'M'} // {t['row_tile']}) * (K // {plan.k_block}) * "
+                f"{t['image_rows']} < {1 << 31}" for t in maps if "image_rows" in t],
             "grid": grid,
             "persistent": plan.scheduler,
             "tiles": f"(M / {spec.m}) * (N / {spec.n})",
@@ -705,10 +720,17 @@ def emit_tcgen05_ws_kernel(tile: Op) -> tuple[str, dict]:
 
 
 def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
-    """Per tensor map (A, B): the cuTensorMapEncodeTiled arguments (rank 2, innermost first; strides in
-    bytes) for an M x N x K problem, less the global address."""
+    """Per tensor map (A, B, then the META / SFA / SFB images): the cuTensorMapEncodeTiled arguments (rank 2,
+    innermost first; strides in bytes) for an M x N x K problem, less the global address. An image is rows
+    of 16 bytes (UINT8, no swizzle): `image_rows` per (row tile, K block), in that order."""
     out = []
     for t in abi["tensor_maps"]:
+        if "image_rows" in t:
+            rows = (n if t["operand"] == "SFB" else m) // t["row_tile"] * (k // abi["tile_k"]) * t["image_rows"]
+            out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (IMAGE_ROW_BYTES, rows),
+                        "strides": (IMAGE_ROW_BYTES,), "box": tuple(t["box"]), "element_strides": (1, 1),
+                        "swizzle": TMA_SWIZZLE["none"], "l2_promotion": TMA_L2_PROMOTION_256B})
+            continue
         rows = m if t["operand"] == "A" else n
         inner = k * t["k_per_block"] // abi["tile_k"]      # stored K elements of a row (sparse A: K / 2)
         out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows),
