@@ -167,7 +167,10 @@ class Kernel:
         self.device = None            # the DeviceInfo of the loaded module (compiler/runtime/driver.py)
         self._driver = None
         self._maps: dict[tuple, int] = {}
-        self._map_args: dict[tuple, list] = {}   # (M, N, K) -> a tcgen05_ws kernel's tensor-map arguments
+        # the buffers the tensor maps read (their addresses key the encoded maps): the ws kernel lists its maps
+        # in the ABI; the wgmma kernel's are a_values, b, a_metadata
+        self._map_operands = tuple(t["operand"] for t in abi["tensor_maps"]) \
+            if isinstance(abi.get("tensor_maps"), list) else ("a_values", "b", "a_metadata")
         self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
         self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
 
@@ -426,22 +429,21 @@ class Kernel:
         (cuTensorMapEncodeTiled) and cached per (problem, the mapped buffers' addresses, B's row stride,
         batch and its strides). The kernel's module gives the encoder's arguments
         (sparse_wgmma_kernel.tensor_map_args, tcgen05_ws_kernel.tensor_map_args)."""
+        # the key first (a launch on known buffers costs a dict lookup): the buffers every map reads
+        key = (m, n, k, tuple(ptrs.get(name) for name in self._map_operands), b_row_bytes, batch,
+               tuple(sorted((batch_bytes or {}).items())))
+        hit = self._maps.get(key)
+        if hit is not None:
+            return hit
         if self.abi.get("kernel_kind") == "tcgen05_ws":
             from ..ptx.tcgen05_ws_kernel import tensor_map_args
 
-            maps = self._map_args.get((m, n, k))
-            if maps is None:
-                maps = self._map_args[(m, n, k)] = tensor_map_args(self.abi, m, n, k)
+            maps = tensor_map_args(self.abi, m, n, k)
         else:
             from ..ptx.sparse_wgmma_kernel import tensor_map_args
 
             maps = tensor_map_args(self.abi, m, n, k, {"b": b_row_bytes} if b_row_bytes else None, batch,
                                    batch_bytes or None)
-        key = (m, n, k, tuple(ptrs.get(t["operand"]) for t in maps), b_row_bytes, batch,
-               tuple(sorted((batch_bytes or {}).items())))
-        hit = self._maps.get(key)
-        if hit is not None:
-            return hit
         self._maps[key] = self._driver.tensor_maps(maps, ptrs)
         return self._maps[key]
 
