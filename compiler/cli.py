@@ -548,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as e:  # an optional host library of run / tune / emulate is not installed
         top = (e.name or "").split(".")[0]
         if top not in OPTIONAL_MODULES:
-            return _internal_error(e)
+            _report_internal_error(e)
+            return 3
         sys.stderr.write(f"tilec: error: `tilec {getattr(args, 'cmd', '')}` needs the Python package '{OPTIONAL_MODULES[top]}', "
                          f"which is not installed in {sys.executable}\n  hint: pip install '{OPTIONAL_MODULES[top]}' there "
                          f"(tilec's dependencies bring numpy and ml-dtypes; 'tilec[gpu]' brings cuda-core)\n")
@@ -562,7 +563,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, PipelineError):
             sys.stderr.write(f"tilec: error: {e}\n")
             return 2
-        return _internal_error(e)
+        _report_internal_error(e)
+        return 3
     return 0
 
 
@@ -571,12 +573,12 @@ def main(argv: list[str] | None = None) -> int:
 OPTIONAL_MODULES = {"numpy": "numpy", "ml_dtypes": "ml-dtypes", "cuda": "cuda-core"}
 
 
-def _internal_error(e: Exception) -> int:
+def _report_internal_error(e: Exception) -> None:
+    """A bug in tilec (main then exits 3): say so plainly; TILEC_DEBUG=1 re-raises for the traceback."""
     if os.environ.get("TILEC_DEBUG"):
         raise e
     sys.stderr.write(f"tilec: internal error: {type(e).__name__}: {e}\n"
                      "This is a bug in tilec; rerun with TILEC_DEBUG=1 for a traceback.\n")
-    return 3
 
 
 if __name__ == "__main__":

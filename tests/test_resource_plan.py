@@ -46,7 +46,9 @@ def test_plan_matches_the_emitted_kernel(name):
             assert plan["mbarriers"] == result.ptx.count(".b64 " + tile + "_mbar;")
         else:
             assert plan["smem_bytes"] == 0 and not _SHARED.findall(result.ptx)
-        maxnreg = re.search(r"^\.maxnreg (\d+)", result.ptx, re.M)
+        # this tile's entry only (a file of several tiles is one module of several entries)
+        entry = re.search(rf"^\.visible \.entry {tile}\((?:.(?!^\.visible \.entry ))*", result.ptx, re.M | re.S)
+        maxnreg = re.search(r"^\.maxnreg (\d+)", entry.group(0) if entry else result.ptx, re.M)
         if maxnreg:
             assert {r["registers"] for r in plan["roles"]} == {int(maxnreg.group(1))}
         if "max_ctas_per_sm" in abi:
