@@ -144,10 +144,10 @@ def parse_module(ptx: str) -> Module:
     module = Module(version.group(1) if version else None, target.group(1) if target else None)
     globals_ = {m.group(1): [int(v, 0) for v in m.group(3).split(",")] for m in _GLOBAL.finditer(ptx)}
     starts = [(m.start(), m.group(1)) for m in _ENTRY.finditer(ptx)]
-    # module-scope shared variables (the mma.sp writers' `.extern .shared` window, one per kernel of a
-    # module of several tiles, between their entries) belong to every kernel: those outside every body
-    module_shared = [_shared_decl(m) for m in _SHARED.finditer(ptx)
-                     if ptx.count("{", 0, m.start()) == ptx.count("}", 0, m.start())]
+    # module-scope shared variables (the mma.sp writers' `.extern .shared` window) belong to every kernel
+    # (PTX 5.1.5: a module-scope variable is visible to every entry of the module); in a module of several
+    # tiles each writer declares its own window just before its entry, i.e. after the previous entry's body
+    module_shared = [_shared_decl(m) for m in _SHARED.finditer(ptx) if _brace_depth(ptx, m.start()) == 0]
     for i, (start, name) in enumerate(starts):
         end = starts[i + 1][0] if i + 1 < len(starts) else len(ptx)
         first_line = ptx.count("\n", 0, start) + 1
@@ -156,6 +156,15 @@ def parse_module(ptx: str) -> Module:
         kernel.target = module.target
         module.kernels[name] = kernel
     return module
+
+
+def _brace_depth(ptx: str, at: int) -> int:
+    """How many `{` blocks (comments skipped) are open at offset `at` of `ptx`."""
+    depth = 0
+    for line in ptx[:at].split("\n"):
+        code = _strip_comment(line)
+        depth += code.count("{") - code.count("}")
+    return depth
 
 
 def _shared_decl(m: re.Match) -> SharedDecl:
