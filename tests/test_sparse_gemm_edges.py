@@ -34,15 +34,22 @@ U8S8 = find_form("m16n8k64", "u8", "s8", "s32", "s32")
 SMALL = dict(cta_m=64, cta_n=64, cta_k=32, warps_m=2, warps_n=2, stages=3)
 ONE_WARP = dict(cta_m=16, cta_n=8, cta_k=64, warps_m=1, warps_n=1, stages=2)
 TALL = dict(cta_m=64, cta_n=32, cta_k=64, warps_m=2, warps_n=1, stages=5)
+# FP8 on sm_90a (emulated warp-level FP8 mma.sp): 16x16 warp tiles, 8 warps
+FP8_FITS = dict(cta_m=64, cta_n=32, cta_k=128, warps_m=4, warps_n=2, stages=3)
+
+
+def config(form, **kw) -> SparseGemmConfig:
+    """sm_90a, or the `target` in kw (FP8: sm_120a, where warp-level FP8 mma.sp is native)."""
+    return SparseGemmConfig("eg", form, kw.pop("target", "sm_90a"), **kw)
 
 
 def kernel(form, **kw):
-    return emit_sparse_gemm(SparseGemmConfig("eg", form, "sm_90a", **kw))
+    return emit_sparse_gemm(config(form, **kw))
 
 
 def run(form, kw, m, n, k, mode="eager", seed=0, batch=1, ctas=None, pad=None, text=None):
     kern = kernel(form, **kw)
-    cfg = SparseGemmConfig("eg", form, "sm_90a", **kw)
+    cfg = config(form, **kw)
     return run_sparse_gemm_edges(kern, form, m, n, k, cfg.out_type, cfg.accumulate_c, mode=mode, seed=seed,
                                  batch=batch, ctas=ctas, pad=pad, text=text)
 
@@ -70,8 +77,10 @@ CASES = [
     (S8, TALL, 77, 33, 131, "random", 1, None),
     (S8, ONE_WARP, 1, 1, 1, "adversarial", 1, None),
     (U8S8, dict(SMALL, cta_k=128, stage_d=False), 20, 90, 300, "eager", 1, None),
-    (E4M3, dict(SMALL, cta_k=128, accumulate_c=False, d_type="f16"), 66, 66, 129, "eager", 3, None),
-    (E4M3, dict(SMALL, cta_k=64, persistent=True), 130, 50, 70, "adversarial", 2, 3),
+    (E4M3, dict(SMALL, cta_k=128, accumulate_c=False, d_type="f16", target="sm_120a"), 66, 66, 129, "eager", 3,
+     None),
+    (E4M3, dict(SMALL, cta_k=64, persistent=True, target="sm_120a"), 130, 50, 70, "adversarial", 2, 3),
+    (E4M3, FP8_FITS, 70, 33, 130, "random", 1, None),                                   # sm_90a: 16x16 warp tiles
 ]
 
 
@@ -179,7 +188,7 @@ ASSEMBLE = [(F16, dict(SMALL, stage_d=False, accumulate_c=False, d_type="f16")),
             (BF16, dict(SMALL, accumulate_c=False, d_type="bf16")),
             (BF16, dict(SMALL, stage_d=False, accumulate_c=False, d_type="bf16")),
             (S8, dict(TALL, stage_d=False)), (S8, dict(TALL, persistent=True)),
-            (TF32, dict(SMALL, cta_k=32)), (E4M3, dict(SMALL, cta_k=128, persistent=True, stage_d=False)),
+            (TF32, dict(SMALL, cta_k=32)), (E4M3, dict(FP8_FITS, persistent=True, stage_d=False)),
             (U8S8, dict(ONE_WARP))]
 
 
@@ -193,3 +202,30 @@ def test_edge_forms_assemble(ptxas, form, kw):
         res = subprocess.run([ptxas, "-arch=sm_90a", "-o", str(Path(tmp) / "k.cubin"), str(src)],
                              capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def _ptxas_v(ptxas, text: str, arch: str) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(text)
+        res = subprocess.run([ptxas, "-v", f"-arch={arch}", "-o", str(Path(tmp) / "k.cubin"), str(src)],
+                             capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout + res.stderr
+
+
+def test_emulated_fp8_warp_tiles_are_bounded(ptxas):
+    """Warp-level FP8 mma.sp is emulated on sm_90a (compiler/isa/mma_sp/forms.py FP8_WARP_MMA_EMULATED_SMS): a
+    16x16 warp tile (2 mma tiles) fits 255 registers without spilling there, a larger one is refused where it
+    is configured; on sm_120a (native) a 32x32 warp tile takes ~90 registers."""
+    fits = _ptxas_v(ptxas, kernel(E4M3, **FP8_FITS).text, "sm_90a")
+    assert re.search(r"\b0 bytes spill stores", fits), fits
+    with pytest.raises(SpecError, match="each warp computes 4 m16n8k64 tiles of FP8") as e:
+        kernel(E4M3, **dict(SMALL, cta_k=128, warps_m=2, warps_n=4))             # 32x16 warp tiles
+    assert e.value.field == "schedule.warps" and "mma=wgmma" in e.value.hint
+    with pytest.raises(SpecError, match="360 registers a thread, 255 fit"):
+        kernel(E4M3, **dict(SMALL, cta_k=128, warps_m=2, warps_n=4))
+    with pytest.raises(SpecError, match="180 registers a thread, 128 fit .512 threads"):
+        kernel(E4M3, **dict(SMALL, cta_k=128, warps_m=4, warps_n=4))             # 16x16, 16 warps
+    native = _ptxas_v(ptxas, kernel(E4M3, **dict(SMALL, cta_k=128, target="sm_120a")).text, "sm_120a")
+    assert re.search(r"\b0 bytes spill stores", native) and int(re.search(r"Used (\d+) registers", native)[1]) < 128

@@ -299,7 +299,8 @@ MODEL_CASES = [
     (S8, dict(ODD[2]), 128, 64, 384, None),
     (TF32, dict(ODD[3], raster_group=2, persistent=True), 48, 16, 128, 2),
     (U8S8, dict(ODD[0], cta_k=128), 64, 128, 256, None),
-    (E4M3, dict(BENCH[3], cta_k=128, persistent=True), 256, 256, 256, 2),
+    # (FP8 on sm_120a: sm_90a emulates warp-level FP8 mma.sp, 2 mma tiles a warp at most: test_sparse_gemm_edges)
+    (E4M3, dict(BENCH[3], cta_k=128, stages=3, persistent=True, target="sm_120a"), 256, 256, 256, 2),
 ]
 
 
@@ -404,7 +405,8 @@ ASSEMBLE = [(F16, kw) for kw in BENCH + ODD] + [
     (F16, dict(BENCH[0], persistent=True, accumulate_c=False, d_type="f16")),
     (BF16, dict(BENCH[0], accumulate_c=False, d_type="bf16")),
     (S8, dict(BENCH[0], cta_k=128)), (TF32, dict(BENCH[0], cta_k=32, persistent=True)),
-    (U8S8, dict(ODD[0], cta_k=64)), (E4M3, dict(BENCH[2], cta_k=128))]
+    (U8S8, dict(ODD[0], cta_k=64)),
+    (E4M3, dict(cta_m=64, cta_n=32, cta_k=128, warps_m=4, warps_n=2, stages=3))]   # 16x16 warp tiles (sm_90a: FP8 emulated)
 
 
 @pytest.mark.parametrize("arch,sample", [("sm_80", 4), ("sm_90", 4), ("sm_90a", 3),
@@ -487,6 +489,7 @@ ERRORS = [
     (dict(BENCH[0], selector=2), "sparsity selector 2 is undefined"),
     (dict(BENCH[0], name="1x"), "not a PTX identifier"),
     (dict(BENCH[0], form=E4M3, cta_k=128, target="sm_80"), "not available on sm_80"),
+    (dict(BENCH[0], form=E4M3, cta_k=128, target="sm_90a"), "sm_90a has no warp-level FP8 MMA"),
 ]
 
 

@@ -111,6 +111,7 @@ from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N, Form
 from ..isa.targets import SMEM_PER_BLOCK, Version, dynamic_smem_limit, format_version  # noqa: F401
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
+from ..passes.limits import EMULATED_FP8_HINT, emulated_fp8_problem
 from ..passes.resources import check_shared_memory
 from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
@@ -403,6 +404,9 @@ def check_config(cfg: SparseGemmConfig) -> Version:
         raise SpecError(f"warp tile {cfg.warp_m}x{cfg.warp_n} needs {acc} accumulator registers per thread; "
                         f"at most {MAX_ACCUMULATORS} fit beside double-buffered fragments",
                         field="schedule.warps", hint="use more warps (e.g. 64x64 warp tiles)")
+    why = emulated_fp8_problem(form, cfg.target, cfg.tiles_m * cfg.tiles_n, cfg.threads)
+    if why is not None:
+        raise SpecError(why, field="schedule.warps", hint=EMULATED_FP8_HINT)
     out = cfg.out_type
     if out not in D_STORES or (out in ("f16", "bf16") and form.c_type != "f32") or \
             (out in ("f32", "s32") and out != form.c_type):

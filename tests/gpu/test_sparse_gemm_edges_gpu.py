@@ -101,8 +101,9 @@ FORMS = {
     "u8s8-directD": lambda: emitted(U8S8, cta_k=128, stage_d=False,
                                     **{k: v for k, v in BENCH.items() if k != "cta_k"}),
     "tf32": lambda: emitted(TF32, cta_k=32, **{k: v for k, v in BENCH.items() if k != "cta_k"}),
-    "e4m3-f16D": lambda: emitted(E4M3, "f16", accumulate_c=False, cta_k=128,
-                                 **{k: v for k, v in BENCH.items() if k != "cta_k"}),
+    # sm_90a emulates warp-level FP8 mma.sp: 16x16 warp tiles, 8 warps (compiler/isa/mma_sp/forms.py)
+    "e4m3-f16D": lambda: emitted(E4M3, "f16", accumulate_c=False, cta_m=64, cta_n=32, cta_k=128, warps_m=4,
+                                 warps_n=2, stages=3),
     "bf16-bf16D": lambda: emitted(BF16, "bf16", accumulate_c=False, **BENCH),
     "f16-f16D-directD": lambda: emitted(F16, "f16", accumulate_c=False, stage_d=False, **BENCH),
     "f16-persistent": lambda: emitted(F16, "f16", accumulate_c=False, persistent=True, **BENCH),
