@@ -229,3 +229,24 @@ def test_emulated_fp8_warp_tiles_are_bounded(ptxas):
         kernel(E4M3, **dict(SMALL, cta_k=128, warps_m=4, warps_n=4))             # 16x16, 16 warps
     native = _ptxas_v(ptxas, kernel(E4M3, **dict(SMALL, cta_k=128, target="sm_120a")).text, "sm_120a")
     assert re.search(r"\b0 bytes spill stores", native) and int(re.search(r"Used (\d+) registers", native)[1]) < 128
+
+
+@pytest.mark.parametrize("size,shape,mode,batch", [("staged", (70, 45, 50), "adversarial", 2),
+                                                   ("direct", (130, 37, 33), "random", 1),
+                                                   ("staged", (1, 1, 1), "eager", 1)])
+@pytest.mark.parametrize("epi", [dict(act="silu", out="bf16", c="beta", bias="col", alpha="0.5"),
+                                 dict(act="relu", out="f32", c="C", bias="row", alpha="param"),
+                                 dict(act="gelu_tanh", out="f16", c="none", bias="none", alpha="none")],
+                         ids=lambda e: "-".join(e.values()))
+def test_fused_epilogue_at_any_size(epi, size, shape, mode, batch):
+    """The DSL's fused epilogue (compiler/passes/epilogue_lowering.py) on edge tiles: C and the bias read
+    only inside D (staged: epilogue.edge_chunk; direct: per element), D within the epilogue's tolerance
+    (Emulation.ok), through compiler.emulate (the pipelined kernel's runner: guard band, batches)."""
+    import compiler
+    from compiler.driver import compile_source
+    from tests.test_epilogue import tile_text
+
+    result = compile_source(tile_text(dict(epi, kernel="sync"), size), "e.tile")
+    assert result.to_json()["tiles"]["t"]["kernel"]["requires"] == []
+    e = compiler.emulate(result, shape=shape, seed=sum(shape), mode=mode, batch=batch)
+    assert e.ok and e.d.shape == ((batch,) if batch > 1 else ()) + shape[:2]

@@ -54,8 +54,8 @@ Global layouts (the ones compiler/sparse.py produces; no re-packing):
 Limits (ABI `limits`, checked by compiler/runtime): M, N, K < 2^31, at most 2^31 - 1 tiles (the 1-D grid),
 batch <= 65535. Global offsets that grow with a size (row * Kp * bytes, row * ldd * bytes) are 64-bit.
 
-Edges (any M, N, K >= 1; not the block-scaled forms, whose scale-factor loads are not bounded, and not the
-fused epilogue, which takes whole tiles in M and N: the ABI's `requires` says so). The grid covers
+Edges (any M, N, K >= 1; not the block-scaled forms, whose scale-factor loads are not bounded: the ABI's
+`requires` says so). The grid covers
 ceil(M / cta_m) x ceil(N / cta_n) tiles and the K loop ceil(K / cta_k) blocks. A and its metadata are
 padded by the packer (above), so their copies never leave the arrays; the padding's metadata nibbles are
 legal (compiler/sparse.py: a zero-filled word would be the invalid nibble 0b0000, PTX ISA 9.7.14.6.1) and
@@ -69,7 +69,7 @@ inside D (m0 + cta_m <= M and n0 + cta_n <= N, a CTA-uniform branch on %m0 / %n0
 with exactly the instructions of a kernel without edges; an edge tile loads C element by element where
 row < M and column < N (0 elsewhere: those accumulators are never stored) and stores D the same way,
 staged D per 16-byte chunk (one vector store where the chunk lies inside D, else its elements up to
-column N).
+column N); the fused epilogue's C and bias alike (compiler/ptx/epilogue.py edge_chunk for staged D).
 
 Batches. Grid y is the batch index (%ctaid.y): A's values, its metadata and B of the batch lie
 `batch_stride_a_values` / `batch_stride_a_metadata` / `batch_stride_b` bytes further on, C and D
@@ -239,8 +239,8 @@ class SparseGemmConfig(RingGeometry):
 
     @property
     def edge_mn(self) -> bool:
-        """Any M, N >= 1 (partial edge tiles); the fused epilogue and block-scaled forms take whole tiles."""
-        return self.edge_k and self.epilogue is None
+        """Any M, N >= 1 (partial edge tiles); block-scaled forms take whole tiles."""
+        return self.edge_k
 
     @property
     def batched(self) -> bool:
@@ -645,7 +645,7 @@ class _Writer(PtxBuilder):
         out += [f".extern .shared .align {BANK_LINE} .b8 {self.smem}[];", ""]
         self.directives.append(f".maxntid {cfg.threads}, 1, 1")
         tm, tn = cfg.tiles_m, cfg.tiles_n
-        self.declare("pred", "%pl", "%pe", "%pj", "%pv", "%pc<3>", "%pi", "%pr", "%pq", "%pw", "%pz")
+        self.declare("pred", "%pl", "%pe", "%pj", "%pv", "%pc<3>", "%pi", "%pr", "%pq", "%pw", "%pz", "%pk<4>")
         self.declare("u32", "%thr", "%g", "%t", "%x", "%y", "%z", "%M", "%N", "%K", "%kr", "%pid", "%pm", "%pn",
                      "%m0", "%n0", "%sm", "%ct", "%it", "%ck", "%ik", "%rs", "%kp", "%ldb", "%ldd", "%bz",
                      *(("%ldc",) if cfg.accumulate_c else ()))
@@ -1067,6 +1067,8 @@ class _Writer(PtxBuilder):
             self.fragment_columns_left()
             for i in range(cfg.tiles_m):
                 for h in range(2):
+                    if ep is not None:
+                        self.fragment_epilogue(i, h, edge=True)
                     self.row_pointer("%gd", i, h, self.dbytes, "%ldd", edge=True)
                     for q in range(cfg.tiles_n):
                         for e, reg in enumerate(self.acc_regs(i, q, h)):
@@ -1075,9 +1077,11 @@ class _Writer(PtxBuilder):
 
         self.edge_split(interior, edge)
 
-    def fragment_epilogue(self, i: int, h: int) -> None:
+    def fragment_epilogue(self, i: int, h: int, edge: bool = False) -> None:
         """Direct D stores: the plan on the accumulator pairs of row 16i + 8h + g of the warp tile, every q
-        (%gq: C of pair q = 0, %gbias: its bias; row and column as row_pointer computes them)."""
+        (%gq: C of pair q = 0, %gbias: its bias; row and column as row_pointer computes them). `edge`: C and
+        the bias read element by element where row < M and column < N (%ecl: fragment_columns_left), 0
+        elsewhere (those elements are never stored)."""
         cfg, ins, ep = self.cfg, self.ins, self.cfg.epilogue
         ins(f"shr.u32 %x, %thr, {5 + log2(cfg.warps_n)};")
         ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")
@@ -1088,6 +1092,8 @@ class _Writer(PtxBuilder):
         ins(f"mad.lo.u32 %y, %y, {cfg.warp_n}, %n0;")
         ins("shl.b32 %z, %t, 1;")
         ins("add.u32 %y, %y, %z;                           // row %x, column %y of pair q = 0")
+        if edge:
+            ins("setp.lt.u32 %pr, %x, %M;")
         if ep.c == "epilogue":
             ins("mul.wide.u32 %gq, %x, %ldc;")
             ins("cvt.u64.u32 %off, %y;")
@@ -1098,12 +1104,24 @@ class _Writer(PtxBuilder):
             ins("add.u64 %gbias, %gbias, %rbias;")
         for q in range(cfg.tiles_n):
             lo, hi = self.acc_regs(i, q, h)
-            if ep.c == "epilogue":
-                ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{8 * q * self.abytes}];")
-            if ep.bias == "col":
-                ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%gbias+{8 * q * 4}];")
-            elif ep.bias == "row" and q == 0:
-                ins("ld.global.f32 %be0, [%gbias];")
+            if edge:
+                epilogue.zero_inputs(self, ep)
+                if ep.bias == "row":
+                    ins("@%pr ld.global.f32 %be0, [%gbias];")
+                for e in range(2):
+                    if ep.c == "epilogue" or ep.bias == "col":
+                        self.element_guard(8 * q + e)
+                    if ep.c == "epilogue":
+                        ins(f"@%pq ld.global.f32 %ce{e}, [%gq+{(8 * q + e) * self.abytes}];")
+                    if ep.bias == "col":
+                        ins(f"@%pq ld.global.f32 %be{e}, [%gbias+{(8 * q + e) * 4}];")
+            else:
+                if ep.c == "epilogue":
+                    ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{8 * q * self.abytes}];")
+                if ep.bias == "col":
+                    ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%gbias+{8 * q * 4}];")
+                elif ep.bias == "row" and q == 0:
+                    ins("ld.global.f32 %be0, [%gbias];")
             for k, x in enumerate((lo, hi)):
                 epilogue.element_steps(self, ep, x, f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
 
@@ -1137,7 +1155,9 @@ class _Writer(PtxBuilder):
         cpr = cfg.cta_n * dbytes // CHUNK                      # 16-byte chunks per D row
         chunks = cfg.cta_m * cpr
         if ep is not None:
-            def body() -> None:
+            c_stride = "%ldc" if cfg.accumulate_c else "%ldd"
+
+            def body(edge: bool) -> None:
                 ins(f"div.u32 %pm, %z, {cpr};                        // tile row")
                 ins(f"rem.u32 %pn, %z, {cpr};                        // chunk in the row")
                 ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")
@@ -1146,10 +1166,23 @@ class _Writer(PtxBuilder):
                 ins(f"ld.shared.v4.f32 {{%ev0, %ev1, %ev2, %ev3}}, {at};")
                 ins("add.u32 %pm, %pm, %m0;                      // row of D")
                 ins(f"mad.lo.u32 %pn, %pn, {CHUNK // dbytes}, %n0;              // column of D")
-                epilogue.chunk(self, ep, "", "%pm", "%pn", "%rbias", dbytes, self.dbytes, self.convert, "%gd",
-                           c_stride="%ldc" if cfg.accumulate_c else "%ldd", d_stride="%ldd")
+                if not edge:
+                    epilogue.chunk(self, ep, "", "%pm", "%pn", "%rbias", dbytes, self.dbytes, self.convert, "%gd",
+                                   c_stride=c_stride, d_stride="%ldd")
+                    return
+                # the row in D; the whole chunk inside it, or only its first elements (epilogue.edge_chunk)
+                ins("setp.lt.u32 %pr, %pm, %M;")
+                ins("sub.s32 %ecl, %N, %pn;")
+                ins(f"setp.ge.s32 %pq, %ecl, {CHUNK // dbytes};")
+                ins("and.pred %pw, %pr, %pq;")
+                ins(f"setp.lt.s32 %pz, %ecl, {CHUNK // dbytes};")
+                ins("and.pred %pz, %pr, %pz;")
+                epilogue.zero_inputs(self, ep)
+                epilogue.edge_chunk(self, ep, "%pm", "%pn", "%rbias", dbytes, self.dbytes, self.convert, "%gd",
+                                    c_stride, "%ldd", ("%pr", "%pw", "%pz"), [f"%pk{e}" for e in range(4)])
 
-            epilogue.chunk_loop(self, "%z", "%thr", T, chunks, "%pj", body)
+            self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%thr", T, chunks, "%pj", lambda: body(False)),
+                            lambda: epilogue.chunk_loop(self, "%z", "%thr", T, chunks, "%pj", lambda: body(True)))
             return
         per = CHUNK // dbytes                                  # D elements a chunk
 
