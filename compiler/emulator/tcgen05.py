@@ -84,8 +84,8 @@ class Machine(WarpMachine):
         params: dict[str, int] = {}
         # operands read through tensor maps (TMA) only: no thread may load them
         tma_only = {t["operand"] for t in tensor_maps or ()}
-        for name in tma_only:
-            mem.add(name, np.asarray(args[name]), loadable=False)
+        for name in tma_only:             # D: written through its tensor map (the TMA store) only
+            mem.add(name, np.asarray(args[name]), loadable=False, writable=name == "D")
         for full, ptype in kernel.params:
             name = kernel.param_short(full)
             value = args[name]
@@ -849,42 +849,84 @@ def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0, policy: st
 # The warp-specialised persistent kernel (compiler/ptx/tcgen05_ws_kernel.py)
 
 def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: int, *, ctas: int, seed: int = 0,
-                   policy: str | None = None, dynamic_at: int | None = None):
+                   policy: str | None = None, dynamic_at: int | None = None, batch: int = 1):
     """`host_problem`'s operands (dense or sparse, few significant bits: every partial sum is exact in f32)
-    in the warp-specialised kernel's ABI, run on `ctas` persistent CTAs; returns (D, reference D, machine).
-    A and B are read by TMA only, through the tensor-map parameters `tensor_map_args` gives the driver's
-    encoder; the dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up
-    to 1024)."""
+    in the warp-specialised kernel's ABI, `batch` problems of M x N x K (any sizes >= 1 for dense tiles),
+    run on `ctas` persistent CTAs; returns (D, reference D, machine), D and the reference batch x M x N
+    (M x N for one problem). A, B and D are reached by TMA only, through the tensor-map parameters
+    `tensor_map_args` gives the driver's encoder; their rows are 16 bytes further apart than their bytes
+    rounded up to 16 (a pitch that is not the packed size), and D's padding is poisoned and must stay so.
+    The dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up to
+    1024)."""
+    from dataclasses import replace as dc_replace
+
+    from ..isa.types import TYPES
     from ..ptx.tcgen05_ws_kernel import tensor_map_args
 
     spec = result.tiles[tile].payload
-    problem = host_problem(result, tile, m_tiles=m // spec.m, n_tiles=n // spec.n, seed=seed, k=k)
-    args = {name: v for name, v in problem.args.items() if name not in ("m_total", "n_total")}
-    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k})
+    m_tiles, n_tiles = -(-m // spec.m), -(-n // spec.n)
+    problems = [host_problem(result, tile, m_tiles=m_tiles, n_tiles=n_tiles, seed=seed + 7919 * i, k=k)
+                for i in range(batch)]
+    first = problems[0]
+    args = {name: v for name, v in first.args.items() if name not in ("m_total", "n_total", "A", "B", "D")}
+    pitches = {}
+    for name, rows in (("A", m), ("B", n)):
+        parts = [np.asarray(p.args[name])[:rows] for p in problems]
+        pitches[name] = -(-parts[0].shape[1] // 16) * 16 + 16
+        padded = np.full((batch, rows, pitches[name]), 0xA5, np.uint8)
+        for i, part in enumerate(parts):
+            padded[i, :, :part.shape[1]] = part
+        args[name] = padded
+    d_type = spec.operands["D"].dtype
+    d_bytes = TYPES[d_type].bits // 8
+    pitches["D"] = -(-n * d_bytes // 16) * 16 + 16
+    args["D"] = np.full((batch, m, pitches["D"]), 0x5A, np.uint8)
+    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k,
+                 "batch": batch})
     desc = abi.get("epilogue")
-    if desc is not None:              # the fused epilogue's bias and f32 scalars (passed as their bits)
+    rng = np.random.default_rng(seed + 1)
+    bias = scalars = cs = None
+    if desc is not None:              # the fused epilogue's C, bias and f32 scalars (passed as their bits)
+        from .. import sparse
         from .sparse_host import epilogue_inputs
 
-        bias, scalars = epilogue_inputs(desc, m, n, np.random.default_rng(seed + 1))
+        bias, scalars = epilogue_inputs(desc, m, n, rng)
         if bias is not None:
             args["bias"] = bias
         for key in ("alpha", "beta"):
             args[key] = int(np.float32(scalars[key]).view(np.uint32))
+        if desc["c"] == "epilogue":
+            cs = [sparse.random_values(rng, (m, n), "f16").astype(np.float32) for _ in range(batch)]
+            args["C"] = np.stack(cs)
     machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
                       dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
-                      tensor_maps=tensor_map_args(abi, m, n, k))
+                      tensor_maps=tensor_map_args(abi, m, n, k, batch, row_bytes=pitches))
     machine.run()
-    ref = reference_d(problem)
-    if desc is not None:
+    raw = machine.gmem.array("D").reshape(batch, m, pitches["D"])
+    if (raw[:, :, n * d_bytes:] != 0x5A).any():
+        raise EmulationError("the kernel wrote D's row padding (past column N): the TMA store must clip at N")
+    refs, tols = [], []
+    for i, problem in enumerate(problems):
+        sub = dc_replace(problem, a=problem.a[:m], b=problem.b[:n],
+                         sfa=None if problem.sfa is None else problem.sfa[:m],
+                         sfb=None if problem.sfb is None else problem.sfb[:n])
+        if desc is None:
+            refs.append(reference_d(sub))
+            continue
         from types import SimpleNamespace
 
         from .sparse_host import epilogue_atol, epilogue_reference
 
-        a, b = _scaled_operands(problem)
+        a, b = _scaled_operands(sub)
         # a and b carry their scale factors already (the sparse host's scaling is not applied: sfa = sfb = None)
-        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None, sfa=None, sfb=None),
-                                             problem.d_type, desc, bias,
-                                             scalars)
-        machine.stats["atol"] = epilogue_atol(bound, pre, desc["act"], problem.d_type)
-    d = machine.gmem.array("D").view(ref.dtype).reshape(m, n)
+        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None if cs is None else cs[i],
+                                                                   sfa=None, sfb=None), d_type, desc, bias, scalars)
+        refs.append(ref)
+        tols.append(epilogue_atol(bound, pre, desc["act"], d_type))
+    ref = np.stack(refs)
+    if tols:
+        machine.stats["atol"] = np.stack(tols) if batch > 1 else tols[0]
+    d = np.ascontiguousarray(raw[:, :, :n * d_bytes]).view(ref.dtype)
+    if batch == 1:
+        return d[0], ref[0], machine
     return d, ref, machine
