@@ -197,3 +197,12 @@ def test_batch_needs_dense_tiles():
         compiler.emulate(r, shape=(128, 128, 64), batch=2)
     with pytest.raises(EmulationError, match="M % 128 == 0"):
         compiler.emulate(r, shape=(100, 128, 64))
+
+
+def test_seeded_bug_dropped_proxy_fence():
+    """The staged chunk is written by st.shared (the generic proxy); without fence.proxy.async.shared::cta the
+    TMA store (the async proxy) may read stale bytes: the emulator tracks each warp's unfenced stores."""
+    r = compiler.compile_file(EXAMPLE)
+    broken = _drop(_drop(r.ptx, r"fence\.proxy\.async\.shared::cta"), r"fence\.proxy\.async\.shared::cta")
+    with pytest.raises(EmulationError, match="no fence.proxy.async.shared::cta since"):
+        compiler.emulate(r, shape=(128, 128, 64), mode="eager", seed=0, ptx=broken)

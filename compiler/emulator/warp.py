@@ -149,6 +149,9 @@ class Cta:
         self.writing = np.zeros(len(smem), np.int32)
         self.reading = np.zeros(len(smem), np.int32)
         self.claims: dict[int, tuple[str, np.ndarray, str]] = {}   # id -> ("read" | "write", addresses, who)
+        # per byte: 1 + the warp whose generic-proxy store wrote it last and has not executed
+        # fence.proxy.async since (0: fenced or never written); a TMA store may read only fenced bytes
+        self.unfenced = np.zeros(len(smem), np.int16)
 
     @property
     def exited(self) -> bool:
@@ -463,6 +466,8 @@ class WarpMachine:
         if cta.writing[a:a + len(data)].any() or cta.reading[a:a + len(data)].any():
             self.check_shared(cta, np.arange(a, a + len(data)), "write", self._who())
         cta.smem[a:a + len(data)] = data
+        if self.warp is not None and self.warp.cta is cta:
+            cta.unfenced[a:a + len(data)] = self.warp.index + 1
 
     def _who(self) -> str:
         return where(self.ins, self.warp) if self.ins is not None else "a shared access"
@@ -594,6 +599,11 @@ class WarpMachine:
             raise EmulationError("TMA store from outside the CTA's shared memory")
         who = where(self.ins, w) if self.ins is not None else "cp.async.bulk.tensor"
         self.check_shared(cta, phys, "read", who)
+        stale = cta.unfenced[phys]
+        if stale.any():
+            raise EmulationError(f"{who} reads shared memory (CTA {cta.rank}, {int(phys[stale != 0].min()):#x}..) that "
+                                 f"warp {int(stale[stale != 0][0]) - 1} wrote with generic-proxy stores and no "
+                                 "fence.proxy.async.shared::cta since: the TMA engine (async proxy) may not see them")
         block = cta.smem[phys].reshape(rows, row_bytes)
         x, y = coords[:2]
         z = coords[2] if len(coords) == 3 else 0
@@ -935,6 +945,8 @@ class WarpMachine:
         elif base in ("fence", "prefetch"):
             if op.startswith("fence.proxy.tensormap"):
                 w.fenced.update(int(x) for x in self.addr(w, ops[0])[act])
+            elif op.startswith("fence.proxy.async"):   # this warp's generic stores become visible to the async proxy
+                cta.unfenced[cta.unfenced == w.index + 1] = 0
         elif op.startswith("barrier.cluster.wait"):
             pass                                            # folded into the arrive (step_warp)
         elif op == "mapa.shared::cluster.u32":
