@@ -848,20 +848,30 @@ def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0, policy: st
 # --------------------------------------------------------------------------------------------------
 # The warp-specialised persistent kernel (compiler/ptx/tcgen05_ws_kernel.py)
 
-def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: int, *, ctas: int, seed: int = 0,
-                   policy: str | None = None, dynamic_at: int | None = None, batch: int = 1):
+@dataclass
+class WsHost:
+    """Random problems of the warp-specialised kernel, as both the emulator and `tilec run` on the GPU take
+    them: `problems` (host_problem's operands, one per batch), `args` (every ABI buffer but the tensor maps,
+    as the bytes of its global-memory image with rows as stored, [batch][rows][bytes] when batched, D
+    poisoned; C, the fused epilogue's bias; alpha / beta as their f32 values), the reference D (batch x M x N,
+    or M x N for one problem), and the absolute tolerance of a fused epilogue (None: D is exact)."""
+    problems: list
+    args: dict
+    ref: np.ndarray
+    atol: np.ndarray | None
+
+    @property
+    def problem(self) -> HostProblem:
+        return self.problems[0]
+
+
+def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0, batch: int = 1) -> WsHost:
     """`host_problem`'s operands (dense or sparse, few significant bits: every partial sum is exact in f32)
-    in the warp-specialised kernel's ABI, `batch` problems of M x N x K (any sizes >= 1 for dense tiles),
-    run on `ctas` persistent CTAs; returns (D, reference D, machine), D and the reference batch x M x N
-    (M x N for one problem). A, B and D are reached by TMA only, through the tensor-map parameters
-    `tensor_map_args` gives the driver's encoder; their rows are 16 bytes further apart than their bytes
-    rounded up to 16 (a pitch that is not the packed size), and D's padding is poisoned and must stay so.
-    The dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up to
-    1024)."""
+    in the warp-specialised kernel's ABI for `batch` problems of M x N x K (any sizes >= 1 for dense tiles:
+    operands are drawn for whole tiles and cut to M, N), with the reference D."""
     from dataclasses import replace as dc_replace
 
     from ..isa.types import TYPES
-    from ..ptx.tcgen05_ws_kernel import tensor_map_args
 
     spec = result.tiles[tile].payload
     m_tiles, n_tiles = -(-m // spec.m), -(-n // spec.n)
@@ -869,42 +879,28 @@ def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: in
                 for i in range(batch)]
     first = problems[0]
     args = {name: v for name, v in first.args.items() if name not in ("m_total", "n_total", "A", "B", "D")}
-    pitches = {}
+
+    def stacked(parts):
+        return parts[0] if batch == 1 else np.stack(parts)
+
     for name, rows in (("A", m), ("B", n)):
-        parts = [np.asarray(p.args[name])[:rows] for p in problems]
-        pitches[name] = -(-parts[0].shape[1] // 16) * 16 + 16
-        padded = np.full((batch, rows, pitches[name]), 0xA5, np.uint8)
-        for i, part in enumerate(parts):
-            padded[i, :, :part.shape[1]] = part
-        args[name] = padded
+        args[name] = stacked([np.ascontiguousarray(np.asarray(p.args[name])[:rows]) for p in problems])
     d_type = spec.operands["D"].dtype
-    d_bytes = TYPES[d_type].bits // 8
-    pitches["D"] = -(-n * d_bytes // 16) * 16 + 16
-    args["D"] = np.full((batch, m, pitches["D"]), 0x5A, np.uint8)
-    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k,
-                 "batch": batch})
+    args["D"] = np.full(((batch,) if batch > 1 else ()) + (m, n * TYPES[d_type].bits // 8), 0x5A, np.uint8)
     desc = abi.get("epilogue")
-    rng = np.random.default_rng(seed + 1)
     bias = scalars = cs = None
-    if desc is not None:              # the fused epilogue's C, bias and f32 scalars (passed as their bits)
+    if desc is not None:              # the fused epilogue's C, bias and f32 scalars
         from .. import sparse
         from .sparse_host import epilogue_inputs
 
+        rng = np.random.default_rng(seed + 1)
         bias, scalars = epilogue_inputs(desc, m, n, rng)
         if bias is not None:
             args["bias"] = bias
-        for key in ("alpha", "beta"):
-            args[key] = int(np.float32(scalars[key]).view(np.uint32))
+        args.update({key: float(scalars[key]) for key in ("alpha", "beta") if desc[key] == "param"})
         if desc["c"] == "epilogue":
             cs = [sparse.random_values(rng, (m, n), "f16").astype(np.float32) for _ in range(batch)]
-            args["C"] = np.stack(cs)
-    machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
-                      dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
-                      tensor_maps=tensor_map_args(abi, m, n, k, batch, row_bytes=pitches))
-    machine.run()
-    raw = machine.gmem.array("D").reshape(batch, m, pitches["D"])
-    if (raw[:, :, n * d_bytes:] != 0x5A).any():
-        raise EmulationError("the kernel wrote D's row padding (past column N): the TMA store must clip at N")
+            args["C"] = stacked(cs)
     refs, tols = [], []
     for i, problem in enumerate(problems):
         sub = dc_replace(problem, a=problem.a[:m], b=problem.b[:n],
@@ -923,10 +919,42 @@ def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: in
                                                                    sfa=None, sfb=None), d_type, desc, bias, scalars)
         refs.append(ref)
         tols.append(epilogue_atol(bound, pre, desc["act"], d_type))
-    ref = np.stack(refs)
-    if tols:
-        machine.stats["atol"] = np.stack(tols) if batch > 1 else tols[0]
-    d = np.ascontiguousarray(raw[:, :, :n * d_bytes]).view(ref.dtype)
-    if batch == 1:
-        return d[0], ref[0], machine
-    return d, ref, machine
+    return WsHost(problems, args, stacked(refs), stacked(tols) if tols else None)
+
+
+def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: int, *, ctas: int, seed: int = 0,
+                   policy: str | None = None, dynamic_at: int | None = None, batch: int = 1):
+    """`ws_host`'s problems run on `ctas` persistent CTAs; returns (D, reference D, machine), batch x M x N
+    (M x N for one problem). A, B and D are reached by TMA only, through the tensor-map parameters
+    `tensor_map_args` gives the driver's encoder; their rows are 16 bytes further apart than their bytes
+    rounded up to 16 (a pitch that is not the packed size), and D's padding is poisoned and must stay so.
+    The dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up to
+    1024)."""
+    from ..ptx.tcgen05_ws_kernel import tensor_map_args
+
+    host = ws_host(result, tile, abi, m, n, k, seed, batch)
+    args = dict(host.args)
+    for key in ("alpha", "beta"):     # f32 parameters reach the machine as their bits
+        if key in args:
+            args[key] = int(np.float32(args[key]).view(np.uint32))
+    pitches = {}
+    for name, rows in (("A", m), ("B", n), ("D", m)):
+        part = np.asarray(args[name]).reshape(batch, rows, -1)
+        pitches[name] = -(-part.shape[2] // 16) * 16 + 16
+        padded = np.full((batch, rows, pitches[name]), 0xA5 if name != "D" else 0x5A, np.uint8)
+        padded[:, :, :part.shape[2]] = part
+        args[name] = padded
+    d_row = np.asarray(host.args["D"]).shape[-1]
+    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k,
+                 "batch": batch})
+    machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
+                      dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
+                      tensor_maps=tensor_map_args(abi, m, n, k, batch, row_bytes=pitches))
+    machine.run()
+    raw = machine.gmem.array("D").reshape(batch, m, pitches["D"])
+    if (raw[:, :, d_row:] != 0x5A).any():
+        raise EmulationError("the kernel wrote D's row padding (past column N): the TMA store must clip at N")
+    if host.atol is not None:
+        machine.stats["atol"] = host.atol
+    d = np.ascontiguousarray(raw[:, :, :d_row]).view(host.ref.dtype)
+    return (d[0] if batch == 1 else d), host.ref, machine

@@ -1172,6 +1172,14 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
     """The 3 x 128 bytes the kernel's `tensor_maps` points to, encoded by the CUDA driver
     (cuTensorMapEncodeTiled through ctypes); `addresses` maps a_values / b / a_metadata to device
     pointers. Copy the result to 64-byte-aligned global memory before the launch."""
+    return encode_tiled_maps(tensor_map_args(abi, m, n, k, row_bytes, batch, batch_bytes), addresses)
+
+
+def encode_tiled_maps(maps: list[dict], addresses: dict[str, int]) -> bytes:
+    """128 bytes per map of `maps` (cuTensorMapEncodeTiled's arguments as `tensor_map_args` gives them:
+    data_type, dims and strides innermost first, box, element_strides, swizzle, l2_promotion; `operand`
+    names the buffer in `addresses`), encoded by the CUDA driver through ctypes, in order. Any kernel's
+    maps (this one's, compiler/ptx/tcgen05_ws_kernel.tensor_map_args) go through here."""
     import ctypes
 
     lib = ctypes.CDLL("libcuda.so.1")
@@ -1182,7 +1190,7 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
                    ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     fn.restype = ctypes.c_int
     out = b""
-    for a in tensor_map_args(abi, m, n, k, row_bytes, batch, batch_bytes):
+    for a in maps:
         # the CUtensorMap the driver writes must be 64-byte aligned: over-allocate and align
         buf = (ctypes.c_uint8 * (TMA_MAP_BYTES + 64))()
         at = (ctypes.addressof(buf) + 63) // 64 * 64

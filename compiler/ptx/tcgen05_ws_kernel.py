@@ -46,7 +46,10 @@ batch (u32); A is [batch][M][K] and B [batch][N][K] row-major (K-major), D [batc
 (rows of each any multiple of 16 bytes apart: the maps' strides), C [batch][M][N] dense in the accumulator
 type; grid (min(tiles, SM count), 1, 1), block (192, 1, 1), dynamic shared memory `dynamic_smem_bytes`,
 clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `tensor_map_args` gives each map's
-cuTensorMapEncodeTiled arguments (rank 3; the CPU emulator reads and writes through them). Sparse and
+cuTensorMapEncodeTiled arguments (rank 3; the runtime's driver encodes them, the CPU emulator reads and
+writes through them). `buffers` states every array (element type, shape in M, N, K) as
+compiler/runtime/abi.py's buffers family does, so compiler/runtime launches this kernel by the path of the
+TMA + wgmma.sp kernels (`tilec run --check` on a B200). Sparse and
 block-scaled tiles (whose staging warps read META / SFA / SFB by whole tiles) require whole tiles and K
 blocks and batch 1 (`requires`).
 With an `epilogue` statement D's type is the output's and the TMEM accumulator is f32 (s32 for integer A:
@@ -55,6 +58,7 @@ epilogue-lowering's accumulator_type), C is read in the epilogue (never preloade
 from __future__ import annotations
 
 from dataclasses import replace
+from math import gcd
 
 from ..diagnostics import SpecError
 from ..ir import Op
@@ -82,6 +86,7 @@ class _Operand:
 
     def __init__(self, name: str, lay_op: Op, layout, rows: int):
         self.name, self.rows = name, rows
+        self.elem_bits = layout.elem_bits             # bits of one stored element (its container)
         self.offset = lay_op.attrs["offset"]
         self.swizzle = lay_op.attrs["swizzle"]
         # TMA elements: the operand's own, or bytes for packed sub-byte values (fp4 two per byte)
@@ -698,6 +703,50 @@ class _WsKernel:
         whole tiles and one problem."""
         return not (self.sparse or self.scaled)
 
+    def buffers(self) -> dict:
+        """Every array the kernel reads or writes, as compiler/runtime/abi.py's `buffers` family states
+        them (element type, shape expressions in M, N, K; a 4-bit type `packed`, two to a byte, its shape
+        counting elements), the same contract as the TMA + wgmma.sp kernels', so one runtime path encodes
+        the tensor maps, checks the arrays and launches both."""
+        spec = self.spec
+        a, b, d = (spec.operands[x].dtype for x in "ABD")
+        mapped = [*self.ops, "D"]
+        out = {"tensor_maps": {"element": "CUtensorMap", "shape": [len(mapped)], "bytes": TMA_MAP_BYTES * len(mapped),
+                               "layout": "tensor maps of " + ", ".join(mapped) + " (64-byte aligned, global memory); "
+                                         "tcgen05_ws_kernel.tensor_map_args gives the driver's encoder its arguments"}}
+        for name, dtype, rows in (("A", a, "M"), ("B", b, "N")):
+            op = self.ops[name]
+            # stored elements of a row: K * (stored K units per block, in TMA elements of op.bits) / tile_k,
+            # counted in elements of op.elem_bits (sparse A: the kept half)
+            num, den = op.k_block * op.bits, op.elem_bits * self.plan.k_block
+            g = gcd(num, den)
+            num, den = num // g, den // g
+            cols = "K" + (f" * {num}" if num != 1 else "") + (f" / {den}" if den != 1 else "")
+            out[name] = {"element": dtype, "shape": [rows, cols],
+                         "layout": f"[{rows}][{cols}] {dtype} row-major (K-major"
+                                   f"{', the kept half of each row' if self.sparse and name == 'A' else ''}); "
+                                   "read through its tensor map only",
+                         **({"packed": True} if op.elem_bits == 4 else {})}
+        # rows of A, B and D: a multiple of 16 bytes apart (cuTensorMapEncodeTiled's globalStrides), the
+        # maps' strides; a batch through the maps' third dimension (`batch`)
+        out["D"] = {"element": d, "shape": ["M", "N"],
+                    "layout": f"[M][N] {d} row-major (written by the epilogue's TMA stores only)"}
+        if self.epi is not None and self.epi.c == "epilogue":
+            out["C"] = {"element": self.epi.acc, "shape": ["M", "N"],
+                        "layout": f"[M][N] {self.epi.acc} row-major, dense (a batch: M * N elements apart)"}
+        if self.sparse:
+            chunk = self.tile.facts["tcgen05_metadata"].chunk
+            out["META"] = {"element": "u32", "shape": ["M", f"K / {8 * chunk}"],
+                           "layout": "word w of row r = 4-bit codes of chunks 8w..8w+7"}
+        if self.scaled:
+            per = f"K / {mma_k(self.kind, self.sparse, self.form.k96)} * {self.tile.facts['scale_layouts'][0].nsf}"
+            st = self.tile.facts.get("scale_type") or "ue8m0"
+            for name, rows in (("SFA", "M"), ("SFB", "N")):
+                out[name] = {"element": st, "shape": [rows, per], "layout": "each MMA's factors in K order"}
+        if self.epi is not None and self.epi.bias != "none":
+            out["bias"] = {"element": "f32", "shape": ["N" if self.epi.bias == "col" else "M"]}
+        return out
+
     def abi(self) -> dict:
         spec, plan = self.spec, self.plan
         maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
@@ -705,19 +754,12 @@ class _WsKernel:
         # D: one warp's staging buffer per box (32 rows of d_chunk columns)
         maps.append({"operand": "D", "elem_bits": self.d_type.bits, "data_type": TMA_DATA_TYPE[self.d_type.bits],
                      "swizzle": plan.d_swizzle, "box": [plan.d_chunk, 32, 1]})
-        a, b, d = (spec.operands[x].dtype for x in "ABD")
+        d = spec.operands["D"].dtype
         # persistent: one CTA (pair) per multiprocessor (pair), never more than there are tiles
         grid = ["2 * min(tiles, multiprocessors // 2)" if self.pair else "min(tiles, multiprocessors)", 1, 1]
         tiles = f"((M + {spec.m - 1}) // {spec.m}) * ((N + {spec.n - 1}) // {spec.n}) * batch"
         epi = self.epi
         c_param = epi is not None and epi.c == "epilogue"
-        buffers = {"A": f"[batch][M][{'K / 2' if self.sparse else 'K'}] {a} row-major (K-major"
-                        f"{', the kept half of each row' if self.sparse else ''}; rows a multiple of 16 bytes apart: "
-                        "the tensor map's stride)",
-                   "B": f"[batch][N][K] {b} row-major (K-major; rows a multiple of 16 bytes apart)",
-                   "D": f"[batch][M][N] {d} row-major (written by TMA; rows a multiple of 16 bytes apart)"}
-        if c_param:
-            buffers["C"] = f"[batch][M][N] {epi.acc} row-major, dense (read by the epilogue warps)"
         return {
             "kernel_kind": KERNEL_KIND,
             "entry": spec.name,
@@ -738,7 +780,7 @@ class _WsKernel:
                           for n in epi.params] if epi is not None else []),
                        {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"},
                        {"name": "batch", "type": "u32"}],
-            "buffers": buffers,
+            "buffers": self.buffers(),
             "tensor_maps": maps,
             "requires": [] if self.any_size else [f"M % {spec.m} == 0", f"N % {spec.n} == 0",
                                                   f"K % {plan.k_block} == 0", "batch == 1"],
@@ -786,11 +828,12 @@ def emit_tcgen05_ws_kernel(tile: Op) -> tuple[str, dict]:
 
 
 def tensor_map_args(abi: dict, m: int, n: int, k: int, batch: int = 1,
-                    row_bytes: dict[str, int] | None = None) -> list[dict]:
+                    row_bytes: dict[str, int] | None = None, packed_rows: bool = False) -> list[dict]:
     """Per tensor map (A, B, D): the cuTensorMapEncodeTiled arguments (rank 3: the row, the rows, the batch,
     innermost first; strides in bytes) for `batch` problems of M x N x K, less the global address. A row
     is `row_bytes[operand]` bytes apart (a multiple of 16, cuTensorMapEncodeTiled's rule for globalStrides),
-    default its bytes rounded up to 16; a batch `rows` rows apart."""
+    default its bytes rounded up to 16, or with `packed_rows` exactly its bytes (contiguous arrays;
+    ValueError when they are not a multiple of 16); a batch `rows` rows apart."""
     out = []
     for t in abi["tensor_maps"]:
         if t["operand"] == "D":
@@ -798,7 +841,10 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int, batch: int = 1,
         else:
             rows = m if t["operand"] == "A" else n
             inner = k * t["k_per_block"] // abi["tile_k"]  # stored K elements of a row (sparse A: K / 2)
-        pitch = (row_bytes or {}).get(t["operand"]) or -(-inner * t["elem_bits"] // 8 // 16) * 16
+        packed = -(-inner * t["elem_bits"] // 8)
+        if packed_rows and packed % 16:
+            raise ValueError(f"{t['operand']}: rows of {packed} bytes")
+        pitch = (row_bytes or {}).get(t["operand"]) or -(-packed // 16) * 16
         out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows, batch),
                     "strides": (pitch, pitch * rows), "box": tuple(t["box"]), "element_strides": (1, 1, 1),
                     "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
