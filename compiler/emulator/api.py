@@ -83,10 +83,9 @@ def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int,
     text = result.ptx if ptx is None else ptx
     if engine == "tcgen05":
         return _tcgen05(result, text, tile, shape, seed, mode, batch)
-    if batch != 1 and (engine != "mma.sp" or result.to_json()["tiles"][tile]["kernel"].get("kernel_kind")
-                       != "sparse_wgmma"):
-        raise EmulationError(f"batch = {batch}: only the sparse wgmma and the warp-specialised tcgen05 kernels "
-                             "take a batch")
+    if batch != 1 and (engine != "mma.sp" or "batch" not in result.to_json()["tiles"][tile]["kernel"]):
+        raise EmulationError(f"batch = {batch}: only the sparse wgmma kernel, the pipelined mma.sp kernel (not "
+                             "block-scaled) and the dense warp-specialised tcgen05 kernel take a batch")
     if engine == "mma.sp":
         return _mma_sp(result, text, tile, shape, seed, order, mode, batch)
     raise EmulationError(f"engine {engine} has no emulator")
@@ -173,6 +172,9 @@ def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: st
         if min(m, n, k, batch) <= 0:
             raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: each must be at least 1")
         return _wgmma(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c, batch)
+    if kind == "sparse_gemm" and "sfa" not in params:     # any M, N, K >= 1 its ABI's `requires` allows
+        # (block-scaled forms take whole tiles: the problem below, with its scale factors)
+        return _sparse_gemm(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c, batch)
     m_tiles, n_tiles = _tiles(shape, tm, tn, kind)
     if k <= 0 or k % tk:
         raise EmulationError(f"shape K = {k}: the {kind} kernel needs a multiple of {tk}")
@@ -219,6 +221,27 @@ class _KernelShim:
         from ..runtime import abi as abi_mod
 
         return abi_mod.grid_blocks(self.abi, m, n, k, multiprocessors, batch)
+
+
+def _sparse_gemm(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c, batch=1) -> Emulation:
+    """The pipelined cp.async kernel on any M x N x K (B, C, D in padded, poisoned rows; a persistent kernel
+    on 3 CTAs per batch)."""
+    from ..ptx.sparse_gemm_kernel import SparseGemmPTX
+    from ..runtime import abi as abi_mod
+    from .sparse_host import WGMMA_MODES, run_sparse_gemm_edges
+
+    m, n, k = shape
+    if min(m, n, k, batch) <= 0:
+        raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: each must be at least 1")
+    bad = abi_mod.unmet(abi, m, n, k, batch)
+    if bad:
+        raise EmulationError(f"shape {m} x {n} x {k}: the sparse_gemm kernel needs {', '.join(bad)}")
+    if mode not in WGMMA_MODES:
+        raise EmulationError(f"mode {mode} (modes: {', '.join(WGMMA_MODES)})")
+    kern = SparseGemmPTX(abi["entry"], text, None, abi["target"], abi)
+    d, ref, stats = run_sparse_gemm_edges(kern, form, m, n, k, out_type, accumulate_c, mode=mode, order=order,
+                                          seed=seed, batch=batch)
+    return Emulation(tile, "mma.sp", "sparse_gemm", shape, d, ref, stats, batch)
 
 
 def _wgmma(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c, batch=1) -> Emulation:

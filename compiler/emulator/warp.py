@@ -918,6 +918,10 @@ class WarpMachine:
                 b = np.minimum(b, np.uint64(bits))
                 r = (a << b) if base == "shl" else (a >> b)
                 r = np.where(b >= bits, np.uint64(0), r)
+            elif base in ("min", "max") and parts[-1].startswith("s"):
+                # signed: compare the values sign-extended from their width (PTX ISA min / max .s32 / .s64)
+                sa, sb = ((x.astype(np.int64) << (64 - bits)) >> (64 - bits) for x in (a, b))
+                r = (np.minimum if base == "min" else np.maximum)(sa, sb).astype(np.uint64)
             else:
                 r = {"and": lambda: a & b, "or": lambda: a | b, "add": lambda: a + b, "sub": lambda: a - b,
                      "xor": lambda: a ^ b, "min": lambda: np.minimum(a, b), "max": lambda: np.maximum(a, b),
@@ -1035,12 +1039,20 @@ class WarpMachine:
             if ops[2] != "16":
                 raise EmulationError("cp.async.cg copies 16 bytes")
             dst, src = self.addr(w, ops[0]), self.addr(w, ops[1])
+            # src-size (PTX ISA 9.7.9.25.3): only that many bytes are read, the rest of the 16 zero-filled;
+            # larger than cp-size is undefined
+            size = self.val(w, ops[3]) & 0xFFFFFFFF if len(ops) > 3 else np.full(32, 16, np.uint64)
             copies = []
             for lane in np.flatnonzero(act):
-                d = int(dst[lane])
+                d, n = int(dst[lane]), int(size[lane])
                 if not self.in_shared(cta, d, 16):
                     raise EmulationError("cp.async destination outside the CTA's shared memory")
-                copies.append((d, self.mem.read_bytes(int(src[lane]), 16).copy()))
+                if n > 16:
+                    raise EmulationError(f"cp.async src-size {n} exceeds cp-size 16 (undefined behaviour)")
+                data = np.zeros(16, np.uint8)
+                if n:
+                    data[:n] = self.mem.read_bytes(int(src[lane]), n)
+                copies.append((d, data))
             self.stats["cp.async"] += len(copies)
             if self.land == "eager":
                 for d, x in copies:

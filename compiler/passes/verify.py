@@ -102,7 +102,7 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                 else:
                     ctx.fail("dense warp-level 'mma' is not supported; tilec emits sparse 'mma.sp'",
                              tile_loc(tile, "engine.name"), "write 'engine mma.sp;' and a 'sparsity' statement")
-                check_limits(tile)          # budgets on the code the tile's kernel unrolls (limits.py)
+                check_limits(tile, fspec.target)   # budgets on the code the tile's kernel unrolls (limits.py)
             except SpecError as e:
                 # Tables name some fields by their PTX words; the spec records the DSL's.
                 field = _FIELD_ALIASES.get(e.field or "", e.field)

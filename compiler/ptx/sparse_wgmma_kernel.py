@@ -1199,6 +1199,17 @@ def padded_sizes(abi: dict, m: int, k: int) -> dict[str, int]:
             "meta_words": -(-k // tk) * tk // fk * 32}
 
 
+def metadata_coordinate_limit(cfg: SparseWgmmaConfig) -> list[str]:
+    """TMA tensor coordinates are signed 32-bit (PTX ISA 9.7.9.25.5.1, cp.async.bulk.tensor: the tensorCoords
+    vector is .s32): the metadata box of K block kb starts at x = kb * ksteps * 32 words, its last word at
+    Kb / k * 32 - 1 (Kb = K in whole K blocks), which must stay below 2^31. For k = 32 and 64 that is implied
+    by K < 2^31; tf32 (k = 16: 2 words per K element) passes 2^31 from Kb > 2^30 on, before K itself does."""
+    tk, fk = cfg.cta_k, cfg.form.k
+    if fk >= 32:                                    # at most one word a K element: Kb <= 2^31 covers it
+        return []
+    return [f"(K + {tk - 1}) // {tk} * {tk} // {fk} * 32 <= {1 << 31}"]
+
+
 def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
     form = cfg.form
     maps = [{"operand": t.operand, "elem_bits": t.elem_bits, "data_type": TMA_DATA_TYPE[t.elem_bits],
@@ -1255,7 +1266,8 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [],
         # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (_Writer.raster)
-        "limits": launch_limits("MNK", ["tiles", "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"],
+        "limits": launch_limits("MNK", ["tiles", "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"]
+                  + metadata_coordinate_limit(cfg),
         "batch": "grid y: the batch index; C and D at batch_stride_c / batch_stride_d elements per batch, A, "
                  "metadata and B through rank-3 tensor maps (their batch strides in the maps)",
         **extra,

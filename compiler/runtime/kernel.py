@@ -214,7 +214,8 @@ class Kernel:
                 if pad is None:
                     packed.append(sparse.compress(one, element, shape, self.abi.get("selector", 0)))
                 else:                 # any M x K: padded where the layouts need a granularity
-                    packed.append(sparse.compress_padded(one, element, shape, *pad, self.abi.get("selector", 0)))
+                    packed.append(sparse.compress_padded(one, element, shape, *pad[:3], self.abi.get("selector", 0),
+                                                         value_rows=pad[3]))
         except SpecError as e:
             what = "sparsity pattern" if "sparse" in str(e) else "shape"
             raise ArgumentError("A", what, f"a {element} M x K matrix the kernel's sparsity allows", str(e)) from None
@@ -289,17 +290,21 @@ class Kernel:
         element = "u32" if name == "META" else self.abi["buffers"][name]["element"]
         return upload(self.host_image(name, natural), library or library_of(natural), element)
 
-    def _padding(self, m: int, k: int) -> tuple[int, int, int] | None:
-        """(k_values, meta_rows, meta_k) for sparse.compress_padded where the kernel takes any M x K (its
-        ABI's a_values / a_metadata shapes round up: compiler/ptx/sparse_wgmma_kernel.padded_sizes), None
-        where it takes whole units only (compress checks them)."""
+    def _padding(self, m: int, k: int) -> tuple[int, int, int, int] | None:
+        """(k_values, meta_rows, meta_k, value_rows) for sparse.compress_padded where the kernel's ABI
+        shapes of a_values / a_metadata round M and K up (the wgmma and pipelined mma.sp kernels:
+        compiler/ptx/sparse_wgmma_kernel.padded_sizes, sparse_gemm_kernel.padded_sizes), None for the
+        kernels that take whole units only (compress checks them)."""
         bufs = self.abi.get("buffers", {})
-        if "a_metadata" not in bufs or self.abi.get("requires"):
+        if "a_metadata" not in bufs or "form_k" not in self.abi:
             return None
-        rows, steps, _ = abi_mod.buffer_shape(self.abi, "a_metadata", m, k)
-        cols = abi_mod.buffer_shape(self.abi, "a_values", m, k)[1]
+        try:
+            rows, steps, _ = abi_mod.buffer_shape(self.abi, "a_metadata", m, k)
+            value_rows, cols = abi_mod.buffer_shape(self.abi, "a_values", m, k)
+        except ValueError:            # M or K off a unit the kernel requires: compress_padded names it
+            return None
         form_k = self.abi["form_k"]
-        return 2 * cols, 16 * rows, steps * form_k
+        return 2 * cols, 16 * rows, steps * form_k, value_rows
 
     def _sizes(self, a, b: ArrayView) -> tuple[int, int, int]:
         if len(b.shape) != 2:
@@ -500,7 +505,7 @@ class Kernel:
                         raise ArgumentError(arg, "shape", f"a batch of {batch}", f"shape {v.shape}")
                     if bb[key] % ALIGN or bb[key] <= 0:
                         raise ArgumentError(arg, "stride", f"a positive batch stride, a multiple of {ALIGN} bytes "
-                                            "(a TMA global stride)", f"{bb[key]} bytes")
+                                            "(TMA strides, 16-byte cp.async copies)", f"{bb[key]} bytes")
                 if v.element in ("u16", "s16") and w.element in ("f16", "bf16"):
                     v.element = w.element       # pack_a's raw 16-bit storage (cupy has no bfloat16)
                 self._check(key, arg, v, w, dev)
@@ -514,11 +519,13 @@ class Kernel:
         bname = self._b
         pitches: dict[str, int] = {}
         ldb = self._check(bname, "B", b, want[bname], dev, transposed=True)
-        if ldb is not None:
+        if ldb is not None and want[bname].pitch == "tensor map":
             pitches["b"] = ldb * b.itemsize          # the tensor map's row stride (bytes)
+        elif ldb is not None:
+            pitches[want[bname].pitch] = ldb         # a kernel parameter (ldb, elements)
         if batch is not None and (bb["b"] % ALIGN or bb["b"] <= 0):
-            raise ArgumentError("B", "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (a TMA "
-                                "global stride)", f"{bb['b']} bytes")
+            raise ArgumentError("B", "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (TMA "
+                                "strides, 16-byte cp.async copies)", f"{bb['b']} bytes")
         ptrs[bname] = b.ptr
         # scale factors: SFA / SFB of tcgen05 kernels, sfa / sfb of block-scaled mma.sp kernels
         for keys, arr, arg in ((("SFA", "sfa"), scale_a, "scale_a"), (("SFB", "sfb"), scale_b, "scale_b"),
@@ -587,10 +594,12 @@ class Kernel:
         if "tensor_maps" in self.abi.get("buffers", {}):
             ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
                                                     {x: bb[x] for x in ("a_values", "a_metadata", "b") if bb.get(x)})
-        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches}
-        if batched:                   # C's and D's batch strides in elements
+        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches,
+                 **abi_mod.derived_sizes(self.abi, m, n, k)}
+        if batched:                   # C's and D's batch strides in elements; the packed A's and B's in bytes
             sizes["batch_stride_c"] = bb.get("c", 0) // c_size if "c" in want else 0
             sizes["batch_stride_d"] = bb.get("d", 0) // v.itemsize
+            sizes.update({f"batch_stride_{x}": bb.get(x, 0) for x in ("a_values", "a_metadata", "b")})
         args = []
         for name, typ in self.params:
             if typ == "u64":
