@@ -26,13 +26,27 @@ def wraps_at_corners(result, tile: str) -> list[tuple[tuple[int, int, int], list
     abi = result.to_json()["tiles"][tile]["kernel"]
     out = []
     for m, n, k in problem_corners(abi):
-        # a batched kernel (grid y = the batch) at its largest batch, CUDA's gridDim.y limit
-        grid = rabi.grid_blocks(abi, m, n, k, multiprocessors=132, batch=65535 if "batch" in abi else 1)
-        found = address_wraps(result.ptx, {"M": m, "N": n, "K": k, "m_total": m, "n_total": n,
+        # a batched kernel at its largest batch: CUDA's gridDim.y limit (the sparse wgmma kernel's grid y), or
+        # the largest its limits accept at this size (the persistent tcgen05 kernel counts batch x tiles)
+        batch = largest_batch(abi, m, n, k) if "batch" in abi else 1
+        grid = rabi.grid_blocks(abi, m, n, k, multiprocessors=132, batch=batch)
+        found = address_wraps(result.ptx, {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": batch,
                                            **launch_strides(abi, m, n, k)}, grid, entry=tile, cluster=rabi.cluster(abi))
         if found:
             out.append(((m, n, k), found))
     return out
+
+
+def largest_batch(abi: dict, m: int, n: int, k: int) -> int:
+    """The largest batch <= 65535 (CUDA's gridDim.y) the kernel's limits accept for M x N x K (1 at least)."""
+    lo, hi = 1, 65536
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if rabi.unmet(abi, m, n, k, mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 def launch_strides(abi: dict, m: int, n: int, k: int) -> dict:

@@ -82,10 +82,10 @@ def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int,
     engine = t.attrs["engine"]
     text = result.ptx if ptx is None else ptx
     if engine == "tcgen05":
-        return _tcgen05(result, text, tile, shape, seed, mode)
+        return _tcgen05(result, text, tile, shape, seed, mode, batch)
     if batch != 1 and (engine != "mma.sp" or "batch" not in result.to_json()["tiles"][tile]["kernel"]):
-        raise EmulationError(f"batch = {batch}: only the sparse wgmma kernel and the pipelined mma.sp kernel "
-                             "(not block-scaled) take a batch")
+        raise EmulationError(f"batch = {batch}: only the sparse wgmma kernel, the pipelined mma.sp kernel (not "
+                             "block-scaled) and the dense warp-specialised tcgen05 kernel take a batch")
     if engine == "mma.sp":
         return _mma_sp(result, text, tile, shape, seed, order, mode, batch)
     raise EmulationError(f"engine {engine} has no emulator")
@@ -98,12 +98,14 @@ def _tiles(shape, tm: int, tn: int, what: str) -> tuple[int, int]:
     return m // tm, n // tn
 
 
-def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emulation:
+def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str, batch: int = 1) -> Emulation:
     from .tcgen05 import host_problem, reference_d, run_kernel
 
     spec = result.tiles[tile].payload
     if result.tiles[tile].op("tilec.ws_plan") is not None:
-        return _tcgen05_ws(result, text, tile, shape, seed, mode)
+        return _tcgen05_ws(result, text, tile, shape, seed, mode, batch)
+    if batch != 1:
+        raise EmulationError(f"batch = {batch}: the single-stage tcgen05 kernel takes no batch (add a schedule)")
     k = spec.total_k
     m_tiles = n_tiles = 1
     if shape is not None:
@@ -121,27 +123,32 @@ def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emula
                      machine.stats)
 
 
-def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str) -> Emulation:
-    """The persistent warp-specialised tcgen05 kernel: any M x N x K its tile divides (default: 2 x 3 tiles
-    and two K blocks), on a third as many CTAs as tiles (at least one), so that each CTA loops over three
-    tiles or more and its ring and both accumulators wrap."""
+def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str, batch: int = 1) -> Emulation:
+    """The persistent warp-specialised tcgen05 kernel (default shape: 2 x 3 tiles and two K blocks), on a
+    third as many CTAs as tiles (at least one), so that each CTA loops over three tiles or more and its ring
+    and both accumulators wrap. Dense tiles take any M, N, K >= 1 and a batch (the ABI's `requires` is
+    empty); sparse and block-scaled ones whole tiles and K blocks."""
+    from ..runtime.abi import unmet
     from .tcgen05 import run_ws_problem
 
-    spec = result.tiles[tile].payload
     abi = result.to_json()["tiles"][tile]["kernel"]
     tm, tn, tk = abi["tile_m"], abi["tile_n"], abi["tile_k"]
     if shape is None:
         shape = (2 * tm, 3 * tn, 2 * tk)
     m, n, k = shape
-    m_tiles, n_tiles = _tiles(shape, tm, tn, "tcgen05 (warp-specialised)")
-    if k <= 0 or k % tk:
-        raise EmulationError(f"shape K = {k}: the warp-specialised tcgen05 kernel needs a multiple of {tk}")
+    if min(m, n, k, batch) <= 0:
+        raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: each must be at least 1")
+    bad = unmet(abi, m, n, k, batch)
+    if bad:
+        raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: the warp-specialised tcgen05 kernel needs "
+                             + ", ".join(bad))
     if mode not in ("eager", "adversarial", "random"):
         raise EmulationError(f"mode {mode}: the tcgen05 machine takes eager, adversarial or random")
+    tiles = -(-m // tm) * -(-n // tn) * batch
     out, ref, machine = run_ws_problem(result, tile, text, abi, m, n, k,
-                                       ctas=abi.get("cluster", [1])[0] * max(1, m_tiles * n_tiles // 3), seed=seed,
-                                       policy=None if mode == "eager" else mode)
-    return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats)
+                                       ctas=abi.get("cluster", [1])[0] * max(1, tiles // 3), seed=seed,
+                                       policy=None if mode == "eager" else mode, batch=batch)
+    return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats, batch)
 
 
 def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: str, batch: int = 1) -> Emulation:

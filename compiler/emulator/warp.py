@@ -117,7 +117,7 @@ def where(ins, w: "Warp") -> str:
 
 class Warp:
     __slots__ = ("cta", "index", "tid", "pc", "lane_pc", "alive", "r", "cp_open", "cp_groups", "open", "groups",
-                 "fenced", "bar", "done", "branches", "cluster_gen", "waiting")
+                 "fenced", "bar", "done", "branches", "cluster_gen", "waiting", "bulk_open", "bulk_groups")
 
     def __init__(self, cta, index: int):
         self.cta, self.index = cta, index
@@ -136,6 +136,8 @@ class Warp:
         self.branches = 0
         self.cluster_gen = 0
         self.waiting = None                  # (instruction, mbarrier CTA, address, parity) of a failed try_wait
+        self.bulk_open: list = []            # TMA stores (bulk_group) not committed yet: their smem claims
+        self.bulk_groups: list = []          # committed bulk async-groups, oldest first
 
     def name(self) -> str:
         return f"CTA {self.cta.rank} warp {self.index}"
@@ -151,6 +153,9 @@ class Cta:
         self.writing = np.zeros(len(smem), np.int32)
         self.reading = np.zeros(len(smem), np.int32)
         self.claims: dict[int, tuple[str, np.ndarray, str]] = {}   # id -> ("read" | "write", addresses, who)
+        # per byte: 1 + the warp whose generic-proxy store wrote it last and has not executed
+        # fence.proxy.async since (0: fenced or never written); a TMA store may read only fenced bytes
+        self.unfenced = np.zeros(len(smem), np.int16)
 
     @property
     def exited(self) -> bool:
@@ -289,6 +294,9 @@ class WarpMachine:
                 pending = sum(len(g) for g in w.cp_groups) + len(w.cp_open)
                 if pending:
                     raise EmulationError("cp.async copies in flight at exit")
+            if any(w.bulk_groups) or w.bulk_open:
+                raise EmulationError(f"{w.name()} exits with TMA stores still reading its shared memory: a "
+                                     "cp.async.bulk.wait_group after the last commit_group is missing")
 
     def complete_one(self) -> None:
         """Complete one pending operation the seeded generator picks among those whose turn it is (the
@@ -374,6 +382,10 @@ class WarpMachine:
                     raise EmulationError(f"{who} {'reads' if kind == 'read' else 'writes'} shared memory "
                                          f"(CTA {cta.rank}, {int(addrs.min()):#x}..) that {them} has not finished "
                                          f"writing: a wait on its completion (mbarrier / wait_group) is missing")
+                if "bulk_group" in them:
+                    raise EmulationError(f"{who} overwrites shared memory (CTA {cta.rank}, {int(addrs.min()):#x}..) "
+                                         f"that {them} may still read: no cp.async.bulk.wait_group.read retired "
+                                         "its bulk group")
                 raise EmulationError(f"{who} overwrites shared memory (CTA {cta.rank}, {int(addrs.min()):#x}..) "
                                      f"that {them} still reads: a stage refilled before its consumer released it")
 
@@ -467,6 +479,8 @@ class WarpMachine:
         if cta.writing[a:a + len(data)].any() or cta.reading[a:a + len(data)].any():
             self.check_shared(cta, np.arange(a, a + len(data)), "write", self._who())
         cta.smem[a:a + len(data)] = data
+        if self.warp is not None and self.warp.cta is cta:
+            cta.unfenced[a:a + len(data)] = self.warp.index + 1
 
     def _who(self) -> str:
         return where(self.ins, self.warp) if self.ins is not None else "a shared access"
@@ -571,6 +585,58 @@ class WarpMachine:
                 copy = (cta, phys, block, bar, token, bar_cta)
                 self.pending.append(Pending(("tma", len(self.pending), id(copy)), lambda c=copy: self.land_copy(c),
                                             f"{who} into CTA {cta.rank}"))
+
+    def tma_store(self, w: Warp, src: int, tm: int, coords: tuple[int, ...]) -> None:
+        """One box from shared memory to the tensor (cp.async.bulk.tensor .global.shared::cta.bulk_group,
+        PTX 9.7.9.25.5.1): the elements inside the tensor's extents are written, the rest of the box is
+        dropped (clipped). The global bytes are written at issue; the source bytes are claimed as read until
+        a cp.async.bulk.wait_group(.read) retires the store's bulk group, so a thread that writes them
+        earlier is caught (the engine may still be reading them)."""
+        if tm not in w.fenced:
+            raise EmulationError("tensor map used before fence.proxy.tensormap")
+        spec = self.tmaps[tm]
+        if len(coords) != len(spec["dims"]):
+            raise EmulationError(f"a rank-{len(spec['dims'])} tensor map with {len(coords)} coordinates")
+        if src % 128 or src >= 1 << CLUSTER_BIT:
+            raise EmulationError("TMA store source: a 128-byte aligned local shared address")
+        inner, rows = spec["box"][:2]
+        if len(coords) == 3 and spec["box"][2] != 1:
+            raise EmulationError("TMA boxes here are one batch deep")
+        eb = spec["elem_bytes"]
+        row_bytes = inner * eb
+        logical = src + np.arange(rows * row_bytes)
+        xor_bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[spec["swizzle"]]
+        phys = logical ^ (((logical >> 7) & ((1 << xor_bits) - 1)) << 4)
+        cta = w.cta
+        if not (self.in_shared(cta, int(phys.min())) and self.in_shared(cta, int(phys.max()))):
+            raise EmulationError("TMA store from outside the CTA's shared memory")
+        who = where(self.ins, w) if self.ins is not None else "cp.async.bulk.tensor"
+        self.check_shared(cta, phys, "read", who)
+        stale = cta.unfenced[phys]
+        if stale.any():
+            raise EmulationError(f"{who} reads shared memory (CTA {cta.rank}, {int(phys[stale != 0].min()):#x}..) that "
+                                 f"warp {int(stale[stale != 0][0]) - 1} wrote with generic-proxy stores and no "
+                                 "fence.proxy.async.shared::cta since: the TMA engine (async proxy) may not see them")
+        block = cta.smem[phys].reshape(rows, row_bytes)
+        x, y = coords[:2]
+        z = coords[2] if len(coords) == 3 else 0
+        dims, strides = spec["dims"], spec["strides"]
+        if len(coords) == 2 or 0 <= z < dims[2]:
+            base = spec["address"] + (z * strides[1] if len(coords) == 3 else 0)
+            x0, x1 = min(max(x, 0), dims[0]), min(max(x + inner, 0), dims[0])
+            for r in range(rows):
+                if 0 <= y + r < dims[1] and x1 > x0:
+                    self.mem.write_bytes(base + (y + r) * strides[0] + x0 * eb,
+                                         block[r, (x0 - x) * eb:(x1 - x) * eb].copy())
+        self.stats["tma_store"] = self.stats.get("tma_store", 0) + 1
+        w.bulk_open.append((cta, self.claim(cta, phys, "read", who)))
+
+    def bulk_wait(self, w: Warp, allowed: int) -> None:
+        """cp.async.bulk.wait_group N: the thread's bulk groups but the newest N have completed (their
+        sources are free to be overwritten)."""
+        while len(w.bulk_groups) > allowed:
+            for cta, token in w.bulk_groups.pop(0):
+                self.release(cta, token)
 
     def land_copy(self, copy) -> None:
         cta, phys, block, bar, token, bar_cta = copy
@@ -900,6 +966,8 @@ class WarpMachine:
         elif base in ("fence", "prefetch"):
             if op.startswith("fence.proxy.tensormap"):
                 w.fenced.update(int(x) for x in self.addr(w, ops[0])[act])
+            elif op.startswith("fence.proxy.async"):   # this warp's generic stores become visible to the async proxy
+                cta.unfenced[cta.unfenced == w.index + 1] = 0
         elif op.startswith("barrier.cluster.wait"):
             pass                                            # folded into the arrive (step_warp)
         elif op == "mapa.shared::cluster.u32":
@@ -929,6 +997,25 @@ class WarpMachine:
                 coords = (int(cx[lane]), int(cy[lane])) + (() if cz is None else (int(cz[lane]),))
                 self.tma(w, int(dst[lane]), int(tm[lane]), coords, int(bar[lane]),
                          None if mask is None else int(mask[lane]), peer_barrier=".cta_group::2" in op)
+        elif re.fullmatch(r"cp\.async\.bulk\.tensor\.[23]d\.global\.shared::cta\.bulk_group", op):
+            m = re.fullmatch(r"\[(%\w+), \{(%\w+), (%\w+)(?:, (%\w+))?\}\]", ops[0])
+            if (m.group(4) is None) != (".2d." in op):
+                raise EmulationError(f"{op}: {'3' if '.3d.' in op else '2'} coordinates expected")
+            src = self.addr(w, ops[1])
+            tm, cx, cy = (v(m.group(i)) for i in (1, 2, 3))
+            cz = v(m.group(4)) if m.group(4) else None
+            for lane in np.flatnonzero(act):
+                signed = lambda r: (int(r[lane]) & 0xFFFFFFFF) - ((int(r[lane]) >> 31 & 1) << 32)  # noqa: E731 (s32)
+                coords = (signed(cx), signed(cy)) + (() if cz is None else (signed(cz),))
+                self.tma_store(w, int(src[lane]), int(tm[lane]), coords)
+        elif op == "cp.async.bulk.commit_group":
+            w.bulk_groups.append(w.bulk_open)
+            w.bulk_open = []
+        elif op in ("cp.async.bulk.wait_group", "cp.async.bulk.wait_group.read"):
+            self.bulk_wait(w, int(ops[0]))
+        elif op == "bar.warp.sync":
+            if not (act.all() and w.alive.all() and w.lane_pc is None):
+                raise EmulationError("bar.warp.sync with a full mask by a diverged or partial warp")
         elif op.startswith("wgmma.mma_async.sp"):
             if not (act.all() and w.alive.all()):
                 raise EmulationError("wgmma by part of a warp")

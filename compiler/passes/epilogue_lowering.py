@@ -155,7 +155,9 @@ def check_epilogue_kernel(spec: TileSpec, form) -> None:
 
 
 def plan_attrs(spec: TileSpec) -> dict:
-    """The `tilec.epilogue_plan` attributes of a tile with an epilogue (check_epilogue passed)."""
+    """The `tilec.epilogue_plan` attributes of a tile with an epilogue (check_epilogue passed). A tcgen05
+    tile reads C in its epilogue always (`c` = epilogue): its TMEM accumulators start from the first MMA
+    (enable-input-d false), not from C."""
     e, ops = spec.epilogue, spec.operands
     acc, out = accumulator_type(spec), ops["D"].dtype
     alpha, beta = _value(e.alpha), _value(e.beta)
@@ -169,7 +171,7 @@ def plan_attrs(spec: TileSpec) -> dict:
     scaled = bool(steps)
     if not has_c:
         c = "none"
-    elif not scaled and (e.beta is None or beta == 1.0):
+    elif not scaled and (e.beta is None or beta == 1.0) and spec.engine != "tcgen05":
         c = "accumulate"
     else:
         c = "epilogue"

@@ -45,10 +45,16 @@ def load_params(b, plan: EpiloguePlan, bias_reg: str) -> None:
         b.global_pointer(bias_reg, "bias")
 
 
-def element_steps(b, plan: EpiloguePlan, x: str, c: str, bias: str) -> None:
-    """The plan's per-element steps on element register `x` (its C element `c`, its bias `bias`)."""
+def element_steps(b, plan: EpiloguePlan, x: str, c: str, bias: str, scratch: list[str] | None = None,
+                  scalars: dict[str, str] | None = None) -> None:
+    """The plan's per-element steps on element register `x` (its C element `c`, its bias `bias`); the
+    scratch and alpha / beta registers are this module's `declare`d ones unless `scratch` / `scalars` name
+    others (a kernel with numbered registers)."""
     regs = {"x": x, "c": c, "b": bias, "alpha": "%alpha", "beta": "%beta",
             **{f"t{n}": f"%t{n}" for n in range(SCRATCH)}}
+    if scratch is not None:
+        regs.update({f"t{n}": r for n, r in enumerate(scratch[:SCRATCH])})
+    regs.update(scalars or {})
     for _step, lines in plan.element_steps:
         for line in lines:
             b.ins(line.format(**regs) + ";")

@@ -167,6 +167,7 @@ class Kernel:
         # passed as stored (tcgen05) rather than packed by pack_a (mma.sp: a_values, a_metadata)
         self._b = "b" if "b" in bufs else "B"
         self._d = "d" if "d" in bufs else "D"
+        self._c = "c" if "c" in bufs else "C"
         self.dense_a = self.tcgen05 or "A" in bufs
         self.params = [(p["name"], p["type"]) for p in abi["params"]]
         self._fn = None
@@ -472,7 +473,11 @@ class Kernel:
         if self.abi.get("kernel_kind") == "tcgen05_ws":
             from ..ptx.tcgen05_ws_kernel import tensor_map_args
 
-            maps = tensor_map_args(self.abi, m, n, k)
+            try:                  # contiguous A, B, D: each row its own bytes, which TMA needs a multiple of 16
+                maps = tensor_map_args(self.abi, m, n, k, packed_rows=True)
+            except ValueError as e:
+                raise ArgumentError("A, B", "problem size", "rows of A, B and D a multiple of 16 bytes "
+                                    "(TMA global strides)", str(e)) from None
         else:
             from ..ptx.sparse_wgmma_kernel import tensor_map_args
 
@@ -563,9 +568,10 @@ class Kernel:
                 ptrs[key] = v.ptr
             elif arr is not None:
                 raise ArgumentError(arg, "value", f"None ({self.entry} has no {key} parameter)", "an array")
-        if "c" in want:
+        cname = self._c
+        if cname in want:
             if C is None:
-                C = _allocate(lead, want["c"], fill_zero=True)
+                C = _allocate(lead, want[cname], fill_zero=True)
             v = view(C, "C")
             if batched:                   # a 2-D C is every batch's (batch stride 0)
                 v, count, bb["c"] = _unbatch(v, 2)
@@ -573,11 +579,11 @@ class Kernel:
                     raise ArgumentError("C", "shape", f"an M x N array or a batch of {batch or 1} of them",
                                         f"shape {(count,) + v.shape}")
                 bb["c"] = bb["c"] if count else 0
-            ldc = self._check("c", "C", v, want["c"], dev)
+            ldc = self._check(cname, "C", v, want[cname], dev)
             c_size = v.itemsize
             if ldc is not None:
-                pitches[want["c"].pitch] = ldc
-            ptrs["c"] = v.ptr
+                pitches[want[cname].pitch] = ldc
+            ptrs[cname] = v.ptr
         elif C is not None:
             raise ArgumentError("C", "value", f"None ({self.entry} computes D = A*B, without C)", "an array")
         if "bias" in want:               # the fused epilogue's bias: f32, one per column (N) or row (M) of D
@@ -619,7 +625,7 @@ class Kernel:
         if "tensor_maps" in self.abi.get("buffers", {}):
             ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
                                                     {x: bb[x] for x in ("a_values", "a_metadata", "b") if bb.get(x)})
-        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, **pitches,
+        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches,
                  **abi_mod.derived_sizes(self.abi, m, n, k)}
         if batched:                   # C's and D's batch strides in elements; the packed A's and B's in bytes
             sizes["batch_stride_c"] = bb.get("c", 0) // c_size if "c" in want else 0
