@@ -778,7 +778,10 @@ class _Writer(PtxBuilder):
         ins(f"mad.lo.u32 %x, %wi, {S}, %sl;")
         ins(f"mul.wide.u32 %off, %x, {cfg.partial_bytes};")
         ins("add.u64 %gw, %gw, %off;")
-        ins(f"sub.u32 %y, %thr, {WG_THREADS};                // consumer thread")
+        # max first: the same value on this consumer-only path, and an interval the address-range proof
+        # (tests/test_address_ranges.py, not path-sensitive) sees cannot wrap below zero
+        ins(f"max.u32 %y, %thr, {WG_THREADS};")
+        ins(f"sub.u32 %y, %y, {WG_THREADS};                // consumer thread")
         ins(f"mul.wide.u32 %off, %y, {CHUNK};")
         ins("add.u64 %gw, %gw, %off;")
         for g in range(groups):
