@@ -278,6 +278,15 @@ def stacked(images: list[np.ndarray], fill: int) -> tuple[np.ndarray, int]:
     return out, stride
 
 
+def _scratch_dim(expr, abi: dict, m: int, n: int, k: int) -> int:
+    """A dimension of an ABI scratch buffer (an int or an expression of the tile count `tiles`)."""
+    if isinstance(expr, int):
+        return expr
+    tm, tn, cm = abi["tile_m"], abi["tile_n"], abi["cluster"][0]
+    tiles = -(-m // (tm * cm)) * cm * -(-n // tn)
+    return int(eval(str(expr), {"__builtins__": {}}, {"tiles": tiles}))
+
+
 def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
                      out_type: str, accumulate_c: bool, *, mode: str = "eager", order: str = "forward", seed: int = 0,
                      text: str | None = None, smem_window: int = 528, scalars: dict | None = None,
@@ -343,6 +352,14 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     bias = scal = None
     if desc is not None:          # the fused epilogue: its bias buffer and f32 scalar parameters (as bits)
         bias, scal = _epilogue_params(desc, name, m, n, rng, scalars, mem, params)
+    sems = None
+    for key, spec in kern.abi.get("scratch", {}).items():      # split-K: workspace and semaphores
+        count = int(np.prod([batch if d == "batch" else _scratch_dim(d, kern.abi, m, n, k) for d in spec["shape"]]))
+        # the workspace starts as poison (a partial read before it is written shows), the semaphores as zeros
+        arr = np.zeros(count, np.uint32)
+        params[f"{name}_{key}"] = mem.add(key, arr, writable=True, fill=None if spec["zeroed"] else 0x7F)
+        if key == "semaphores":
+            sems = key
     maps = mem.add("tensor_maps", np.zeros(3 * TMA_MAP_BYTES, np.uint8), loadable=False)
     params[f"{name}_tensor_maps"] = maps
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
@@ -359,6 +376,8 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
                           order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
                           dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode))
     machine.run()
+    if sems is not None and mem.array(sems).any():
+        raise EmulationError("a split-K semaphore is not zero after the launch: the next launch would miscount")
     out = mem.array("d")
     if (out[~written] != 0xA5).any():
         raise EmulationError("the kernel wrote into the guard band around D (columns N..ldd, between batches)")

@@ -86,6 +86,10 @@ _F32_OPS = {
     "copysign": lambda a, b: np.copysign(b, a),          # copysign d, a, b: b with a's sign (9.7.4.2)
 }
 
+_ORDERING = ("weak", "relaxed", "acquire", "release", "acq_rel", "volatile")    # memory-model qualifiers
+_SCOPES = ("cta", "cluster", "gpu", "sys")
+
+
 class Deadlock(EmulationError):
     """Every unfinished warp waits and nothing asynchronous is left to complete."""
 
@@ -197,13 +201,18 @@ class WarpMachine:
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self) -> None:
+        """Clusters run one after another: in grid order, or under a scheduling policy in a seeded random
+        order (CTAs of one launch may run in any order: a protocol between them, such as split-K's "the
+        last CTA of a tile reduces", must not depend on it)."""
         gx, gy = self.grid
         size = self.k.cluster_size
         if gx % size:
             raise EmulationError(f"grid x = {gx} is not a multiple of the cluster size {size}")
-        for y in range(gy):
-            for x0 in range(0, gx, size):
-                self.run_cluster([(x0 + r, y) for r in range(size)])
+        clusters = [(x0, y) for y in range(gy) for x0 in range(0, gx, size)]
+        if self.policy is not None:
+            clusters = [clusters[i] for i in self.rng.permutation(len(clusters))]
+        for x0, y in clusters:
+            self.run_cluster([(x0 + r, y) for r in range(size)])
 
     def _layout_shared(self) -> tuple[dict[str, int], int, int]:
         symbols, at = {}, self.shared_base
@@ -878,6 +887,10 @@ class WarpMachine:
         parts = op.split(".")
         base = parts[0]
         cta = w.cta
+        if base in ("ld", "st") and parts[1] in _ORDERING:
+            # ld/st .relaxed/.acquire/.release with a scope (PTX ISA 8 memory consistency model): one CTA
+            # runs at a time here, so a strong access is an ordinary one
+            parts = [parts[0]] + [p for p in parts[1:] if p not in _ORDERING and p not in _SCOPES]
         if base == "ld" and parts[1] == "param":
             name = ops[1].strip("[]")
             if name not in self.params:
@@ -1108,6 +1121,19 @@ class WarpMachine:
                     self.swrite(cta, int(a[lane]), data)
                 else:
                     self.mem.write_bytes(int(a[lane]), data)
+        elif base == "atom":
+            # atom{.sem}{.scope}.global.add.u32 d, [a], b (9.7.13.x atom): lane by lane, the old value to d
+            rest = [p for p in parts[1:] if p not in _ORDERING and p not in _SCOPES]
+            if rest != ["global", "add", "u32"]:
+                raise EmulationError(f"unsupported atom form {op}")
+            a, add = self.addr(w, ops[1]), v(ops[2])
+            old = np.zeros(32, np.uint64)
+            for lane in np.flatnonzero(act):
+                at = int(a[lane])
+                x = int(np.frombuffer(self.mem.read_bytes(at, 4).tobytes(), np.uint32)[0])
+                old[lane] = x
+                self.mem.write_bytes(at, np.array([(x + int(add[lane])) & 0xFFFFFFFF], np.uint32).view(np.uint8))
+            self.setr(w, ops[0], old, act)
         elif op in ("cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32"):
             import ml_dtypes
             dt = ml_dtypes.bfloat16 if "bf16" in op else np.float16

@@ -119,6 +119,14 @@ def _allocate(lead: ArrayView, want, fill_zero: bool = False, batch: int | None 
     return full if padded == cols else full[..., :cols]
 
 
+def _synchronize(lead: ArrayView) -> None:
+    """Wait for the current stream of the inputs' library (torch / cupy) on their device."""
+    if lead.library == "torch":
+        sys.modules["torch"].cuda.current_stream(lead.obj.device).synchronize()
+    elif lead.library == "cupy":
+        sys.modules["cupy"].cuda.get_current_stream().synchronize()
+
+
 def _unbatch(v: ArrayView, rank: int) -> tuple[ArrayView, int | None, int]:
     """(the first batch's view, batch count, batch stride in bytes) of a view with one more dimension
     than `rank`; (v, None, 0) for a view of `rank` dimensions."""
@@ -174,6 +182,7 @@ class Kernel:
             if isinstance(abi.get("tensor_maps"), list) else ("a_values", "b", "a_metadata")
         self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
         self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
+        self._scratch: dict[tuple, dict] = {}    # (M, N, K, batch, device) -> split-K workspace, semaphores
 
     def __repr__(self) -> str:
         return f"<tilec Kernel {self.entry} ({self.target})>"
@@ -425,6 +434,26 @@ class Kernel:
             self._load(device)
         return self
 
+    # ------------------------------------------------------------------ scratch (split-K)
+    def _scratch_pointers(self, lead: ArrayView, m: int, n: int, k: int, count: int) -> dict[str, int]:
+        """Device pointers of the ABI's `scratch` buffers (the split-K wgmma kernel's partial workspace and
+        per-tile semaphores) for this problem size, allocated with the inputs' library on first use and
+        kept: the semaphores are zeroed once (the kernel leaves them zero), that first allocation is
+        synchronised so the zeros are in place whatever stream launches. Launches of this Kernel that share
+        a problem size must not run concurrently (they share the semaphores)."""
+        key = (m, n, k, count, lead.device)
+        held = self._scratch.get(key)
+        if held is None:
+            env = abi_mod.names(self.abi, m, n, k, batch=count)
+            held = {}
+            for name, spec in self.abi["scratch"].items():
+                shape = tuple(int(abi_mod.eval_expr(d, env)) for d in spec["shape"])
+                element = {"u32": "s32"}.get(spec["element"], spec["element"])      # same bits; torch lacks u32 ops
+                held[name] = allocate_like(lead, shape, element, fill_zero=bool(spec.get("zeroed")))
+            _synchronize(lead)
+            self._scratch[key] = held
+        return {name: view(arr, name).ptr for name, arr in held.items()}
+
     # ------------------------------------------------------------------ streams
     def _stream(self, stream, library: str):
         return self._driver.stream(stream, library)
@@ -591,6 +620,8 @@ class Kernel:
         if dev is not None and dev != self._device:
             raise ArgumentError("A", "device", f"cuda:{self._device} (where this kernel was loaded)", f"cuda:{dev}")
         count = batch or 1
+        if "scratch" in self.abi:
+            ptrs.update(self._scratch_pointers(lead, m, n, k, count))
         if "tensor_maps" in self.abi.get("buffers", {}):
             ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
                                                     {x: bb[x] for x in ("a_values", "a_metadata", "b") if bb.get(x)})

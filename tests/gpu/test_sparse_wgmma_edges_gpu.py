@@ -51,10 +51,12 @@ def on_device(torch, xs: list[np.ndarray], element: str, pitch: int, transposed:
     return t if batched else t[0]
 
 
-def run(torch, name: str, m: int, n: int, k: int, pads=(8, 8, 8), seed: int = 1, batch: int | None = None):
+def run(torch, name: str, m: int, n: int, k: int, pads=(8, 8, 8), seed: int = 1, batch: int | None = None,
+        tile: str | None = None, kernel=None):
+    """One checked launch of example `name` (its `tile`, default the first; or the loaded `kernel`)."""
     from compiler.driver import compile_file
 
-    kernel = load(str(EX / name))
+    kernel = kernel or load(str(EX / name), tile)
     t = compile_file(str(EX / name)).tiles[kernel.tile]
     form, d_type = t.facts["form"], t.payload.operands["D"].dtype
     with_c = "c" in {q["name"] for q in kernel.abi["params"]}
