@@ -27,7 +27,10 @@ GUARD = 3                             # rows of guard band above and below each 
 
 
 def torch_dtype(torch, element: str):
-    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "s32": torch.int32}[element]
+    # every element type the sparse kernels read or write (tf32 is stored as f32; 1-byte types as themselves)
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "tf32": torch.float32,
+            "s32": torch.int32, "s8": torch.int8, "u8": torch.uint8, "e4m3": torch.float8_e4m3fn,
+            "e5m2": torch.float8_e5m2}[element]
 
 
 def pitch_of(cols: int, size: int, extra: int) -> int:
