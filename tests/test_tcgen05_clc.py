@@ -153,6 +153,101 @@ def test_pair_emulated(pair, mode, seed):
     assert (em.stats["launched"], em.stats["clc_canceled"]) == (2, 2)
 
 
+# ---- the emulator's model of cluster launch control, on a hand-written kernel ---------------------------
+
+# One warp per CTA, lane 0 works: it counts its tile (out[tile] += 1), asks for the next one and waits for the
+# answer; the loop ends at the first failed answer. Every tile of the grid must be counted exactly once,
+# whichever CTAs ran and which waiting ones were canceled. MULTICAST: the multicast form (one CTA clusters).
+_CLC = """.version 8.6
+.target sm_100a
+.address_size 64
+.visible .entry k(
+    .param .u64 k_out
+)
+.reqntid 32, 1, 1
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .reg .b128 %q<2>;
+    .shared .align 16 .b8 k_answer[16];
+    .shared .align 8 .b64 k_bar;
+    ld.param.u64 %rd0, [k_out];
+    mov.u32 %r0, k_answer;
+    mov.u32 %r1, k_bar;
+    mov.u32 %r2, %tid.x;
+    setp.eq.u32 %p0, %r2, 0;
+    @%p0 mbarrier.init.shared::cta.b64 [%r1], 1;
+    bar.sync 0;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, 0;
+TILE:
+    mul.wide.u32 %rd1, %r3, 4;
+    add.u64 %rd2, %rd0, %rd1;
+    @%p0 atom.global.add.u32 %r5, [%rd2], 1;
+    @%p0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r1], 16;
+    @%p0 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytesMULTICAST.b128 [%r0], [%r1];
+WAIT:
+    mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 %p1, [%r1], %r4;
+    @!%p1 bra.uni WAIT;
+    xor.b32 %r4, %r4, 1;
+    ld.shared.b128 %q0, [%r0];
+    clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p2, %q0;
+    @%p2 clusterlaunchcontrol.query_cancel.get_first_ctaid::x.b32.b128 %r3, %q0;
+    fence.proxy.async.shared::cta;
+    @%p2 bra.uni TILE;
+    ret;
+}
+"""
+
+
+def run_clc_model(text: str, grid: int, resident: int | None, policy: str | None = None, seed: int = 0):
+    import numpy as np
+
+    from compiler.emulator.memory import FlatMemory
+    from compiler.emulator.parse import parse_kernel
+    from compiler.emulator.warp import WarpMachine
+
+    mem = FlatMemory()
+    out = mem.add("out", np.zeros(grid, np.uint32), writable=True)
+    m = WarpMachine(parse_kernel(text), mem, {"k_out": out}, (grid, 1), 32, rng=seed, policy=policy,
+                    resident=resident)
+    m.run()
+    return mem.array("out").view(np.uint32), m.stats
+
+
+@pytest.mark.parametrize("multicast", ["", ".multicast::cluster::all"])
+@pytest.mark.parametrize("resident, policy, seed", [(3, None, 0), (3, "adversarial", 1), (2, "random", 2),
+                                                    (None, "adversarial", 3)])
+def test_model_counts_every_tile_once(multicast, resident, policy, seed):
+    """8 CTAs, `resident` at once (None: one after another): each tile is taken once, by its own CTA or by
+    the CTA that canceled it; every CTA that ran ends on one failed answer."""
+    counts, stats = run_clc_model(_CLC.replace("MULTICAST", multicast), 8, resident, policy, seed)
+    assert counts.tolist() == [1] * 8
+    # one request per tile taken; each CTA that ran got one failure (one after another: no `launched` count)
+    launched = stats.get("launched", 8 - stats["clc_canceled"])
+    assert launched + stats["clc_canceled"] == 8 and stats["clc_requests"] == 8
+    assert stats["clc_requests"] - stats["clc_canceled"] == launched and launched >= (resident or 1)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    # the answer read without waiting for its mbarrier: its bytes are still being written
+    (lambda t: t.replace("    @!%p1 bra.uni WAIT;\n", ""), "has not finished writing"),
+    # the ctaid decoded from the failed answer
+    (lambda t: t.replace("@%p2 clusterlaunchcontrol.query_cancel.get_first", "clusterlaunchcontrol.query_cancel.get_first"),
+     "of a failed answer"),
+    # a request after a failure was observed
+    (lambda t: t.replace("@%p2 bra.uni TILE;", "bra.uni TILE;"), "already observed a failed answer"),
+    # the wrong parity: the first wait passes at once and reads bytes no try_cancel wrote
+    (lambda t: t.replace("mov.u32 %r4, 0;", "mov.u32 %r4, 1;"), "has not finished writing"),
+])
+def test_model_protocol_checks(mutate, message):
+    text = mutate(_CLC.replace("MULTICAST", ""))
+    assert text != _CLC.replace("MULTICAST", "")
+    with pytest.raises(EmulationError, match=message):
+        run_clc_model(text, 4, 2, "adversarial", 1)
+
+
 # ---- seeded bugs ---------------------------------------------------------------------------------------
 
 _ROLES = ("---- epilogue", "---- MMA issuer", "---- TMA producer", "---- tile scheduler")
