@@ -142,10 +142,11 @@ class _RoleRing:
         self.code.wait(self.state, self.full_bar, self.ready)
         self.kb.ins(f"add.u32 {self.empty_bar}, {self.full_bar}, {self.plan.empty(0) - self.plan.full(0)};")
 
-    def wait_empty(self) -> None:
-        """Producer: until the consumers released the current slot."""
+    def wait_empty(self, scope: str | None = None) -> None:
+        """Producer: until the consumers released the current slot (`scope` "cluster": some of them in the
+        other CTA of a pair)."""
         self.code.locate(self.state, self.slot_addr, self.full_bar, self.scratch)
-        self.code.acquire(self.state, self.full_bar, self.empty_bar, self.scratch, self.ready)
+        self.code.acquire(self.state, self.full_bar, self.empty_bar, self.scratch, self.ready, scope)
 
     def advance(self) -> None:
         self.code.advance(self.state, self.wrap)
@@ -406,8 +407,10 @@ class _WsKernel:
         if not self.pair:
             e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{clc.empty_bar}];")
             return
+        # release at cluster scope: the reads (and the proxy fence) happen before the leader's next
+        # multicast answer rewrites this CTA's slot
         e(f"mapa.shared::cluster.u32 {clc.empty_bar}, {clc.empty_bar}, 0;")
-        e(f"@{self.p_lane0} mbarrier.arrive.shared::cluster.b64 _, [{clc.empty_bar}];")
+        e(f"@{self.p_lane0} mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{clc.empty_bar}];")
 
     def scheduler_role(self) -> None:
         """persistent=clc: the scheduler warp (lane 0 issues; a pair: the leader's only). Per request: wait
@@ -430,7 +433,7 @@ class _WsKernel:
         clc = self.ring("clc")
         top = kb.label("sched_request")
         kb.put(top)
-        clc.wait_empty()
+        clc.wait_empty("cluster" if self.pair else None)
         e(f"@{self.p_lane0} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{clc.full_bar}], {RESPONSE_BYTES};")
         if self.pair:
             e(f"mapa.shared::cluster.u32 {clc.scratch}, {clc.full_bar}, 1;")
