@@ -72,6 +72,15 @@ def test_plan_and_abi(single):
     assert ptx.count("query_cancel.is_canceled") == 4 and ptx.count("get_first_ctaid::x") == 3
 
 
+def test_emit_plan_names_the_scheduler(capsys):
+    from compiler.cli import main
+
+    assert main(["compile", "examples/tcgen05_gemm_f16_clc.tile", "--emit", "plan"]) == 0
+    out = capsys.readouterr().out
+    assert "224 threads" in out and "scheduler 1 warps" in out and "16 mbarriers" in out
+    assert "persistent (cluster launch control: a CTA per tile" in out
+
+
 def test_pair_plan(pair):
     """A pair: two CTAs per tile, the leader asks with the multicast form (the answer lands in both CTAs),
     arms both CTAs' clc_full, and clc_empty (the leader's) counts both CTAs' readers: (1 + 4) x 2 + the
