@@ -244,3 +244,47 @@ def test_a_copy_bugs_fail_the_emulator(a_tmem_example, what):
     assert broken != a_tmem_example.ptx
     em = compiler.emulate(a_tmem_example, shape=(128, 256, 128), mode="eager", seed=1, ptx=broken)
     assert not em.ok
+
+
+# ---- sparse .ws (tcgen05.mma.ws.sp) -----------------------------------------------------------------
+
+WS_SPARSE = """target sm_100a;
+tile wsp {{
+  engine tcgen05 ws;
+  shape M={m} N={n} K={k};
+  A: {a} smem;
+  B: {a} smem;
+  D: {d} tmem;
+  sparsity {sp} metadata=runtime;
+  schedule cta={m}x{n}x{cta_k} stages=2;
+}}
+"""
+
+
+def ws_sparse(m=64, n=128, k=32, a="f16", d="f32", cta_k=64, sp="2:4"):
+    return WS_SPARSE.format(m=m, n=n, k=k, a=a, d=d, cta_k=cta_k, sp=sp)
+
+
+def test_ws_sparse_emulated(ptxas):
+    """.ws.sp M = 64 (layout E): the metadata image repeats the tile's 64 rows in both lane halves (a copy that
+    did not would stop the emulator: its MMA reader checks that the lane groups agree)."""
+    r = compiler.compile_source(ws_sparse())
+    assert r.ptx.count("tcgen05.mma.ws.sp.cta_group::1.kind::f16 ") == 2
+    assert assemble(r.ptx, "sm_100a", ptxas).ok
+    em = compiler.emulate(r, shape=(128, 128, 128), mode="adversarial", seed=1)
+    assert em.ok, f"{em.mismatches} elements differ"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kw", [dict(m=32, n=64), dict(m=128), dict(k=16, a="tf32", cta_k=32, sp="1:2", n=64),
+                                dict(k=64, a="e4m3", cta_k=128), dict(m=32, k=64, a="s8", d="s32", cta_k=128)],
+                         ids=["m32", "m128", "tf32", "e4m3", "s8"])
+@pytest.mark.parametrize("mode, seed", [("adversarial", 2), ("random", 3)])
+def test_ws_sparse_variants(kw, mode, seed, ptxas):
+    r = compiler.compile_source(ws_sparse(**kw))
+    for target in sorted(r.tiles["wsp"].facts["form"].requirements().targets):
+        res = assemble(compiler.compile_source(ws_sparse(**kw).replace("sm_100a", target)).ptx, target, ptxas)
+        assert res.ok, f"{target}: {res.output}"
+    m, n, cta_k = kw.get("m", 64), kw.get("n", 128), kw.get("cta_k", 64)
+    em = compiler.emulate(r, shape=(2 * m, 2 * n, 2 * cta_k), mode=mode, seed=seed)
+    assert em.ok, f"{em.mismatches} elements differ"

@@ -227,7 +227,6 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         (spec.sparsity is not None and spec.sparsity.metadata != "runtime", "sparse A with static metadata",
          "sparsity"),
         (spec.block_scale is not None and spec.sparsity is not None, "sparse block-scaled A", "block_scale"),
-        (spec.ws and spec.sparsity is not None, "sparse .ws (.ws.sp)", "engine.ws"),
         (spec.ashift, ".ashift", "engine"),
         (spec.disable_output_lane is not None, "disable-output-lane", "disable_output_lane"),
         (spec.scale_input_d is not None, "scale-input-d", "scale_input_d"),

@@ -972,7 +972,10 @@ def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
                 for q in range(columns // 4):
                     for lane in range(lanes):
                         for c in range(4 * q, 4 * q + 4):
-                            out.append(metadata_cell(fmt, lane, lambda r: int(natural[rt * extent + r][kb * words + c]))
+                            # lane -> logical lane: a folded data path (.ws M = 64 / 32, PTX 9.7.16.10.5) repeats
+                            # the tile's rows in every lane group of `extent` lanes (isa.tmem DataPath)
+                            out.append(metadata_cell(fmt, lane % extent,
+                                                     lambda r: int(natural[rt * extent + r][kb * words + c]))
                                        if c < words else 0)
         return out
     group, slices, nsf, step_bytes = image["group_columns"], image["slices"], image["nsf"], image["step_bytes"]
