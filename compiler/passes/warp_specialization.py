@@ -29,6 +29,13 @@ about its structure that is not an instruction:
   four lane quarters, where PTX 9.7.16.10.7 wants every 32-row slice). A copy writes 4 columns, so each
   region is a multiple of 4 columns: an MMA's scale factors start a 4-column group (`sf_group_columns`).
   No thread touches them in registers.
+- A in TMEM: each ring slot also holds the block's A, unswizzled (`a_smem`, `a_bytes`), which the MMA warp copies
+  into the slot's TMEM columns (`a_region`, after META / SFA / SFB) with one `tcgen05.cp .128x256b` per MMA; the
+  TMEM columns (accumulators + `stages` x the slot's columns) must fit the 512 of a CTA, else one accumulator
+  (`why`), else a SpecError on the stages.
+- `.ws`: the accumulator is the folded data path's N / groups columns (M = 32 / 64, PTX 9.7.16.10.5); a
+  collector usage other than ::discard and a zero-column mask's column shift are refused (`check_ws_collector`,
+  `check_ws_zero_columns`).
 The dynamic shared memory asked for is the ring plus barriers plus 1024 bytes of alignment slack (the
 kernel rounds the window's base up to 1024); it must fit the target's per-CTA limit.
 
@@ -187,7 +194,9 @@ def _gcd(a: int, b: int) -> int:
 
 def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
     """What a `schedule` on a tcgen05 tile may say (raises a SpecError on the field to blame). The
-    warp-specialised kernel serves dense tiles with A and B in shared memory, K-major, cta_group::1 so far."""
+    warp-specialised kernel serves dense, 2:4 / 1:2 / 4:8 sparse (runtime metadata) and block-scaled tiles,
+    cta_group::1 and ::2, `.ws` (dense and sparse, M = 32 / 64 / 128), B in shared memory and A in shared or
+    Tensor Memory (`check_a_in_tmem`), K-major."""
     sc = spec.schedule
     locs = spec.locs
     if "schedule.warps" in locs:
@@ -238,8 +247,8 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
     check_a_in_tmem(spec, kind)
     if unsupported:
         _, what, field = unsupported[0]
-        raise SpecError(f"the warp-specialised tcgen05 kernel serves dense tiles with A and B in "
-                        f"shared memory so far, not {what}", field, "drop the schedule to get the single-stage kernel")
+        raise SpecError(f"the warp-specialised tcgen05 kernel does not serve {what} yet", field,
+                        "drop the schedule to get the single-stage kernel")
     for name in ("A", "B") if spec.operands["A"].space == "smem" else ("B",):
         if (spec.operands[name].major or "K") != "K":
             raise SpecError(f"operand {name}: the TMA producer loads K-major operands (one box per 128-byte "

@@ -38,6 +38,15 @@ CTAs' shared memory and write both CTAs' TMEM) and its commits multicast to the 
 data is its own (B is split by N, not shared), so no copy is multicast. Block-scaled and sparse pairs: each
 CTA loads its 128 rows' SFA / META image and the pair's SFB image (every CTA's TMEM holds SFB for all N,
 9.7.16.10.7), and the leader's tcgen05.cp.cta_group::2 copies in both CTAs, each from its own shared memory.
+The MMA form follows the tile. `.ws` (`engine tcgen05 ws`, tcgen05.mma.ws{.sp}, 9.7.16.10.9.3-4): M = 32 / 64
+accumulate in the folded data-path layouts G / E (9.7.16.10.5: the rows repeated in 4 / 2 lane groups, group g
+holding D columns [g N / groups, (g + 1) N / groups)), so an accumulator is N / groups columns and epilogue warp w
+stores rows 32 (w mod M/32).. of lane group w div (M/32); a sparse tile's metadata image repeats its rows in every
+lane group (`tmem_image`); the zero-column mask is every MMA's last operand; no collector usage
+(warp_specialization.check_ws_collector says why). A in TMEM (`A: T tmem`, tcgen05.mma [d], [a-tmem], b-desc,
+9.7.16.10.9.1): the producer loads the block's A unswizzled into the slot (`_StagedA`: a box per 16-byte K chunk
+of the 128 rows, the no-swizzle K-major canonical layout) and the MMA thread copies it into the slot's TMEM
+columns, one tcgen05.cp .128x256b per MMA, before the block's MMAs (`copy_a`).
 Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
 (t mod tiles_m, (t div tiles_m) mod tiles_n, t div (tiles_m tiles_n)) (along M first, then N, then the batch);
 tiles_m = ceil(M / tile M), tiles_n = ceil(N / tile N), ceil(K / cta K) K blocks: TMA loads fill the parts
