@@ -53,6 +53,7 @@ def test_example_plan(example):
     assert "collector" not in example.ptx
 
 
+@pytest.mark.slow     # sm_100a in the default run: tests/test_tcgen05_kernels.py test_example_assembles
 def test_example_ptxas(example, ptxas):
     targets = sorted(example.tiles["tcgen05_gemm_ws_f16"].facts["form"].requirements().targets)
     assert "sm_100a" in targets
@@ -145,15 +146,17 @@ def a_tmem_example():
 
 
 def test_a_tmem_plan(a_tmem_example):
-    """A per slot: 128 rows x 64 f16 = 16384 B after B's 32768, unswizzled (a box of 8 f16 x 128 rows per
-    16-byte K chunk); 4 MMAs x 8 columns = 32 TMEM columns per slot; one 256-column accumulator (2 x 256 + 4 x
-    32 > 512) + 4 x 32 = 384 columns, allocated 512."""
+    """A per slot: 128 rows x 64 f16 = 16384 B after B's 16384, unswizzled (a box of 8 f16 x 128 rows per
+    16-byte K chunk); 4 MMAs x 8 columns = 32 TMEM columns per slot; two 128-column accumulators + 4 x 32 = 384
+    columns, allocated 512. With N = 256 two accumulators would not fit (2 x 256 + 4 x 32 > 512): one, and why."""
     tile = a_tmem_example.tiles["tcgen05_gemm_a_tmem_f16"]
     plan = tile.op("tilec.ws_plan").attrs
-    assert (plan["a_smem"], plan["a_bytes"], plan["a_region"]) == (32768, 16384, 0)
+    assert (plan["a_smem"], plan["a_bytes"], plan["a_region"]) == (16384, 16384, 0)
     assert (plan["tmem_stage"], plan["tmem_stage_columns"], plan["accumulators"], plan["tmem_columns"]) == \
-        (256, 32, 1, 512)
-    assert plan["why"] == "2 x 256 D columns + 4 x 32 per-slot A columns exceed the 512 TMEM columns"
+        (256, 32, 2, 512)
+    wide = compiler.compile_source(at_tile(n=256, stages=4)).tiles["at"].op("tilec.ws_plan").attrs
+    assert (wide["accumulators"], wide["tmem_stage"], wide["tmem_columns"]) == (1, 256, 512)
+    assert wide["why"] == "2 x 256 D columns + 4 x 32 per-slot A columns exceed the 512 TMEM columns"
     abi = a_tmem_example.to_json()["tiles"]["tcgen05_gemm_a_tmem_f16"]["kernel"]
     assert [(t["operand"], t["box"], t["swizzle"]) for t in abi["tensor_maps"]][0] == ("A", [8, 128, 1], "none")
     assert tile.op("tilec.resources").attrs["a_tmem"].endswith("= 384 of 512 allocated")
@@ -166,6 +169,7 @@ def test_a_tmem_plan(a_tmem_example):
     assert ptx[ptx.index("---- TMA producer"):].count("cp.async.bulk.tensor.3d") == 8 + 1    # A chunks + B's atom
 
 
+@pytest.mark.slow     # sm_100a in the default run: tests/test_tcgen05_kernels.py test_example_assembles
 def test_a_tmem_ptxas(a_tmem_example, ptxas):
     targets = sorted(a_tmem_example.tiles["tcgen05_gemm_a_tmem_f16"].facts["form"].requirements().targets)
     for target in targets:
@@ -176,21 +180,22 @@ def test_a_tmem_ptxas(a_tmem_example, ptxas):
 
 
 def test_a_tmem_emulated(a_tmem_example):
-    """128 x 256 x 128: one tile, 2 K blocks; copies, MMAs and commits complete late (adversarial): a copy
+    """128 x 128 x 128: one tile, 2 K blocks; copies, MMAs and commits complete late (adversarial): a copy
     overwriting columns an MMA still reads, or a slot refilled before its commit, would stop the emulator."""
-    em = compiler.emulate(a_tmem_example, shape=(128, 256, 128), mode="adversarial", seed=1)
+    em = compiler.emulate(a_tmem_example, shape=(128, 128, 128), mode="adversarial", seed=1)
     assert em.ok, f"{em.mismatches} elements differ"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kw", [
     dict(engine=" cta_group=2", m=256, a="bf16", schedule=" cluster=2"),
+    dict(n=256, stages=4),                 # one accumulator: 2 x 256 + 4 x 32 columns would not fit
     dict(engine=" ws"),
     dict(k=8, a="tf32", cta_k=32, stages=3),
     dict(k=32, a="e4m3", cta_k=128),
     dict(k=32, a="s8", d="s32", cta_k=128),
     dict(engine=" kind=mxf8f6f4", k=32, a="e4m3", cta_k=128, extra="\n  block_scale vec=32;"),
-], ids=["pair", "ws", "tf32", "e4m3", "s8", "mxf8f6f4"])
+], ids=["pair", "n256", "ws", "tf32", "e4m3", "s8", "mxf8f6f4"])
 @pytest.mark.parametrize("mode, seed", [("adversarial", 2), ("random", 3)])
 def test_a_tmem_variants(kw, mode, seed, ptxas):
     r = compiler.compile_source(at_tile(**kw))
@@ -242,7 +247,7 @@ def _a_copy_bug(ptx: str, what: str) -> str:
 def test_a_copy_bugs_fail_the_emulator(a_tmem_example, what):
     broken = _a_copy_bug(a_tmem_example.ptx, what)
     assert broken != a_tmem_example.ptx
-    em = compiler.emulate(a_tmem_example, shape=(128, 256, 128), mode="eager", seed=1, ptx=broken)
+    em = compiler.emulate(a_tmem_example, shape=(128, 128, 128), mode="eager", seed=1, ptx=broken)
     assert not em.ok
 
 
