@@ -70,7 +70,8 @@ def lower_tile(t: TileSpec) -> Op:
         e = t.epilogue
         ea = {k: getattr(e, k) for k in ("alpha", "beta") if getattr(e, k) is not None}
         ea.update(bias=e.bias, act=e.act)
-        if e.acc is not None:
-            ea["acc"] = e.acc
+        for k in ("acc", "scale", "bias_type"):
+            if getattr(e, k) is not None:
+                ea[k] = getattr(e, k)
         tile.body.append(Op("tilec.epilogue", None, ea, loc=t.loc("epilogue")))
     return tile

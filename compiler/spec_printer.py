@@ -320,28 +320,29 @@ def schedule_statement(schedule: ScheduleSpec) -> str:
 
 
 def _epilogue(t: TileSpec) -> list[str]:
-    from .spec import EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_PARAM
+    from .spec import EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_BIAS_TYPES, EPILOGUE_PARAM
 
     e = getattr(t, "epilogue", None)
     if e is None:
         return []
-    scalars = []
-    for key in ("alpha", "beta"):
-        v = getattr(e, key)
+    scalars: list[str] = []
+    scale: list[str] = []
+    for key in ("alpha", "beta", "scale"):
+        v = getattr(e, key, None)
         if v is None:
             continue
         whole, _, frac = v.partition(".") if isinstance(v, str) else ("", "", "")
         if v != EPILOGUE_PARAM and not (whole.isdigit() and (frac.isdigit() or not frac) and "." not in frac):
             raise SpecError(f"epilogue {key} must be a non-negative decimal literal (a string such as '0.5') or "
                             f"'{EPILOGUE_PARAM}', not {v!r}", f"epilogue.{key}")
-        scalars.append(f"{key}={v}")
+        (scale if key == "scale" else scalars).append(f"{key}={v}")
     words = []
-    for key, choices, default in (("bias", EPILOGUE_BIAS, "none"), ("act", EPILOGUE_ACTS, "none"),
-                                  ("acc", EPILOGUE_ACCS, None)):
-        v = getattr(e, key)
+    for key, choices, default in (("bias", EPILOGUE_BIAS, "none"), ("bias_type", EPILOGUE_BIAS_TYPES, None),
+                                  ("act", EPILOGUE_ACTS, "none"), ("acc", EPILOGUE_ACCS, None)):
+        v = getattr(e, key, default)
         if v != default:
             words.append(f"{key}={_word(v, choices, f'epilogue.{key}', f'epilogue {key}')}")
-    return [_statement("epilogue", *scalars, *words)]
+    return [_statement("epilogue", *scalars, *words, *scale)]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
-from ..spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_PARAM, METADATA_SOURCES, OPERAND_NAMES,
+from ..spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_BIAS_TYPES, EPILOGUE_PARAM, METADATA_SOURCES, OPERAND_NAMES,
                     SCHEDULE_MMAS, SCHEDULE_PERSISTENT, SPACES, SPLIT_K_STREAM, SWIZZLES, EpilogueSpec, FileSpec,
                     OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
 from ..isa.swizzle import MAJORS
@@ -504,14 +504,17 @@ class Builder:
         return t
 
     def epilogue(self, st, f, locs):
-        """epilogue [alpha=X|param] [beta=X|param] [bias=none|row|col] [act=...] [acc=f32|s32];"""
-        _, kv = self.split_args(st, {"alpha": None, "beta": None, "bias": None, "act": None, "acc": None})
+        """epilogue [alpha=X|param] [beta=X|param] [bias=none|row|col] [bias_type=f32|f16|bf16] [act=...]
+        [acc=f32|s32] [scale=X|param];"""
+        _, kv = self.split_args(st, {"alpha": None, "beta": None, "bias": None, "act": None, "acc": None,
+                                     "scale": None, "bias_type": None})
         e = EpilogueSpec()
-        for key in ("alpha", "beta"):
+        for key in ("alpha", "beta", "scale"):
             if key in kv:
                 setattr(e, key, self.scalar(kv[key].value, key))
                 locs[f"epilogue.{key}"] = kv[key].value.loc
-        for key, choices in (("bias", EPILOGUE_BIAS), ("act", EPILOGUE_ACTS), ("acc", EPILOGUE_ACCS)):
+        for key, choices in (("bias", EPILOGUE_BIAS), ("act", EPILOGUE_ACTS), ("acc", EPILOGUE_ACCS),
+                             ("bias_type", EPILOGUE_BIAS_TYPES)):
             if key in kv:
                 setattr(e, key, self.word(kv[key].value, f"epilogue {key}", choices))
                 locs[f"epilogue.{key}"] = kv[key].value.loc

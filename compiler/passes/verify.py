@@ -314,7 +314,7 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                      "add e.g. 'sparsity 2:4 metadata=runtime;'")
         ops = spec.operands
         scale_type, scale_vec = self._mma_sp_scale_words(spec)
-        check_epilogue(spec)
+        check_epilogue(spec, fspec.target)
         # the MMA's C and D are the accumulators: C's type (or, without C, the accumulator type), and D's
         # unless an epilogue converts them into D's type
         acc = accumulator_type(spec)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import SpecError
 from ..ir import Op
+from ..isa.epilogue_outputs import DEFAULT_BIAS_TYPE
 from . import Pass, PassContext
 from .derive import required, tile_spec
 
@@ -174,6 +175,12 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         if spec.epilogue.acc not in (None, "f32"):
             raise SpecError(f"acc={spec.epilogue.acc}: the tcgen05 accumulator is D's type, f32", "epilogue.acc",
                             "leave acc= out")
+        if spec.epilogue.scale is not None:
+            raise SpecError("scale= is the quantisation scale of a narrow D (s8, e4m3); the tcgen05 epilogue stores "
+                            "f32", "epilogue.scale", "fold the factor into alpha=, or drop scale=")
+        if spec.epilogue.bias_type not in (None, DEFAULT_BIAS_TYPE):
+            raise SpecError(f"bias_type={spec.epilogue.bias_type}: the tcgen05 epilogue reads an f32 bias",
+                            "epilogue.bias_type", "drop bias_type= (f32)")
     for name in ("A", "B"):
         if (spec.operands[name].major or "K") != "K":
             raise SpecError(f"operand {name}: the TMA producer loads K-major operands (one box per 128-byte "

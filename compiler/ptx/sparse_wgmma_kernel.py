@@ -435,12 +435,13 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
     check_shared_memory(cfg.target, cfg.stages, cfg.stage_bytes, cfg.smem_bytes, per_stage=2 * MBARRIER_BYTES,
                         fixed=SMEM_ALIGN)
     out = cfg.out_type
-    if out not in D_STORES or (out in ("f16", "bf16") and cfg.acc_type != "f32") or \
-            (out in ("f32", "s32") and out != cfg.acc_type):
-        raise SpecError(f"D type {out} cannot be stored from {cfg.acc_type} accumulators", field="D.dtype")
     ep = cfg.epilogue
+    packed = ep is not None and ep.packs          # a 1-byte D: the epilogue's conversions (isa/epilogue_outputs.py)
+    if not packed and (out not in D_STORES or (out in ("f16", "bf16") and cfg.acc_type != "f32") or
+                       (out in ("f32", "s32") and out != cfg.acc_type)):
+        raise SpecError(f"D type {out} cannot be stored from {cfg.acc_type} accumulators", field="D.dtype")
     if ep is not None:
-        if ep.out != out or ep.acc != cfg.acc_type or ep.convert != D_STORES[out][1] or \
+        if ep.out != out or ep.acc != cfg.acc_type or (not packed and ep.convert != D_STORES[out][1]) or \
                 (ep.c != "none") != cfg.accumulate_c:
             raise SpecError(f"the epilogue plan (acc {ep.acc}, D {ep.out}, C {ep.c}) does not match the kernel "
                             f"(acc {cfg.acc_type}, D {out}, C {'read' if cfg.accumulate_c else 'absent'})",
@@ -490,7 +491,7 @@ class _Writer(PtxBuilder):
         self.acc = ".f32" if cfg.acc_type == "f32" else ".s32"
         self.abytes = TYPES[cfg.acc_type].bits // 8
         self.dbytes = TYPES[cfg.out_type].bits // 8
-        self.store_type, self.convert = D_STORES[cfg.out_type]
+        self.store_type, self.convert = D_STORES.get(cfg.out_type, (None, None))   # a 1-byte D: epilogue.pack
         self.smem = f"{cfg.name}_smem"
         self.ring = RingCode(self, cfg.ring, "%sb")
         self.state = PipelineState("%st", "%ph")
@@ -523,6 +524,8 @@ class _Writer(PtxBuilder):
             formula += {"none": "", "accumulate": " + C", "epilogue": " + beta*C" if ep.beta else " + C"}[ep.c]
             formula += {"none": "", "row": " + bias[row]", "col": " + bias[col]"}[ep.bias]
             formula = formula if ep.act == "none" else f"{ep.act}({formula})"
+            if ep.packs or ep.scale is not None:
+                formula = f"{cfg.out_type}({'scale*' if ep.scale is not None else ''}{formula})"
         out.append(f"// tilec sparse wgmma GEMM {cfg.name}: D = {formula}, A "
                    f"{self.form.granularity.name} structured-sparse {self.form.a_type}, {self.opcode()}")
         out.append(f"// CTA {cfg.cta_m}x{cfg.cta_n}x{cfg.cta_k}: 1 TMA producer + {cfg.consumers} consumer "
@@ -879,16 +882,32 @@ class _Writer(PtxBuilder):
                     ins(f"@%p{8 + e} ld.global.f32 %ce{e}, [%gq+{(c + e) * self.abytes}];")
             else:
                 ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{c * self.abytes}];")
+        bb = ep.bias_bytes
         if ep.bias == "col":
             if edge:
                 for e in range(2):
-                    ins(f"@%p{8 + e} ld.global.f32 %be{e}, [%rb+{(c + e) * 4}];")
+                    epilogue.load_bias(self, ep, f"@%p{8 + e} ", f"[%rb+{(c + e) * bb}]", 1, e)
             else:
-                ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%rb+{c * 4}];")
+                epilogue.load_bias(self, ep, "", f"[%rb+{c * bb}]", 2)
         elif ep.bias == "row":
-            ins(f"{'@%p10 ' if edge else ''}ld.global.f32 %be0, [%rb+{r * 4}];")
+            epilogue.load_bias(self, ep, "@%p10 " if edge else "", f"[%rb+{r * bb}]", 1)
+        raw = epilogue.raw_accumulators(ep)         # s32 accumulators: the f32 steps on %ev0, %ev1
         for k in range(2):
-            epilogue.element_steps(self, ep, f"%acc{i + k}", f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
+            epilogue.element_steps(self, ep, f"%ev{k}" if raw else f"%acc{i + k}", f"%ce{k}",
+                                   f"%be{k if ep.bias == 'col' else 0}", f"%acc{i + k}")
+
+    def store_packed_pair(self, i: int, c: int, edge: bool) -> None:
+        """A 1-byte D from the direct path: the pair (columns c, c + 1 of the row at %gc) packed into the low
+        half of %hw0 and stored as one b16 (an edge: byte by byte, %p8 and %p9)."""
+        ep, ins = self.cfg.epilogue, self.ins
+        xs = ["%ev0", "%ev1"] if epilogue.raw_accumulators(ep) else [f"%acc{i}", f"%acc{i + 1}"]
+        epilogue.pack(self, ep, "%hw0", xs)
+        if not edge:
+            ins(f"st.global.b16 [%gc+{c}], %hw0;")
+            return
+        ins(f"@%p8 st.global.b8 [%gc+{c}], %hw0;")
+        ins("shr.b32 %hw0, %hw0, 8;")
+        ins(f"@%p9 st.global.b8 [%gc+{c + 1}], %hw0;")
 
     def direct_epilogue_pointers(self) -> None:
         """Direct D stores: %rc and %rb advanced to the thread's pair 0 (row thread_row, column 2*(lane%4))."""
@@ -904,18 +923,18 @@ class _Writer(PtxBuilder):
         if ep.bias != "none":
             self.thread_row()
             ins("add.u32 %y, %y, %n0;" if ep.bias == "col" else "add.u32 %x, %x, %m0;")
-            ins(f"mul.wide.u32 %gq, {'%y' if ep.bias == 'col' else '%x'}, 4;")
+            ins(f"mul.wide.u32 %gq, {'%y' if ep.bias == 'col' else '%x'}, {ep.bias_bytes};")
             ins("add.u64 %rb, %rb, %gq;")
 
-    def chunk_origin(self, cpr: int, pitch: int) -> None:
-        """Copy-out item %z of this warpgroup: %pm = its row in the tile, %pn its 16-byte chunk, %x its
-        shared address in the staged tile."""
+    def chunk_origin(self, cpr: int, pitch: int, chunk: int = CHUNK) -> None:
+        """Copy-out item %z of this warpgroup: %pm = its row in the tile, %pn its chunk (of `chunk` staged
+        bytes), %x its shared address in the staged tile."""
         cfg, ins = self.cfg, self.ins
         ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
-        ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
+        ins(f"rem.u32 %pn, %z, {cpr};                      // {'16-byte ' if chunk == CHUNK else ''}chunk within the row")
         ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
         ins(f"mad.lo.u32 %x, %pm, {pitch}, %sb;")
-        ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+        ins(f"mad.lo.u32 %x, %pn, {chunk}, %x;")
 
     def chunk_guards(self, per: int) -> None:
         """For the chunk at D row %pm, column %pn of `per` elements: %p8 = the row exists, %p9 = the whole
@@ -936,6 +955,9 @@ class _Writer(PtxBuilder):
         cpr = cfg.cta_n * ab // CHUNK
         self.global_pointer("%gd", "d")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
+        if ep.packs:
+            self.staged_byte_out(pitch)
+            return
 
         def body(edge: bool) -> None:
             self.chunk_origin(cpr, pitch)
@@ -951,6 +973,32 @@ class _Writer(PtxBuilder):
                                c_stride="%ldc", d_stride="%ldd")
 
         total = cfg.wg_m * cpr
+
+        def edge() -> None:
+            epilogue.zero_inputs(self, ep)
+            epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(True))
+
+        self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(False)),
+                        edge)
+
+    def staged_byte_out(self, pitch: int) -> None:
+        """The copy-out of a 1-byte D (compiler/ptx/epilogue.byte_chunk): per D chunk of `groups` x 4
+        elements (16 bytes where cta N allows), one packed vector store; an edge tile checks each chunk."""
+        cfg, ep = self.cfg, self.cfg.epilogue
+        groups = epilogue.byte_groups(ep, cfg.cta_n)
+        per = epilogue.GROUP * groups
+        cpr = cfg.cta_n // per
+        total = cfg.wg_m * cpr
+
+        def body(edge: bool) -> None:
+            self.chunk_origin(cpr, pitch, CHUNK * groups)
+            self.ins("add.u32 %pm, %pm, %m0;                      // row of D")
+            self.ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;              // column of D")
+            guards = None
+            if edge:
+                self.chunk_guards(per)
+                guards = ("%p8", "%p9", "%p10", "%p11", "%y")
+            epilogue.byte_chunk(self, ep, groups, "%x", "%pm", "%pn", "%rb", "%gd", "%ldc", "%ldd", guards)
 
         def edge() -> None:
             epilogue.zero_inputs(self, ep)
@@ -1007,6 +1055,9 @@ class _Writer(PtxBuilder):
                     if cfg.epilogue is not None:
                         self.apply_epilogue(i, r, c, edge)
                     ins(f"mad.wide.u32 %gc, %ldd, {r * self.dbytes}, %rp;" if r else "mov.u64 %gc, %rp;")
+                    if cfg.epilogue is not None and cfg.epilogue.packs:
+                        self.store_packed_pair(i, c, edge)
+                        continue
                     if not edge:
                         self.store_acc_pair("global", f"[%gc+{c * self.dbytes}]", i)
                         continue
