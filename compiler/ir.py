@@ -376,7 +376,8 @@ OP_DEFS: dict[str, OpDef] = {
                                    persistent=Opt(Enum(*SCHEDULE_PERSISTENT), blame="schedule.persistent"),
                                    raster=Opt(U32, blame="schedule.raster"),
                                    split_k=Opt(SplitK(), blame="schedule.split_k"),
-                                   accumulators=Opt(U32, blame="schedule.accumulators"))),
+                                   accumulators=Opt(U32, blame="schedule.accumulators"),
+                                   promote=Opt(U32, blame="schedule.promote"))),
     # alpha / beta: decimal literals as written, or "param" (absent: 1)
     "tilec.epilogue": OpDef(_attrs(alpha=Opt(Str(), blame="epilogue.alpha"), beta=Opt(Str(), blame="epilogue.beta"),
                                    bias=Opt(Enum(*EPILOGUE_BIAS), blame="epilogue.bias"),

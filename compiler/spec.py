@@ -68,6 +68,9 @@ class ScheduleSpec:
     # tcgen05 tiles: TMEM accumulators (1 or 2: the epilogue of one tile overlaps the MMAs of the next);
     # None = the warp-specialization pass chooses (2 where they fit in the 512 columns)
     accumulators: int | None = None
+    # fp8 sparse wgmma: every N K blocks the wgmma accumulators are added into f32 registers and restart
+    # (two-level accumulation: wgmma's fp8 accumulation keeps fewer bits than f32); None = no promotion
+    promote: int | None = None
 
 
 # The fused epilogue (README "DSL tour"): D = convert(scale * act(alpha*(A*B) + beta*C + bias)), converted

@@ -290,7 +290,9 @@ def _schedule(t: TileSpec) -> list[str]:
                        None if s.cluster == 1 else f"cluster={_uint(s.cluster, 'schedule.cluster', 'cluster')}",
                        *_schedule_options(s),
                        None if getattr(s, "accumulators", None) is None else
-                       f"accumulators={_uint(s.accumulators, 'schedule.accumulators', 'accumulators', positive=True)}")]
+                       f"accumulators={_uint(s.accumulators, 'schedule.accumulators', 'accumulators', positive=True)}",
+                       None if getattr(s, "promote", None) is None else
+                       f"promote={_uint(s.promote, 'schedule.promote', 'promote', positive=True)}")]
 
 
 def _schedule_options(s: ScheduleSpec) -> list[str | None]:

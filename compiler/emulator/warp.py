@@ -208,7 +208,7 @@ class WarpMachine:
                  rng: np.random.Generator | int | None = None, dynamic_smem: int = 0,
                  dynamic_at: int | None = None, shared_base: int = 0, tensor_maps: dict | None = None,
                  garbage_smem: bool = True, max_rounds: int = 100_000, policy: str | None = None,
-                 smem_limit: int | None = None):
+                 smem_limit: int | None = None, fp8_acc_bits: int | None = None):
         if order not in ("forward", "reverse", "random"):
             raise ValueError(f"order {order!r}")
         if land not in ("eager", "lazy"):
@@ -225,6 +225,10 @@ class WarpMachine:
         self.dynamic_smem, self.dynamic_at, self.shared_base = dynamic_smem, dynamic_at, shared_base
         self.tmaps = tensor_maps or {}
         self.garbage_smem, self.max_rounds = garbage_smem, max_rounds
+        # a model of fp8 wgmma's reduced-precision sums (None: exact f32, the default): each fp8 wgmma's
+        # result keeps this many significant bits, the rest truncated toward zero (the DeepSeek-V3 report's
+        # "about 14 bits retained" on Hopper; PTX specifies nothing: compiler/isa/wgmma.py PROMOTED_A_TYPES)
+        self.fp8_acc_bits = fp8_acc_bits
         self.stats = {"cp.async": 0, "ldmatrix": 0, "mma": 0, "tma": 0, "wgmma": 0, "arrive": 0, "multicast": 0,
                       "async": 0}                                # operations completed after their issue
         self.pending: list[Pending] = []
@@ -683,7 +687,10 @@ class WarpMachine:
             old = w.r[reg] if op["scale_d"] else np.zeros(32, np.uint64)
             if form.c_type == "f32":
                 v = old.astype(np.uint32).view(np.float32).astype(np.float64) + prod[row, col]
-                w.r[reg] = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+                bits = v.astype(np.float32).view(np.uint32)
+                if self.fp8_acc_bits is not None and form.a_type in ("e4m3", "e5m2"):
+                    bits = bits & np.uint32(~((1 << (24 - self.fp8_acc_bits)) - 1) & 0xFFFFFFFF)
+                w.r[reg] = bits.astype(np.uint64)
             else:
                 v = old.astype(np.uint32).view(np.int32).astype(np.int64) + np.rint(prod[row, col]).astype(np.int64)
                 w.r[reg] = (v & 0xFFFFFFFF).astype(np.uint64)

@@ -440,9 +440,10 @@ class Builder:
 
     def schedule(self, st, f, locs):
         """schedule cta=128x128x64 warps=2x2 stages=3 [mma=sync|wgmma] [cluster=1|2]
-        [persistent=none|static|clc] [raster=G] [split_k=N|stream] [accumulators=1|2];"""
+        [persistent=none|static|clc] [raster=G] [split_k=N|stream] [accumulators=1|2] [promote=N];"""
         _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None, "mma": None, "cluster": None,
-                                     "persistent": None, "raster": None, "split_k": None, "accumulators": None})
+                                     "persistent": None, "raster": None, "split_k": None, "accumulators": None,
+                                     "promote": None})
         if "cta" not in kv:
             self.error("'schedule' needs cta=MxNxK", st.end_loc, "e.g. 'schedule cta=128x128x64 warps=2x2 stages=3;'")
 
@@ -486,6 +487,9 @@ class Builder:
         if "accumulators" in kv:
             sched.accumulators = self.int_value(kv["accumulators"].value, "accumulators")
             locs["schedule.accumulators"] = kv["accumulators"].value.loc
+        if "promote" in kv:
+            sched.promote = self.int_value(kv["promote"].value, "promote")
+            locs["schedule.promote"] = kv["promote"].value.loc
         f["schedule"] = sched
 
     def scalar(self, v: Value, what: str) -> str:

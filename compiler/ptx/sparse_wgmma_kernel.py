@@ -111,8 +111,8 @@ from ..isa.targets import MAX_PTX, Version, dynamic_smem_limit, format_version
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
 from ..passes.resources import check_shared_memory
-from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
-                         WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
+from ..isa.wgmma import (MAX_ATOM_BYTES, PROMOTED_A_TYPES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS,
+                         WGMMA_TARGET, WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
 from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head
@@ -137,6 +137,9 @@ META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): spa
 SMEM_ALIGN = 1024              # the 128-byte swizzle repeat: regions on it need base offset 0
 CHUNK = 16                     # bytes of one vector store of the D copy-out
 MAX_ACCUMULATORS = 128         # per thread (m64n256 f32: 64*256/128); more does not fit 168 registers
+# registers of a consumer thread besides its accumulators (ptxas -v: 166 in all with promote=4 and 2 x 64
+# accumulators at 128 x 128, 384 threads); promote= needs 2 x accumulators + these within .maxnreg
+OTHER_REGISTERS = 40
 REGS_PER_SM = 65536
 
 
@@ -207,6 +210,7 @@ class SparseWgmmaConfig(RingGeometry):
     stage_d: bool = True                 # D through shared memory (coalesced stores) when it fits
     cluster_m: int = 1                   # 2: CTA pairs along M share B (each loads half, multicast to both)
     epilogue: EpiloguePlan | None = None # the DSL's epilogue (tilec.epilogue_plan): applied before D is stored
+    promote: int | None = None           # fp8: every N K blocks %acc is added into %pacc (f32) and restarts
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -446,6 +450,16 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
             raise SpecError(f"the epilogue plan (acc {ep.acc}, D {ep.out}, C {ep.c}) does not match the kernel "
                             f"(acc {cfg.acc_type}, D {out}, C {'read' if cfg.accumulate_c else 'absent'})",
                             field="epilogue")
+    if cfg.promote is not None:
+        if form.a_type not in PROMOTED_A_TYPES or not _is_int(cfg.promote) or cfg.promote < 1:
+            raise SpecError(f"promote={cfg.promote}: the two-level accumulation takes fp8 A "
+                            f"({' / '.join(PROMOTED_A_TYPES)}) and N >= 1 K blocks", field="schedule.promote")
+        if 2 * cfg.accumulators + OTHER_REGISTERS > cfg.max_regs:
+            raise SpecError(f"promote= doubles the accumulators: {cfg.wg_m} x {cfg.cta_n} per consumer warpgroup "
+                            f"needs 2 x {cfg.accumulators} f32 registers per thread, and {cfg.threads} threads "
+                            f"have {cfg.max_regs} (.maxnreg) with some {OTHER_REGISTERS} for the rest",
+                            field="schedule.promote",
+                            hint="use cta=128x128x128 warps=8x1 (2 x 64 accumulators), or drop promote=")
     if cfg.selector not in wf.selectors:
         raise SpecError(f"sparsity selector {cfg.selector} is not valid for wgmma.mma_async.sp with "
                         f"{form.a_type} (valid: {', '.join(map(str, wf.selectors))}; PTX 9.7.15.6.1)",
@@ -531,7 +545,8 @@ class _Writer(PtxBuilder):
         out.append(f"// CTA {cfg.cta_m}x{cfg.cta_n}x{cfg.cta_k}: 1 TMA producer + {cfg.consumers} consumer "
                    f"warpgroups of {cfg.wg_m} rows, {cfg.stages} stages of {cfg.stage_bytes} B [A {r['A'].bytes} B "
                    f"{r['A'].swizzle} | B {r['B'].bytes} B {r['B'].swizzle} | metadata {r['E'].bytes} B], D "
-                   f"{cfg.out_type} ({'staged' if cfg.staged_d else 'direct'}), raster group {cfg.raster_group}")
+                   f"{cfg.out_type} ({'staged' if cfg.staged_d else 'direct'}), raster group {cfg.raster_group}"
+                   + (f", fp8 sums promoted into f32 every {cfg.promote} K blocks" if cfg.promote else ""))
         out += target_lines(format_version(self.ptx), cfg.target)
         out += [f".extern .shared .align {SMEM_ALIGN} .b8 {self.smem}[];", ""]
         self.directives += [f".maxntid {cfg.threads}, 1, 1", f".maxnreg {cfg.max_regs}"]
@@ -546,6 +561,9 @@ class _Writer(PtxBuilder):
         self.declare("u64", "%bc", "%bd", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
+        if cfg.promote is not None:      # the promoted f32 sums; %pk: K blocks since the last promotion
+            self.declare("f32", f"%pacc<{cfg.accumulators}>")
+            self.declare("u32", "%pk")
         if cfg.epilogue is not None:
             epilogue.declare(self, cfg.epilogue, "%rb")
 
@@ -707,6 +725,8 @@ class _Writer(PtxBuilder):
                 self.count_up("%kb", 1, "%p1", "%nkb", done, exit_at_limit=True)
         self.put(done)
         ins("wgmma.wait_group.sync.aligned 0;")
+        if cfg.promote is not None:
+            self.promote_final()
         self.epilogue()
 
     def k_block(self, buf: int) -> None:
@@ -725,6 +745,8 @@ class _Writer(PtxBuilder):
                 ins(f"ld.shared.b32 %meta{(buf * mb + j) * ks + s}, [%y+{d}];")
         ins(f"shr.u32 %x, %x, 4;")
         ins("cvt.u64.u32 %sd, %x;")
+        if cfg.promote is not None:
+            ins("setp.ne.u32 %p13, %pk, 0;                  // scale-d of k-step 0: false right after a promotion")
         ins("wgmma.fence.sync.aligned;                   // accumulators and metadata registers before wgmma")
         opcode = self.opcode()
         for s in range(ks):
@@ -739,7 +761,8 @@ class _Writer(PtxBuilder):
                     ins(f"add.u64 %da, %da, {a_off};")
                 base = j * cfg.acc_per_block
                 accs = "{" + ", ".join(f"%acc{base + i}" for i in range(cfg.acc_per_block)) + "}"
-                ins(f"{opcode} {accs}, %da, %db, %meta{(buf * mb + j) * ks + s}, {cfg.selector}, %p4{self.tail()};")
+                scale_d = "%p13" if cfg.promote is not None and s == 0 else "%p4"
+                ins(f"{opcode} {accs}, %da, %db, %meta{(buf * mb + j) * ks + s}, {cfg.selector}, {scale_d}{self.tail()};")
         ins("wgmma.commit_group.sync.aligned;")
         ins("wgmma.wait_group.sync.aligned 1;             // the previous block's group is complete")
         ins("setp.ne.u32 %p5, %kb, 0;")
@@ -751,7 +774,35 @@ class _Writer(PtxBuilder):
         # (388 vs 952 TFLOP/s)
         self.ring.release("%pn", "%p5", "%x", "%y", cfg.cluster_m)
         ins("mov.u32 %pn, %st;")
+        if cfg.promote is not None:
+            self.promote_every(buf)
         self.ring.advance(self.state, "%p1")
+
+    # -- fp8 promotion (schedule promote=N) ------------------------------------------------------------
+    def promote_every(self, buf: int) -> None:
+        """After K block %kb's wgmma group was committed: every `promote` blocks wait for it (wait_group 0),
+        add the wgmma accumulators into the f32 sums %pacc and let the next block's first k-step overwrite
+        them (scale-d = 0, %p13): the two-level accumulation of fp8 (compiler/isa/wgmma.py PROMOTED_A_TYPES).
+        The block counter %pk is uniform over the CTA, so the branch is too."""
+        cfg, ins = self.cfg, self.ins
+        skip = self.label(f"NO_PROMOTION{buf}")
+        ins("add.u32 %pk, %pk, 1;")
+        ins(f"setp.lt.u32 %p12, %pk, {cfg.promote};")
+        ins(f"@%p12 bra.uni {skip};")
+        ins("wgmma.wait_group.sync.aligned 0;             // this block's sums are in %acc")
+        for r in range(cfg.accumulators):
+            ins(f"add.f32 %pacc{r}, %pacc{r}, %acc{r};")
+        ins("mov.u32 %pk, 0;")
+        self.put(skip)
+
+    def promote_final(self) -> None:
+        """After the last K block: the sums since the last promotion (%pk blocks, maybe none) into %pacc,
+        and %pacc back into %acc, where the epilogue reads the accumulators."""
+        cfg, ins = self.cfg, self.ins
+        ins("setp.ne.u32 %p12, %pk, 0;                  // K blocks since the last promotion")
+        for r in range(cfg.accumulators):
+            ins(f"@%p12 add.f32 %pacc{r}, %pacc{r}, %acc{r};")
+            ins(f"mov.f32 %acc{r}, %pacc{r};")
 
     # -- accumulators and D ---------------------------------------------------------------------------
     def thread_row(self) -> None:
@@ -844,9 +895,20 @@ class _Writer(PtxBuilder):
     def init_acc(self) -> None:
         cfg, ins = self.cfg, self.ins
         zero = "0f00000000" if self.acc == ".f32" else "0"
+        if cfg.promote is not None:      # C (or 0) starts the f32 sums; the first block overwrites %acc
+            ins("mov.u32 %pk, 0;")
+            for r in range(cfg.accumulators):
+                ins(f"mov.f32 %acc{r}, {zero};")
+            self.init_registers("%pacc", zero)
+            return
+        self.init_registers("%acc", zero)
+
+    def init_registers(self, regs: str, zero: str) -> None:
+        """`regs`{0..} = the C fragments of the tile (preload_c) or zero."""
+        cfg, ins, acc = self.cfg, self.ins, self.acc
         if not cfg.preload_c:
             for r in range(cfg.accumulators):
-                ins(f"mov{self.acc} %acc{r}, {zero};")
+                ins(f"mov{acc} {regs}{r}, {zero};")
             return
         ins("// C fragments into the accumulators (Figure 149 layout)")
         self.global_pointer("%gc", "c")
@@ -855,15 +917,15 @@ class _Writer(PtxBuilder):
         def interior() -> None:
             for _j, i, r, c in self.pairs():
                 ins(f"mad.wide.u32 %gd, %ldc, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
-                ins(f"ld.global.v2{self.acc} {{%acc{i}, %acc{i + 1}}}, [%gd+{c * self.abytes}];")
+                ins(f"ld.global.v2{acc} {{{regs}{i}, {regs}{i + 1}}}, [%gd+{c * self.abytes}];")
 
         def edge() -> None:            # C outside D reads as 0 (those accumulators are never stored)
             for _j, i, r, c in self.pairs():
                 self.pair_guards(r, c)
                 ins(f"mad.wide.u32 %gd, %ldc, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
                 for e in range(2):
-                    ins(f"mov{self.acc} %acc{i + e}, {zero};")
-                    ins(f"@%p{8 + e} ld.global{self.acc} %acc{i + e}, [%gd+{(c + e) * self.abytes}];")
+                    ins(f"mov{acc} {regs}{i + e}, {zero};")
+                    ins(f"@%p{8 + e} ld.global{acc} {regs}{i + e}, [%gd+{(c + e) * self.abytes}];")
 
         self.edge_split(interior, edge)
 
@@ -1184,6 +1246,7 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "requires": [],
         # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (_Writer.raster)
         "limits": launch_limits("MNK", ["tiles", "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"],
+        **({"promote": cfg.promote} if cfg.promote is not None else {}),
         "batch": "grid y: the batch index; C and D at batch_stride_c / batch_stride_d elements per batch, A, "
                  "metadata and B through rank-3 tensor maps (their batch strides in the maps)",
         **extra,
@@ -1277,4 +1340,4 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
     return SparseWgmmaConfig(name, form, target, cta_m=schedule.cta_m, cta_n=schedule.cta_n, cta_k=schedule.cta_k,
                              consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
                              ptx_version=ptx_version, cluster_m=schedule.cluster, accumulate_c=accumulate_c,
-                             d_type=d_type, epilogue=epilogue, **raster)
+                             d_type=d_type, epilogue=epilogue, promote=getattr(schedule, "promote", None), **raster)
