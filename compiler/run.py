@@ -212,6 +212,30 @@ def _tcgen05_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: in
     return _Problem((dev["A"], dev["B"].T), kwargs, ref, scale, p.d_type, None)
 
 
+def _ws_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib) -> _Problem:
+    """The warp-specialised tcgen05 kernel's problem: the emulator's (compiler/emulator/tcgen05.py ws_host),
+    its buffers uploaded as the ABI types them (A [M][K], B [N][K] passed as its K x N transpose)."""
+    import numpy as np
+
+    from .emulator.tcgen05 import _scaled_operands, ws_host
+    from .runtime import abi as rabi
+    from .runtime.kernel import upload
+
+    h = ws_host(result, tile, kernel.abi, m, n, k, seed)
+    want = rabi.buffers(kernel.abi, m, n, k)
+    dev = {name: upload(h.args[name], lib.__name__, want[name].element, want[name].shape)
+           for name in want if name in h.args and name != "D"}
+    kwargs = {kw: dev[name] for kw, name in (("scale_a", "SFA"), ("scale_b", "SFB"), ("metadata", "META"),
+                                             ("bias", "bias")) if name in dev}
+    kwargs.update({key: h.args[key] for key in ("alpha", "beta") if key in h.args})
+    if h.atol is not None:         # the epilogue's tolerance, as a multiple of D's unit
+        scale = h.atol / tolerance(h.problem.d_type)
+    else:
+        a, b = _scaled_operands(h.problem)
+        scale = np.abs(a) @ np.abs(b).T
+    return _Problem((dev["A"], dev["B"].T), kwargs, h.ref, scale, h.problem.d_type, None)
+
+
 def _host_d(d, lib, d_type: str):
     import numpy as np
 
@@ -241,10 +265,11 @@ def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, 
         raise RunError(str(e) if "emulate" in str(e) else f"{e} (or run it on the CPU emulator: --emulate)") \
             from None
     name, lib = _array_library()
-    make = _tcgen05_problem if kernel.tcgen05 else _sparse_problem
+    make = _tcgen05_problem if kernel.tcgen05 else _ws_problem if kernel.abi.get("kernel_kind") == "tcgen05_ws" \
+        else _sparse_problem
     prob = make(kernel, result, tile, m, n, k, seed, lib)
     lines, ok = [], True
-    where = f"{tile}: {m} x {n} x {k} on {kernel._dev.name} (sm_{''.join(map(str, kernel._dev.compute_capability))})"
+    where = f"{tile}: {m} x {n} x {k} on {kernel.device.name} (sm_{kernel.device.sm})"
     if check:
         d = kernel(*prob.args, **prob.kwargs)
         if name == "torch":

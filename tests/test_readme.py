@@ -103,22 +103,29 @@ def _launch_rows() -> dict[str, list[str]]:
 
 
 def _variants(cell: str) -> list[tuple[str | None, str]]:
-    """`(expr)` and `cond=V`: `(expr)` pieces of a table cell, in order."""
-    return [(cond or None, expr) for cond, expr in re.findall(r"(?:`(\w+=\d+)`: )?`(\([^`]*\))`", cell)]
+    """`(expr)` and `cond=V [cond=V ...]`: `(expr)` pieces of a table cell, in order."""
+    return [(cond or None, expr) for cond, expr in re.findall(r"(?:`(\w+=\w+(?: \w+=\w+)*)`: )?`(\([^`]*\))`", cell)]
+
+
+def _holds(cond: str, spec) -> bool:
+    field, value = cond.split("=")
+    if field == "staged":               # tcgen05_ws: staging warps for sparse metadata / scale factors
+        return int(spec.sparsity is not None or spec.block_scale is not None) == int(value)
+    if field == "cta_group":
+        return spec.cta_group == int(value)
+    if field == "persistent":           # the sparse wgmma kernel's persistent CTAs
+        return (spec.schedule.persistent if spec.schedule else "none") == value
+    return (spec.schedule.cluster if spec.schedule else 1) == int(value)
 
 
 def _pick(cell: str, spec) -> tuple | None:
+    """The cell's unconditional `(expr)`, or the last one whose conditions all hold for `spec`."""
     chosen = None
     for cond, expr in _variants(cell):
         if cond is None:
             chosen = chosen or expr
             continue
-        field, value = cond.split("=")
-        if field == "staged":           # tcgen05_ws: staging warps for sparse metadata / scale factors
-            actual = int(spec.sparsity is not None or spec.block_scale is not None)
-        else:
-            actual = spec.cta_group if field == "cta_group" else (spec.schedule.cluster if spec.schedule else 1)
-        if actual == int(value):
+        if all(_holds(c, spec) for c in cond.split()):
             chosen = expr
     return chosen
 
@@ -150,6 +157,7 @@ def test_launch_table_matches_emit_json(path):
         env.update({k: abi[k] for k in ("tile_m", "tile_n", "consumers") if k in abi})
         env["batch"] = 3                  # the sparse wgmma kernel's batch (grid y)
         env["multiprocessors"] = 148    # a persistent kernel's grid: the device's multiprocessors
+        env["max_ctas_per_sm"] = abi.get("max_ctas_per_sm", 1)
         sched = spec.schedule
         env["warps"] = sched.warps_m * sched.warps_n if sched else 1
         if "tiles" in abi:

@@ -12,6 +12,7 @@ import pytest
 
 from compiler.runtime import DeviceError
 from compiler.runtime.capture import relaxed_capture_mode
+from compiler.runtime.driver import CudaDriver
 
 
 class Mode(enum.IntEnum):           # CUstreamCaptureMode's values (cuda.h)
@@ -70,8 +71,8 @@ def test_a_refused_exchange_is_a_device_error(driver):
 
 
 def test_tensor_maps_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatch):
-    """Kernel._tensor_maps (the one synchronous driver work a launch can do after the module is loaded)
-    runs inside relaxed_capture_mode: the encoding, the allocation and the copy all see the relaxed mode,
+    """Kernel._tensor_maps (the one synchronous driver work a launch can do after the module is loaded,
+    through compiler/runtime/driver.py's CudaDriver.tensor_maps) runs inside relaxed_capture_mode: the encoding, the allocation and the copy all see the relaxed mode,
     the thread's mode is back afterwards, and the maps are cached per set of buffers."""
     import os
 
@@ -80,9 +81,9 @@ def test_tensor_maps_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatc
 
     seen = []
 
-    def encode(abi, m, n, k, addresses, *layout):      # layout: row / batch strides, batch (defaults here)
+    def encode(maps, addresses):           # the maps of a_values, b, a_metadata
         seen.append(("encode", driver.mode))
-        return bytes(384)                  # 3 CUtensorMaps of 128 bytes (the ABI's tensor_maps buffer)
+        return bytes(128 * len(maps))      # 3 CUtensorMaps of 128 bytes (the ABI's tensor_maps buffer)
 
     def mem_alloc(size):
         seen.append(("alloc", driver.mode))
@@ -92,10 +93,13 @@ def test_tensor_maps_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatc
         seen.append(("copy", driver.mode))
         return (Result.CUDA_SUCCESS,)
 
-    monkeypatch.setattr(sparse_wgmma_kernel, "encode_tensor_maps", encode)
+    monkeypatch.setattr(sparse_wgmma_kernel, "encode_tiled_maps", encode)
     driver.cuMemAlloc, driver.cuMemcpyHtoD = mem_alloc, memcpy_htod
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     kernel = load(os.path.join(root, "examples", "sparse_wgmma_f16.tile"))
+    cuda_driver = object.__new__(CudaDriver)           # its tensor_maps, on the stand-in cuda.bindings.driver
+    cuda_driver._cu = driver
+    kernel._driver = cuda_driver
     ptrs = {"a_values": 0x1000_0000, "a_metadata": 0x2000_0000, "b": 0x3000_0000}
     assert kernel._tensor_maps(512, 512, 256, ptrs) == 0x7000_0000
     relaxed = Mode.CU_STREAM_CAPTURE_MODE_RELAXED

@@ -105,8 +105,17 @@ def test_raster_reaches_the_kernel():
     assert "min.u32 %x, %x, 8;" in default and "min.u32 %x, %x, 3;" not in default
 
 
-@pytest.mark.parametrize("extra,field", [(" persistent=static", "persistent"), (" split_k=4", "split_k"),
-                                         (" split_k=stream", "split_k")])
+def test_persistent_reaches_the_kernel():
+    """persistent=static: the wgmma kernel's work loop over tiles ctaid.x, += nctaid.x (its ABI grid counts
+    the device's multiprocessors); tests/test_sparse_wgmma_sched.py runs it."""
+    res = compile_source(TILE.format(extra=" persistent=static"), "t.tile")
+    abi = res.to_json()["tiles"]["t"]["kernel"]
+    assert abi["persistent"] and abi["grid"][0] == "min(tiles, multiprocessors * max_ctas_per_sm)"
+    assert "add.u32 %t, %t, %ts;" in res.ptx
+    assert "%nctaid.x" not in compile_source(TILE.format(extra=""), "t.tile").ptx
+
+
+@pytest.mark.parametrize("extra,field", [(" split_k=4", "split_k"), (" split_k=stream", "split_k")])
 def test_what_the_kernel_lacks_is_refused_where_written(extra, field):
     out = _error(extra)
     line = "  schedule cta=128x256x64 warps=8x1 stages=4 mma=wgmma" + extra + ";"

@@ -207,10 +207,10 @@ class _KernelShim:
     def __init__(self, text: str, abi: dict):
         self.text, self.abi = text, abi
 
-    def grid(self, m: int, n: int, k: int, batch: int = 1):
+    def grid(self, m: int, n: int, k: int, batch: int = 1, multiprocessors: int | None = None):
         from ..runtime import abi as abi_mod
 
-        return abi_mod.grid_blocks(self.abi, m, n, k, batch=batch)
+        return abi_mod.grid_blocks(self.abi, m, n, k, multiprocessors, batch)
 
 
 def _wgmma(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c, batch=1) -> Emulation:

@@ -285,6 +285,9 @@ def pitched(x: np.ndarray, pitch: int, fill: int) -> np.ndarray:
     return out
 
 
+# the SMs of the device a persistent kernel's grid is sized for on the emulator (grid = min(tiles, SMs x
+# CTAs per SM)): two, so that each CTA walks several tiles of any problem of more than two tiles
+EMULATED_MULTIPROCESSORS = 2
 BATCH_GAP = 48          # bytes of poison between the batches of a batched run (a multiple of 16: TMA strides)
 
 
@@ -302,7 +305,8 @@ def stacked(images: list[np.ndarray], fill: int) -> tuple[np.ndarray, int]:
 def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
                      out_type: str, accumulate_c: bool, *, mode: str = "eager", order: str = "forward", seed: int = 0,
                      text: str | None = None, smem_window: int = 528, scalars: dict | None = None,
-                     pad: dict[str, int] | None = None, batch: int = 1, fp8_acc_bits: int | None = None):
+                     pad: dict[str, int] | None = None, batch: int = 1,
+                     multiprocessors: int = EMULATED_MULTIPROCESSORS, fp8_acc_bits: int | None = None):
     """The TMA + mbarrier + wgmma.sp kernel: run `text` (default `kern.text`) on `batch` random problems of
     any M x N x K; returns (D, reference D, machine stats), D and reference `batch` x M x N when batch > 1.
     A is packed as the runtime packs it (compiler.sparse.compress_padded to the ABI's padded sizes); B, C
@@ -313,7 +317,9 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     outside D (the memory model refuses it). The bias (with an epilogue) is shared by the batches. The
     dynamic window sits at `smem_window`, not 1024-aligned (the kernel rounds it up); TMA reads take the
     tensor-map parameters (compiler/ptx/sparse_wgmma_kernel.py `tensor_map_args`), not the opaque bytes.
-    `fp8_acc_bits`: the warp machine's model of fp8 wgmma's reduced-precision sums (default: exact f32)."""
+    A persistent kernel's grid is that of a device with `multiprocessors` SMs (few: each CTA walks several
+    tiles). `fp8_acc_bits`: the warp machine's model of fp8 wgmma's reduced-precision sums (default: exact
+    f32)."""
     from .. import sparse
     from ..ptx.sparse_wgmma_kernel import TMA_MAP_BYTES, TMA_SWIZZLE, padded_sizes, tensor_map_args
     from .parse import EmulationError
@@ -373,7 +379,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
             **t, "address": addr[t["operand"]], "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
             "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]]}
     land, late = WGMMA_MODES[mode]
-    gx, gy, _ = kern.grid(m, n, k, batch)
+    gx, gy, _ = kern.grid(m, n, k, batch, multiprocessors)
     machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (gx, gy), threads,
                           order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
                           dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode), fp8_acc_bits=fp8_acc_bits)

@@ -848,43 +848,61 @@ def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0, policy: st
 # --------------------------------------------------------------------------------------------------
 # The warp-specialised persistent kernel (compiler/ptx/tcgen05_ws_kernel.py)
 
-def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: int, *, ctas: int, seed: int = 0,
-                   policy: str | None = None, dynamic_at: int | None = None):
-    """`host_problem`'s operands (dense or sparse, few significant bits: every partial sum is exact in f32)
-    in the warp-specialised kernel's ABI, run on `ctas` persistent CTAs; returns (D, reference D, machine).
-    A and B are read by TMA only, through the tensor-map parameters `tensor_map_args` gives the driver's
-    encoder; the dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up
-    to 1024)."""
-    from ..ptx.tcgen05_ws_kernel import tensor_map_args
+@dataclass
+class WsHost:
+    """One random problem of the warp-specialised kernel, as both the emulator and `tilec run` on the GPU
+    take it: `problem` (host_problem's operands), `args` (every ABI buffer but the tensor maps, as the bytes
+    of its global-memory image, D poisoned; the fused epilogue's bias; alpha / beta as their f32 values),
+    the reference D, and the absolute tolerance of a fused epilogue (None: D is exact)."""
+    problem: HostProblem
+    args: dict
+    ref: np.ndarray
+    atol: np.ndarray | None
 
+
+def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0) -> WsHost:
+    """`host_problem`'s operands (dense or sparse, few significant bits: every partial sum is exact in f32)
+    in the warp-specialised kernel's ABI for an M x N x K problem, with the reference D."""
     spec = result.tiles[tile].payload
     problem = host_problem(result, tile, m_tiles=m // spec.m, n_tiles=n // spec.n, seed=seed, k=k)
     args = {name: v for name, v in problem.args.items() if name not in ("m_total", "n_total")}
-    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k})
+    ref, atol = reference_d(problem), None
     desc = abi.get("epilogue")
-    if desc is not None:              # the fused epilogue's bias and f32 scalars (passed as their bits)
-        from .sparse_host import epilogue_inputs
+    if desc is not None:              # the fused epilogue's bias and f32 scalars
+        from types import SimpleNamespace
+
+        from .sparse_host import epilogue_atol, epilogue_inputs, epilogue_reference
 
         bias, scalars = epilogue_inputs(desc, m, n, np.random.default_rng(seed + 1))
         if bias is not None:
             args["bias"] = bias
-        for key in ("alpha", "beta"):
-            args[key] = int(np.float32(scalars[key]).view(np.uint32))
+        args.update({key: float(scalars[key]) for key in ("alpha", "beta") if desc[key] == "param"})
+        a, b = _scaled_operands(problem)
+        # a and b carry their scale factors already (the sparse host's scaling is not applied: sfa = sfb = None)
+        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None, sfa=None, sfb=None),
+                                             problem.d_type, desc, bias, scalars)
+        atol = epilogue_atol(bound, pre, desc["act"], problem.d_type)
+    return WsHost(problem, args, ref, atol)
+
+
+def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: int, *, ctas: int, seed: int = 0,
+                   policy: str | None = None, dynamic_at: int | None = None):
+    """`ws_host`'s problem run on `ctas` persistent CTAs; returns (D, reference D, machine). A and B are
+    read by TMA only, through the tensor-map parameters `tensor_map_args` gives the driver's encoder; the
+    dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up to 1024)."""
+    from ..ptx.tcgen05_ws_kernel import tensor_map_args
+
+    host = ws_host(result, tile, abi, m, n, k, seed)
+    args = dict(host.args)
+    for key in ("alpha", "beta"):     # f32 parameters reach the machine as their bits
+        if key in args:
+            args[key] = int(np.float32(args[key]).view(np.uint32))
+    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k})
     machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
                       dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
                       tensor_maps=tensor_map_args(abi, m, n, k))
     machine.run()
-    ref = reference_d(problem)
-    if desc is not None:
-        from types import SimpleNamespace
-
-        from .sparse_host import epilogue_atol, epilogue_reference
-
-        a, b = _scaled_operands(problem)
-        # a and b carry their scale factors already (the sparse host's scaling is not applied: sfa = sfb = None)
-        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None, sfa=None, sfb=None),
-                                             problem.d_type, desc, bias,
-                                             scalars)
-        machine.stats["atol"] = epilogue_atol(bound, pre, desc["act"], problem.d_type)
-    d = machine.gmem.array("D").view(ref.dtype).reshape(m, n)
-    return d, ref, machine
+    if host.atol is not None:
+        machine.stats["atol"] = host.atol
+    d = machine.gmem.array("D").view(host.ref.dtype).reshape(m, n)
+    return d, host.ref, machine

@@ -144,7 +144,7 @@ def _sparse_wgmma(tile: Op, module: Op) -> dict:
             **_sp_mma(form), "sparse": True, **_bits(spec), "cta_m": cfg.cta_m, "cta_n": cfg.cta_n,
             "k_block": cfg.cta_k,
             "tx_bytes": cfg.stage_tx_bytes, "d_bytes": cfg.cta_m * cfg.cta_n * TYPES[cfg.out_type].bits // 8,
-            "copy": "tma", "overlap": True, "persistent": False}
+            "copy": "tma", "overlap": True, "persistent": cfg.persistent}
 
 
 def _sparse_gemm(tile: Op, module: Op) -> dict:

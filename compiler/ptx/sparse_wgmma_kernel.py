@@ -29,6 +29,18 @@ compiler/ptx/sparse_gemm_kernel.py; a different machine underneath:
   plan) the raw f32 accumulators are staged and the plan runs in the copy-out loop, per 16-byte chunk
   (compiler/ptx/epilogue.py: C and bias in one vector load each), or per pair on direct stores.
 
+Persistent CTAs (`persistent=True`; DSL `schedule ... mma=wgmma persistent=static`). The grid is
+min(tiles, multiprocessors x max_ctas_per_sm) per batch (CTA pairs: whole pairs; the runtime evaluates the
+ABI's `grid` with the device's SM count), and every role walks the work items t = ctaid.x, t += nctaid.x
+(pairs: ctaid.x / 2, += nctaid.x / 2, so both CTAs of a pair walk the same tiles) in the raster order above.
+The ring's pipeline state (stage, phase; compiler/ptx/pipeline.py) is set once and carries across tiles
+for the producer and the consumers alike, so the producer runs ahead into the next tile's K blocks as
+soon as slots free up. The consumers free the last slot of a tile right after `wgmma.wait_group 0`, before
+the epilogue, and D's staging does not use the ring: it gets a region of its own after the barriers where
+ring + region fit the target's shared memory (D_REGION_ALIGN), else D is stored from the fragments.
+Each warpgroup stages and copies out only its own rows, so no barrier across consumers is needed: a
+warpgroup's `bar.sync 2 + wg` before staging waits for its own copy-out of the previous tile.
+
 Sparse operands (9.7.15.6). For the 2:4 forms (f16/bf16 .m64nNk32; e4m3/e5m2/s8/u8 .m64nNk64) and 1:2
 tf32 (.m64nNk16), the compressed A of one instruction is 64 rows x 32 bytes in shared memory (a
 K-major canonical layout exactly like a dense operand with half the K), and B is N rows x 64 bytes
@@ -136,6 +148,7 @@ B_STEP_ROW_BYTES = 64          # B of one k-step: N rows x 64 B
 META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): sparse.compress layout
 SMEM_ALIGN = 1024              # the 128-byte swizzle repeat: regions on it need base offset 0
 CHUNK = 16                     # bytes of one vector store of the D copy-out
+D_REGION_ALIGN = 128           # persistent CTAs' staged D region (16 would do for its v4 accesses)
 MAX_ACCUMULATORS = 128         # per thread (m64n256 f32: 64*256/128); more does not fit 168 registers
 # registers of a consumer thread besides its accumulators (ptxas -v: 166 in all with promote=4 and 2 x 64
 # accumulators at 128 x 128, 384 threads); promote= needs 2 x accumulators + these within .maxnreg
@@ -210,6 +223,8 @@ class SparseWgmmaConfig(RingGeometry):
     stage_d: bool = True                 # D through shared memory (coalesced stores) when it fits
     cluster_m: int = 1                   # 2: CTA pairs along M share B (each loads half, multicast to both)
     epilogue: EpiloguePlan | None = None # the DSL's epilogue (tilec.epilogue_plan): applied before D is stored
+    persistent: bool = False             # static persistent CTAs: each walks tiles ctaid.x, += nctaid.x
+    split_k: int = 1                     # K slices per output tile (one CTA each; f32/s32 partials, reduced)
     promote: int | None = None           # fp8: every N K blocks %acc is added into %pacc (f32) and restarts
 
     # -- derived ------------------------------------------------------------------------------------
@@ -282,8 +297,23 @@ class SparseWgmmaConfig(RingGeometry):
         return self.ring_bytes
 
     @property
+    def d_offset(self) -> int:
+        """Offset of the staged D tile from the ring base: the drained ring (one tile per CTA), or, for
+        persistent CTAs, a region of its own after the barriers (the producer refills the ring with the
+        next tile's K blocks while the consumers store this one's D)."""
+        return _align(self.ring.bytes, D_REGION_ALIGN) if self.persistent else 0
+
+    @property
+    def d_region_bytes(self) -> int:
+        """Shared bytes of the persistent CTAs' own staged-D region (0: none)."""
+        return self.cta_m * self.d_pitch if self.persistent and self.staged_d else 0
+
+    @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory to request: alignment slack + ring + 2 x stages mbarriers."""
+        """Dynamic shared memory to request: alignment slack + ring + 2 x stages mbarriers (+ the staged
+        D region of persistent CTAs)."""
+        if self.d_region_bytes:
+            return SMEM_ALIGN + self.d_offset + self.d_region_bytes
         return SMEM_ALIGN + self.ring.bytes
 
     @property
@@ -309,7 +339,13 @@ class SparseWgmmaConfig(RingGeometry):
 
     @property
     def staged_d(self) -> bool:
-        return self.stage_d and self.cta_m * self.d_pitch <= self.ring_bytes
+        """D through shared memory: in the drained ring where the tile fits it, or (persistent CTAs) in a
+        region of its own where ring + region fit the target's shared memory; else direct fragment stores."""
+        if not self.stage_d:
+            return False
+        if self.persistent:
+            return SMEM_ALIGN + self.d_offset + self.cta_m * self.d_pitch <= self.smem_limit
+        return self.cta_m * self.d_pitch <= self.ring_bytes
 
     @property
     def max_regs(self) -> int:
@@ -437,7 +473,9 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
         raise SpecError(f"cluster_m = {cfg.cluster_m}: CTA pairs (2) share B in halves of whole 8-row groups "
                         f"(cta N / 2 a multiple of 8), or 1", field="schedule")
     check_shared_memory(cfg.target, cfg.stages, cfg.stage_bytes, cfg.smem_bytes, per_stage=2 * MBARRIER_BYTES,
-                        fixed=SMEM_ALIGN)
+                        fixed=cfg.smem_bytes - cfg.stages * (cfg.stage_bytes + 2 * MBARRIER_BYTES))
+    if not isinstance(cfg.persistent, bool):
+        raise SpecError(f"persistent must be True or False, not {cfg.persistent!r}", field="schedule.persistent")
     out = cfg.out_type
     ep = cfg.epilogue
     packed = ep is not None and ep.packs          # a 1-byte D: the epilogue's conversions (isa/epilogue_outputs.py)
@@ -479,12 +517,19 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
 class SparseWgmmaPTX(KernelPTX):
     """KernelPTX with a 1-D rasterised grid, 384 (or 256) threads and its dynamic shared memory."""
 
-    def grid(self, m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int]:
+    def grid(self, m: int, n: int, k: int, batch: int = 1, multiprocessors: int | None = None) -> tuple[int, int, int]:
+        """The launch grid (the ABI's `grid`); persistent CTAs need the device's `multiprocessors`."""
         a = self.abi
         if min(m, n, k, batch) <= 0:
             raise SpecError(f"M, N, K, batch = {m}, {n}, {k}, {batch}: each must be at least 1", field="shape")
-        tm = a["tile_m"] * a["cluster"][0]
-        return -(-m // tm) * a["cluster"][0] * -(-n // a["tile_n"]), batch, 1
+        cm = a["cluster"][0]
+        tiles = -(-m // (a["tile_m"] * cm)) * cm * -(-n // a["tile_n"])
+        if a.get("persistent"):
+            if multiprocessors is None:
+                raise SpecError("a persistent kernel's grid depends on the device's multiprocessor count",
+                                field="schedule.persistent")
+            tiles = cm * min(tiles // cm, multiprocessors * a["max_ctas_per_sm"] // cm)
+        return tiles, batch, 1
 
     @property
     def smem_bytes(self) -> int:
@@ -507,6 +552,7 @@ class _Writer(PtxBuilder):
         self.dbytes = TYPES[cfg.out_type].bits // 8
         self.store_type, self.convert = D_STORES.get(cfg.out_type, (None, None))   # a 1-byte D: epilogue.pack
         self.smem = f"{cfg.name}_smem"
+        self.dbase = "%ds" if cfg.persistent and cfg.staged_d else "%sb"     # the staged D tile's base
         self.ring = RingCode(self, cfg.ring, "%sb")
         self.state = PipelineState("%st", "%ph")
         self.add_params("u64", "tensor_maps", *(("c",) if cfg.accumulate_c else ()), "d")
@@ -559,6 +605,8 @@ class _Writer(PtxBuilder):
                      *(("%ldc",) if cfg.accumulate_c else ()), "%ldd", "%bz",
                      "%st", "%ph", "%pst", "%bar", "%pm", "%pn", "%m0", "%n0", "%eb", "%c0", "%c1", "%c2", "%q", "%rk")
         self.declare("u64", "%bc", "%bd", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
+        if cfg.persistent:       # the work loop: item, items, stride; the staged D region's base
+            self.declare("u32", "%t", "%nt", "%ts", *(("%ds",) if cfg.staged_d else ()))
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
         if cfg.promote is not None:      # the promoted f32 sums; %pk: K blocks since the last promotion
@@ -569,13 +617,16 @@ class _Writer(PtxBuilder):
 
     # -- shared pieces ------------------------------------------------------------------------------
     def raster(self) -> None:
-        """%m0, %n0 = origin of tile %ctaid.x: groups of raster_group tile rows, walked column by column
-        (CTAs running together share A and B panels in L2)."""
+        """%m0, %n0 = origin of tile %ctaid.x (persistent CTAs: of work item %t): groups of raster_group
+        tile rows, walked column by column (CTAs running together share A and B panels in L2)."""
         cfg, ins = self.cfg, self.ins
         G = cfg.raster_group
-        ins("mov.u32 %q, %ctaid.x;")
-        if cfg.cluster_m > 1:        # the pair (cluster) walks the raster; its rank picks the M tile
-            ins(f"div.u32 %q, %q, {cfg.cluster_m};                // cluster: consecutive CTAs (PTX .reqnctapercluster)")
+        if cfg.persistent:           # %t counts pair tiles already (work_loop)
+            ins("mov.u32 %q, %t;")
+        else:
+            ins("mov.u32 %q, %ctaid.x;")
+            if cfg.cluster_m > 1:    # the pair (cluster) walks the raster; its rank picks the M tile
+                ins(f"div.u32 %q, %q, {cfg.cluster_m};                // cluster: consecutive CTAs (PTX .reqnctapercluster)")
         ins(f"add.u32 %x, %N, {cfg.cta_n - 1};")
         ins(f"div.u32 %x, %x, {cfg.cta_n};                 // tile columns (the last one partial)")
         ins(f"mul.lo.u32 %x, %x, {G};                 // tiles per group")
@@ -593,6 +644,38 @@ class _Writer(PtxBuilder):
         if cfg.cluster_m > 1:
             ins(f"mad.lo.u32 %m0, %rk, {cfg.cta_m}, %m0;")
         ins(f"mul.lo.u32 %n0, %pn, {cfg.cta_n};")
+
+    def work_count(self) -> None:
+        """Persistent CTAs: %nt = the work items of one batch (tiles; CTA pairs: pair tiles), %ts = the
+        stride between a CTA's items (the grid's CTAs, pairs)."""
+        cfg, ins = self.cfg, self.ins
+        tm = cfg.cta_m * cfg.cluster_m
+        ins(f"add.u32 %x, %M, {tm - 1};")
+        ins(f"div.u32 %x, %x, {tm};")
+        ins(f"add.u32 %nt, %N, {cfg.cta_n - 1};")
+        ins(f"div.u32 %nt, %nt, {cfg.cta_n};")
+        ins("mul.lo.u32 %nt, %nt, %x;                   // work items (tiles) of the batch")
+
+    def work_loop(self) -> str:
+        """Persistent CTAs (static schedule): for (%t = ctaid.x; %t < %nt; %t += nctaid.x), counted in pairs
+        for CTA pairs (both CTAs of a pair walk the same items, so their B halves and releases match).
+        Returns the loop's top label; the ring's pipeline state is NOT reset per item."""
+        cfg, ins = self.cfg, self.ins
+        ins("mov.u32 %t, %ctaid.x;")
+        ins("mov.u32 %ts, %nctaid.x;")
+        if cfg.cluster_m > 1:
+            ins(f"div.u32 %t, %t, {cfg.cluster_m};                // the pair's first item")
+            ins(f"div.u32 %ts, %ts, {cfg.cluster_m};")
+        top = self.label("WORK")
+        self.put(top)
+        ins("setp.ge.u32 %p1, %t, %nt;")
+        ins(f"@%p1 bra.uni {self.end};")
+        ins("// work item %t: a new tile; the ring's stage and phase carry on from the last one")
+        return top
+
+    def next_work(self, top: str) -> None:
+        self.ins("add.u32 %t, %t, %ts;")
+        self.ins(f"bra.uni {top};")
 
     def slot_regs(self) -> None:
         """%pst = shared address of ring slot %st; %bar = its full barrier."""
@@ -616,6 +699,8 @@ class _Writer(PtxBuilder):
         ins(f"and.b32 %sb, %sb, {-SMEM_ALIGN};")
         ins(f"add.u32 %nkb, %K, {cfg.cta_k - 1};")
         ins(f"shr.u32 %nkb, %nkb, {log2(cfg.cta_k)};          // K blocks, the last one partial (TMA zero fill)")
+        if cfg.persistent:
+            self.work_count()
         ins("setp.eq.u32 %p0, %thr, 0;                  // thread 0 initialises the barriers")
         self.ring.init("%p0", "%x", f"full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: "
                        f"one arrival per consumer warp of the cluster ({cfg.ring.empty_arrivals})")
@@ -651,12 +736,19 @@ class _Writer(PtxBuilder):
         for i in range(3):
             ins(f"@%p6 fence.proxy.tensormap::generic.acquire.gpu [%tm{i}], {TMA_MAP_BYTES};")
             ins(f"@%p6 prefetch.tensormap [%tm{i}];")
+        mask = f"mov.b16 %mask, {(1 << cfg.cluster_m) - 1};                      // multicast to both CTAs of the pair"
+        if cfg.persistent:
+            if cfg.cluster_m > 1:
+                ins(mask)
+            self.ring.start(self.state)
+            top = self.work_loop()
         self.raster()
         ins("shr.u32 %c1, %m0, 4;                         // metadata row of the tile (16 rows each)")
-        if cfg.cluster_m > 1:
-            ins(f"mov.b16 %mask, {(1 << cfg.cluster_m) - 1};                      // multicast to both CTAs of the pair")
+        if cfg.cluster_m > 1 and not cfg.persistent:
+            ins(mask)
         ins("mov.u32 %kb, 0;")
-        self.ring.start(self.state)
+        if not cfg.persistent:
+            self.ring.start(self.state)
         loop = self.label("PRODUCE")
         self.put(loop)
         self.slot_regs()
@@ -679,15 +771,19 @@ class _Writer(PtxBuilder):
                     f"[%tm{box.tensor}, {{%c0, {y}, %bz}}], [%bar];")
         self.ring.advance(self.state, "%p1")
         self.count_up("%kb", 1, "%p1", "%nkb", loop)
+        if cfg.persistent:
+            self.next_work(top)
         ins(f"bra.uni {self.end};")
 
     def consumer(self) -> None:
         cfg, ins = self.cfg, self.ins
         ins("// ---- consumers: warpgroup wg >= 1 owns rows (wg-1)*wg_m .. of the tile")
         ins("sub.u32 %wg, %wg, 1;")
-        self.raster()
+        if not cfg.persistent:
+            self.raster()
         self.batch_offsets()
-        self.init_acc()
+        if not cfg.persistent:
+            self.init_acc()
         # slot-0 descriptors: %sb >> 4 in the start-address field, the consumer's first A row block added
         ins("shr.u32 %x, %sb, 4;")
         ins("cvt.u64.u32 %sd, %x;")
@@ -712,8 +808,16 @@ class _Writer(PtxBuilder):
             ins(f"add.u32 %eb, %eb, {e_off0};")
         ins("setp.eq.u32 %p3, %lane, 0;                  // lane 0 signals its warp's release")
         ins("setp.eq.u32 %p4, %thr, %thr;                 // scale-d = true: D = A*B + D")
+        if cfg.persistent:
+            if cfg.staged_d:
+                ins(f"add.u32 %ds, %sb, {cfg.d_offset};           // the staged D tile's own region")
+            self.ring.start(self.state)
+            top = self.work_loop()
+            self.raster()
+            self.init_acc()
         ins("mov.u32 %kb, 0;")
-        self.ring.start(self.state)
+        if not cfg.persistent:
+            self.ring.start(self.state)
         ins("mov.u32 %pn, 0;                              // slot of the previous K block")
         loop, done = self.label("CONSUME"), self.label("MAINLOOP_DONE")
         self.put(loop)
@@ -727,7 +831,14 @@ class _Writer(PtxBuilder):
         ins("wgmma.wait_group.sync.aligned 0;")
         if cfg.promote is not None:
             self.promote_final()
+        if cfg.persistent:
+            # the tile's last block is read: free its slot now, so that the producer loads the next tile's
+            # K blocks while the consumers store this tile's D
+            ins("// the tile's last slot is free (its wgmma group completed)")
+            self.ring.release("%pn", "%p3", "%x", "%y", cfg.cluster_m)
         self.epilogue()
+        if cfg.persistent:
+            self.next_work(top)
 
     def k_block(self, buf: int) -> None:
         """One K block: wait for its slot, metadata -> registers, the wgmma chain, release the block
@@ -995,7 +1106,7 @@ class _Writer(PtxBuilder):
         ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
         ins(f"rem.u32 %pn, %z, {cpr};                      // {'16-byte ' if chunk == CHUNK else ''}chunk within the row")
         ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
-        ins(f"mad.lo.u32 %x, %pm, {pitch}, %sb;")
+        ins(f"mad.lo.u32 %x, %pm, {pitch}, {self.dbase};")
         ins(f"mad.lo.u32 %x, %pn, {chunk}, %x;")
 
     def chunk_guards(self, per: int) -> None:
@@ -1130,11 +1241,16 @@ class _Writer(PtxBuilder):
             self.edge_split(lambda: direct(False), lambda: direct(True))
             return
         pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue is not None else self.dbytes)
-        ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
-        ins("fence.proxy.async.shared::cta;              // the ring was last touched by the async proxy")
-        ins(f"bar.sync 1, {WG_THREADS * cfg.consumers};               // every consumer is done with the ring")
+        if cfg.persistent:
+            ins(f"// accumulators -> padded D tile in its own region (pitch {pitch} B) -> coalesced stores")
+            ins("add.u32 %z, %wg, 2;")
+            ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's copy-out of its last tile is done")
+        else:
+            ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
+            ins("fence.proxy.async.shared::cta;              // the ring was last touched by the async proxy")
+            ins(f"bar.sync 1, {WG_THREADS * cfg.consumers};               // every consumer is done with the ring")
         self.thread_row()
-        ins(f"mad.lo.u32 %x, %x, {pitch}, %sb;")
+        ins(f"mad.lo.u32 %x, %x, {pitch}, {self.dbase};")
         ins(f"mad.lo.u32 %x, %y, {db}, %x;")
         if cfg.epilogue is not None:           # the raw accumulators; the epilogue runs in the copy-out
             for _j, i, r, c in self.pairs():
@@ -1229,6 +1345,12 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
             buffers[name]["batch_stride"] = f"batch_stride_{name}" if name in ("c", "d") else "tensor map"
     extra = epilogue.abi_entries(cfg.epilogue, buffers)
     tiles_m, tiles_n = f"((M + {tm - 1}) // {tm}) * {cfg.cluster_m}", f"((N + {cfg.cta_n - 1}) // {cfg.cta_n})"
+    cm = cfg.cluster_m
+    # persistent: as many CTAs (pairs) per batch as run at once, never more than there are tiles (pairs)
+    grid_x = "tiles"
+    if cfg.persistent:
+        grid_x = ("min(tiles, multiprocessors * max_ctas_per_sm)" if cm == 1 else
+                  f"{cm} * min(tiles // {cm}, multiprocessors * max_ctas_per_sm // {cm})")
     return {
         **abi_head(cfg.name, "sparse_wgmma", form.name, wgmma_opcode(cfg), cfg.target, ptx, params, buffers),
         "tensor_maps": maps,
@@ -1237,9 +1359,10 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "tile_m": cfg.cta_m, "tile_n": cfg.cta_n, "tile_k": cfg.cta_k, "form_k": form.k,
         "consumers": cfg.consumers, "stages": cfg.stages, "raster_group": cfg.raster_group,
         "cluster": [cfg.cluster_m, 1, 1],
+        "persistent": cfg.persistent,
         "max_ctas_per_sm": 1,
         "block": [cfg.threads, 1, 1],
-        "grid": ["tiles", "batch", 1],
+        "grid": [grid_x, "batch", 1],
         # any M, N, K >= 1: the last tile row / column / K block is partial (module docstring, "Edges")
         "tiles": f"{tiles_m} * {tiles_n}",
         "dynamic_smem_bytes": cfg.smem_bytes,
@@ -1286,6 +1409,14 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
     """The 3 x 128 bytes the kernel's `tensor_maps` points to, encoded by the CUDA driver
     (cuTensorMapEncodeTiled through ctypes); `addresses` maps a_values / b / a_metadata to device
     pointers. Copy the result to 64-byte-aligned global memory before the launch."""
+    return encode_tiled_maps(tensor_map_args(abi, m, n, k, row_bytes, batch, batch_bytes), addresses)
+
+
+def encode_tiled_maps(maps: list[dict], addresses: dict[str, int]) -> bytes:
+    """128 bytes per map of `maps` (cuTensorMapEncodeTiled's arguments as `tensor_map_args` gives them:
+    data_type, dims and strides innermost first, box, element_strides, swizzle, l2_promotion; `operand`
+    names the buffer in `addresses`), encoded by the CUDA driver through ctypes, in order. Any kernel's
+    maps (this one's, compiler/ptx/tcgen05_ws_kernel.tensor_map_args) go through here."""
     import ctypes
 
     lib = ctypes.CDLL("libcuda.so.1")
@@ -1296,7 +1427,7 @@ def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, i
                    ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     fn.restype = ctypes.c_int
     out = b""
-    for a in tensor_map_args(abi, m, n, k, row_bytes, batch, batch_bytes):
+    for a in maps:
         # the CUtensorMap the driver writes must be 64-byte aligned: over-allocate and align
         buf = (ctypes.c_uint8 * (TMA_MAP_BYTES + 64))()
         at = (ctypes.addressof(buf) + 63) // 64 * 64
@@ -1329,10 +1460,9 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
         raise SpecError(f"warps={schedule.warps_m}x{schedule.warps_n}: mma=wgmma takes 4 or 8 consumer warps "
                         f"along M (1 or 2 warpgroups; each warp supplies the metadata of 16 rows, PTX 9.7.15.6.2)",
                         field="schedule.warps", hint="write warps=8x1")
-    if schedule.persistent != "none":
-        raise SpecError(f"persistent={schedule.persistent}: the wgmma kernel launches one CTA per output tile; its "
-                        f"persistent tile loop is not implemented yet", field="schedule.persistent",
-                        hint="leave persistent= out")
+    if schedule.persistent not in ("none", "static"):
+        raise SpecError(f"persistent={schedule.persistent}: the wgmma kernel's persistent CTAs are scheduled "
+                        f"statically", field="schedule.persistent", hint="write persistent=static")
     if schedule.split_k != 1:
         raise SpecError(f"split_k={schedule.split_k}: the wgmma kernel walks the whole K in one CTA; split-K and "
                         f"stream-K are not implemented yet", field="schedule.split_k", hint="leave split_k= out")
@@ -1340,4 +1470,5 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
     return SparseWgmmaConfig(name, form, target, cta_m=schedule.cta_m, cta_n=schedule.cta_n, cta_k=schedule.cta_k,
                              consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
                              ptx_version=ptx_version, cluster_m=schedule.cluster, accumulate_c=accumulate_c,
-                             d_type=d_type, epilogue=epilogue, promote=getattr(schedule, "promote", None), **raster)
+                             d_type=d_type, epilogue=epilogue, persistent=schedule.persistent == "static",
+                             promote=getattr(schedule, "promote", None), **raster)

@@ -35,12 +35,16 @@ a fresh empty barrier waits for parity 1 ("the phase before the first"), which c
 ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of two 64-byte
 aligned CUtensorMaps, A then B, in global memory), D (u64), M, N, K (u32); A is [M][K] and B [N][K]
 row-major (K-major), D [M][N] row-major in D's type; grid (min(tiles, SM count), 1, 1), block (192, 1, 1), dynamic
-shared memory `dynamic_smem_bytes`, clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `tensor_map_args` gives each map's
-cuTensorMapEncodeTiled arguments (the CPU emulator reads TMA through them).
+shared memory `dynamic_smem_bytes`, clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `buffers` states every
+array (element type, shape in M, N, K) as compiler/runtime/abi.py's buffers family does, so compiler/runtime
+launches this kernel by the path of the TMA + wgmma.sp kernels (`tilec run --check` on a B200).
+`tensor_map_args` gives each map's cuTensorMapEncodeTiled arguments (the runtime's driver encodes them; the
+CPU emulator reads TMA through them).
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from math import gcd
 
 from ..diagnostics import SpecError
 from ..ir import Op
@@ -66,6 +70,7 @@ class _Operand:
 
     def __init__(self, name: str, lay_op: Op, layout, rows: int):
         self.name, self.rows = name, rows
+        self.elem_bits = layout.elem_bits             # bits of one stored element (its container)
         self.offset = lay_op.attrs["offset"]
         self.swizzle = lay_op.attrs["swizzle"]
         # TMA elements: the operand's own, or bytes for packed sub-byte values (fp4 two per byte)
@@ -593,11 +598,48 @@ class _WsKernel:
         self.tile_loop("stage", lambda m0, n0: self.k_loop("stage", lambda i: block(i, m0, n0)))
 
     # ---- ABI ------------------------------------------------------------------------------------
+    def buffers(self) -> dict:
+        """Every array the kernel reads or writes, as compiler/runtime/abi.py's `buffers` family states
+        them (element type, shape expressions in M, N, K; a 4-bit type `packed`, two to a byte, its shape
+        counting elements), the same contract as the TMA + wgmma.sp kernels', so one runtime path encodes
+        the tensor maps, checks the arrays and launches both."""
+        spec = self.spec
+        a, b, d = (spec.operands[x].dtype for x in "ABD")
+        out = {"tensor_maps": {"element": "CUtensorMap", "shape": [len(self.ops)], "bytes": TMA_MAP_BYTES * len(self.ops),
+                               "layout": "tensor maps of " + ", ".join(self.ops) + " (64-byte aligned, global memory); "
+                                         "tcgen05_ws_kernel.tensor_map_args gives the driver's encoder its arguments"}}
+        for name, dtype, rows in (("A", a, "M"), ("B", b, "N")):
+            op = self.ops[name]
+            # stored elements of a row: K * (stored K units per block, in TMA elements of op.bits) / tile_k,
+            # counted in elements of op.elem_bits (sparse A: the kept half)
+            num, den = op.k_block * op.bits, op.elem_bits * self.plan.k_block
+            g = gcd(num, den)
+            num, den = num // g, den // g
+            cols = "K" + (f" * {num}" if num != 1 else "") + (f" / {den}" if den != 1 else "")
+            out[name] = {"element": dtype, "shape": [rows, cols],
+                         "layout": f"[{rows}][{cols}] {dtype} row-major (K-major"
+                                   f"{', the kept half of each row' if self.sparse and name == 'A' else ''}); "
+                                   "read through its tensor map only",
+                         **({"packed": True} if op.elem_bits == 4 else {})}
+        out["D"] = {"element": d, "shape": ["M", "N"], "layout": f"[M][N] {d} row-major (written)"}
+        if self.sparse:
+            chunk = self.tile.facts["tcgen05_metadata"].chunk
+            out["META"] = {"element": "u32", "shape": ["M", f"K / {8 * chunk}"],
+                           "layout": "word w of row r = 4-bit codes of chunks 8w..8w+7"}
+        if self.scaled:
+            per = f"K / {mma_k(self.kind, self.sparse, self.form.k96)} * {self.tile.facts['scale_layouts'][0].nsf}"
+            st = self.tile.facts.get("scale_type") or "ue8m0"
+            for name, rows in (("SFA", "M"), ("SFB", "N")):
+                out[name] = {"element": st, "shape": [rows, per], "layout": "each MMA's factors in K order"}
+        if self.epi is not None and self.epi.bias != "none":
+            out["bias"] = {"element": "f32", "shape": ["N" if self.epi.bias == "col" else "M"]}
+        return out
+
     def abi(self) -> dict:
         spec, plan = self.spec, self.plan
         maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
                  "box": [op.inner, op.rows], "k_per_block": op.k_block} for n, op in self.ops.items()]
-        a, b, d = (spec.operands[x].dtype for x in "ABD")
+        d = spec.operands["D"].dtype
         # persistent: one CTA (pair) per multiprocessor (pair), never more than there are tiles
         grid = ["2 * min(tiles, multiprocessors // 2)" if self.pair else "min(tiles, multiprocessors)", 1, 1]
         return {
@@ -618,9 +660,7 @@ class _WsKernel:
                            "layout": (f"[{'N' if self.epi.bias == 'col' else 'M'}] f32" if n == "bias" else "f32 scalar")}
                           for n in self.epi.params] if self.epi is not None else []),
                        {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"}],
-            "buffers": {"A": f"[M][{'K / 2' if self.sparse else 'K'}] {a} row-major (K-major"
-                             f"{', the kept half of each row' if self.sparse else ''})", "B": f"[N][K] {b} row-major (K-major)",
-                        "D": f"[M][N] {d} row-major"},
+            "buffers": self.buffers(),
             "tensor_maps": maps,
             "requires": [f"M % {spec.m} == 0", f"N % {spec.n} == 0", f"K % {plan.k_block} == 0"],
             # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)

@@ -8,7 +8,8 @@
 memory, requires); `Kernel.__call__` checks every argument (ArgumentError names it, with expected and
 got), packs the parameters (tensor maps encoded by the driver), and launches on the caller's stream.
 Modules are assembled by ptxas through a cache next to the parser's (compiler/runtime/cache.py), or
-JIT-compiled by the driver where no ptxas is found. Nothing here is imported by the CLI's start-up.
+JIT-compiled by the driver where no ptxas is found. Every CUDA call goes through compiler/runtime/driver.py
+(tests give it a recording stand-in). Nothing here is imported by the CLI's start-up.
 """
 from __future__ import annotations
 

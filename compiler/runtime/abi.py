@@ -4,8 +4,10 @@ the launch grid, block, cluster and dynamic shared memory, and each buffer param
 shape for a problem size. Pure Python (no numpy, no CUDA): the argument checks are testable anywhere.
 
 Two ABI families exist:
-* the mma.sp-engine kernels (one-instruction-tile mma.sp, pipelined cp.async GEMM, TMA + wgmma.sp) name
-  their problem sizes M, N, K and describe every buffer under `buffers` (element, shape expressions);
+* the mma.sp-engine kernels (one-instruction-tile mma.sp, pipelined cp.async GEMM, TMA + wgmma.sp) and the
+  warp-specialised persistent tcgen05 kernel (compiler/ptx/tcgen05_ws_kernel.py) name their problem sizes
+  M, N, K and describe every buffer under `buffers` (element, shape expressions); the mma.sp kernels name
+  their operands a_values / a_metadata, b, c, d, the tcgen05 one A, B, D (and META, SFA, SFB);
 * the tcgen05 kernels name them m_total, n_total (K is the tile's own `k`, fixed at compile time) and give
   each parameter a `layout` string such as '[m_total][64] bf16 row-major (K-major)'.
 """
@@ -232,7 +234,7 @@ def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
             packed = bool(b.get("packed"))
             if packed:        # two 4-bit elements per byte (the ABI's shape counts elements)
                 shape[-1] //= 2
-            out[name] = Buffer(name, b["element"], tuple(shape), written=name == "d", packed=packed,
+            out[name] = Buffer(name, b["element"], tuple(shape), written=name in ("d", "D"), packed=packed,
                                pitch=b.get("pitch"))
         return out
     for p in abi["params"]:

@@ -12,7 +12,7 @@ from .errors import ArgumentError, DeviceError, TilecRuntimeError
 # element types a buffer accepts beyond its own name: metadata words are bit patterns (s32 or u32 arrays);
 # tf32 is stored as f32; 4-bit and scale-factor types are bytes to every array library
 _ACCEPTS = {"u32": ("u32", "s32"), "tf32": ("f32", "tf32"), "e2m1": ("u8", "s8"), "e2m3": ("u8", "s8"),
-            "e3m2": ("u8", "s8"), "s4": ("u8", "s8"), "u4": ("u8", "s8"), "ue4m3": ("u8", "e4m3"), "ue8m0": ("u8",)}
+            "e3m2": ("u8", "s8"), "e4m3": ("e4m3", "u8"), "e5m2": ("e5m2", "u8"), "s4": ("u8", "s8"), "u4": ("u8", "s8"), "ue4m3": ("u8", "e4m3"), "ue8m0": ("u8",)}
 ALIGN = 16          # bytes: the kernels' widest global access (16-byte cp.async / vector ld/st, TMA base)
 _BIG_SMEM = 48 * 1024   # beyond this a kernel must opt in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
 
@@ -154,12 +154,20 @@ class Kernel:
         self.abi, self.target, self.ptx, self.cubin, self.tile = abi, target, ptx, cubin, tile
         self.entry = abi_mod.entry(abi)
         self.tcgen05 = abi_mod.is_tcgen05(abi)
+        bufs = {} if self.tcgen05 else abi.get("buffers", {})
+        # the names of B and D in the ABI (mma.sp kernels: b, d; tcgen05 kernels: B, D), and whether A is
+        # passed as stored (tcgen05) rather than packed by pack_a (mma.sp: a_values, a_metadata)
+        self._b = "b" if "b" in bufs else "B"
+        self._d = "d" if "d" in bufs else "D"
+        self.dense_a = self.tcgen05 or "A" in bufs
         self.params = [(p["name"], p["type"]) for p in abi["params"]]
         self._fn = None
         self._device = None
         self._sms = None
-        self._streams: dict[int, object] = {}
+        self.device = None            # the DeviceInfo of the loaded module (compiler/runtime/driver.py)
+        self._driver = None
         self._maps: dict[tuple, int] = {}
+        self._map_args: dict[tuple, list] = {}   # (M, N, K) -> a tcgen05_ws kernel's tensor-map arguments
         self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
         self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
 
@@ -182,7 +190,7 @@ class Kernel:
         checked (ArgumentError naming the first row and chunk that breaks it) and compressed on the host
         (compiler.sparse.compress: synchronising), the result uploaded with A's library (a host A: `library`,
         'torch' or 'cupy', default torch where it is imported)."""
-        if self.tcgen05 or "a_values" not in self.abi.get("buffers", {}):
+        if self.dense_a or "a_values" not in self.abi.get("buffers", {}):
             raise TilecRuntimeError(f"{self.entry} takes a dense A (it has no packed 2:4 operand)")
         from .. import sparse
         from ..diagnostics import SpecError
@@ -270,6 +278,13 @@ class Kernel:
                 raise ArgumentError("B", "shape", f"K x N with K = {stored} (the tile's loop K, fixed when compiled)",
                                     f"shape {b.shape}")
             return a.shape[0], n, k
+        if self.dense_a:              # the warp-specialised tcgen05 kernel: A as stored, K from B's rows
+            if isinstance(a, SparseA):
+                raise ArgumentError("A", "type", "an array (this kernel takes A as stored, META separately)",
+                                    "a SparseA")
+            if len(a.shape) != 2:
+                raise ArgumentError("A", "shape", "a 2-D array", f"shape {a.shape}")
+            return a.shape[0], n, kb * (2 if self.abi["buffers"]["B"].get("packed") else 1)
         if not isinstance(a, SparseA):
             raise ArgumentError("A", "type", "a packed structured-sparse A: kernel.pack_a(A)",
                                 f"{type(a).__module__}.{type(a).__name__}",
@@ -340,52 +355,24 @@ class Kernel:
 
     # ------------------------------------------------------------------ loading
     def _load(self, device_id: int | None) -> None:
-        try:
-            from cuda.bindings import driver
-            from cuda.core import Device, ObjectCode
-        except ImportError as e:
-            raise DeviceError(f"the runtime needs NVIDIA's cuda-core and cuda-bindings (pip install 'tilec[gpu]'): "
-                              f"{e}") from None
-        try:
-            dev = Device(device_id) if device_id is not None else Device()
-            dev.set_current()
-        except Exception as e:          # no driver, no GPU
-            raise DeviceError(f"no usable CUDA GPU ({type(e).__name__}: {e}); "
-                              "`tilec run --emulate` runs a tile on the CPU emulator") from None
-        major, minor = dev.compute_capability
-        sm = major * 10 + minor
-        if not target_runs_on(self.target, sm):
-            raise DeviceError(f"{self.entry} is compiled for {self.target}; this GPU ({dev.name}, sm_{sm}) cannot "
-                              "run it (`tilec run --emulate` runs it on the CPU emulator)")
-        self.image = self.cubin       # the cubin loaded (None: the driver JIT-compiled the PTX)
-        if self.cubin is not None:
-            code = ObjectCode.from_cubin(self.cubin)
-        else:
-            from ..ptxas import find_ptxas
+        from . import driver as driver_mod
 
-            exe = find_ptxas()
-            if exe is None:            # the driver's JIT (it keeps its own cache)
-                code = ObjectCode.from_ptx(self.ptx)
-            else:
-                from .cache import cubin
-
-                arch = self.target if self.target[-1] in "af" else f"sm_{sm}"
-                err, drv = driver.cuDriverGetVersion()
-                self.image, _ = cubin(self.ptx, arch, int(drv), exe)
-                code = ObjectCode.from_cubin(self.image)
-        fn = code.get_kernel(self.entry)
+        drv = driver_mod.current()
+        info = drv.open(device_id)
+        if not target_runs_on(self.target, info.sm):
+            raise DeviceError(f"{self.entry} is compiled for {self.target}; this GPU ({info.name}, sm_{info.sm}) "
+                              "cannot run it (`tilec run --emulate` runs it on the CPU emulator)")
+        arch = self.target if self.target[-1] in "af" else f"sm_{info.sm}"
+        fn, self.image = drv.load(self.entry, self.ptx, self.cubin, arch)   # image: the cubin loaded (None: JIT)
         smem = int(self.abi.get("dynamic_smem_bytes", 0))
         if smem > _BIG_SMEM:
-            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            (err,) = driver.cuKernelSetAttribute(attr, smem, fn.handle, driver.CUdevice(dev.device_id))
-            if err != driver.CUresult.CUDA_SUCCESS:
-                raise DeviceError(f"{self.entry}: cannot opt in to {smem} bytes of dynamic shared memory ({err})")
-        self._code, self._fn, self._dev = code, fn, dev
-        self._device = dev.device_id
-        self._sms = dev.properties.multiprocessor_count
-        from cuda.core import LaunchConfig, launch
-
-        self._launch, self._LaunchConfig = launch, LaunchConfig
+            try:
+                drv.set_max_dynamic_smem(fn, smem, info)
+            except DeviceError as e:
+                raise DeviceError(f"{self.entry}: {e}") from None
+        self._driver, self._fn, self.device = drv, fn, info
+        self._device = info.ordinal
+        self._sms = info.multiprocessors
 
     def load(self, device: int | None = None) -> Kernel:
         """Load the module now (otherwise the first launch does); returns self."""
@@ -395,65 +382,38 @@ class Kernel:
 
     # ------------------------------------------------------------------ streams
     def _stream(self, stream, library: str):
-        from cuda.core import LEGACY_DEFAULT_STREAM, Stream
-
-        if isinstance(stream, Stream):
-            return stream
-        if stream is None:
-            if library == "torch":
-                handle = sys.modules["torch"].cuda.current_stream().cuda_stream
-            elif library == "cupy":
-                handle = sys.modules["cupy"].cuda.get_current_stream().ptr
-            else:
-                handle = 0
-        elif isinstance(stream, int):
-            handle = stream
-        elif hasattr(stream, "cuda_stream"):            # torch.cuda.Stream
-            handle = stream.cuda_stream
-        elif hasattr(stream, "__cuda_stream__"):
-            handle = stream.__cuda_stream__()[1]
-        elif hasattr(stream, "ptr"):                    # cupy.cuda.Stream
-            handle = stream.ptr
-        else:
-            raise ArgumentError("stream", "type", "a cuda.core Stream, a torch or cupy stream or an int handle",
-                                type(stream).__name__)
-        s = self._streams.get(handle)
-        if s is None:
-            s = LEGACY_DEFAULT_STREAM if handle == 0 else Stream.from_handle(handle)
-            self._streams[handle] = s
-        return s
+        return self._driver.stream(stream, library)
 
     def _tensor_maps(self, m: int, n: int, k: int, ptrs: dict[str, int], b_row_bytes: int | None = None,
                      batch: int = 1, batch_bytes: dict | None = None) -> int:
         """A device copy of the kernel's TMA tensor maps for these buffers, encoded by the driver
-        (cuTensorMapEncodeTiled) and cached per (buffers, problem, B's row stride, batch and its strides)."""
-        key = (m, n, k, ptrs["a_values"], ptrs["a_metadata"], ptrs["b"], b_row_bytes, batch,
+        (cuTensorMapEncodeTiled) and cached per (problem, the mapped buffers' addresses, B's row stride,
+        batch and its strides). The kernel's module gives the encoder's arguments
+        (sparse_wgmma_kernel.tensor_map_args, tcgen05_ws_kernel.tensor_map_args)."""
+        if self.abi.get("kernel_kind") == "tcgen05_ws":
+            from ..ptx.tcgen05_ws_kernel import tensor_map_args
+
+            maps = self._map_args.get((m, n, k))
+            if maps is None:
+                maps = self._map_args[(m, n, k)] = tensor_map_args(self.abi, m, n, k)
+        else:
+            from ..ptx.sparse_wgmma_kernel import tensor_map_args
+
+            maps = tensor_map_args(self.abi, m, n, k, {"b": b_row_bytes} if b_row_bytes else None, batch,
+                                   batch_bytes or None)
+        key = (m, n, k, tuple(ptrs.get(t["operand"]) for t in maps), b_row_bytes, batch,
                tuple(sorted((batch_bytes or {}).items())))
         hit = self._maps.get(key)
         if hit is not None:
             return hit
-        from cuda.bindings import driver
-
-        from ..ptx.sparse_wgmma_kernel import encode_tensor_maps
-        from .capture import relaxed_capture_mode
-
-        with relaxed_capture_mode():      # also inside a CUDA graph capture: see compiler/runtime/capture.py
-            data = encode_tensor_maps(self.abi, m, n, k, ptrs, {"b": b_row_bytes} if b_row_bytes else None, batch,
-                                      batch_bytes or None)
-            err, dptr = driver.cuMemAlloc(len(data))      # 256-byte aligned: the maps need 64
-            if err != driver.CUresult.CUDA_SUCCESS:
-                raise DeviceError(f"cannot allocate the tensor maps ({err})")
-            (err,) = driver.cuMemcpyHtoD(dptr, data, len(data))
-        if err != driver.CUresult.CUDA_SUCCESS:
-            raise DeviceError(f"cannot upload the tensor maps ({err})")
-        self._maps[key] = int(dptr)
-        return int(dptr)
+        self._maps[key] = self._driver.tensor_maps(maps, ptrs)
+        return self._maps[key]
 
     # ------------------------------------------------------------------ the launch
     def __call__(self, A, B, C=None, *, out=None, stream=None, scale_a=None, scale_b=None, metadata=None,
                  bias=None, alpha=None, beta=None, scale=None):
         sparse_a = isinstance(A, SparseA)
-        a = A if sparse_a or not self.tcgen05 else view(A, "A")      # _sizes refuses an unpacked sparse A
+        a = A if sparse_a or not self.dense_a else view(A, "A")      # _sizes refuses an unpacked sparse A
         b = view(B, "B")
         batched = "batch" in self.abi         # the sparse wgmma kernel: operands may lead with a batch
         batch, bb = (a.batch if sparse_a else None), {}              # bb: batch strides in bytes
@@ -508,7 +468,7 @@ class Kernel:
         else:
             self._check("A", "A", a, want["A"], dev)
             ptrs["A"] = a.ptr
-        bname = "B" if self.tcgen05 else "b"
+        bname = self._b
         pitches: dict[str, int] = {}
         ldb = self._check(bname, "B", b, want[bname], dev, transposed=True)
         if ldb is not None:
@@ -559,7 +519,7 @@ class Kernel:
             if value is not None and not any(p == (key, "f32") for p in self.params):
                 raise ArgumentError(key, "value", f"None ({self.entry} takes no {key} parameter: its value, if "
                                     "any, is compiled in)", repr(value))
-        dname = "D" if self.tcgen05 else "d"
+        dname = self._d
         if out is None:
             out = _allocate(lead, want[dname], batch=batch)
         v = view(out, "out")
@@ -602,9 +562,9 @@ class Kernel:
                 raise TilecRuntimeError(f"{self.entry}: parameter {name} of type {typ} is unknown to the runtime")
         config = self._configs.get((m, n, k, count))
         if config is None:
-            grid, cluster, block, smem = self.launch_dims(m, n, k, self._sms, count)
-            kw = {"cluster": cluster} if cluster != (1, 1, 1) else {}
-            config = self._LaunchConfig(grid=grid, block=block, shmem_size=smem, **kw)
-            self._configs[(m, n, k, count)] = config
-        self._launch(self._stream(stream, lead.library), config, self._fn, *args)
+            from .driver import LaunchPlan
+
+            config = self._configs[(m, n, k, count)] = self._driver.config(
+                LaunchPlan(*self.launch_dims(m, n, k, self._sms, count)))
+        self._driver.launch(self._stream(stream, lead.library), config, self._fn, args)
         return out

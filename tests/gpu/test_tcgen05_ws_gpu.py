@@ -1,0 +1,96 @@
+"""The persistent warp-specialised tcgen05 GEMM (compiler/ptx/tcgen05_ws_kernel.py) on the GPU through the
+runtime (issue 18): on a B200 (sm_100), `tilec run --check` of every scheduled tcgen05 example (dense f16,
+2:4-sparse f16 with META, block-scaled mxf8f6f4 and mxf4nvf4 with SFA / SFB) and of a CTA pair (clusters of
+two) must match numpy, with more tiles than CTAs (the persistent loop wraps); on an H100 (sm_90) the same
+command must say the tile cannot run there (exit 1, --emulate named, no traceback). The launch plan itself
+(grid, cluster, dynamic shared memory, tensor maps, parameters) is checked without a GPU in
+tests/test_runtime_launch.py."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lark", reason="tilec's parser compiles the examples")
+pytest.importorskip("cuda.core", reason="the runtime runs on cuda-core")
+
+ROOT = Path(__file__).resolve().parents[2]
+EX = ROOT / "examples"
+WS_EXAMPLES = ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
+               "tcgen05_gemm_mxf4nvf4.tile"]
+PAIR = """target sm_100a;
+tile pair {
+  engine tcgen05 cta_group=2;
+  shape M=256 N=128 K=16;
+  A: bf16 smem;
+  B: bf16 smem;
+  D: f32 tmem;
+  schedule cta=256x128x64 stages=4 cluster=2;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def sm100(cupy_device):
+    cp, sm = cupy_device
+    if sm != 100:
+        pytest.skip(f"sm_100a code (tcgen05; an arch-specific `.target`) runs on sm_100 only; the device is sm_{sm}")
+    return cp
+
+
+def _tilec(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    return subprocess.run([sys.executable, "-m", "compiler.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, input=stdin)
+
+
+@pytest.mark.parametrize("name", WS_EXAMPLES)
+def test_ws_example_checks_on_b200(sm100, name):
+    proc = _tilec("run", "--check", str(EX / name))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout
+
+
+def test_ws_more_tiles_than_sms_and_bench(sm100):
+    """4096 x 4096: 1024 tiles of 128 x 128 on 148 CTAs (each loops over ~7 tiles: ring and accumulators
+    wrap many times); --bench times it."""
+    proc = _tilec("run", "--check", "--bench", "--iters", "20", "--shape", "4096,4096,1024",
+                  str(EX / "tcgen05_gemm_f16.tile"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout and "median" in proc.stdout
+
+
+def test_ws_cta_pair_cluster_launch(sm100):
+    """cta_group::2: clusters of (2, 1, 1), min(tiles, SMs / 2) of them; 16 x 16 pair tiles > 74 pairs."""
+    proc = _tilec("run", "--check", "--shape", "4096,2048,512", "-", stdin=PAIR)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout
+
+
+def test_ws_from_torch(sm100, torch_cuda):
+    """The runtime called directly: A [M][K] and B [N][K] f16 as torch tensors (B passed as its K x N view),
+    D allocated by the runtime; exact small values, so D is numpy's bit for bit."""
+    import numpy as np
+
+    torch = torch_cuda
+    from compiler.runtime import load
+
+    kernel = load(str(EX / "tcgen05_gemm_f16.tile"))
+    m, n, k = 512, 384, 256
+    rng = np.random.default_rng(3)
+    a = (rng.integers(-3, 4, (m, k)) * 0.5).astype(np.float16)
+    b = (rng.integers(-3, 4, (n, k)) * 0.5).astype(np.float16)
+    d = kernel(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda().T)
+    torch.cuda.synchronize()
+    assert d.shape == (m, n) and d.dtype == torch.float32
+    assert np.array_equal(d.cpu().numpy(), a.astype(np.float32) @ b.astype(np.float32).T)
+
+
+def test_ws_example_on_hopper_says_it_cannot_run(sm90):
+    proc = _tilec("run", "--check", str(EX / "tcgen05_gemm_f16.tile"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "compiled for sm_100a" in proc.stderr and "--emulate" in proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr

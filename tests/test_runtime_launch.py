@@ -1,0 +1,252 @@
+"""The launch plan a Kernel makes, without a GPU: compiler/runtime/driver.py's door is given a recording
+driver (`FakeDriver`), and a launch on fake device arrays (tests/test_runtime.py's `Fake`) shows what the
+real one would be told: the device properties read, the dynamic-shared-memory opt-in, the tensor maps
+encoded (cuTensorMapEncodeTiled's arguments and the buffers' addresses), the launch configuration (grid
+in clusters, cluster, block, dynamic shared bytes) and the packed parameters. The warp-specialised tcgen05
+kernel (issue 18) and the TMA + wgmma.sp kernel go through the same path; a tcgen05 tile on a Hopper
+device is refused with a message, and `tilec run` says so (exit 1)."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+import compiler
+from compiler.runtime import DeviceError, SparseA, driver, load
+from compiler.runtime import abi as rabi
+from compiler.runtime.driver import DeviceInfo, LaunchPlan
+
+from test_runtime import Fake
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EX = os.path.join(ROOT, "examples")
+B200 = DeviceInfo(0, "NVIDIA B200 (fake)", (10, 0), 148)
+H100 = DeviceInfo(0, "NVIDIA H100 (fake)", (9, 0), 132)
+
+
+class FakeDriver:
+    """compiler.runtime.driver.CudaDriver's methods, recording each call instead of making it."""
+
+    def __init__(self, info: DeviceInfo):
+        self.info, self.calls, self.maps, self.launches = info, [], [], []
+        self._next_map = 0x7000_0000
+
+    def open(self, ordinal):
+        self.calls.append(("open", ordinal))
+        return self.info
+
+    def load(self, entry, ptx, cubin, arch):
+        self.calls.append(("load", entry, arch))
+        return f"fn:{entry}", None
+
+    def set_max_dynamic_smem(self, fn, nbytes, device):
+        self.calls.append(("smem", fn, nbytes))
+
+    def tensor_maps(self, maps, addresses):
+        self.maps.append(([dict(m) for m in maps], {m["operand"]: addresses[m["operand"]] for m in maps}))
+        self._next_map += 0x1000
+        return self._next_map
+
+    def stream(self, stream, library):
+        return ("stream", stream, library)
+
+    def config(self, plan: LaunchPlan):
+        return plan
+
+    def launch(self, stream, config, fn, args):
+        self.launches.append((config, fn, [a.value for a in args], [type(a) for a in args]))
+
+
+@pytest.fixture
+def b200():
+    fake = FakeDriver(B200)
+    previous = driver.use(fake)
+    yield fake
+    driver.use(previous)
+
+
+@pytest.fixture
+def h100():
+    fake = FakeDriver(H100)
+    previous = driver.use(fake)
+    yield fake
+    driver.use(previous)
+
+
+def ws_args(abi: dict, m: int, n: int, k: int, **extra):
+    """Fake arrays for every buffer of a warp-specialised kernel's ABI: A as stored, B as the K x N view
+    of an N x K array, D, and the extras (keyword names of Kernel.__call__)."""
+    want = rabi.buffers(abi, m, n, k)
+    code = {"f16": "<f2", "bf16": "<V2", "f32": "<f4", "u32": "<u4"}
+
+    def fake(name):
+        w = want[name]
+        return Fake(w.shape, code.get(w.element, "|u1"))
+
+    kw = {kw: fake(name) for kw, name in (("scale_a", "SFA"), ("scale_b", "SFB"), ("metadata", "META"))
+          if name in want}
+    return fake("A"), fake("B").T, fake("D"), {**kw, **extra}
+
+
+def ptr(x) -> int:
+    return x.__cuda_array_interface__["data"][0]
+
+
+def test_ws_kernel_launch_plan_on_a_b200(b200):
+    """examples/tcgen05_gemm_f16.tile (128 x 128 CTA tile, K block 64): for M = 1024, N = 2048 there are
+    8 * 16 = 128 tiles, fewer than the B200's 148 SMs, so the persistent grid is 128 CTAs; for M = N = 4096,
+    32 * 32 = 1024 tiles, so 148 (one CTA per SM, ABI grid min(tiles, multiprocessors)). No cluster; 192
+    threads (warps 0-3 epilogue, 4 MMA, 5 TMA); the ring's 132196 bytes of dynamic shared memory, opted in
+    (above 48 KiB)."""
+    kernel = load(os.path.join(EX, "tcgen05_gemm_f16.tile"))
+    smem = kernel.abi["dynamic_smem_bytes"]
+    assert smem > 48 * 1024
+    for (m, n, k), ctas in (((1024, 2048, 512), 128), ((4096, 4096, 256), 148)):
+        a, b, d, kw = ws_args(kernel.abi, m, n, k)
+        assert kernel(a, b, out=d, **kw) is d
+        plan, fn, values, types = b200.launches[-1]
+        assert plan == LaunchPlan((ctas, 1, 1), (1, 1, 1), (192, 1, 1), smem)
+        maps, addresses = b200.maps[-1]
+        assert addresses == {"A": ptr(a), "B": ptr(b)}
+        # the driver's encoder gets A [M][K] and B [N][K] f16 (data type 1 = UINT16), rows of K * 2 bytes,
+        # boxes of one 128-byte swizzle atom (64 elements) by the tile's 128 rows
+        assert [(t["operand"], t["dims"], t["strides"], t["box"], t["data_type"], t["swizzle"]) for t in maps] == \
+            [("A", (k, m), (2 * k,), (64, 128), 1, 3), ("B", (k, n), (2 * k,), (64, 128), 1, 3)]
+        # parameters: tensor_maps, D (u64), M, N, K (u32)
+        assert values == [b200._next_map, ptr(d), m, n, k]
+        assert types == [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
+    assert b200.calls == [("open", None), ("load", "tcgen05_gemm_f16", "sm_100a"),
+                          ("smem", "fn:tcgen05_gemm_f16", smem)]
+    # the same buffers again: the maps are not encoded twice
+    kernel(a, b, out=d, **kw)
+    assert len(b200.maps) == 2
+
+
+PAIR = """target sm_100a;
+tile pair {
+  engine tcgen05 cta_group=2;
+  shape M=256 N=128 K=16;
+  A: bf16 smem;
+  B: bf16 smem;
+  D: f32 tmem;
+  schedule cta=256x128x64 stages=2 cluster=2;
+}
+"""
+
+
+def test_ws_pair_launches_clusters_of_two(b200):
+    """A CTA pair (cta_group::2, cluster=2; tile 256 x 128): M = N = 2048 has 8 * 16 = 128 pair tiles, more
+    than the 148 / 2 = 74 pairs of SMs, so 74 clusters of (2, 1, 1) = 148 CTAs (ABI grid 2 * min(tiles,
+    multiprocessors // 2)); each CTA's TMA loads its 128 rows of A and its 64 rows of B."""
+    kernel = load(compiler.compile_source(PAIR))
+    a, b, d, kw = ws_args(kernel.abi, 2048, 2048, 128)
+    kernel(a, b, out=d, **kw)
+    plan = b200.launches[-1][0]
+    assert plan.grid == (74, 1, 1) and plan.cluster == (2, 1, 1) and plan.block == (192, 1, 1)
+    assert [t["box"] for t in b200.maps[-1][0]] == [(64, 128), (64, 64)]
+    a, b, d, kw = ws_args(kernel.abi, 256, 512, 128)          # 4 pair tiles: 4 clusters
+    kernel(a, b, out=d, **kw)
+    assert b200.launches[-1][0].grid == (4, 1, 1)
+
+
+@pytest.mark.parametrize("name, extras", [("tcgen05_gemm_sparse_f16.tile", ["META"]),
+                                          ("tcgen05_gemm_mxf8f6f4.tile", ["SFA", "SFB"]),
+                                          ("tcgen05_gemm_mxf4nvf4.tile", ["SFA", "SFB"])])
+def test_ws_extras_reach_their_parameters(b200, name, extras):
+    """The sparse kernel's META and the block-scaled kernels' SFA / SFB are passed after D, in the ABI's
+    order; the stored A of the sparse kernel is the kept half ([M][K / 2]) and the fp4 operands of
+    mxf4nvf4 are two to a byte ([M][K / 2] bytes): the tensor maps' rows say so."""
+    kernel = load(os.path.join(EX, name))
+    m, n, k = 256, 256, 2 * kernel.abi["tile_k"]
+    a, b, d, kw = ws_args(kernel.abi, m, n, k)
+    kernel(a, b, out=d, **kw)
+    values = b200.launches[-1][2]
+    by_name = {"META": "metadata", "SFA": "scale_a", "SFB": "scale_b"}
+    assert values[:2 + len(extras)] == [b200._next_map, ptr(d)] + [ptr(kw[by_name[x]]) for x in extras]
+    assert values[-3:] == [m, n, k]
+    maps = b200.maps[-1][0]
+    row_bytes = {"tcgen05_gemm_sparse_f16.tile": (k, 2 * k), "tcgen05_gemm_mxf8f6f4.tile": (k, k),
+                 "tcgen05_gemm_mxf4nvf4.tile": (k // 2, k // 2)}[name]
+    assert tuple(t["strides"][0] for t in maps) == row_bytes
+
+
+def test_ws_argument_errors(b200):
+    from compiler.runtime import ArgumentError
+
+    kernel = load(os.path.join(EX, "tcgen05_gemm_f16.tile"))
+    a, b, d, kw = ws_args(kernel.abi, 256, 256, 128)
+    with pytest.raises(ArgumentError) as e:                     # K not whole 64-deep blocks
+        kernel(Fake((256, 96), "<f2"), Fake((256, 96), "<f2").T, out=d)
+    assert e.value.what == "problem size" and "K % 64 == 0" in e.value.expected
+    with pytest.raises(ArgumentError) as e:                     # B row-major K x N, not Bt.T
+        kernel(a, Fake((128, 256), "<f2"), out=d)
+    assert (e.value.argument, e.value.what) == ("B", "stride")
+    with pytest.raises(ArgumentError) as e:
+        kernel(SparseA(a, a, "f16", 256, 128), b, out=d)
+    assert (e.value.argument, e.value.what) == ("A", "type")
+    with pytest.raises(ArgumentError) as e:
+        kernel(a, b, out=d, metadata=Fake((256, 4), "<u4"))
+    assert e.value.argument == "metadata"
+    with pytest.raises(compiler.runtime.TilecRuntimeError, match="takes a dense A"):
+        kernel.pack_a(np.zeros((256, 128), np.float16))
+    assert not b200.launches
+
+
+def test_wgmma_kernel_takes_the_same_path(b200):
+    """The TMA + wgmma.sp kernel (examples/sparse_wgmma_f16.tile, clusters of 2 along M) on the same
+    fake driver (a B200 runs sm_90a code? no: an `a` target runs on its own capability only, so this
+    fakes an H100): the same open / load / opt-in / encode / configure / launch calls."""
+    b200.info = H100
+    kernel = load(os.path.join(EX, "sparse_wgmma_f16.tile"))
+    m, n, k = 512, 512, 256
+    a = SparseA(Fake(rabi.buffer_shape(kernel.abi, "a_values", m, k), "<f2"),
+                Fake(rabi.buffer_shape(kernel.abi, "a_metadata", m, k), "<u4"), "f16", m, k)
+    b, c, d = Fake((n, k), "<f2").T, Fake((m, n), "<f4"), Fake((m, n), "<f4")
+    kernel(a, b, c, out=d)
+    plan = b200.launches[-1][0]
+    assert plan == LaunchPlan(*kernel.launch_dims(m, n, k, 132)) and plan.cluster == (2, 1, 1)
+    assert [x[0] for x in b200.calls] == ["open", "load", "smem"]
+    assert set(b200.maps[-1][1]) == {"a_values", "b", "a_metadata"}
+
+
+def test_tcgen05_tile_on_a_hopper_device_is_refused(h100):
+    kernel = load(os.path.join(EX, "tcgen05_gemm_f16.tile"))
+    with pytest.raises(DeviceError, match=r"compiled for sm_100a; this GPU \(NVIDIA H100 \(fake\), sm_90\) cannot "
+                                          r"run it.*--emulate"):
+        kernel.load()
+    assert [c[0] for c in h100.calls] == ["open"]
+
+
+def test_tilec_run_of_a_tcgen05_tile_on_hopper_says_it_cannot(h100, capsys):
+    from compiler.cli import main
+
+    assert main(["run", "--check", os.path.join(EX, "tcgen05_gemm_f16.tile")]) == 1
+    err = capsys.readouterr().err
+    assert "tilec: error: tcgen05_gemm_f16: tcgen05_gemm_f16 is compiled for sm_100a" in err
+    assert "--emulate" in err and "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("name", ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile",
+                                  "tcgen05_gemm_mxf8f6f4.tile", "tcgen05_gemm_mxf4nvf4.tile"])
+def test_tilec_run_host_problem_fills_every_buffer(name):
+    """`tilec run --check` uploads the emulator's host problem (compiler/emulator/tcgen05.py ws_host) as the
+    ABI types each buffer: every buffer's bytes are the host image's (element bits x shape), so the upload
+    reshapes without padding or truncation."""
+    from compiler.emulator.tcgen05 import ws_host
+    from compiler.isa.types import TYPES
+    from compiler.run import default_shape
+
+    result = compiler.compile_file(os.path.join(EX, name))
+    tile = next(iter(result.tiles))
+    abi = result.to_json()["tiles"][tile]["kernel"]
+    m, n, k = default_shape(abi, result.tiles[tile].payload.total_k)
+    assert not rabi.unmet(abi, m, n, k)
+    host = ws_host(result, tile, abi, m, n, k, seed=1)
+    want = rabi.buffers(abi, m, n, k)
+    for buf in want.values():
+        if buf.name in host.args and buf.name != "D":
+            bits = 8 if buf.packed else 32 if buf.element == "u32" else TYPES[buf.element].bits
+            assert host.args[buf.name].nbytes * 8 == bits * int(np.prod(buf.shape)), buf
+    assert host.ref.shape == (m, n)
