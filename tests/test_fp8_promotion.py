@@ -156,6 +156,15 @@ def test_promotion_with_c_edges_and_late_wgmma_groups(mode):
     assert np.array_equal(d.view(np.uint16), ref.view(np.uint16))
 
 
+@pytest.mark.parametrize("schedule", ["cta=128x128x128 warps=8x1 stages=2 mma=wgmma persistent=static promote=2",
+                                      "cta=128x128x128 warps=8x1 stages=4 mma=wgmma cluster=2 persistent=static "
+                                      "promote=3"])
+def test_promotion_restarts_with_each_tile_of_a_persistent_cta(schedule):
+    # persistent CTAs walk several tiles: %pk and %pacc start again with each (init_acc), C included
+    d, ref = emulate(tile(schedule=schedule, c=True), 512, 384, 640)
+    assert np.array_equal(d, ref)
+
+
 MUTATIONS = {
     # the restart: every k-step accumulates (scale-d true) -> what was promoted is added again
     "no_restart": lambda t: t.replace("0, %p13, 1, 1;", "0, %p4, 1, 1;"),
