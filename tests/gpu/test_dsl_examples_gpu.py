@@ -36,12 +36,15 @@ def test_pre_blackwell_examples_are_the_sparse_ones():
     # the mma.sp examples: one-instruction tiles (sm_80), the pipelined mma.sp GEMM in f16 and bf16,
     # and the warpgroup wgmma GEMM (sm_90a), plain, with a fused epilogue, and in the output types
     # benchmarks/sparse_gemm.py times (f16 -> f16, bf16 -> bf16, e4m3 -> bf16, s8 -> s32); tcgen05 examples
-    # need sm_100a or later; the schedules of issue 17: persistent CTAs (large problems)
+    # need sm_100a or later; the schedules of issue 17: persistent CTAs (large problems); its output types:
+    # e4m3 -> bf16 with fp8 promotion, s8 -> s8 with an output scale (through the runtime, `tilec run --check`)
     assert PRE_BLACKWELL == ["sparse_f16.tile", "sparse_gemm_bf16.tile", "sparse_gemm_f16.tile",
-                             "sparse_wgmma_bf16_out_bf16.tile", "sparse_wgmma_e4m3_out_bf16.tile",
+                             "sparse_wgmma_bf16_out_bf16.tile", "sparse_wgmma_e4m3_bf16.tile",
+                             "sparse_wgmma_e4m3_out_bf16.tile",
                              "sparse_wgmma_f16.tile", "sparse_wgmma_f16_out_f16.tile",
                              "sparse_wgmma_f16_persistent.tile",
-                             "sparse_wgmma_f16_silu_bias.tile", "sparse_wgmma_s8_out_s32.tile"]
+                             "sparse_wgmma_f16_silu_bias.tile", "sparse_wgmma_s8_out_s32.tile",
+                             "sparse_wgmma_s8_s8.tile"]
 
 
 @pytest.mark.parametrize("name", PRE_BLACKWELL)
