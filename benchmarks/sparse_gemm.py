@@ -2,8 +2,8 @@
 an H100, against cuSPARSELt (with its algorithm search), cuBLAS dense and cuBLAS fp8 / int8 in one process
 (issue 17's benchmark). The API-configured warp-level kernel's benchmark is benchmarks/sparse_gemm_sync.py.
 
-    python3 benchmarks/sparse_gemm.py                      # every case (~9 minutes), table and JSON last
-    python3 benchmarks/sparse_gemm.py --quick --budget 300 # 4096^3, 8192^3, 8192x256x8192 and s8 (~5 min)
+    python3 benchmarks/sparse_gemm.py                      # every case (about a minute), table and JSON last
+    python3 benchmarks/sparse_gemm.py --quick --budget 300 # 4096^3, 8192^3, 8192x256x8192 and s8
     python3 benchmarks/sparse_gemm.py --shapes 8192x16x8192,4096 --types f16,e4m3 --json out.json
     python3 benchmarks/sparse_gemm.py --list               # which example runs which case (no GPU)
 
@@ -393,66 +393,25 @@ def _clean(x):
 # --------------------------------------------------------------------------------------------------
 
 class Timer:
-    """Milliseconds per launch of a no-argument callable, captured `batch` times into a CUDA graph (host
-    launch cost out of the picture for every contender alike) and replayed between CUDA events; eager
-    launches between events where a capture fails (the reason kept in `how`)."""
+    """Milliseconds per launch of a no-argument callable: compiler/runtime/timing.py's LaunchTimer (a CUDA
+    graph of `batch` launches replayed between CUDA events, host launch cost out of the picture for every
+    contender alike; back-to-back launches where a capture fails, the reason kept in `how`), with the
+    finalists of a case captured once and replayed in every round."""
 
     def __init__(self, torch, target_ms: float = 3.0, replays: int = 5) -> None:
-        self.torch, self.target_ms, self.replays = torch, target_ms, replays
+        from compiler.runtime.timing import LaunchTimer
+
+        self.launches = LaunchTimer("torch", torch, target_ms=target_ms)
+        self.replays = replays
         self.kept: dict = {}            # key -> (graph or None, batch): the finalists of a case
         self.how: dict[str, str] = {}
 
-    def _eager(self, fn, iters: int) -> float:
-        torch = self.torch
-        evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for s, e in evs:
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in evs)
-
     def capture(self, key: str, fn):
-        """(graph, batch) of `fn` after a warm-up that also estimates its time; (None, launches) where
-        the capture fails."""
-        torch = self.torch
-        fn()
-        torch.cuda.synchronize()
-        est = self._eager(fn, 3)
-        batch = max(1, min(200, math.ceil(self.target_ms / max(est, 1e-3))))
-        try:
-            g = torch.cuda.CUDAGraph()
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                fn()                                    # libraries set up their per-stream state first
-                torch.cuda.synchronize()
-                with torch.cuda.graph(g, stream=stream):
-                    for _ in range(batch):
-                        fn()
-            torch.cuda.current_stream().wait_stream(stream)
-            g.replay()
-            torch.cuda.synchronize()
-            self.how[key] = f"CUDA graph of {batch} launches"
-            return g, batch
-        except Exception as e:                          # eager launches instead, said in the JSON
-            torch.cuda.synchronize()
-            self.how[key] = f"eager launches ({type(e).__name__}: {str(e)[:120]})"
-            return None, max(5, batch)
+        graph, batch, self.how[key] = self.launches.capture(fn)
+        return graph, batch
 
     def replay(self, fn, g, batch: int, replays: int) -> float:
-        if g is None:
-            return self._eager(fn, batch)
-        torch = self.torch
-        times = []
-        for _ in range(replays):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            g.replay()
-            e.record()
-            torch.cuda.synchronize()
-            times.append(s.elapsed_time(e) / batch)
-        return statistics.median(times)
+        return statistics.median(self.launches.replay(fn, g, batch) for _ in range(replays))
 
     def once(self, key: str, fn, replays: int = 3) -> float:
         """Capture, measure, let the graph go (a contender that may not reach the rounds)."""

@@ -545,6 +545,15 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stderr.write(f"tilec: error: {file_error('access', e.filename or '<unknown file>', e)}\n")
         return 1
+    except ModuleNotFoundError as e:  # an optional host library of run / tune / emulate is not installed
+        top = (e.name or "").split(".")[0]
+        if top not in OPTIONAL_MODULES:
+            _report_internal_error(e)
+            return 3
+        sys.stderr.write(f"tilec: error: `tilec {getattr(args, 'cmd', '')}` needs the Python package '{OPTIONAL_MODULES[top]}', "
+                         f"which is not installed in {sys.executable}\n  hint: pip install '{OPTIONAL_MODULES[top]}' there "
+                         f"(tilec's dependencies bring numpy and ml-dtypes; 'tilec[gpu]' brings cuda-core)\n")
+        return 1
     except KeyboardInterrupt:         # SIGINT: the output's temporary (if any) is already removed
         sys.stderr.write("tilec: interrupted\n")
         return 130
@@ -554,12 +563,22 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, PipelineError):
             sys.stderr.write(f"tilec: error: {e}\n")
             return 2
-        if os.environ.get("TILEC_DEBUG"):
-            raise
-        sys.stderr.write(f"tilec: internal error: {type(e).__name__}: {e}\n"
-                         "This is a bug in tilec; rerun with TILEC_DEBUG=1 for a traceback.\n")
+        _report_internal_error(e)
         return 3
     return 0
+
+
+# the libraries `run`, `tune` and `--emulate` import on demand (module -> its PyPI name): dependencies
+# that an install with --no-deps, or a `tilec` script of another Python, may lack
+OPTIONAL_MODULES = {"numpy": "numpy", "ml_dtypes": "ml-dtypes", "cuda": "cuda-core"}
+
+
+def _report_internal_error(e: Exception) -> None:
+    """A bug in tilec (main then exits 3): say so plainly; TILEC_DEBUG=1 re-raises for the traceback."""
+    if os.environ.get("TILEC_DEBUG"):
+        raise e
+    sys.stderr.write(f"tilec: internal error: {type(e).__name__}: {e}\n"
+                     "This is a bug in tilec; rerun with TILEC_DEBUG=1 for a traceback.\n")
 
 
 if __name__ == "__main__":

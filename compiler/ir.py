@@ -417,8 +417,9 @@ OP_DEFS: dict[str, OpDef] = {
         tx_bytes=U32, full=U32, empty=U32, acc_full=U32, acc_empty=U32, tmem_slot=U32,
         accumulators=Opt(U32, True, "schedule.accumulators"), acc_columns=U32, tmem_columns=U32, smem_bytes=U32,
         cluster=Opt(U32, True, "schedule.cluster"), scheduler=Enum("static"), raster=Enum("m"), why=Opt(Str()),
-        staging_warps=Opt(ListOf(U32)), staged=Opt(U32), tmem_stage=Opt(U32), tmem_stage_columns=Opt(U32),
-        stage_regions=Opt(ListOf(U32)))),
+        cp_operands=Opt(ListOf(Enum("META", "SFA", "SFB"))), cp_smem=Opt(ListOf(U32)), cp_bytes=Opt(ListOf(U32)),
+        tmem_stage=Opt(U32), tmem_stage_columns=Opt(U32), stage_regions=Opt(ListOf(U32)),
+        sf_group_columns=Opt(ListOf(U32)))),
     # ---- sparse-metadata-packing: words = the periodic table, row-major over `period` ----
     "tilec.metadata": OpDef(_attrs(source=Enum(*METADATA_SOURCES), words_per_row=Opt(U32, blame="loop.K"),
                                    period=Opt(ListOf(U32)), words=Opt(ListOf(B32)))),
@@ -456,7 +457,8 @@ OP_DEFS: dict[str, OpDef] = {
         smem_space=Enum("none", "static", "dynamic"), tmem_columns=U32, mbarriers=U32, ctas_per_sm=U32,
         roles=ListOf(Record("role", {"name": Str(), "warps": U32, "registers": U32, "live": U32})),
         mma=Str(), mma_k=U32, sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
-        d_bytes=U32, copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool())),
+        d_bytes=U32, copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool(),
+        setmaxnreg=Opt(Str()))),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),
 }

@@ -288,33 +288,33 @@ def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, 
             lines.append(f"{where}: D matches numpy ({prob.d_type} tolerance {tol_text}; "
                          f"{host.size - inexact} of {host.size} elements bit-identical)")
     if bench:
-        times = _bench(kernel, prob, name, lib, iters, warmup)
+        times, batch, how = _bench(kernel, prob, name, lib, iters, warmup)
         med = sorted(times)[len(times) // 2]
         flops = 2.0 * m * n * k / (med * 1e-6) / 1e12
-        lines.append(f"{where}: median {med:.1f} us over {iters} launches after {warmup} warm-up "
-                     f"({flops:.1f} TFLOP/s, dense-equivalent 2*M*N*K)")
+        lines.append(f"{where}: median {med:.1f} us per launch over {len(times)} replays of a {how} after "
+                     f"{warmup} warm-up ({flops:.1f} TFLOP/s, dense-equivalent 2*M*N*K)")
     return ok, lines
 
 
-def _bench(kernel, prob, name: str, lib, iters: int, warmup: int) -> list[float]:
+def _bench(kernel, prob, name: str, lib, iters: int, warmup: int) -> tuple[list[float], int, str]:
+    """(us per launch of each timed replay, launches per replay, how): about `iters` launches in all, as CUDA
+    graph replays (compiler/runtime/timing.py: single launches between events would time the host)."""
+    from .runtime.timing import LaunchTimer
+
     d = kernel(*prob.args, **prob.kwargs)
+
+    def launch():
+        kernel(*prob.args, out=d, **prob.kwargs)
+
     for _ in range(warmup):
-        kernel(*prob.args, out=d, **prob.kwargs)
-    if name == "torch":
-        events = [(lib.cuda.Event(enable_timing=True), lib.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for start, end in events:
-            start.record()
-            kernel(*prob.args, out=d, **prob.kwargs)
-            end.record()
-        lib.cuda.synchronize()
-        return [s.elapsed_time(e) * 1e3 for s, e in events]
-    events = [(lib.cuda.Event(), lib.cuda.Event()) for _ in range(iters)]
-    for start, end in events:
-        start.record()
-        kernel(*prob.args, out=d, **prob.kwargs)
-        end.record()
-    lib.cuda.runtime.deviceSynchronize()
-    return [lib.cuda.get_elapsed_time(s, e) * 1e3 for s, e in events]
+        launch()
+    timer = LaunchTimer(name, lib)
+    graph, batch, how = timer.capture(launch)
+    try:
+        replays = max(3, round(iters / batch))
+        return [timer.replay(launch, graph, batch) * 1e3 for _ in range(replays)], batch, how
+    finally:
+        del graph
 
 
 def cmd_run(args) -> int:

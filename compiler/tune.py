@@ -78,7 +78,7 @@ class GpuRunner:
             outside, _ = mismatches(host, prob.ref, prob.scale, prob.d_type)
             if outside:
                 return Measurement(outside, host.size)
-            times = _bench(kernel, prob, self.lib_name, self.lib, ITERS, WARMUP)
+            times, _, _ = _bench(kernel, prob, self.lib_name, self.lib, ITERS, WARMUP)
         except (TilecRuntimeError, RuntimeError, OSError) as e:
             return Measurement(error=f"{type(e).__name__}: {e}")
         return Measurement(0, host.size, [t / 1000 for t in times])
@@ -272,7 +272,8 @@ def cmd_tune(args) -> int:
         "format": FORMAT, "format_version": FORMAT_VERSION, "tilec": __version__,
         "device": runner.device, "sms": runner.sms,
         "file": os.path.basename(name), "shape": list(shape), "target": result.spec.target,
-        "timing": {"warmup": WARMUP, "launches": ITERS, "statistic": "median", "clock": "CUDA events"},
+        "timing": {"warmup": WARMUP, "launches": ITERS, "statistic": "median",
+                   "clock": "CUDA events around CUDA-graph replays (compiler/runtime/timing.py)"},
         "tiles": records,
     }
     from .files import OverwritesInput, write_output

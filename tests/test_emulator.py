@@ -218,6 +218,16 @@ def test_emulate_every_example(path):
     assert e.engine == engine
 
 
+def test_emulate_every_tile_of_a_module_of_several():
+    # each tile of a multi-tile file declares its own `.extern .shared` window after the previous entry's
+    # body; all of them name the one dynamic window of whichever kernel runs (PTX 5.1.5 module scope)
+    result = compile_file(ROOT / "examples" / "sparse_wgmma_decode.tile")
+    assert len(result.tiles) > 2
+    for tile in list(result.tiles)[1:]:
+        e = compiler.emulate(result, tile, shape=(72, 40, 200), seed=3)
+        assert e.tile == tile and e.ok, (tile, e.mismatches)
+
+
 @pytest.mark.parametrize("name,shape,order,mode", [
     ("sparse_gemm_f16", (256, 512, 192), "random", "lazy"),
     ("sparse_wgmma_f16", (256, 512, 128), "random", "lazy"),

@@ -6,6 +6,7 @@ Descriptor constants are checked against the materialized descriptors of the nor
 the encodings of PTX 9.7.16.4.1/.2; sparse metadata addressing against PTX ISA 9.7.16.10.8.4, Table 44 sparsity selector.
 """
 import json
+import os
 import re
 from dataclasses import replace
 
@@ -454,3 +455,15 @@ def test_link_fragments_merges_module_headers_or_says_why_not():
         link_fragments([a], ("host.ptx", newer), ptx_version=(8, 6))
     # a family target's code fits a later member's arch-specific module: sm_100f code beside sm_100a fragments
     assert "\n.target sm_100a\n" in link_fragments([a], newer.replace("sm_100a", "sm_100f"))
+
+
+def test_a_scheduled_tile_fragment_has_no_fixed_call_count():
+    # a tile with a `schedule` is a whole GEMM of the runtime's K: its fragment is one K block of the
+    # schedule's cta K (64 here: 4 MMAs of K 16), called ceil(K / 64) times; its `shape` K (16) is the
+    # instruction's, so "0 call(s) cover the tile's K 16" (what it said before) was wrong
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "tcgen05_gemm_f16.tile")
+    with open(path) as f:
+        spec = parse_source(f.read(), path)
+    (frag,) = emit_fragments(spec)
+    assert "one call = 4 MMA(s) = K 64; one call per K block of the schedule (cta K 64)" in frag.text
+    assert "cover the tile's K" not in frag.text and "calls_per_tile" not in frag.constants

@@ -46,7 +46,9 @@ def test_plan_matches_the_emitted_kernel(name):
             assert plan["mbarriers"] == result.ptx.count(".b64 " + tile + "_mbar;")
         else:
             assert plan["smem_bytes"] == 0 and not _SHARED.findall(result.ptx)
-        maxnreg = re.search(r"^\.maxnreg (\d+)", result.ptx, re.M)
+        # this tile's entry only (a file of several tiles is one module of several entries)
+        entry = re.search(rf"^\.visible \.entry {tile}\((?:.(?!^\.visible \.entry ))*", result.ptx, re.M | re.S)
+        maxnreg = re.search(r"^\.maxnreg (\d+)", entry.group(0) if entry else result.ptx, re.M)
         if maxnreg:
             assert {r["registers"] for r in plan["roles"]} == {int(maxnreg.group(1))}
         if "max_ctas_per_sm" in abi:
@@ -189,3 +191,27 @@ def test_emit_json_and_plan(capsys, tmp_path):
     out = capsys.readouterr().out
     assert out.startswith("tile sparse_wgmma_f16: sparse_wgmma kernel, 384 threads, clusters of 2\n")
     assert "shared memory 173120 B dynamic of 232448 B" in out and "bound on H100 SXM" in out
+
+
+def test_ws_kernel_records_why_it_does_not_use_setmaxnreg():
+    """setmaxnreg moves registers between whole warpgroups only (PTX 9.7.19: all warps of a warpgroup execute
+    the same setmaxnreg). The warp-specialised tcgen05 kernel's 6 warps leave warpgroup 1 with 2 warps (MMA
+    and TMA): the plan says so, and why it would not pay."""
+    r = _compile("tcgen05_gemm_f16.tile")
+    plan = r.to_json()["tiles"]["tcgen05_gemm_f16"]["resources"]
+    why = plan["setmaxnreg"]
+    assert why.startswith("not used: warpgroup 1 (warps 4-7) has 2 of its 4 warps; warpgroup 1 (warps 4-7) holds "
+                          "the MMA and TMA roles.")
+    assert "accumulators live in TMEM" in why
+    assert all(role["registers"] == 255 for role in plan["roles"])
+    assert "  setmaxnreg: not used: " in r.plan_text()
+
+
+def test_warpgroup_problems():
+    from compiler.isa.setmaxnreg import warpgroup_problems
+
+    # the wgmma kernel's layout: a producer warpgroup and two consumer warpgroups, whole and single-role
+    layout = {w: "producer" if w < 4 else "consumer" for w in range(12)}
+    assert warpgroup_problems(12, layout) == []
+    assert warpgroup_problems(6, {0: "e", 1: "e", 2: "e", 3: "e", 4: "m", 5: "t"}) == [
+        "warpgroup 1 (warps 4-7) has 2 of its 4 warps", "warpgroup 1 (warps 4-7) holds the m and t roles"]

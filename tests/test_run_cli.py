@@ -183,3 +183,28 @@ def test_host_problem_off_the_instruction_grid(shape):
     assert h.p.a.shape == (m, k) and h.p.b.shape == (k, n)
     want = h.p.a.astype(np.float64) @ h.p.b.astype(np.float64) + (h.p.c if h.p.c is not None else 0)
     np.testing.assert_allclose(h.ref.astype(np.float64), want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_missing_host_library_is_an_error_with_a_hint(monkeypatch, capsys):
+    # `tilec tune` / `run` import numpy on demand; without it the answer is exit 1 and what to install,
+    # not "internal error" (seen on a GPU machine whose `tilec` script ran under a Python without numpy)
+    import compiler.cli as cli
+
+    def no_numpy(args):
+        raise ModuleNotFoundError("No module named 'numpy'", name="numpy")
+
+    monkeypatch.setattr("compiler.run.cmd_run", no_numpy)
+    assert cli.main(["run", os.path.join(EX, "sparse_gemm_f16.tile")]) == 1
+    err = capsys.readouterr().err
+    assert "`tilec run` needs the Python package 'numpy'" in err and "hint: pip install 'numpy'" in err
+
+
+def test_a_missing_internal_module_is_still_an_internal_error(monkeypatch, capsys):
+    import compiler.cli as cli
+
+    def broken(args):
+        raise ModuleNotFoundError("No module named 'compiler.nowhere'", name="compiler.nowhere")
+
+    monkeypatch.setattr("compiler.run.cmd_run", broken)
+    assert cli.main(["run", os.path.join(EX, "sparse_gemm_f16.tile")]) == 3
+    assert "internal error" in capsys.readouterr().err

@@ -156,8 +156,9 @@ def test_ws_pair_launches_clusters_of_two(b200):
                                           ("tcgen05_gemm_mxf4nvf4.tile", ["SFA", "SFB"])])
 def test_ws_extras_reach_their_parameters(b200, name, extras):
     """The sparse kernel's META and the block-scaled kernels' SFA / SFB are passed after D, in the ABI's
-    order; the stored A of the sparse kernel is the kept half ([M][K / 2]) and the fp4 operands of
-    mxf4nvf4 are two to a byte ([M][K / 2] bytes): the tensor maps' rows say so."""
+    order, and read through tensor maps of their own (after A's and B's); the stored A of the sparse kernel
+    is the kept half ([M][K / 2]) and the fp4 operands of mxf4nvf4 are two to a byte ([M][K / 2] bytes):
+    the tensor maps' rows say so."""
     kernel = load(os.path.join(EX, name))
     m, n, k = 256, 256, 2 * kernel.abi["tile_k"]
     a, b, d, kw = ws_args(kernel.abi, m, n, k)
@@ -166,10 +167,15 @@ def test_ws_extras_reach_their_parameters(b200, name, extras):
     by_name = {"META": "metadata", "SFA": "scale_a", "SFB": "scale_b"}
     assert values[:2 + len(extras)] == [b200._next_map, ptr(d)] + [ptr(kw[by_name[x]]) for x in extras]
     assert values[-3:] == [m, n, k]
-    maps = b200.maps[-1][0]
+    maps, addresses = b200.maps[-1]
     row_bytes = {"tcgen05_gemm_sparse_f16.tile": (k, 2 * k), "tcgen05_gemm_mxf8f6f4.tile": (k, k),
                  "tcgen05_gemm_mxf4nvf4.tile": (k // 2, k // 2)}[name]
-    assert tuple(t["strides"][0] for t in maps) == row_bytes
+    assert tuple(t["strides"][0] for t in maps[:2]) == row_bytes
+    # then one map per image, rows of 16 bytes: (M / 128 or N / 128) * (K / tile_k) images of image_rows rows
+    for t, x in zip(maps[2:], extras):
+        image_rows = next(u["image_rows"] for u in kernel.abi["tensor_maps"] if u["operand"] == x)
+        assert (t["operand"], t["dims"], t["strides"]) == (x, (16, 2 * 2 * image_rows), (16,))
+        assert addresses[x] == ptr(kw[by_name[x]])
 
 
 def test_ws_argument_errors(b200):
@@ -250,3 +256,28 @@ def test_tilec_run_host_problem_fills_every_buffer(name):
             bits = 8 if buf.packed else 32 if buf.element == "u32" else TYPES[buf.element].bits
             assert host.args[buf.name].nbytes * 8 == bits * int(np.prod(buf.shape)), buf
     assert host.ref.shape == (m, n)
+
+
+@pytest.mark.parametrize("name", ["tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
+                                  "tcgen05_gemm_mxf4nvf4.tile"])
+def test_host_image_is_the_emulators(name):
+    """Kernel.host_image packs META / SFA / SFB from the ABI alone (its `tmem_images`) into the buffers the
+    kernel reads, byte for byte what the emulator's host problem gives the kernel (checked there against
+    numpy), from the natural layouts of compiler/emulator/tcgen05.py host_problem."""
+    from compiler.emulator.tcgen05 import host_problem, ws_host
+
+    result = compiler.compile_file(os.path.join(EX, name))
+    tile = next(iter(result.tiles))
+    kernel = load(result)
+    abi = kernel.abi
+    m, n, k = 256, 256, 2 * abi["tile_k"]
+    natural = host_problem(result, tile, m_tiles=2, n_tiles=2, seed=4, k=k).args
+    packed = ws_host(result, tile, abi, m, n, k, seed=4).args
+    for buf in abi["tmem_images"]:
+        image = kernel.host_image(buf, natural[buf])
+        assert image.shape == rabi.buffers(abi, m, n, k)[buf].shape
+        assert np.array_equal(image.reshape(-1), packed[buf]), buf
+    with pytest.raises(compiler.runtime.ArgumentError):
+        kernel.host_image(next(iter(abi["tmem_images"])), natural[next(iter(abi["tmem_images"]))][:100])
+    with pytest.raises(compiler.runtime.TilecRuntimeError, match="no D image"):
+        kernel.host_image("D", natural["D"])

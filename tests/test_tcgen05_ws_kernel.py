@@ -207,17 +207,28 @@ def sparse():
 
 
 def test_sparse_structure(sparse):
-    """4 staging warps (6-9: lane quarters 2, 3, 0, 1) and a staged barrier per slot; each slot's metadata
-    columns after the two accumulators; A's box is the kept half (32 f16 = 64 B rows, 64B swizzle)."""
+    """No staging warps (192 threads): each slot holds the K block's metadata image after A and B, loaded by
+    the producer through its own tensor map (128 rows of 16 bytes) and copied into the slot's TMEM columns by
+    the MMA thread with one tcgen05.cp .128x128b; A's box is the kept half (32 f16 = 64 B rows, 64B
+    swizzle)."""
     abi = sparse.to_json()["tiles"]["tcgen05_gemm_sparse_f16"]["kernel"]
-    assert abi["block"] == [320, 1, 1] and [p["name"] for p in abi["params"]][:3] == ["tensor_maps", "D", "META"]
-    assert abi["plan"]["barriers"]["staged"] == {"count": 4, "number": 4}
-    assert [(t["box"], t["swizzle"], t["k_per_block"]) for t in abi["tensor_maps"]] == [
-        ([32, 128], "64B", 32), ([64, 128], "128B", 64)]
+    assert abi["block"] == [192, 1, 1] and [p["name"] for p in abi["params"]][:3] == ["tensor_maps", "D", "META"]
+    assert set(abi["plan"]["barriers"]) == {"full", "empty", "acc_full", "acc_empty"}
+    assert [(t["box"], t["swizzle"], t.get("k_per_block")) for t in abi["tensor_maps"]] == [
+        ([32, 128], "64B", 32), ([64, 128], "128B", 64), ([16, 128], "none", None)]
     plan = sparse.tiles["tcgen05_gemm_sparse_f16"].op("tilec.ws_plan").attrs
-    # 2 x 128 D columns, then 4 slots of 8 columns (2 used: 64 / 32 = 2 f16 MMAs, one metadata column each)
+    # 64 / 32 = 2 f16 MMAs a block, one metadata column each (shared16), rounded up to one 4-column copy:
+    # 128 lanes x 16 B = 2048 bytes after A (128 x 32 f16 = 8192 B) and B (128 x 64 f16 = 16384 B)
+    assert (plan["cp_operands"], plan["cp_smem"], plan["cp_bytes"]) == (["META"], [24576], [2048])
+    assert plan["tx_bytes"] == 8192 + 16384 + 2048 and plan["threads"] == 192
+    # 2 x 128 D columns, then 4 slots of 8 columns (4 written per copy, 2 read by the MMAs)
     assert (plan["tmem_stage"], plan["tmem_stage_columns"], plan["tmem_columns"]) == (256, 8, 512)
     assert sparse.ptx.count("tcgen05.mma.sp.cta_group::1.kind::f16") == 2
+    assert sparse.ptx.count("tcgen05.cp.cta_group::1.128x128b [") == 1
+    # A: one 64B-swizzled box, B: one 128B box, the metadata image: one box per K block
+    assert sparse.ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [") == 3
+    # the buffer: per 128-row tile and 64-deep K block, 512 words (128 lanes x 4 columns)
+    assert abi["buffers"]["META"]["shape"] == ["M / 128", "K / 64", 512]
 
 
 def test_sparse_ptxas(sparse, ptxas):
@@ -235,12 +246,13 @@ def test_sparse_emulated(sparse, mode, seed):
 
 
 @pytest.mark.parametrize("bug, mutate", [
-    # the MMA warp does not wait for the slot's metadata: its MMA is issued before the staging write
-    ("mma skips staged wait", lambda p: drop_wait(p, "---- MMA issuer", 2)),
-    # the staging warps overwrite a slot's metadata while the MMAs that read it are in flight
-    ("staging skips empty wait", lambda p: drop_wait(p, "---- staging", 0)),
-    # a staging warp never signals its slot: the MMA warp waits forever
-    ("staging drops its arrive", lambda p: drop_line(p, "---- staging", r"mbarrier\.arrive\.shared")),
+    # the metadata copy is not issued: the MMAs read TMEM columns nothing wrote (or a previous block's)
+    ("mma drops its tcgen05.cp", lambda p: drop_line(p, "---- MMA issuer", r"tcgen05\.cp\.")),
+    # the producer does not load the metadata image: the slot's expected bytes never all arrive
+    ("producer drops the metadata copy", lambda p: drop_line(p, "---- TMA producer", r"cp\.async\.bulk\.tensor",
+                                                             nth=-1)),
+    # the MMA warp does not wait for the slot: its tcgen05.cp reads an image a copy has not written
+    ("mma skips full wait", lambda p: drop_wait(p, "---- MMA issuer", 1)),
 ])
 def test_sparse_seeded_bug(sparse, bug, mutate):
     broken = mutate(sparse.ptx)
@@ -257,12 +269,21 @@ def test_block_scaled_structure_and_ptxas(path, ptxas):
     """SFA and SFB are parameters; their per-slot TMEM columns follow the accumulators; every target the form
     claims assembles."""
     name, cta_k = SCALED[path]
+    groups = {128: 1, 256: 4}[cta_k]
     r = compiler.compile_file(path)
     abi = r.to_json()["tiles"][name]["kernel"]
     assert [p["name"] for p in abi["params"]][:4] == ["tensor_maps", "D", "SFA", "SFB"]
-    assert abi["tile_k"] == cta_k and abi["block"] == [320, 1, 1]
-    # 128-byte TMA rows: 128 e4m3 / 256 packed e2m1 values, copied as 128 bytes
-    assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"]] == [([128, 128], 8), ([128, 128], 8)]
+    assert abi["tile_k"] == cta_k and abi["block"] == [192, 1, 1]
+    # one 4-byte group of each row's factor stream per 4 MMAs (mxf8f6f4: 1 factor per 32-deep MMA, 4 MMAs a
+    # block; mxf4nvf4: 4 factors per 64-deep MMA, 4 MMAs) = one .32x128b.warpx4 copy of 512 bytes per group
+    plan = r.tiles[name].op("tilec.ws_plan").attrs
+    assert plan["cp_operands"] == ["SFA", "SFB"] and plan["cp_bytes"] == [512 * groups] * 2
+    assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4 [") == 2 * groups
+    assert abi["buffers"]["SFA"]["shape"] == ["M / 128", f"K / {cta_k}", 512 * groups]
+    # 128-byte TMA rows: 128 e4m3 / 256 packed e2m1 values, copied as 128 bytes; then SFA's and SFB's images,
+    # 32 rows of 16 bytes per 4-byte group
+    assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"]] == [([128, 128], 8), ([128, 128], 8),
+                                                                        ([16, 32 * groups], 8), ([16, 32 * groups], 8)]
     for target in sorted(r.tiles[name].facts["form"].requirements().targets):
         res = assemble(compiler.compile_file(path, arch=target).ptx, target, ptxas)
         assert res.ok, f"{target}: {res.output}"
@@ -278,8 +299,12 @@ def test_block_scaled_emulated(path, mode, seed):
 
 
 @pytest.mark.parametrize("bug, mutate", [
-    ("mma skips staged wait", lambda p: drop_wait(p, "---- MMA issuer", 2)),
-    ("staging skips empty wait", lambda p: drop_wait(p, "---- staging", 0)),
+    # SFA's copy dropped: the MMAs scale A by whatever the columns held
+    ("mma drops SFA's tcgen05.cp", lambda p: drop_line(p, "---- MMA issuer", r"tcgen05\.cp\.")),
+    # SFB's image not loaded: the slot's full barrier never completes
+    ("producer drops SFB's copy", lambda p: drop_line(p, "---- TMA producer", r"cp\.async\.bulk\.tensor", nth=-1)),
+    # the producer refills a slot (A, B and the factor images) before its MMAs and copies completed
+    ("producer skips empty wait", lambda p: drop_wait(p, "---- TMA producer", 0)),
 ])
 def test_block_scaled_seeded_bug(bug, mutate):
     r = compiler.compile_file("examples/tcgen05_gemm_mxf8f6f4.tile")
@@ -380,10 +405,12 @@ def first_failure(result, broken: str, shape=(256, 384, 128)) -> str | None:
     return None
 
 
-def drop_line(ptx: str, marker: str, pattern: str) -> str:
+def drop_line(ptx: str, marker: str, pattern: str, nth: int = 0) -> str:
+    """Remove the nth line of a role matching `pattern`."""
     lo, hi = _role(ptx, marker)
-    m = re.search(r"\t[^\n]*" + pattern + r"[^\n]*\n", ptx[lo:hi])
-    assert m is not None, pattern
+    found = list(re.finditer(r"\t[^\n]*" + pattern + r"[^\n]*\n", ptx[lo:hi]))
+    assert len(found) > nth, pattern
+    m = found[nth]
     return ptx[:lo + m.start()] + ptx[lo + m.end():]
 
 
@@ -416,3 +443,57 @@ def test_seeded_bug_fails_the_emulator(example, bug):
     assert failed is not None, f"seeded bug '{bug}' went unnoticed"
     if message is not None:
         assert message in failed, failed
+
+
+def test_scale_factor_groups_must_be_whole_per_k_block():
+    """tcgen05.cp copies whole 32-bit TMEM columns: a K block of 2 mxf8f6f4 MMAs (1 UE8M0 factor each) holds 2
+    bytes of a row's factor stream, half a column, so the schedule is refused at compile time."""
+    text = open("examples/tcgen05_gemm_mxf8f6f4.tile").read().replace("cta=128x128x128", "cta=128x128x64")
+    with pytest.raises(CompileError) as e:
+        compiler.compile_source(text)
+    assert "not whole 4-byte groups" in str(e.value) and "multiple of 4 MMAs" in str(e.value)
+
+
+PAIRS = {"scaled": """target sm_100a;
+tile pmx {
+  engine tcgen05 kind=mxf8f6f4 cta_group=2;
+  shape M=256 N=128 K=32;
+  A: e4m3 smem;
+  B: e5m2 smem;
+  D: f32 tmem;
+  SFA: ue8m0 tmem;
+  SFB: ue8m0 tmem;
+  block_scale vec=32;
+  schedule cta=256x128x128 stages=3 cluster=2;
+}
+""", "sparse": """target sm_100a;
+tile psp {
+  engine tcgen05 cta_group=2;
+  shape M=256 N=128 K=32;
+  A: f16 smem;
+  B: f16 smem;
+  D: f32 tmem;
+  sparsity 2:4 metadata=runtime;
+  schedule cta=256x128x64 stages=3 cluster=2;
+}
+"""}
+
+
+@pytest.mark.parametrize("which", list(PAIRS))
+def test_scaled_and_sparse_pairs(which, ptxas):
+    """Block-scaled and sparse tiles on a CTA pair (cta_group::2, M = 256): each CTA's producer loads its
+    128 rows' SFA / metadata image and the pair's SFB image (the same in both: every CTA's TMEM holds SFB for
+    all N, 9.7.16.10.7) on the leader's full barrier; the leader's MMA thread copies them in both CTAs with
+    tcgen05.cp.cta_group::2 (each CTA from its own shared memory, 9.7.16.8.2). 512 x 384: 6 pair tiles on 2
+    pairs, under the adversarial policy; ptxas on every target the form claims."""
+    r = compiler.compile_source(PAIRS[which])
+    name = next(iter(r.tiles))
+    abi = r.to_json()["tiles"][name]["kernel"]
+    assert abi["cluster"] == [2, 1, 1] and abi["block"] == [192, 1, 1]
+    assert r.ptx.count("tcgen05.cp.cta_group::2.") == (2 if which == "scaled" else 1)
+    assert all(t["row_tile"] == 128 for t in abi["tensor_maps"] if "image_rows" in t)
+    em = compiler.emulate(r, shape=(512, 384, 2 * abi["tile_k"]), mode="adversarial", seed=1)
+    assert em.ok, f"{em.mismatches} elements differ"
+    for target in sorted(r.tiles[name].facts["form"].requirements().targets):
+        res = assemble(compiler.compile_source(PAIRS[which], arch=target).ptx, target, ptxas)
+        assert res.ok, f"{target}: {res.output}"

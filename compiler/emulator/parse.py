@@ -145,8 +145,9 @@ def parse_module(ptx: str) -> Module:
     globals_ = {m.group(1): [int(v, 0) for v in m.group(3).split(",")] for m in _GLOBAL.finditer(ptx)}
     starts = [(m.start(), m.group(1)) for m in _ENTRY.finditer(ptx)]
     # module-scope shared variables (the mma.sp writers' `.extern .shared` window) belong to every kernel
-    scope = ptx[:starts[0][0]] if starts else ptx
-    module_shared = [_shared_decl(m) for m in _SHARED.finditer(scope)]
+    # (PTX 5.1.5: a module-scope variable is visible to every entry of the module); in a module of several
+    # tiles each writer declares its own window just before its entry, i.e. after the previous entry's body
+    module_shared = [_shared_decl(m) for m in _SHARED.finditer(ptx) if _brace_depth(ptx, m.start()) == 0]
     for i, (start, name) in enumerate(starts):
         end = starts[i + 1][0] if i + 1 < len(starts) else len(ptx)
         first_line = ptx.count("\n", 0, start) + 1
@@ -155,6 +156,15 @@ def parse_module(ptx: str) -> Module:
         kernel.target = module.target
         module.kernels[name] = kernel
     return module
+
+
+def _brace_depth(ptx: str, at: int) -> int:
+    """How many `{` blocks (comments skipped) are open at offset `at` of `ptx`."""
+    depth = 0
+    for line in ptx[:at].split("\n"):
+        code = _strip_comment(line)
+        depth += code.count("{") - code.count("}")
+    return depth
 
 
 def _shared_decl(m: re.Match) -> SharedDecl:

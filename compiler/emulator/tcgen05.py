@@ -194,6 +194,13 @@ class Machine(WarpMachine):
                     self._mma(_Lane(w, int(lane)), _Issued(op, ops))
                 else:
                     self._issue_mma(_Lane(w, int(lane), self._freeze(w, int(lane), ops)), _Issued(op, ops))
+        elif what == "cp":
+            self._cta_group(op)
+            for lane in np.flatnonzero(act):
+                if self.policy is None:
+                    self._cp(_Lane(w, int(lane)), _Issued(op, ops))
+                else:
+                    self._issue_cp(_Lane(w, int(lane), self._freeze(w, int(lane), ops)), _Issued(op, ops))
         elif what == "commit":
             self._cta_group(op)
             for lane in np.flatnonzero(act):
@@ -271,6 +278,96 @@ class Machine(WarpMachine):
             self.cta_groups.add(int(m.group(1)))
             if len(self.cta_groups) > 1:
                 raise EmulationError("tcgen05 instructions with different cta_group in one kernel")
+
+    # ---- tcgen05.cp (9.7.16.8.2) ---------------------------------------------------------------
+    # rows of the shared-memory source and TMEM lane replicas of the shapes modelled: .128x128b row i -> lane
+    # i; .32x128b.warpx4 row i -> lanes i, 32 + i, 64 + i, 96 + i (the four lane quarters)
+    _CP = {("128x128b", None): (128, (0,)), ("32x128b", "warpx4"): (32, (0, 32, 64, 96))}
+
+    def _cp_target(self, th: _Lane, ins: _Issued) -> tuple[int, int, int, tuple[int, ...], int]:
+        """(first lane, first column, source rows, lane replicas, descriptor) of a tcgen05.cp, checked."""
+        q = ins.op.split(".")
+        shape = next(p for p in q if re.fullmatch(r"\d+x\d+b", p))
+        multicast = next((p for p in q if p.startswith("warpx")), None)
+        if (shape, multicast) not in self._CP or any(p.startswith("b8x16") for p in q):
+            raise EmulationError(f"tcgen05.cp .{shape}{'.' + multicast if multicast else ''} not modelled")
+        rows, replicas = self._CP[(shape, multicast)]
+        taddr = self._laddr(th, ins.args[0])
+        lane0, col0 = taddr >> 16, taddr & 0xFFFF
+        if lane0:
+            raise EmulationError("tcgen05.cp: the TMEM address's lane field must be 0 for these shapes")
+        if col0 % 4:
+            raise EmulationError(f"tcgen05.cp to column {col0}: 128-bit columns start at a multiple of 4")
+        if col0 + 4 > th.cta.allocated:
+            raise EmulationError(f"tcgen05.cp to TMEM columns {col0}..{col0 + 3} outside the {th.cta.allocated} "
+                                 "allocated")
+        return lane0, col0, rows, replicas, self._lval(th, ins.args[1])
+
+    def _cp_source(self, cta: Cta, desc: int, rows: int) -> np.ndarray:
+        """The source's 16-byte rows (rows x 4 u32) read through its descriptor (compiler/sim/smem.py: a
+        K-major canonical layout, one 16-byte chunk per row)."""
+        from ..sim.smem import chunk_addresses
+
+        try:
+            at = chunk_addresses(desc, "K", rows, 1)[:, 0]
+        except Exception as e:
+            raise EmulationError(f"tcgen05.cp source descriptor {desc:#018x}: {e}") from None
+        if not (self.in_shared(cta, int(at.min())) and self.in_shared(cta, int(at.max()) + 15)):
+            raise EmulationError("tcgen05.cp source outside the CTA's shared memory")
+        a = at[:, None] + np.arange(16)
+        if cta.writing[a].any():
+            self.check_shared(cta, a.reshape(-1), "read", self._who())
+        return cta.smem[a].copy().view(np.uint32).reshape(rows, 4)
+
+    def _cp_check(self, cta: Cta, col0: int, who: str) -> None:
+        """At issue: no MMA issued before may still read the columns (the MMAs issued after read them)."""
+        for first, end, reader in cta.tmem_reading.values():
+            if col0 < end and first < col0 + 4:
+                raise EmulationError(f"{who} overwrites TMEM columns {col0}..{col0 + 3} that {reader} still reads: "
+                                     "tcgen05.mma -> tcgen05.cp is not a pipelined pair (9.7.16.6.2); wait on the "
+                                     "MMA's tcgen05.commit first")
+
+    @staticmethod
+    def _cp_write(cta: Cta, col0: int, replicas, words: np.ndarray) -> None:
+        rows = words.shape[0]
+        for r0 in replicas:
+            cta.tmem[r0:r0 + rows, col0:col0 + 4] = words.astype(np.uint64)
+
+    def _cp_ctas(self, th: _Lane, ins: _Issued) -> list:
+        """The CTAs a copy writes: .cta_group::2 copies in both CTAs of the pair, each from its own shared
+        memory at the descriptor's address into its own TMEM (9.7.16.8.2)."""
+        return self.ctas if "cta_group::2" in ins.op else [th.cta]
+
+    def _cp(self, th: _Lane, ins: _Issued) -> None:
+        _, col0, rows, replicas, desc = self._cp_target(th, ins)
+        for cta in self._cp_ctas(th, ins):
+            self._cp_check(cta, col0, self._who())
+            self._cp_write(cta, col0, replicas, self._cp_source(cta, desc, rows))
+
+    def _issue_cp(self, th: _Lane, ins: _Issued) -> None:
+        """An asynchronous tcgen05.cp (the scheduling policies): it joins the thread's tcgen05 queue, so it
+        completes before a later tcgen05.mma of the thread (tcgen05.cp -> tcgen05.mma is a pipelined pair,
+        9.7.16.6.2) and before a later tcgen05.commit arrives; it reads shared memory when it completes, and
+        a change of those bytes since the issue is an error (the slot refilled before the commit's wait)."""
+        _, col0, rows, replicas, desc = self._cp_target(th, ins)
+        who, ctas = self._who(), self._cp_ctas(th, ins)
+        issued = []
+        token = object()
+        for cta in ctas:
+            self._cp_check(cta, col0, who)
+            issued.append(self._cp_source(cta, desc, rows))
+            cta.tmem_pending[id(token)] = (col0, col0 + 4, who)
+
+        def complete():
+            for cta, then in zip(ctas, issued):
+                cta.tmem_pending.pop(id(token))
+                now = self._cp_source(cta, desc, rows)
+                if not np.array_equal(now, then):
+                    raise EmulationError(f"{who}: the shared memory it copies (CTA {cta.rank}) changed between its "
+                                         "issue and its completion: a stage overwritten before the wait on its "
+                                         "tcgen05.commit")
+                self._cp_write(cta, col0, replicas, now)
+        self.pending.append(Pending(("tcgen05", th.cta.rank), complete, who))
 
     # ---- the MMA -------------------------------------------------------------------------------
     def _issue_mma(self, th: _Lane, ins: _Issued) -> None:
@@ -866,6 +963,12 @@ def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0)
     spec = result.tiles[tile].payload
     problem = host_problem(result, tile, m_tiles=m // spec.m, n_tiles=n // spec.n, seed=seed, k=k)
     args = {name: v for name, v in problem.args.items() if name not in ("m_total", "n_total")}
+    # the per-K-block TMEM operands (META, SFA, SFB) as the kernel's tcgen05.cp reads them: their images
+    from ..ptx.tcgen05_ws_kernel import tmem_image
+
+    for name, spec_ in abi.get("tmem_images", {}).items():
+        image = tmem_image(spec_, args[name].tolist(), n if name == "SFB" else m, k)
+        args[name] = np.array(image, np.uint32 if name == "META" else np.uint8)
     ref, atol = reference_d(problem), None
     desc = abi.get("epilogue")
     if desc is not None:              # the fused epilogue's bias and f32 scalars

@@ -259,19 +259,23 @@ class WarpMachine:
             at = -(-at // decl.align) * decl.align
             symbols[decl.name] = at
             at += decl.size
-        lo = self.shared_base
-        for decl in self.k.shared:
-            if decl.extern:
-                if self.dynamic_at is not None:
-                    where = self.dynamic_at
-                    if where < at:
-                        raise EmulationError("the dynamic shared window overlaps the static shared variables")
-                else:
-                    where = -(-at // decl.align) * decl.align
+        lo, static_end = self.shared_base, at
+        externs = [d for d in self.k.shared if d.extern]
+        if externs:
+            # every `.extern .shared` array names the one dynamic window (a module of several tiles declares
+            # one per kernel, all visible to each): they share its start, aligned for the strictest of them
+            if self.dynamic_at is not None:
+                where = self.dynamic_at
+                if where < static_end:
+                    raise EmulationError("the dynamic shared window overlaps the static shared variables")
+            else:
+                align = max(d.align for d in externs)
+                where = -(-static_end // align) * align
+            for decl in externs:
                 symbols[decl.name] = where
-                if at == self.shared_base:
-                    lo = where
-                at = where + self.dynamic_smem
+            if static_end == self.shared_base:
+                lo = where
+            at = where + self.dynamic_smem
         return symbols, lo, at
 
     def run_cluster(self, ids) -> None:

@@ -505,6 +505,9 @@ LDST_NUMS = (1, 2, 4, 8, 16, 32, 64, 128)
 CP_SHAPES = {"128x256b": (None,), "4x256b": (None,), "128x128b": (None,),
              "64x128b": ("warpx2::02_13", "warpx2::01_23"), "32x128b": ("warpx4",)}
 CP_DECOMPRESS = (None, "b8x16.b6x16_p32", "b8x16.b4x16_p64")   # .dst_fmt.src_fmt
+# tcgen05.cp shape -> (rows of the shared-memory source, 32-bit TMEM columns written): .RxWb copies R rows of
+# W bits, one row per TMEM lane (9.7.16.8.2); the warpx multicasts repeat the rows in other lane groups
+CP_GEOMETRY = {"128x256b": (128, 8), "4x256b": (4, 8), "128x128b": (128, 4), "64x128b": (64, 4), "32x128b": (32, 4)}
 
 
 def _check_cta_group(cta_group: int) -> None:

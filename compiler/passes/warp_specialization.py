@@ -21,6 +21,14 @@ about its structure that is not an instruction:
   walked along M first (`raster = "m"`: consecutive CTAs share one B tile in L2).
 - a CTA pair (cta_group::2, cluster=2): the leader's full barrier expects both CTAs' bytes, acc_empty counts
   the epilogue warps of both CTAs (`cluster` = 2).
+- per-K-block TMEM operands (sparse metadata, block-scale factors SFA / SFB): each ring slot also holds the
+  block's images of them (`cp_operands`, at `cp_smem` in the slot, `cp_bytes` each), which the TMA producer
+  loads with A and B (TMA, 16-byte rows, completing on the slot's full barrier) and the MMA warp copies into the
+  slot's own TMEM columns with `tcgen05.cp` (PTX 9.7.16.8.2) right before the block's MMAs: metadata with
+  `.128x128b` (one 16-byte row per TMEM lane), scale factors with `.32x128b.warpx4` (32 rows copied to all
+  four lane quarters, where PTX 9.7.16.10.7 wants every 32-row slice). A copy writes 4 columns, so each
+  region is a multiple of 4 columns: an MMA's scale factors start a 4-column group (`sf_group_columns`).
+  No thread touches them in registers.
 The dynamic shared memory asked for is the ring plus barriers plus 1024 bytes of alignment slack (the
 kernel rounds the window's base up to 1024); it must fit the target's per-CTA limit.
 
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 from ..diagnostics import SpecError
 from ..ir import Op
 from ..isa.epilogue_outputs import DEFAULT_BIAS_TYPE
+from ..isa.tcgen05_forms import CP_GEOMETRY
 from . import Pass, PassContext
 from .derive import required, tile_spec
 
@@ -40,9 +49,11 @@ THREADS = 192
 EPILOGUE_WARPS = (0, 1, 2, 3)
 MMA_WARP = 4
 TMA_WARP = 5
-# sparse metadata / scale factors: 4 staging warps write each K block's TMEM columns (warp w reaches lanes
-# 32*(w%4).., PTX 9.7.16.8.3: warps 6-9 cover the four lane quarters)
-STAGING_WARPS = (6, 7, 8, 9)
+# tcgen05.cp (PTX 9.7.16.8.2) of the per-K-block TMEM operands: shape and multicast, and the bytes of one copy's
+# shared-memory source (rows x 16 B: 128 lanes x 128 bits; 32 rows x 128 bits sent to the four lane quarters)
+CP_FORMS = {"META": ("128x128b", None), "SFA": ("32x128b", "warpx4"), "SFB": ("32x128b", "warpx4")}
+CP_COLUMNS = 4               # both shapes are 128 bits = 4 TMEM columns wide (isa CP_GEOMETRY)
+CP_ALIGN = 128               # a TMA destination is 128-byte aligned (and a tcgen05.cp source 16-byte aligned)
 SLOT_ALIGN = 1024            # the 128-byte swizzle repeat: every region on it has base offset 0
 MBARRIER_BYTES = 8           # an mbarrier object is a .b64 in shared memory (9.7.13.15.1)
 TMEM_SLOT_BYTES = 4          # tcgen05.alloc writes the 32-bit TMEM address (9.7.16.7.1)
@@ -75,12 +86,13 @@ class WsPlan:
     tmem_columns: int
     smem_bytes: int            # dynamic shared memory to request (incl. the alignment slack)
     cluster: int = 1           # 2: a CTA pair (cta_group::2); the leader (rank 0) issues the MMAs
-    staging_warps: tuple[int, ...] = ()   # tiles with per-K-block TMEM operands (metadata, scale factors)
-    staged: int | None = None  # offset of staged[0] (count 4: each staging warp arrives once per block), then
-                               # staged_empty[S] (count 1: the MMA warp's commit frees the slot's columns)
-    tmem_stage: int | None = None         # first TMEM column of slot 0's staged operands
+    cp_operands: tuple[str, ...] = ()     # per-K-block TMEM operands copied by tcgen05.cp: META, SFA, SFB
+    cp_smem: tuple[int, ...] = ()         # their images' offsets in a ring slot
+    cp_bytes: tuple[int, ...] = ()        # their images' bytes per slot (what the producer copies)
+    tmem_stage: int | None = None         # first TMEM column of slot 0's copied operands
     tmem_stage_columns: int = 0           # columns per slot (slot s at tmem_stage + s * tmem_stage_columns)
     stage_regions: tuple[int, ...] = ()   # metadata, SFA, SFB column offsets within a slot's columns
+    sf_group_columns: tuple[int, ...] = ()   # SFA, SFB: columns per 4-byte group (one MMA's factors or less)
     scheduler: str = "static"
     raster: str = "m"
     why: str | None = None     # why one accumulator
@@ -88,11 +100,7 @@ class WsPlan:
     def barrier_counts(self) -> dict[str, int]:
         """Arrivals per phase: the leader's MMA commits multicast to both CTAs' empty and acc_full barriers;
         every epilogue warp of the pair arrives on the leader's acc_empty."""
-        counts = {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps) * self.cluster}
-        if self.staging_warps:
-            counts["staged"] = len(self.staging_warps)
-            counts["staged_empty"] = 1          # the MMA warp's second commit per K block
-        return counts
+        return {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps) * self.cluster}
 
 
 _INT_FIELDS = ("threads", "mma_warp", "tma_warp", "stages", "k_block", "stage_bytes", "tx_bytes", "full", "empty",
@@ -104,9 +112,55 @@ def ws_plan(tile: Op) -> WsPlan:
     op = required(tile, "tilec.ws_plan", "warp-specialization")
     a = op.attrs
     return WsPlan(epilogue_warps=tuple(a["epilogue_warps"]), scheduler=a["scheduler"], raster=a["raster"],
-                  why=a.get("why"), staging_warps=tuple(a.get("staging_warps", ())), staged=a.get("staged"),
-                  tmem_stage=a.get("tmem_stage"), tmem_stage_columns=a.get("tmem_stage_columns", 0),
-                  stage_regions=tuple(a.get("stage_regions", ())), **{f: a[f] for f in _INT_FIELDS})
+                  why=a.get("why"), cp_operands=tuple(a.get("cp_operands", ())), cp_smem=tuple(a.get("cp_smem", ())),
+                  cp_bytes=tuple(a.get("cp_bytes", ())), tmem_stage=a.get("tmem_stage"),
+                  tmem_stage_columns=a.get("tmem_stage_columns", 0), stage_regions=tuple(a.get("stage_regions", ())),
+                  sf_group_columns=tuple(a.get("sf_group_columns", ())), **{f: a[f] for f in _INT_FIELDS})
+
+
+def cp_columns(tile: Op, spec, k_block: int) -> list[tuple[str, int, int]]:
+    """(operand, TMEM columns per ring slot, columns per 4-byte scale-factor group or 0) of each per-K-block
+    TMEM operand of a scheduled tile, as tcgen05.cp writes them: the block's metadata words (one column
+    each, per TMEM lane), rounded up to whole 4-column copies; each 4-byte group of a row's scale-factor
+    stream (isa.tmem.ScaleLayout) in its own `slices` columns rounded up to 4 (SFA: 128 rows = 4 slices;
+    SFB: N / 32), so a 4-column copy never writes the next group's columns."""
+    from ..isa.tcgen05_kinds import mma_k
+    from ..isa.tmem import metadata_format
+    from .derive import mma_form, scale_layouts
+
+    kind = tile.attrs["kind"]
+    form = mma_form(tile)
+    steps = k_block // mma_k(kind, spec.sparsity is not None, form.k96)
+    out = []
+    if spec.sparsity is not None:
+        out.append(("META", _align(steps * metadata_format(kind).words_per_mma, CP_COLUMNS), 0))
+    scales = scale_layouts(tile, spec, form)
+    if scales is not None:
+        stream = steps * scales[0].step_bytes
+        if stream % 4:
+            per = 4 // _gcd(4, scales[0].step_bytes)
+            raise SpecError(f"a K block of {steps} MMAs holds {stream} scale-factor bytes per row, not whole 4-byte "
+                            "groups: tcgen05.cp copies whole 32-bit TMEM columns, and each K block's factors start "
+                            "a column", "schedule.cta", f"use a cta K that is a multiple of {per} MMAs")
+        for name, lay in zip(("SFA", "SFB"), scales):
+            if lay.halves != 1:
+                raise SpecError("the 2x2 data path's SFB halves are not copied by tcgen05.cp here", "shape.M")
+            group = _align(lay.slices, CP_COLUMNS)
+            # an MMA whose factors run past their 32-bit word continues `slices` columns on (isa.tmem
+            # ScaleLayout); the copies space groups `group` columns apart, so the two must agree
+            if group != lay.slices and any(s * lay.step_bytes % 4 + lay.nsf > 4 for s in range(steps)):
+                raise SpecError(f"{name}: an MMA's {lay.nsf} scale factors cross a 32-bit TMEM word, which "
+                                f"continues {lay.slices} columns on, but tcgen05.cp writes groups of "
+                                f"{CP_COLUMNS}", "shape.N" if name == "SFB" else "shape.M",
+                                "use an N of a multiple of 128")
+            out.append((name, stream // 4 * group, group))
+    return out
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
 
 
 def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
@@ -148,10 +202,9 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         raise SpecError("a scheduled tcgen05 kernel takes K at run time (a multiple of the schedule's cta K); "
                         "'loop' fixes it", "loop", "drop the loop statement")
     unsupported = [(cond, what, field) for cond, what, field in (
-        (spec.sparsity is not None and (spec.cta_group != 1 or spec.sparsity.metadata != "runtime"),
-         "sparse A with static metadata or a CTA pair", "sparsity"),
+        (spec.sparsity is not None and spec.sparsity.metadata != "runtime", "sparse A with static metadata",
+         "sparsity"),
         (spec.block_scale is not None and spec.sparsity is not None, "sparse block-scaled A", "block_scale"),
-        (spec.block_scale is not None and spec.cta_group != 1, "block scaling with a CTA pair", "block_scale"),
         (spec.ws, ".ws", "engine"),
         (spec.collector is not None, "collector usage", "engine"),
         (spec.ashift, ".ashift", "engine"),
@@ -222,20 +275,33 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
                 raise SpecError(f"operand {name}: layout-selection chose no swizzle for a {lay['k_block']}-deep K "
                                 "block; TMA writes swizzled K-major rows only", "schedule.cta",
                                 "use a cta K whose rows are 32, 64 or a multiple of 128 bytes")
-        stage_bytes = _align(max(lay["offset"] + lay["size"] for lay in layouts.values()), SLOT_ALIGN)
+        end = max(lay["offset"] + lay["size"] for lay in layouts.values())
+        tx = sum(lay["size"] for lay in layouts.values())
+        # the per-K-block TMEM operands (metadata, SFA, SFB): their images follow A and B in the slot, and
+        # their columns (one set per ring slot: the MMAs of slot s read them while the next slot's are copied)
+        # follow the accumulators
+        copies = cp_columns(tile, spec, sc.cta_k)
+        cp_smem, cp_bytes, regions = [], [], []
+        first = 0
+        for name, columns, _ in copies:
+            rows, width = CP_GEOMETRY[CP_FORMS[name][0]]
+            nbytes = columns // width * rows * width * 4
+            end = _align(end, CP_ALIGN)
+            cp_smem.append(end)
+            cp_bytes.append(nbytes)
+            regions.append(first)
+            end += nbytes
+            tx += nbytes
+            first += columns
+        stage_bytes = _align(end, SLOT_ALIGN)
         # the leader's full barrier counts the bytes of both CTAs of a pair (their copies complete on it)
-        tx = sum(lay["size"] for lay in layouts.values()) * spec.cta_group
-        tp = tile.op("tilec.tmem_plan").attrs
-        d_columns = tp["d_columns"]
-        # the per-K-block TMEM operands of layout-selection's plan (metadata, SFA, SFB after D), one copy per
-        # ring slot: the staging warps fill slot s while the MMAs read the others
-        regions = [(tp[name], tp[f"{name}_columns"]) for name in ("meta", "sfa", "sfb") if tp.get(name) is not None]
-        first = min((r for r, _ in regions), default=0)
-        slot_columns = _align(max((r + c for r, c in regions), default=first) - first, 8)
+        tx *= spec.cta_group
+        d_columns = tile.op("tilec.tmem_plan").attrs["d_columns"]
+        slot_columns = _align(first, 8)
         staged_columns = sc.stages * slot_columns
         fits_two = 2 * d_columns + staged_columns <= TMEM_COLUMNS
         why = None
-        extra = f" + {sc.stages} x {slot_columns} staged columns" if regions else ""
+        extra = f" + {sc.stages} x {slot_columns} per-slot metadata / scale-factor columns" if regions else ""
         if sc.accumulators == 2 and not fits_two:
             raise SpecError(f"two accumulators need 2 x {d_columns} TMEM columns{extra}, more than the "
                             f"{TMEM_COLUMNS} of a CTA (PTX 9.7.16.1)", "schedule.accumulators", "write accumulators=1")
@@ -244,8 +310,9 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
             why = ("written accumulators=1" if sc.accumulators == 1 else
                    f"2 x {d_columns} D columns{extra} exceed the {TMEM_COLUMNS} TMEM columns")
         if d_columns + staged_columns > TMEM_COLUMNS:
-            raise SpecError(f"{d_columns} D columns + {sc.stages} x {slot_columns} staged columns exceed the "
-                            f"{TMEM_COLUMNS} TMEM columns (PTX 9.7.16.1)", "schedule.stages", "use fewer stages")
+            raise SpecError(f"{d_columns} D columns + {sc.stages} x {slot_columns} per-slot metadata / scale-factor "
+                            f"columns exceed the {TMEM_COLUMNS} TMEM columns (PTX 9.7.16.1)", "schedule.stages",
+                            "use fewer stages")
         used = accumulators * d_columns + staged_columns
         cols = 32
         while cols < used:
@@ -256,16 +323,13 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         acc_full = empty + sc.stages * MBARRIER_BYTES
         acc_empty = acc_full + accumulators * MBARRIER_BYTES
         slot = acc_empty + accumulators * MBARRIER_BYTES
-        staged = None
-        if regions:                   # staged[S] (full) and staged_empty[S]: the TMEM slots' own ring
-            staged, slot = slot, slot + 2 * sc.stages * MBARRIER_BYTES
         smem = slot + TMEM_SLOT_BYTES + SLOT_ALIGN
         if smem > smem_limit:
             raise SpecError(f"{sc.stages} stages of {stage_bytes} bytes need {smem} bytes of shared memory with "
                             f"their barriers, more than the {smem_limit} a CTA may have on this target",
                             "schedule.stages", f"use stages={max(1, (smem_limit - (smem - ring)) // stage_bytes)}"
                             " or less, or a smaller cta K")
-        attrs = {"threads": THREADS + 32 * len(STAGING_WARPS) * bool(regions),
+        attrs = {"threads": THREADS,
                  "epilogue_warps": list(EPILOGUE_WARPS), "mma_warp": MMA_WARP,
                  "tma_warp": TMA_WARP, "stages": sc.stages, "k_block": sc.cta_k, "stage_bytes": stage_bytes,
                  "tx_bytes": tx, "full": full, "empty": empty, "acc_full": acc_full, "acc_empty": acc_empty,
@@ -273,8 +337,11 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
                  "smem_bytes": smem, "cluster": spec.cta_group, "scheduler": "static", "raster": "m"}
         if why is not None:
             attrs["why"] = why
-        if regions:
-            attrs.update({"staging_warps": list(STAGING_WARPS), "staged": staged,
+        if copies:
+            attrs.update({"cp_operands": [name for name, _, _ in copies], "cp_smem": cp_smem, "cp_bytes": cp_bytes,
                           "tmem_stage": accumulators * d_columns, "tmem_stage_columns": slot_columns,
-                          "stage_regions": [r - first for r, _ in regions]})
+                          "stage_regions": regions})
+            groups = [g for name, _, g in copies if name != "META"]
+            if groups:
+                attrs["sf_group_columns"] = groups
         tile.body.append(Op("tilec.ws_plan", None, attrs, loc=tile.locs.get("schedule", tile.loc)))

@@ -385,9 +385,13 @@ def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
     constants: dict[str, Any] = {
         "idesc": idescs[0],
         "A_desc": descs["A"], "B_desc": descs["B"],
-        "mma_per_call": steps, "k_per_call": k_block, "calls_per_tile": total_k // k_block,
+        "mma_per_call": steps, "k_per_call": k_block,
         "m": spec.m, "n": spec.n,
     }
+    # a tile with a `schedule` is a whole GEMM of the runtime's K: one call per K block of the schedule's
+    # cta K, so it has no fixed call count (its `shape` K is the instruction's)
+    if spec.schedule is None:
+        constants["calls_per_tile"] = total_k // k_block
     if sparse:
         constants["idesc_per_mma"] = idescs
         constants["meta_columns_per_mma"] = meta_cols
@@ -403,8 +407,9 @@ def _tcgen05_fragment(tile: TileView, module: Op, name: str) -> Fragment:
         "fence.proxy.async.shared::cta by the writers, then a CTA barrier (PTX 9.7.16.6.5)",
         "after the call: wait on mbar's phase, then tcgen05.fence::after_thread_sync before reading D "
         "(PTX 9.7.16.6.4.2)",
-        f"one call = {steps} MMA(s) = K {constants['k_per_call']}; {constants['calls_per_tile']} call(s) "
-        f"cover the tile's K {total_k}",
+        f"one call = {steps} MMA(s) = K {k_block}; " + (
+            f"{constants['calls_per_tile']} call(s) cover the tile's K {total_k}" if spec.schedule is None else
+            f"one call per K block of the schedule (cta K {k_block}): ceil(K / {k_block}) calls for a GEMM of K"),
     )
     req = _requirement(module)
     comments = [f"tilec fragment {name}: tile {spec.name}, {form.opcode()} x {steps}",

@@ -182,8 +182,8 @@ def _tcgen05_facts(f: Fragment) -> list[str]:
                    f"  // {name}: {lay.mn}x{lay.k} {lay.dtype}, {lay.major}-major, swizzle {lay.swizzle}, "
                    f"LBO {lay.lbo}, SBO {lay.sbo}")
     c = f.constants
-    out.append(f"enum {{ {n}_k_per_call = {c['k_per_call']}, {n}_calls_per_tile = {c['calls_per_tile']}, "
-               f"{n}_mma_per_call = {c['mma_per_call']} }};")
+    calls = f"{n}_calls_per_tile = {c['calls_per_tile']}, " if "calls_per_tile" in c else ""   # none: scheduled
+    out.append(f"enum {{ {n}_k_per_call = {c['k_per_call']}, {calls}{n}_mma_per_call = {c['mma_per_call']} }};")
     return out
 
 

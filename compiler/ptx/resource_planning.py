@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from ..diagnostics import SpecError
 from ..ir import Op
+from ..isa.setmaxnreg import warpgroup_problems
 from ..isa.types import TYPES
 from ..passes import Pass, PassContext
 from ..passes.derive import mma_form, required, tile_spec, tile_view
@@ -101,20 +102,27 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
     # a CTA pair's full barrier expects both CTAs' bytes; each CTA's shared memory receives its half
     tx = ws["tx_bytes"] // ws.get("cluster", 1)
     barriers = 2 * stages + 2 * ws["accumulators"]          # full, empty; acc_full, acc_empty
-    staging = len(ws.get("staging_warps", ()))               # sparse metadata / scale factors into TMEM
-    if staging:
-        barriers += 2 * stages                               # staged, staged_empty
     check_shared_memory(target, stages, stage, smem, per_stage=2 * MBARRIER_BYTES, fixed=smem - stages * stage -
                         2 * stages * MBARRIER_BYTES)
     epi = len(ws["epilogue_warps"])
     threads = ws["threads"]
     cta_m = spec.m // spec.cta_group
+    role_of = {**{w: "epilogue" for w in ws["epilogue_warps"]}, ws["mma_warp"]: "MMA", ws["tma_warp"]: "TMA"}
+    problems = warpgroup_problems(threads // 32, role_of)
+    # setmaxnreg (PTX 9.7.19): a per-role register budget needs whole single-role warpgroups; here it would not
+    # pay either, which the refusal says too
+    setmaxnreg = ("not used: " + "; ".join(problems) + ". setmaxnreg is executed alike by every warp of a "
+                  "warpgroup (PTX 9.7.19), so the MMA and TMA warps cannot hand registers to the epilogue. Nor "
+                  "would it pay: the accumulators live in TMEM, the epilogue holds 8 columns per thread at a time "
+                  "(tcgen05.ld .x8), the producer roles a few addresses, and the CTAs per SM are set by shared "
+                  "memory and TMEM; every role keeps the kernel's budget") if problems else \
+        "not used: every role keeps the kernel's budget (its roles hold few live registers)"
     return {"kernel": "tcgen05_ws", "threads": threads, "cluster": spec.cta_group, "stages": stages,
             "stage_bytes": stage, "smem_bytes": smem, "smem_limit": smem_limit(target), "smem_space": "dynamic",
-            "tmem_columns": ws["tmem_columns"], "mbarriers": barriers,
+            "tmem_columns": ws["tmem_columns"], "mbarriers": barriers, "setmaxnreg": setmaxnreg,
             "ctas_per_sm": ctas_per_sm(target, threads, MAX_REGISTERS, smem, ws["tmem_columns"]),
             "roles": [_role("epilogue", epi, MAX_REGISTERS, 8), _role("mma", 1, MAX_REGISTERS, 0),
-                      _role("tma", 1, MAX_REGISTERS, 0)] + ([_role("staging", staging, MAX_REGISTERS, 0)] if staging else []),
+                      _role("tma", 1, MAX_REGISTERS, 0)],
             **_tcgen05_mma(tile), "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
             "cta_n": spec.n,
             "k_block": ws["k_block"], "tx_bytes": tx,

@@ -10,12 +10,16 @@ shared setup; none of them decides a size.
              the CTA meets (tcgen05 fences around the barrier, 9.7.16.6.4) and reads the TMEM address.
   producer   warp 5, lane 0: for each of its tiles and K blocks, wait until the slot is empty, announce
              its bytes on the slot's full barrier (mbarrier.arrive.expect_tx, 9.7.13.15.11) and load the A
-             and B boxes with cp.async.bulk.tensor (9.7.9.25.5.1), one box per swizzle atom along K,
-             completing on that barrier (.mbarrier::complete_tx::bytes).
+             and B boxes with cp.async.bulk.tensor (9.7.9.25.5.1), one box per swizzle atom along K, and
+             the block's sparse-metadata / scale-factor images (META, SFA, SFB: `tmem_image` layout)
+             through their own tensor maps (rows of 16 bytes), all completing on that barrier
+             (.mbarrier::complete_tx::bytes).
   mma        warp 4, lane 0: per tile, wait until the accumulator is empty; per K block wait for the
-             slot's full phase, issue the block's tcgen05.mma (enable-input-d false for the first of the
-             tile) and tcgen05.commit to the slot's empty barrier (the slot is free once those MMAs have
-             read it, 9.7.16.12.1); after the last block commit to the accumulator's full barrier.
+             slot's full phase, copy the slot's metadata / scale-factor images into the slot's TMEM columns
+             (tcgen05.cp, 9.7.16.8.2: ordered before the MMAs that follow, 9.7.16.6.2), issue the block's
+             tcgen05.mma (enable-input-d false for the first of the tile) and tcgen05.commit to the slot's
+             empty barrier (the slot is free once those copies and MMAs have read it, 9.7.16.12.1); after the
+             last block commit to the accumulator's full barrier.
   epilogue   warps 0-3: per tile, wait for the accumulator's full phase, read warp w's 32 lanes with
              tcgen05.ld.32x32b.x8 (9.7.16.8.3), store them to D with 16-byte vector stores, then (after
              tcgen05.fence::before_thread_sync) lane 0 arrives on the accumulator's empty barrier.
@@ -26,14 +30,17 @@ of B; both CTAs' copies complete on the leader's (rank 0) full barrier (`.cta_gr
 CTAs' shared memory and write both CTAs' TMEM) and its commits multicast to the same barrier of both CTAs
 (9.7.16.12.1); each CTA's epilogue reads its own 128 rows and arrives on the leader's acc_empty through
 `mapa` (count 8). The CTAs meet at `barrier.cluster` after the setup and around the teardown. Each CTA's
-data is its own (B is split by N, not shared), so no copy is multicast.
+data is its own (B is split by N, not shared), so no copy is multicast. Block-scaled and sparse pairs: each
+CTA loads its 128 rows' SFA / META image and the pair's SFB image (every CTA's TMEM holds SFB for all N,
+9.7.16.10.7), and the leader's tcgen05.cp.cta_group::2 copies in both CTAs, each from its own shared memory.
 Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
 (t mod tiles_m, t div tiles_m) (along M first). Ring slots and accumulators advance with a phase bit that
 flips each time their index wraps (mbarrier phases, 9.7.13.15.16 try_wait.parity); a producer waiting on
 a fresh empty barrier waits for parity 1 ("the phase before the first"), which completes at once.
 
 ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of two 64-byte
-aligned CUtensorMaps, A then B, in global memory), D (u64), M, N, K (u32); A is [M][K] and B [N][K]
+aligned CUtensorMaps, A then B, in global memory), D (u64), META or SFA, SFB (u64: their TMEM images,
+`tmem_image`), the epilogue's bias and scalars, M, N, K (u32); A is [M][K] and B [N][K]
 row-major (K-major), D [M][N] row-major in D's type; grid (min(tiles, SM count), 1, 1), block (192, 1, 1), dynamic
 shared memory `dynamic_smem_bytes`, clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `buffers` states every
 array (element type, shape in M, N, K) as compiler/runtime/abi.py's buffers family does, so compiler/runtime
@@ -62,6 +69,9 @@ TMA_DATA_TYPE = {8: 0, 16: 1, 32: 2}
 TMA_SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 TMA_L2_PROMOTION_256B = 3
 D_CHUNK = 8                                           # TMEM columns per tcgen05.ld (.32x32b.x8)
+# the META / SFA / SFB images through their tensor maps: 16-byte rows (one tcgen05.cp source row), boxes of at
+# most 256 of them (cuTensorMapEncodeTiled: boxDim[i] <= 256)
+IMAGE_ROW_BYTES, IMAGE_BOX_ROWS = 16, 256
 
 
 class _Operand:
@@ -143,7 +153,7 @@ class _WsKernel:
 
     def _rings(self, tile: Op) -> dict[str, RingPlan]:
         """The kernel's rings: the smem ring of pipeline-planning's tilec.pipeline (checked against the
-        ws_plan's slots), the TMEM accumulators and, with staging warps, the staged TMEM operand slots."""
+        ws_plan's slots) and the TMEM accumulators."""
         plan = self.plan
         smem = ring_plan(tile)
         if smem is None or (smem.stages, smem.stage_bytes, smem.barrier_offset) != (plan.stages, plan.stage_bytes,
@@ -158,11 +168,7 @@ class _WsKernel:
         rings = {"smem": smem,
                  "accumulator": RingPlan(plan.accumulators, 0, 0, counts["acc_full"], counts["acc_empty"],
                                          plan.acc_full)}
-        if plan.staging_warps:
-            rings["staged"] = RingPlan(plan.stages, 0, 0, counts["staged"], counts["staged_empty"], plan.staged)
-        for name in ("accumulator", "staged"):
-            if name in rings:
-                rings[name].check()
+        rings["accumulator"].check()
         return rings
 
     def ring(self, name: str) -> _RoleRing:
@@ -190,11 +196,6 @@ class _WsKernel:
         end = kb.label("roles_done")
         to_mma, to_tma = kb.label("mma_role"), kb.label("tma_role")
         p = kb.reg("p")
-        to_staging = None
-        if plan.staging_warps:
-            to_staging = kb.label("staging_role")
-            e(f"setp.ge.u32 {p}, {self.warp}, {plan.staging_warps[0]};")
-            e(f"@{p} bra.uni {to_staging};")
         e(f"setp.eq.u32 {p}, {self.warp}, {plan.tma_warp};")
         e(f"@{p} bra.uni {to_tma};")
         e(f"setp.eq.u32 {p}, {self.warp}, {plan.mma_warp};")
@@ -206,10 +207,6 @@ class _WsKernel:
         e(f"bra.uni {end};")
         kb.put(to_tma)
         self.producer_role()
-        if to_staging is not None:
-            e(f"bra.uni {end};")
-            kb.put(to_staging)
-            self.staging_role()
         kb.put(end)
         self.teardown()
         e("ret;")
@@ -247,15 +244,6 @@ class _WsKernel:
         kb.div_imm(self.tiles, self.n, self.spec.n)
         e(f"mul.lo.u32 {self.tiles}, {self.tiles}, {self.tiles_m};")
         kb.div_imm(self.kblocks, self.k, plan.k_block)
-        if self.sparse:
-            meta = self.tile.facts["tcgen05_metadata"]
-            self.meta_words = kb.reg("r")                  # META words per row: K / (8 * chunk)
-            kb.div_imm(self.meta_words, self.k, 8 * meta.chunk)
-        if self.scaled:
-            self.sf_pitch = kb.reg("r")                    # SFA / SFB bytes per row: K / K_mma * NSF
-            sfa, _ = self.tile.facts["scale_layouts"]
-            kb.div_imm(self.sf_pitch, self.k, mma_k(self.kind, self.sparse, self.form.k96))
-            e(f"mul.lo.u32 {self.sf_pitch}, {self.sf_pitch}, {sfa.nsf};")
         p0, x = kb.reg("p"), kb.reg("r")
         e(f"setp.eq.u32 {p0}, {self.tid}, 0;")
         for name, ring in self.rings.items():
@@ -342,10 +330,12 @@ class _WsKernel:
 
         kb, e, plan = self.kb, self.e, self.plan
         kb.comment(f"---- TMA producer (warp {plan.tma_warp}, lane 0 issues)")
-        maps = {"A": kb.reg("rd"), "B": kb.reg("rd")}
+        names = ("A", "B") + plan.cp_operands          # the tensor maps, in the ABI's order
+        maps = {name: kb.reg("rd") for name in names}
         kb.ld_param("u64", maps["A"], "tensor_maps")
-        e(f"add.u64 {maps['B']}, {maps['A']}, {TMA_MAP_BYTES};")
-        for name in ("A", "B"):
+        for i, name in enumerate(names[1:], 1):
+            e(f"add.u64 {maps[name]}, {maps['A']}, {i * TMA_MAP_BYTES};")
+        for name in names:
             e(f"@{self.p_lane0} fence.proxy.tensormap::generic.acquire.gpu [{maps[name]}], {TMA_MAP_BYTES};")
         ring = self.ring("smem")
         issuer = self.p_lead0 if self.pair else self.p_lane0
@@ -355,6 +345,8 @@ class _WsKernel:
         full, zero, nb0 = kb.reg("r"), kb.reg("r"), kb.reg("r")
         if self.pair:
             e(f"mov.u32 {zero}, 0;")
+        if plan.cp_operands:            # the per-K-block TMEM operands' images (META, SFA, SFB)
+            tile_index, image_row = kb.reg("r"), kb.reg("r")
 
         def block(kreg: str, m0: str, n0: str) -> None:
             ring.wait_empty()
@@ -377,6 +369,20 @@ class _WsKernel:
                     e(f"add.u32 {dst}, {ring.slot_addr}, {op.offset + j * op.atom_stride};")
                     e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                       f"{suffix} [{dst}], [{maps[name]}, {{{x}, {row0}}}], [{bar}];")
+            for name, at, nbytes in zip(plan.cp_operands, plan.cp_smem, plan.cp_bytes):
+                # image (row tile, K block) of `name`: `nbytes` contiguous bytes = nbytes / 16 rows of its
+                # tensor map's 16-byte rows, loaded like A and B (a pair: each CTA its own rows' SFA / META
+                # and the pair's SFB, completing on the leader's barrier)
+                row0, extent = (n0, self.spec.n) if name == "SFB" else (m0, self.spec.m // plan.cluster)
+                e(f"div.u32 {tile_index}, {row0}, {extent};")
+                e(f"mad.lo.u32 {tile_index}, {tile_index}, {self.kblocks}, {kreg};")
+                rows = nbytes // IMAGE_ROW_BYTES
+                for j in range(0, rows, IMAGE_BOX_ROWS):
+                    e(f"mad.lo.u32 {image_row}, {tile_index}, {rows}, {j};")
+                    e(f"add.u32 {dst}, {ring.slot_addr}, {at + j * IMAGE_ROW_BYTES};")
+                    e(f"mov.u32 {x}, 0;")
+                    e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                      f"{suffix} [{dst}], [{maps[name]}, {{{x}, {image_row}}}], [{bar}];")
             ring.advance()
 
         self.tile_loop("tma", lambda m0, n0: self.k_loop("tma", lambda i: block(i, m0, n0)))
@@ -397,9 +403,8 @@ class _WsKernel:
         p_true, p_acc = kb.constant_pred(True), kb.reg("p")
         ring = self.ring("smem")
         accs = self.ring("accumulator")
-        # staged[s] completes when the staging warps wrote slot s's TMEM operands
-        staged = self.ring("staged") if plan.staging_warps else None
         d, cols = kb.reg("r"), kb.reg("r")
+        cp_at = kb.reg("r") if plan.cp_operands else None
         fmt = None
         if self.sparse:
             from ..isa.tmem import metadata_format
@@ -416,7 +421,8 @@ class _WsKernel:
                 e(f"add.u32 {meta}, {cols}, {plan.stage_regions[0] + col};")
                 operands["meta"] = meta
             if scales is not None:
-                sfa, sfb = scales
+                # each 4-byte group of the factor stream in its own sf_group_columns (the tcgen05.cp layout)
+                sfa, sfb = (replace(lay, slices=g) for lay, g in zip(scales, plan.sf_group_columns))
                 acol, _ = sfa.step_position(s)
                 bcol, _ = sfb.step_position(s)
                 ra, rb = kb.regs("r", 2)
@@ -432,28 +438,23 @@ class _WsKernel:
 
             def block(i: str) -> None:
                 ring.wait_full()
-                if staged is not None:
-                    staged.wait_full()
                 e("tcgen05.fence::after_thread_sync;")
                 skip = kb.label("issued")
                 e(f"@!{self.p_lane0} bra {skip};")
                 e(f"setp.ne.u32 {p_acc}, {i}, 0;")
                 sdesc = descriptor_base(kb, ring.slot_addr)
-                if staged is not None:                      # slot s's TMEM operands
+                if plan.cp_operands:                        # slot s's TMEM operands, copied from its images
                     e(f"mad.lo.u32 {cols}, {ring.index}, {plan.tmem_stage_columns}, {self.taddr};")
                     e(f"add.u32 {cols}, {cols}, {plan.tmem_stage};")
+                    self.copy_tmem_operands(sdesc, cols, cp_at)
                 issue_mmas(kb, self.form, f"[{d}]", self.steps,
                            a_operand=lambda s: descriptor(kb, sdesc, da[s]),
                            b_operand=lambda s: descriptor(kb, sdesc, db[s]),
                            step_operands=step_operands, idesc=lambda s: idesc_regs[step_values[s]],
                            first_enable=p_acc, enable=p_true,
                            extra={}, mbar=ring.empty_bar, cta_mask=self.cta_mask if self.pair else None)
-                if staged is not None:                      # the slot's TMEM operands are free once read too
-                    commit(kb, staged.empty_bar)
                 kb.put(skip)
                 ring.advance()
-                if staged is not None:
-                    staged.advance()
 
             self.k_loop("mma", block)
 
@@ -549,53 +550,31 @@ class _WsKernel:
 
         self.tile_loop("epi", tile)
 
-    # ---- staging (sparse metadata, scale factors) --------------------------------------------------
-    def staging_role(self) -> None:
-        """Warps 6-9: each K block's sparse metadata (from META) or scale factors (SFA, SFB) into its ring
-        slot's TMEM columns, once the slot's previous MMAs completed (its empty phase); then each warp
-        arrives on the slot's staged barrier. Warp w writes TMEM lanes 32*(w%4).. (9.7.16.8.3): the rows of
-        logical lanes 32*(w%4)+lane (data-path layout D, M = 128: row i in lane i)."""
-        from dataclasses import replace
-
-        from ..isa.tmem import metadata_format
-        from .tcgen05_kernel import _tmem_store, metadata_cells, stage_scale_factors
+    # ---- the per-K-block TMEM operands (sparse metadata, scale factors) ------------------------------
+    def copy_tmem_operands(self, sdesc: str, cols: str, at: str) -> None:
+        """The MMA thread copies the slot's metadata / scale-factor images into the slot's TMEM columns
+        (`cols`) with tcgen05.cp (9.7.16.8.2), one 4-column copy per 16-byte-wide source: metadata
+        .128x128b (row i -> lane i), scale factors .32x128b.warpx4 (row i -> lane i of every lane quarter).
+        Each source is a no-swizzle K-major matrix of 16-byte rows, 8-row core matrices 128 bytes apart
+        (SBO; 9.7.16.4.1). The MMAs issued next by this thread read them: tcgen05.cp -> tcgen05.mma is a
+        pipelined pair, executed in issue order (9.7.16.6.2), so no wait comes between; the slot's
+        tcgen05.commit to its empty barrier tracks the copies too, so the producer reloads the images only
+        after they were read. The columns are written again only when this slot comes round, after the
+        wait on its full barrier, which follows that commit's arrival: the MMAs that read them are done."""
+        from ..descriptors.smem import SmemDesc
+        from ..isa.tcgen05_forms import CP_GEOMETRY, tcgen05_cp
+        from ..passes.warp_specialization import CP_COLUMNS, CP_FORMS
 
         kb, e, plan = self.kb, self.e, self.plan
-        kb.comment(f"---- staging (warps {plan.staging_warps[0]}-{plan.staging_warps[-1]}): "
-                   f"{'sparse metadata' if self.sparse else 'scale factors'} -> TMEM per ring slot")
-        quarter, lam, lane_field, tw, cols = kb.regs("r", 5)
-        e(f"and.b32 {quarter}, {self.warp}, 3;")
-        e(f"mad.lo.u32 {lam}, {quarter}, 32, {self.lane};")
-        e(f"shl.b32 {lane_field}, {quarter}, 21;")       # (32 * quarter) << 16: the lane field (9.7.16.1)
-        e(f"add.u32 {tw}, {self.taddr}, {lane_field};")
-        ptrs = {}
-        for name in (("META",) if self.sparse else ()) + (("SFA", "SFB") if self.scaled else ()):
-            ptrs[name] = kb.reg("rd")
-            kb.global_pointer(ptrs[name], name)
-        ring = self.ring("staged")
-
-        def block(kreg: str, m0: str, n0: str) -> None:
-            ring.wait_empty()
-            e("tcgen05.fence::after_thread_sync;")           # after the MMAs that read the slot's columns
-            e(f"mad.lo.u32 {cols}, {ring.index}, {plan.tmem_stage_columns}, {tw};")
-            if self.sparse:
-                meta = replace(self.tile.facts["tcgen05_metadata"], words_per_row=self.meta_words)
-                fmt = metadata_format(self.kind)
-                cells = metadata_cells(kb, meta, fmt, self.steps * fmt.words_per_mma, lam, kreg, m0, ptrs["META"])
-                _tmem_store(kb, cols, cells, plan.tmem_stage + plan.stage_regions[0])
-            if self.scaled:
-                layouts = self.tile.facts["scale_layouts"]
-                stage_bytes = self.steps * layouts[0].nsf
-                stage_scale_factors(kb, layouts, self.steps, (self.spec.m, self.spec.n), lam, kreg, (m0, n0),
-                                    (ptrs["SFA"], ptrs["SFB"]),
-                                    tuple(plan.tmem_stage + r for r in plan.stage_regions[-2:]), self.sf_pitch,
-                                    stage_bytes % 4 == 0, cols)
-            e("tcgen05.wait::st.sync.aligned;")
-            e("tcgen05.fence::before_thread_sync;")
-            ring.code.produce(ring.full_bar, self.p_lane0)
-            ring.advance()
-
-        self.tile_loop("stage", lambda m0, n0: self.k_loop("stage", lambda i: block(i, m0, n0)))
+        for name, offset, nbytes, region in zip(plan.cp_operands, plan.cp_smem, plan.cp_bytes, plan.stage_regions):
+            shape, multicast = CP_FORMS[name]
+            chunk = CP_GEOMETRY[shape][0] * 16
+            kb.comment(f"{name}: {nbytes // chunk} tcgen05.cp .{shape}{'.' + multicast if multicast else ''} -> "
+                       f"TMEM columns +{region}..+{region + nbytes // chunk * CP_COLUMNS - 1}")
+            for q in range(nbytes // chunk):
+                value = SmemDesc(offset + q * chunk, lbo=chunk, sbo=8 * 16).encode()
+                e(f"add.u32 {at}, {cols}, {region + q * CP_COLUMNS};")
+                e(tcgen05_cp(at, descriptor(kb, sdesc, value), shape, plan.cluster, multicast))
 
     # ---- ABI ------------------------------------------------------------------------------------
     def buffers(self) -> dict:
@@ -605,9 +584,11 @@ class _WsKernel:
         the tensor maps, checks the arrays and launches both."""
         spec = self.spec
         a, b, d = (spec.operands[x].dtype for x in "ABD")
-        out = {"tensor_maps": {"element": "CUtensorMap", "shape": [len(self.ops)], "bytes": TMA_MAP_BYTES * len(self.ops),
-                               "layout": "tensor maps of " + ", ".join(self.ops) + " (64-byte aligned, global memory); "
-                                         "tcgen05_ws_kernel.tensor_map_args gives the driver's encoder its arguments"}}
+        nmaps = len(self.ops) + len(self.plan.cp_operands)
+        out = {"tensor_maps": {"element": "CUtensorMap", "shape": [nmaps], "bytes": TMA_MAP_BYTES * nmaps,
+                               "layout": "tensor maps of " + ", ".join((*self.ops, *self.plan.cp_operands)) +
+                                         " (64-byte aligned, global memory); tcgen05_ws_kernel.tensor_map_args "
+                                         "gives the driver's encoder their arguments"}}
         for name, dtype, rows in (("A", a, "M"), ("B", b, "N")):
             op = self.ops[name]
             # stored elements of a row: K * (stored K units per block, in TMA elements of op.bits) / tile_k,
@@ -622,23 +603,61 @@ class _WsKernel:
                                    "read through its tensor map only",
                          **({"packed": True} if op.elem_bits == 4 else {})}
         out["D"] = {"element": d, "shape": ["M", "N"], "layout": f"[M][N] {d} row-major (written)"}
-        if self.sparse:
-            chunk = self.tile.facts["tcgen05_metadata"].chunk
-            out["META"] = {"element": "u32", "shape": ["M", f"K / {8 * chunk}"],
-                           "layout": "word w of row r = 4-bit codes of chunks 8w..8w+7"}
-        if self.scaled:
-            per = f"K / {mma_k(self.kind, self.sparse, self.form.k96)} * {self.tile.facts['scale_layouts'][0].nsf}"
-            st = self.tile.facts.get("scale_type") or "ue8m0"
-            for name, rows in (("SFA", "M"), ("SFB", "N")):
-                out[name] = {"element": st, "shape": [rows, per], "layout": "each MMA's factors in K order"}
+        for name in self.plan.cp_operands:
+            out[name] = self.image_buffer(name)
         if self.epi is not None and self.epi.bias != "none":
             out["bias"] = {"element": "f32", "shape": ["N" if self.epi.bias == "col" else "M"]}
         return out
+
+    def image_spec(self, name: str) -> dict:
+        """The ABI's `tmem_images` entry of META / SFA / SFB: what `tmem_image` needs to build the buffer
+        from its natural layout (the copy's shape, its source rows = TMEM lanes, the columns per K block,
+        the row tile and K block; metadata: the natural words per block and the cell format; scale
+        factors: columns per 4-byte group, 32-row slices, factors per MMA and stream bytes per MMA)."""
+        from ..isa.tcgen05_forms import CP_GEOMETRY
+        from ..isa.tmem import metadata_format
+        from ..passes.warp_specialization import CP_FORMS
+
+        plan = self.plan
+        shape, multicast = CP_FORMS[name]
+        lanes = CP_GEOMETRY[shape][0]
+        out = {"copy": shape + (f".{multicast}" if multicast else ""), "lanes": lanes,
+               "columns": plan.cp_bytes[plan.cp_operands.index(name)] // (lanes * 4),
+               "row_tile": self.spec.n if name == "SFB" else self.spec.m // plan.cluster, "k_block": plan.k_block}
+        if name == "META":
+            fmt = metadata_format(self.kind)
+            return {**out, "words": self.steps * fmt.words_per_mma, "format": fmt.name}
+        i = 0 if name == "SFA" else 1
+        lay = self.tile.facts["scale_layouts"][i]
+        return {**out, "group_columns": plan.sf_group_columns[i], "slices": lay.slices, "nsf": lay.nsf,
+                "step_bytes": lay.step_bytes}
+
+    def image_buffer(self, name: str) -> dict:
+        """META / SFA / SFB as the kernel reads them: per (row tile, K block) the bytes its tcgen05.cp
+        copies take in shared memory (`tmem_image` builds them from the natural layouts)."""
+        plan = self.plan
+        nbytes = plan.cp_bytes[plan.cp_operands.index(name)]
+        rows, extent = ("N", self.spec.n) if name == "SFB" else ("M", self.spec.m // plan.cluster)
+        element = "u32" if name == "META" else self.tile.facts.get("scale_type") or "ue8m0"
+        count = nbytes // 4 if name == "META" else nbytes
+        natural = (f"[{rows}][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32 words (word w of row r = "
+                   "the 4-bit codes of chunks 8w..8w+7)" if name == "META" else
+                   f"[{rows}][K / {mma_k(self.kind, self.sparse, self.form.k96)} * "
+                   f"{self.tile.facts['scale_layouts'][0].nsf}] {element} (each MMA's factors in K order)")
+        return {"element": element, "shape": [f"{rows} / {extent}", f"K / {plan.k_block}", count],
+                "layout": f"per {extent}-row tile of {rows} and {plan.k_block}-deep K block, the TMEM image its "
+                          f"tcgen05.cp copies (Kernel.host_image / pack_image, tcgen05_ws_kernel.tmem_image with "
+                          f"`tmem_images`, of the natural {natural})"}
 
     def abi(self) -> dict:
         spec, plan = self.spec, self.plan
         maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
                  "box": [op.inner, op.rows], "k_per_block": op.k_block} for n, op in self.ops.items()]
+        for name, nbytes in zip(plan.cp_operands, plan.cp_bytes):
+            rows = nbytes // IMAGE_ROW_BYTES
+            maps.append({"operand": name, "elem_bits": 8, "data_type": TMA_DATA_TYPE[8], "swizzle": "none",
+                         "box": [IMAGE_ROW_BYTES, min(rows, IMAGE_BOX_ROWS)], "image_rows": rows,
+                         "row_tile": self.image_spec(name)["row_tile"]})
         d = spec.operands["D"].dtype
         # persistent: one CTA (pair) per multiprocessor (pair), never more than there are tiles
         grid = ["2 * min(tiles, multiprocessors // 2)" if self.pair else "min(tiles, multiprocessors)", 1, 1]
@@ -646,27 +665,26 @@ class _WsKernel:
             "kernel_kind": KERNEL_KIND,
             "entry": spec.name,
             "params": [{"name": "tensor_maps", "type": "u64",
-                        "layout": "2 CUtensorMaps (A, B), 64-byte aligned, global memory"},
+                        "layout": f"{len(maps)} CUtensorMaps ({', '.join(t['operand'] for t in maps)}), 64-byte "
+                                  "aligned, global memory"},
                        {"name": "D", "type": "u64", "layout": f"[M][N] {d} row-major"},
-                       *([{"name": "META", "type": "u64",
-                           "layout": f"[M][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32, word w of "
-                                     "row r = 4-bit codes of chunks 8w..8w+7"}]
-                         if self.sparse else []),
-                       *([{"name": n, "type": "u64", "layout": f"[{'M' if n == 'SFA' else 'N'}][K / "
-                           f"{mma_k(self.kind, self.sparse, self.form.k96)} * {self.tile.facts['scale_layouts'][0].nsf}] "
-                           f"{self.tile.facts.get('scale_type') or 'ue8m0'}, each MMA's factors in K order"}
-                          for n in ("SFA", "SFB")] if self.scaled else []),
+                       *({"name": n, "type": "u64", "layout": self.image_buffer(n)["layout"]}
+                         for n in plan.cp_operands),
                        *([{"name": n, "type": "u64" if n == "bias" else "f32",
                            "layout": (f"[{'N' if self.epi.bias == 'col' else 'M'}] f32" if n == "bias" else "f32 scalar")}
                           for n in self.epi.params] if self.epi is not None else []),
                        {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"}],
             "buffers": self.buffers(),
             "tensor_maps": maps,
+            **({"tmem_images": {n: self.image_spec(n) for n in plan.cp_operands}} if plan.cp_operands else {}),
             "requires": [f"M % {spec.m} == 0", f"N % {spec.n} == 0", f"K % {plan.k_block} == 0"],
             # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)
             # below 2^32
             "limits": launch_limits(("M", "N", "K"), []) + [
-                f"(M // {spec.m}) * (N // {spec.n}) <= {(1 << 32) - (1 << 16)}"],
+                f"(M // {spec.m}) * (N // {spec.n}) <= {(1 << 32) - (1 << 16)}"] + [
+                # an image's TMA row coordinate is a signed 32-bit integer (cp.async.bulk.tensor)
+                f"({'N' if t['operand'] == 'SFB' else 'M'} // {t['row_tile']}) * (K // {plan.k_block}) * "
+                f"{t['image_rows']} < {1 << 31}" for t in maps if "image_rows" in t],
             "grid": grid,
             "persistent": plan.scheduler,
             "tiles": f"(M / {spec.m}) * (N / {spec.n})",
@@ -679,7 +697,7 @@ class _WsKernel:
             "plan": {"stages": plan.stages, "stage_bytes": plan.stage_bytes, "tx_bytes": plan.tx_bytes,
                      "accumulators": plan.accumulators, "acc_columns": plan.acc_columns,
                      "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp},
-                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty", "staged", "staged_empty")
+                     "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty")
                                          else plan.accumulators}
                                   for name, n in plan.barrier_counts().items()},
                      **({"why": plan.why} if plan.why else {})},
@@ -702,13 +720,60 @@ def emit_tcgen05_ws_kernel(tile: Op) -> tuple[str, dict]:
 
 
 def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
-    """Per tensor map (A, B): the cuTensorMapEncodeTiled arguments (rank 2, innermost first; strides in
-    bytes) for an M x N x K problem, less the global address."""
+    """Per tensor map (A, B, then the META / SFA / SFB images): the cuTensorMapEncodeTiled arguments (rank 2,
+    innermost first; strides in bytes) for an M x N x K problem, less the global address. An image is rows
+    of 16 bytes (UINT8, no swizzle): `image_rows` per (row tile, K block), in that order."""
     out = []
     for t in abi["tensor_maps"]:
+        if "image_rows" in t:
+            rows = (n if t["operand"] == "SFB" else m) // t["row_tile"] * (k // abi["tile_k"]) * t["image_rows"]
+            out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (IMAGE_ROW_BYTES, rows),
+                        "strides": (IMAGE_ROW_BYTES,), "box": tuple(t["box"]), "element_strides": (1, 1),
+                        "swizzle": TMA_SWIZZLE["none"], "l2_promotion": TMA_L2_PROMOTION_256B})
+            continue
         rows = m if t["operand"] == "A" else n
         inner = k * t["k_per_block"] // abi["tile_k"]      # stored K elements of a row (sparse A: K / 2)
         out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows),
                     "strides": (inner * t["elem_bits"] // 8,), "box": tuple(t["box"]), "element_strides": (1, 1),
                     "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
+    return out
+
+
+def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
+    """META / SFA / SFB of a problem with `rows` rows (M; N for SFB) and depth K as the kernel reads them:
+    for each row tile and K block, the block's TMEM operand columns of lanes 0..127 (metadata) or 0..31
+    (scale factors: the copy repeats them in every lane quarter) as tcgen05.cp copies them, 16 bytes (4
+    columns) per source row, one source per 4 columns. `image`: the ABI's `tmem_images` entry of the
+    buffer (`_WsKernel.image_spec`); `natural`: the natural layout (rows of META words, rows of compact
+    scale-factor bytes), indexable as natural[row][i]. Returns the image's u32 words (META) or bytes (SFA /
+    SFB) in order. Pure Python, from the ABI alone: the host packer of the runtime (Kernel.pack_image) and
+    of the emulator."""
+    from ..isa.tmem import METADATA_FORMATS, metadata_cell
+
+    lanes, columns, extent = image["lanes"], image["columns"], image["row_tile"]
+    kblocks = k // image["k_block"]
+    out: list[int] = []
+    if "format" in image:                       # metadata: one natural word per column, cells per the format
+        fmt, words = METADATA_FORMATS[image["format"]], image["words"]
+        for rt in range(rows // extent):
+            for kb in range(kblocks):
+                for q in range(columns // 4):
+                    for lane in range(lanes):
+                        for c in range(4 * q, 4 * q + 4):
+                            out.append(metadata_cell(fmt, lane, lambda r: int(natural[rt * extent + r][kb * words + c]))
+                                       if c < words else 0)
+        return out
+    group, slices, nsf, step_bytes = image["group_columns"], image["slices"], image["nsf"], image["step_bytes"]
+    stage_groups = columns // group
+    for rt in range(rows // extent):
+        for kb in range(kblocks):
+            for q in range(columns // 4):
+                for lane in range(lanes):
+                    for c in range(4 * q, 4 * q + 4):
+                        g, r1 = divmod(c, group)
+                        row = lane + 32 * r1
+                        for b in range(4 * (kb * stage_groups + g), 4 * (kb * stage_groups + g) + 4):
+                            step, j = divmod(b, step_bytes)
+                            live = r1 < slices and row < extent and j < nsf
+                            out.append(int(natural[rt * extent + row][step * nsf + j]) if live else 0)
     return out

@@ -167,7 +167,10 @@ class Kernel:
         self.device = None            # the DeviceInfo of the loaded module (compiler/runtime/driver.py)
         self._driver = None
         self._maps: dict[tuple, int] = {}
-        self._map_args: dict[tuple, list] = {}   # (M, N, K) -> a tcgen05_ws kernel's tensor-map arguments
+        # the buffers the tensor maps read (their addresses key the encoded maps): the ws kernel lists its maps
+        # in the ABI; the wgmma kernel's are a_values, b, a_metadata
+        self._map_operands = tuple(t["operand"] for t in abi["tensor_maps"]) \
+            if isinstance(abi.get("tensor_maps"), list) else ("a_values", "b", "a_metadata")
         self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
         self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
 
@@ -248,6 +251,42 @@ class Kernel:
         except SpecError as e:
             raise ArgumentError("values", "value", f".{buf['element']} scale factors", str(e)) from None
         return upload(codes, library or library_of(values), buf["element"])
+
+    def host_image(self, name: str, natural):
+        """META / SFA / SFB of the warp-specialised tcgen05 kernel as it reads them (its ABI buffer `name`:
+        per row tile and K block the TMEM image its tcgen05.cp copies), built on the host
+        (tcgen05_ws_kernel.tmem_image, from the ABI's `tmem_images`) from the natural layout: META rows of
+        u32 words (word w = the 4-bit codes of chunks 8w..8w+7), SFA / SFB rows of scale-factor bytes, each
+        MMA's factors in K order. A numpy array shaped as the buffer (synchronising for a device input)."""
+        import numpy as np
+
+        from ..ptx.tcgen05_ws_kernel import tmem_image
+
+        spec = self.abi.get("tmem_images", {}).get(name)
+        if spec is None:
+            raise TilecRuntimeError(f"{self.entry} takes no {name} image (tmem_images: "
+                                    f"{', '.join(self.abi.get('tmem_images', {})) or 'none'})")
+        host = np.asarray(_host(natural))
+        if host.ndim != 2:
+            raise ArgumentError(name, "shape", "a 2-D array (rows of the natural layout)", f"shape {host.shape}")
+        rows, cols = host.shape
+        if "format" in spec:
+            per_block = spec["words"]
+        else:
+            per_block = spec["columns"] // spec["group_columns"] * 4 // spec["step_bytes"] * spec["nsf"]
+        if rows % spec["row_tile"] or cols % per_block or cols == 0:
+            raise ArgumentError(name, "shape", f"rows a multiple of {spec['row_tile']} and {per_block} values per "
+                                f"{spec['k_block']}-deep K block", f"shape {host.shape}")
+        k = cols // per_block * spec["k_block"]
+        image = tmem_image(spec, host.tolist(), rows, k)
+        shape = (rows // spec["row_tile"], k // spec["k_block"], -1)
+        return np.array(image, np.uint32 if "format" in spec else np.uint8).reshape(shape)
+
+    def pack_image(self, name: str, natural, library: str | None = None):
+        """`host_image` uploaded with the natural array's library (a host array: `library`, 'torch' or
+        'cupy'); pass the result as metadata= (META), scale_a= (SFA) or scale_b= (SFB)."""
+        element = "u32" if name == "META" else self.abi["buffers"][name]["element"]
+        return upload(self.host_image(name, natural), library or library_of(natural), element)
 
     def _padding(self, m: int, k: int) -> tuple[int, int, int] | None:
         """(k_values, meta_rows, meta_k) for sparse.compress_padded where the kernel takes any M x K (its
@@ -390,22 +429,21 @@ class Kernel:
         (cuTensorMapEncodeTiled) and cached per (problem, the mapped buffers' addresses, B's row stride,
         batch and its strides). The kernel's module gives the encoder's arguments
         (sparse_wgmma_kernel.tensor_map_args, tcgen05_ws_kernel.tensor_map_args)."""
+        # the key first (a launch on known buffers costs a dict lookup): the buffers every map reads
+        key = (m, n, k, tuple(ptrs.get(name) for name in self._map_operands), b_row_bytes, batch,
+               tuple(sorted((batch_bytes or {}).items())))
+        hit = self._maps.get(key)
+        if hit is not None:
+            return hit
         if self.abi.get("kernel_kind") == "tcgen05_ws":
             from ..ptx.tcgen05_ws_kernel import tensor_map_args
 
-            maps = self._map_args.get((m, n, k))
-            if maps is None:
-                maps = self._map_args[(m, n, k)] = tensor_map_args(self.abi, m, n, k)
+            maps = tensor_map_args(self.abi, m, n, k)
         else:
             from ..ptx.sparse_wgmma_kernel import tensor_map_args
 
             maps = tensor_map_args(self.abi, m, n, k, {"b": b_row_bytes} if b_row_bytes else None, batch,
                                    batch_bytes or None)
-        key = (m, n, k, tuple(ptrs.get(t["operand"]) for t in maps), b_row_bytes, batch,
-               tuple(sorted((batch_bytes or {}).items())))
-        hit = self._maps.get(key)
-        if hit is not None:
-            return hit
         self._maps[key] = self._driver.tensor_maps(maps, ptrs)
         return self._maps[key]
 

@@ -1,7 +1,7 @@
 """The persistent warp-specialised tcgen05 GEMM (compiler/ptx/tcgen05_ws_kernel.py) on the GPU through the
 runtime (issue 18): on a B200 (sm_100), `tilec run --check` of every scheduled tcgen05 example (dense f16,
 2:4-sparse f16 with META, block-scaled mxf8f6f4 and mxf4nvf4 with SFA / SFB) and of a CTA pair (clusters of
-two) must match numpy, with more tiles than CTAs (the persistent loop wraps); on an H100 (sm_90) the same
+two, also block-scaled and sparse) must match numpy, with more tiles than CTAs (the persistent loop wraps); on an H100 (sm_90) the same
 command must say the tile cannot run there (exit 1, --emulate named, no traceback). The launch plan itself
 (grid, cluster, dynamic shared memory, tensor maps, parameters) is checked without a GPU in
 tests/test_runtime_launch.py."""
@@ -66,6 +66,24 @@ def test_ws_more_tiles_than_sms_and_bench(sm100):
 def test_ws_cta_pair_cluster_launch(sm100):
     """cta_group::2: clusters of (2, 1, 1), min(tiles, SMs / 2) of them; 16 x 16 pair tiles > 74 pairs."""
     proc = _tilec("run", "--check", "--shape", "4096,2048,512", "-", stdin=PAIR)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout
+
+
+PAIR_SCALED = PAIR.replace("tile pair {", "tile pmx {").replace("engine tcgen05 cta_group=2;",
+                                                              "engine tcgen05 kind=mxf8f6f4 cta_group=2;") \
+    .replace("A: bf16 smem;\n  B: bf16 smem;\n  D: f32 tmem;",
+             "A: e4m3 smem;\n  B: e5m2 smem;\n  D: f32 tmem;\n  SFA: ue8m0 tmem;\n  SFB: ue8m0 tmem;\n  block_scale vec=32;") \
+    .replace("K=16", "K=32").replace("256x128x64", "256x128x128")
+PAIR_SPARSE = PAIR.replace("tile pair {", "tile psp {").replace("A: bf16 smem;\n  B: bf16 smem;",
+                                                                "A: f16 smem;\n  B: f16 smem;") \
+    .replace("K=16", "K=32").replace("D: f32 tmem;", "D: f32 tmem;\n  sparsity 2:4 metadata=runtime;")
+
+
+@pytest.mark.parametrize("source", [PAIR_SCALED, PAIR_SPARSE], ids=["mxf8f6f4", "sparse_f16"])
+def test_ws_scaled_and_sparse_pairs(sm100, source):
+    """Block-scaled and sparse CTA pairs: images through tensor maps in both CTAs, tcgen05.cp.cta_group::2."""
+    proc = _tilec("run", "--check", "--shape", "2048,1024,512", "-", stdin=source)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "D matches numpy" in proc.stdout
 
