@@ -17,8 +17,10 @@ f16 -> f16, bf16 -> bf16 and e4m3 -> bf16 (as torch._scaled_mm gives it); s8 -> 
 
 tilec: every tile of every examples/*.tile (rescanned at each start, so new examples join by themselves)
 whose kernel takes a packed 2:4 A of the case's input type and computes D = A*B (no bias, scale or
-activation; a C it reads is given as zeros), that this GPU can run (its target), and whose ABI's
-`requires` and `limits` the problem meets (compiler.runtime.abi.unmet). Each is checked, then timed. The
+activation; a C it reads is given as zeros), that this GPU can run (its target), whose ABI's `requires`
+and `limits` the problem meets (compiler.runtime.abi.unmet), and whose file, where it says it is meant
+for some shapes (a comment line `// benchmark shapes: N <= 256`), is meant for the case's: the split-K
+decode tiles time N <= 256, the persistent one 4096 <= min(M, N). Each is checked, then timed. The
 row's tile is the fastest of those that write the case's output type without C (like with like); only
 where none can run, the fastest other one, its difference named ("f32 D, reads C"). A case no example
 can run is a row "n/a (why)", with each tile's unmet condition in the JSON.
@@ -140,6 +142,7 @@ class Candidate:
     abi: dict
     result: object = None           # the CompileResult (None in tests)
     target: str = "sm_90a"
+    shapes: str | None = None       # the file's `// benchmark shapes: COND` (an ABI condition on M, N, K)
 
     @property
     def name(self) -> str:
@@ -170,6 +173,9 @@ class Candidate:
 
 
 _TARGET = re.compile(r"^\s*target\s+(sm_\d+[af]?)\s*;", re.M)
+# an example meant for some shapes only says so in a comment line, e.g. `// benchmark shapes: N <= 256`
+# (one ABI condition on M, N, K: compiler.runtime.abi.eval_expr); its tiles time only the cases meeting it
+_SHAPES = re.compile(r"^//\s*benchmark shapes:\s*(.+?)\s*$", re.M)
 
 
 def not_plain(abi: dict) -> str | None:
@@ -205,7 +211,9 @@ def discover(examples: Path = EXAMPLES, sm: int = 90) -> tuple[list[Candidate], 
     found, skipped = [], {}
     for path in sorted(examples.glob("*.tile")):
         rel = str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
-        stated = _TARGET.search(path.read_text(encoding="utf-8", errors="replace"))
+        text = path.read_text(encoding="utf-8", errors="replace")
+        stated = _TARGET.search(text)
+        meant = _SHAPES.search(text)
         if stated and not target_runs_on(stated.group(1), sm):
             skipped[rel] = f"{stated.group(1)} code (the device is sm_{sm})"
             continue
@@ -226,7 +234,7 @@ def discover(examples: Path = EXAMPLES, sm: int = 90) -> tuple[list[Candidate], 
             elif (why := not_plain(abi)) is not None:
                 skipped[key] = why
             else:
-                found.append(Candidate(rel, tile, abi, result, target))
+                found.append(Candidate(rel, tile, abi, result, target, meant.group(1) if meant else None))
     return found, skipped
 
 
@@ -241,6 +249,8 @@ def select(candidates: list[Candidate], case: Case) -> tuple[list[Candidate], di
         if c.a_type != case.a:
             continue
         bad = runtime_abi.unmet(c.abi, case.m, case.n, case.k)
+        if not bad and c.shapes and not runtime_abi.eval_expr(c.shapes, {"M": case.m, "N": case.n, "K": case.k}):
+            bad = [f"meant for {c.shapes}"]
         if bad:
             unmet[c.name] = ", ".join(bad)
         else:

@@ -92,7 +92,11 @@ def launcher(np, kern, fn, m, n, k, a_vals, meta, bt, d, c=None):
     args = [np.uint64(a_vals.data_ptr()), np.uint64(meta.data_ptr()), np.uint64(bt.data_ptr())]
     if c is not None:
         args.append(np.uint64(c.data_ptr()))
-    args += [np.uint64(d.data_ptr()), np.uint32(m), np.uint32(n), np.uint32(k)]
+    # M, N, K, Kp (K in whole K blocks: the ABI's `sizes`), ldb, [ldc,] ldd (contiguous), batch strides (one problem)
+    args += [np.uint64(d.data_ptr()), np.uint32(m), np.uint32(n), np.uint32(k),
+             np.uint32(-(-k // kern.abi["tile_k"]) * kern.abi["tile_k"]), np.uint32(k)]
+    args += [np.uint32(n)] * (2 if c is not None else 1)
+    args += [np.uint64(0)] * (5 if c is not None else 4)
     grid = kern.grid(m, n, k, SMS * kern.abi["max_ctas_per_sm"])
     block, smem = kern.block, kern.smem_bytes
     return lambda: fn(grid, block, tuple(args), shared_mem=smem)

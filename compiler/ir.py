@@ -419,7 +419,8 @@ OP_DEFS: dict[str, OpDef] = {
         cluster=Opt(U32, True, "schedule.cluster"), scheduler=Enum("static"), raster=Enum("m"), why=Opt(Str()),
         cp_operands=Opt(ListOf(Enum("META", "SFA", "SFB"))), cp_smem=Opt(ListOf(U32)), cp_bytes=Opt(ListOf(U32)),
         tmem_stage=Opt(U32), tmem_stage_columns=Opt(U32), stage_regions=Opt(ListOf(U32)),
-        sf_group_columns=Opt(ListOf(U32)))),
+        sf_group_columns=Opt(ListOf(U32)), d_stage=U32, d_stage_bytes=U32, d_buffers=U32, d_chunk=U32,
+        d_swizzle=Enum("none", "32B", "64B", "128B"))),
     # ---- sparse-metadata-packing: words = the periodic table, row-major over `period` ----
     "tilec.metadata": OpDef(_attrs(source=Enum(*METADATA_SOURCES), words_per_row=Opt(U32, blame="loop.K"),
                                    period=Opt(ListOf(U32)), words=Opt(ListOf(B32)))),
@@ -451,13 +452,14 @@ OP_DEFS: dict[str, OpDef] = {
     # A type; `mma_k`, the dense K of one instruction of it, which sets its rate), `sparse`, the bits of an A and a B element in memory, the D tile one CTA computes (`cta_m` x `cta_n`), the K block per stage, the bytes the
     # copies deliver to shared memory per K block (`tx_bytes`) and how (`copy`: the TMA, cp.async, or the
     # threads' loads and stores), whether copies overlap the MMAs (`overlap`)
-    # and whether CTAs stay resident over several tiles (`persistent`).
+    # and whether CTAs stay resident over several tiles (`persistent`); the warp-specialised tcgen05 kernel's
+    # D staging buffers (`d_staging_bytes`, part of smem_bytes).
     "tilec.resources": OpDef(_attrs(
         kernel=Str(), threads=U32, cluster=U32, stages=U32, stage_bytes=U32, smem_bytes=U32, smem_limit=U32,
         smem_space=Enum("none", "static", "dynamic"), tmem_columns=U32, mbarriers=U32, ctas_per_sm=U32,
         roles=ListOf(Record("role", {"name": Str(), "warps": U32, "registers": U32, "live": U32})),
         mma=Str(), mma_k=U32, sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
-        d_bytes=U32, copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool(),
+        d_bytes=U32, d_staging_bytes=Opt(U32), copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool(),
         setmaxnreg=Opt(Str()))),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),

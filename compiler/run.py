@@ -232,8 +232,9 @@ def _ws_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, li
         scale = h.atol / tolerance(h.problem.d_type)
     else:
         a, b = _scaled_operands(h.problem)
-        scale = np.abs(a) @ np.abs(b).T
-    return _Problem((dev["A"], dev["B"].T), kwargs, h.ref, scale, h.problem.d_type, None)
+        scale = np.abs(a[:m]) @ np.abs(b[:n]).T      # the operands are drawn for whole tiles
+    args = (dev["A"], dev["B"].T) + ((dev["C"],) if "C" in dev else ())
+    return _Problem(args, kwargs, h.ref, scale, h.problem.d_type, None)
 
 
 def _host_d(d, lib, d_type: str):

@@ -198,25 +198,27 @@ def compress(a, dtype: str, shape: str, selector: int = 0) -> tuple[np.ndarray, 
 
 
 def compress_padded(a, dtype: str, shape: str, k_values: int, meta_rows: int, meta_k: int,
-                    selector: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                    selector: int = 0, *, value_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """compress() for an M x K A of any size, padded where the layouts need a granularity: A is padded
     with zeros to meta_rows x meta_k (meta_rows a multiple of 16, meta_k of the instruction K, both at
-    least M and K) and compressed; the values keep M rows and k_values / 2 columns (k_values: K rounded
-    up to the instruction K), the metadata every 16-row tile and k-step of the padding. All-zero chunks
-    get the lowest legal nibble (compress), so every metadata word a kernel reads past the edge of A is
-    legal and selects zeros (PTX ISA 9.7.14.6.1: 0b0000 is invalid)."""
+    least M and K) and compressed; the values keep `value_rows` rows (default M; at most meta_rows: the
+    padding's zero rows) and k_values / 2 columns (k_values: K rounded up to the instruction K), the
+    metadata every 16-row tile and k-step of the padding. All-zero chunks get the lowest legal nibble
+    (compress), so every metadata word a kernel reads past the edge of A is legal and selects zeros (PTX
+    ISA 9.7.14.6.1: 0b0000 is invalid)."""
     x = to_elements(a, dtype)
     if x.ndim != 2:
         raise SpecError(f"A must be a 2-D array, got shape {x.shape}", field="A")
     m, k = x.shape
-    if meta_rows < m or meta_k < k or k_values < k or k_values > meta_k:
-        raise SpecError(f"padding {meta_rows} x {meta_k} (values {k_values}) does not cover A ({m} x {k})",
+    rows = m if value_rows is None else value_rows
+    if meta_rows < m or meta_k < k or k_values < k or k_values > meta_k or not m <= rows <= meta_rows:
+        raise SpecError(f"padding {meta_rows} x {meta_k} (values {rows} x {k_values}) does not cover A ({m} x {k})",
                         field="A")
     full = np.zeros((meta_rows, meta_k), x.dtype)
     full[:m, :k] = x
     values, meta = compress(full, dtype, shape, selector)
     cols = values.shape[1] * k_values // meta_k
-    return np.ascontiguousarray(values[:m, :cols]), meta
+    return np.ascontiguousarray(values[:rows, :cols]), meta
 
 
 def decompress(values, metadata, dtype: str, shape: str) -> np.ndarray:

@@ -26,15 +26,34 @@ def wraps_at_corners(result, tile: str) -> list[tuple[tuple[int, int, int], list
     abi = result.to_json()["tiles"][tile]["kernel"]
     out = []
     for m, n, k in problem_corners(abi):
-        # a batched kernel (grid y = the batch) at its largest batch, CUDA's gridDim.y limit
-        grid = rabi.grid_blocks(abi, m, n, k, multiprocessors=132, batch=65535 if "batch" in abi else 1)
-        # row strides (the wgmma kernel's ldc / ldd, u32 elements): anything from N up to the u32 limit
-        strides = {"ldc": (n, (1 << 32) - 1), "ldd": (n, (1 << 32) - 1)}
-        found = address_wraps(result.ptx, {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, **strides}, grid,
-                              entry=tile, cluster=rabi.cluster(abi))
+        # a batched kernel at its largest batch: CUDA's gridDim.y limit (the sparse wgmma kernel's grid y), or
+        # the largest its limits accept at this size (the persistent tcgen05 kernel counts batch x tiles)
+        batch = largest_batch(abi, m, n, k) if "batch" in abi else 1
+        grid = rabi.grid_blocks(abi, m, n, k, multiprocessors=132, batch=batch)
+        found = address_wraps(result.ptx, {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": batch,
+                                           **launch_strides(abi, m, n, k)}, grid, entry=tile, cluster=rabi.cluster(abi))
         if found:
             out.append(((m, n, k), found))
     return out
+
+
+def largest_batch(abi: dict, m: int, n: int, k: int) -> int:
+    """The largest batch <= 65535 (CUDA's gridDim.y) the kernel's limits accept for M x N x K (1 at least)."""
+    lo, hi = 1, 65536
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if rabi.unmet(abi, m, n, k, mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def launch_strides(abi: dict, m: int, n: int, k: int) -> dict:
+    """The u32 parameters beyond M, N, K: row strides (ldb, ldc, ldd, u32 elements: anything from the row's
+    length up to the u32 limit) and the sizes the ABI derives (`sizes`: the pipelined kernel's Kp)."""
+    return {"ldb": (k, (1 << 32) - 1), "ldc": (n, (1 << 32) - 1), "ldd": (n, (1 << 32) - 1),
+            **rabi.derived_sizes(abi, m, n, k)}
 
 
 def _report(bad) -> str:
@@ -80,7 +99,8 @@ def test_api_configured_pipelined_kernels_never_wrap_an_address(form, config):
     k = emit_sparse_gemm(SparseGemmConfig(name="g", form=find_form(*form), target="sm_90a", **config))
     bad = []
     for m, n, kk in problem_corners(k.abi):
-        found = address_wraps(k.text, {"M": m, "N": n, "K": kk}, rabi.grid_blocks(k.abi, m, n, kk))
+        found = address_wraps(k.text, {"M": m, "N": n, "K": kk, **launch_strides(k.abi, m, n, kk)},
+                              rabi.grid_blocks(k.abi, m, n, kk, batch=65535))
         if found:
             bad.append(("g", (m, n, kk), found))
     assert not bad, _report(bad)

@@ -247,9 +247,12 @@ def test_emulate_rejects_shapes_the_kernel_cannot_take():
         compiler.emulate(tc, shape=(100, 128, 128))
     with pytest.raises(EmulationError, match="loop K = 128"):
         compiler.emulate(tc, shape=(128, 128, 256))
-    sp = compile_file(ROOT / "examples" / "sparse_gemm_f16.tile")
-    with pytest.raises(EmulationError, match="multiple of 64"):
-        compiler.emulate(sp, shape=(128, 256, 96))
+    sp = compile_file(ROOT / "examples" / "sparse_gemm_f16.tile")        # any M, N, K >= 1 (issue 17)
+    with pytest.raises(EmulationError, match="each must be at least 1"):
+        compiler.emulate(sp, shape=(128, 0, 96))
+    scaled = compile_file(ROOT / "examples" / "sparse_gemm_nvf4.tile")   # block-scaled: whole tiles
+    with pytest.raises(EmulationError, match="needs multiples of"):
+        compiler.emulate(scaled, shape=(1, 1, 1))
     with pytest.raises(EmulationError, match="no tile 'x'"):
         compiler.emulate(sp, "x")
 

@@ -304,12 +304,16 @@ def outside(d, ref, atol) -> int:
     return int(np.count_nonzero(~(diff <= atol)))
 
 
+@pytest.mark.parametrize("tiles", [1, pytest.param(2, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("case", PAIRWISE, ids=case_id)
-def test_pairwise_cases_compute_the_epilogue(case):
+def test_pairwise_cases_compute_the_epilogue(case, tiles):
     if "bf16" in (case["out"], case.get("bias_type")) or case["out"] == "e4m3":
         pytest.importorskip("ml_dtypes")
-    # a CTA tile whose f32 accumulators fit the drained ring: the staged copy-out epilogue
-    cfg, d, ref, stats = emulate(tile_text(case, "staged"), 128, 128, 128)
+    # a CTA tile whose f32 accumulators fit the drained ring: the staged copy-out epilogue. One CTA in the
+    # default run (the arithmetic per element); tiles x tiles CTAs under slow (C and bias at other tile
+    # origins: also test_numeric_check_catches_broken_epilogues, tests/test_sparse_gemm_edges.py)
+    cta_m, cta_n = (128, 64) if case["kernel"] == "wgmma" else (64, 64)
+    cfg, d, ref, stats = emulate(tile_text(case, "staged"), tiles * cta_m, tiles * cta_n, 128)
     assert staged(cfg)
     assert outside(d, ref, stats["atol"]) == 0
 
@@ -402,6 +406,29 @@ def test_illegal_combinations_are_located(what, case, edit, message):
     assert re.search(r"bad\.tile:\d+:\d+: error:", out), out
 
 
+TCGEN05_BAD = [
+    # the warp-specialised tcgen05 kernel's epilogue stores f32 / f16 / bf16 (passes/epilogue_lowering.py
+    # TCGEN05_OUTPUTS) and reads an f32 bias: the table's other legal combinations are refused there
+    ("D: f32 global;", "D: e4m3 global;", "epilogue act=relu scale=0.5;", "D.dtype",
+     "D type e4m3 is not an output of the f32 epilogue of the warp-specialised tcgen05 kernel"),
+    ("D: f32 global;", "D: bf16 global;", "epilogue bias=col bias_type=f16;", "epilogue.bias_type",
+     "bias_type=f16: the tcgen05 epilogue reads an f32 bias"),
+]
+
+
+@pytest.mark.parametrize("old,new,epi,field,message", TCGEN05_BAD, ids=["e4m3", "bias_type"])
+def test_tcgen05_epilogue_refuses_what_it_does_not_lower(old, new, epi, field, message):
+    text = ("target sm_100a;\ntile t {\n  engine tcgen05;\n  shape M=128 N=128 K=16;\n  A: f16 smem;\n"
+            f"  B: f16 smem;\n  {new}\n  schedule cta=128x128x64 stages=3;\n  {epi}\n}}\n")
+    with pytest.raises(CompileError) as e:
+        compile_source(text, filename="bad.tile")
+    out = str(e.value)
+    assert message in out, out
+    line, col = map(int, re.search(r"bad\.tile:(\d+):(\d+): error:", out).groups())
+    # the caret under the field's value: D's type, or bias_type='s
+    assert text.splitlines()[line - 1][:col - 1].endswith({"D.dtype": "D: ", "epilogue.bias_type": "bias_type="}[field])
+
+
 # --------------------------------------------------------------------------------------------------
 # 1-byte outputs (s8, e4m3): the example, edges and batches, the conversions' corner values
 # --------------------------------------------------------------------------------------------------
@@ -409,7 +436,8 @@ def test_illegal_combinations_are_located(what, case, edit, message):
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("shape,batch", [((200, 300, 200), 1), ((70, 100, 130), 2)])
+@pytest.mark.parametrize("shape,batch", [pytest.param((200, 300, 200), 1, marks=pytest.mark.slow),
+                                         pytest.param((70, 100, 130), 2, marks=pytest.mark.slow), ((70, 40, 130), 1)])
 def test_s8_example_on_the_emulator(shape, batch):
     # examples/sparse_wgmma_s8_s8.tile (scale=param): partial tiles byte by byte; a batch of two, whose D
     # bytes between the batches and right of N (the guard band of run_sparse_wgmma) must stay untouched

@@ -6,8 +6,8 @@ first k-step overwrites them (scale-d = 0), as cuBLAS does without fast accumula
 What is checked: the statement (DSL, printer, IR), the located refusals (not fp8, not wgmma, N < 1, doubled
 accumulators beyond the registers), ptxas -v without spills where it is legal, the register-level
 behaviour in the CPU emulator (exact arithmetic: promoted and unpromoted kernels give the reference's D bit
-for bit at every K-window boundary, with C, edges and late wgmma groups; mutations of the promotion are
-caught), and, under the emulator's model of fp8 wgmma's reduced-precision sums (compiler/emulator/warp.py
+for bit at every K-window boundary, with C, edges, late wgmma groups, persistent CTAs and split-K slices;
+mutations of the promotion are caught), and, under the emulator's model of fp8 wgmma's reduced-precision sums (compiler/emulator/warp.py
 fp8_acc_bits: 14 retained bits, the DeepSeek-V3 report's figure; PTX specifies nothing), that promotion
 measurably reduces the error of a long-K problem. GPU numerics: tests/gpu/test_epilogue_outputs_gpu.py.
 """
@@ -99,6 +99,8 @@ def test_tcgen05_refuses_promote():
     "cta=128x128x128 warps=8x1 stages=4 mma=wgmma cluster=2 promote=4",   # the example: 2 x 64 of 168
     "cta=256x64x128 warps=8x1 stages=4 mma=wgmma promote=1",              # 2 x (2 x 32)
     "cta=64x208x128 warps=4x1 stages=4 mma=wgmma promote=4",              # one consumer: 2 x 104 of 255
+    # split-K and persistent registers beside the doubled accumulators (ptxas -v: 168, no spills)
+    "cta=128x128x128 warps=8x1 stages=4 mma=wgmma cluster=2 split_k=4 persistent=static promote=4",
 ])
 def test_promoted_kernels_assemble_without_spills(ptxas, tmp_path, schedule):
     r = compile_source(tile(schedule=schedule, d="bf16"))            # bf16 D: through the epilogue
@@ -138,7 +140,10 @@ def emulate(text: str, m: int, n: int, k: int, *, mode: str = "eager", transform
     return d, ref
 
 
-@pytest.mark.parametrize("k,promote", [(128, 2), (512, 2), (640, 2), (640, 4), (384, 1)])
+@pytest.mark.parametrize("k,promote", [pytest.param(128, 2, marks=pytest.mark.slow),
+                                       pytest.param(512, 2, marks=pytest.mark.slow), (640, 2),
+                                       pytest.param(640, 4, marks=pytest.mark.slow),
+                                       pytest.param(384, 1, marks=pytest.mark.slow)])
 def test_promoted_sums_are_exact_at_every_window(k, promote):
     # K blocks of 128: 1 (only the final add), 4 (ends on a window: nothing left for the final add),
     # 5 (a partial last window), 3 with promote=1 (every block)
@@ -147,7 +152,7 @@ def test_promoted_sums_are_exact_at_every_window(k, promote):
     assert np.array_equal(d, ref)
 
 
-@pytest.mark.parametrize("mode", ["eager", "adversarial"])
+@pytest.mark.parametrize("mode", ["eager", pytest.param("adversarial", marks=pytest.mark.slow)])
 def test_promotion_with_c_edges_and_late_wgmma_groups(mode):
     # C starts the f32 sums (it never passes through fp8's accumulator); edge tiles; wgmma groups landing
     # only when wait_group retires them (the promotion's wait_group 0 must come first)
@@ -156,6 +161,7 @@ def test_promotion_with_c_edges_and_late_wgmma_groups(mode):
     assert np.array_equal(d.view(np.uint16), ref.view(np.uint16))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["cta=128x128x128 warps=8x1 stages=2 mma=wgmma persistent=static promote=2",
                                       "cta=128x128x128 warps=8x1 stages=4 mma=wgmma cluster=2 persistent=static "
                                       "promote=3"])
@@ -163,6 +169,33 @@ def test_promotion_restarts_with_each_tile_of_a_persistent_cta(schedule):
     # persistent CTAs walk several tiles: %pk and %pacc start again with each (init_acc), C included
     d, ref = emulate(tile(schedule=schedule, c=True), 512, 384, 640)
     assert np.array_equal(d, ref)
+
+
+# split-K (compiler/ptx/sparse_wgmma_kernel.py init_registers): each slice promotes its own K blocks into
+# its own %pacc, which only slice 0 starts from C; the partials are then summed in f32 in slice order
+SPLIT_K = [
+    # 5 K blocks in 3 slices (2, 2, 1 blocks: windows ending inside and at a slice's end), C, edge tiles
+    ("cta=64x64x128 warps=4x1 stages=2 mma=wgmma split_k=3 promote=2", 60, 40, 700),
+    pytest.param("cta=128x128x128 warps=8x1 stages=2 mma=wgmma split_k=2 promote=2", 128, 128, 640,
+                 marks=pytest.mark.slow),
+    pytest.param("cta=64x64x128 warps=4x1 stages=2 mma=wgmma split_k=2 persistent=static promote=1", 128, 64, 640,
+                 marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("schedule,m,n,k", SPLIT_K)
+def test_promotion_with_split_k(schedule, m, n, k):
+    d, ref = emulate(tile(schedule=schedule, c=True), m, n, k)
+    assert np.array_equal(d, ref)
+
+
+@pytest.mark.slow
+def test_split_k_promotion_starts_one_slice_from_c():
+    # every slice's %pacc starting from C adds C split_k times
+    text = tile(schedule=SPLIT_K[0][0], c=True)
+    broken = emulate(text, 64, 64, 640, transform=lambda t: _changed(t, lambda u: re.sub(
+        r"@%p1 bra\.uni C_DONE_\d+;", "", u)))[0]
+    assert not np.array_equal(broken, emulate(text, 64, 64, 640)[1])
 
 
 MUTATIONS = {
@@ -175,7 +208,8 @@ MUTATIONS = {
 }
 
 
-@pytest.mark.parametrize("name", MUTATIONS)
+@pytest.mark.parametrize("name", [n if n == "no_final_add" else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in MUTATIONS])
 def test_broken_promotions_are_caught(name):
     text = tile(schedule="cta=128x128x128 warps=8x1 stages=2 mma=wgmma promote=2")
     d, ref = emulate(text, 128, 128, 640)
@@ -190,6 +224,7 @@ def _changed(text: str, mutate) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_promotion_reduces_the_modelled_fp8_error_on_a_long_k():
     # K = 4096 (32 blocks of 128) under the model (each fp8 wgmma's result keeps 14 significant bits,
     # truncated): unpromoted, the running sum's low bits are lost at every one of its 64 k-steps; promoted

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -156,7 +157,11 @@ def test_abi_grid_is_the_sparse_gemm_emitters(key):
         for sms in (1, 4, 132):
             ctas = sms * kern.abi["max_ctas_per_sm"]
             assert sk.abi_grid(kern.abi, m, n, k, sms) == kern.grid(m, n, k, ctas if sched.get("persistent") else None)
-    assert sk.abi_unmet(kern.abi, sched["cta_m"] + 16, sched["cta_n"], sched["cta_k"])
+    # any size (issue 17): partial tiles and K blocks count whole in the grid
+    m, n, k = sched["cta_m"] + 16, 2 * sched["cta_n"] - 8, sched["cta_k"] + 1
+    assert sk.abi_unmet(kern.abi, m, n, k) == []
+    assert sk.abi_grid(kern.abi, m, n, k, 132) == kern.grid(m, n, k, 132 * kern.abi["max_ctas_per_sm"]
+                                                             if sched.get("persistent") else None)
 
 
 @pytest.mark.parametrize("key", list(sk.SPARSE_WGMMA_SCHEDULES))
@@ -384,12 +389,10 @@ def test_launch_from_abi_hands_the_kernel_what_its_abi_says(kind, kw, out, with_
         with pytest.raises(ValueError, match="needs a C"):
             sk.launch_from_abi(cp, kern.text, kern.abi, sk.make_problem(np.random.default_rng(1), a_t, a_t, cd,
                                                                          shape, m, n, k, False))
-    if kind == "wgmma":                # any size (issue 17): only sizes beyond the limits are refused
-        assert sk.abi_unmet(kern.abi, m + 16, n + 1, k + 1) == [] and sk.abi_unmet(kern.abi, m, n, 1 << 31)
-    else:
-        with pytest.raises(ValueError, match="breaks"):
-            sk.launch_from_abi(cp, kern.text, kern.abi, sk.make_problem(np.random.default_rng(1), a_t, a_t, cd,
-                                                                         shape, m + 16, n, k, with_c))
+    # any size (issue 17, both kernels): only sizes beyond the limits are refused
+    assert sk.abi_unmet(kern.abi, m + 16, n + 1, k + 1) == [] and sk.abi_unmet(kern.abi, m, n, 1 << 31)
+    with pytest.raises(ValueError, match="breaks"):
+        sk.launch_from_abi(cp, kern.text, kern.abi, SimpleNamespace(mnk=(m, n, 1 << 31)))
     assert len(cp.launches) == 1
 
 

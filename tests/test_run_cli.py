@@ -52,7 +52,7 @@ def test_emulate_takes_a_shape_whose_k_is_not_the_loop_k(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--shape", "1,2"], "--shape must be M,N,K"),
-    (["--shape", "100,256,64"], "M % 128 == 0"),
+    (["--shape", "1,1,2147483648"], "K < 2147483648"),           # any M, N, K >= 1 up to the limits
     (["--emulate", "--bench"], "--bench times the GPU"),
     (["--tile", "nope"], "--tile nope: no such tile"),
     (["--iters", "0", "--bench"], "--iters must be positive"),

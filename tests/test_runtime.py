@@ -77,9 +77,11 @@ def test_launch_dims_follow_each_kernels_abi():
 
 
 def test_unmet_requirements_are_named():
-    k = load(os.path.join(EX, "sparse_gemm_f16.tile"))
-    assert k.unmet(128, 256, 64) == []
-    assert k.unmet(100, 256, 64) == ["M % 128 == 0"]
+    k = load(os.path.join(EX, "sparse_gemm_f16.tile"))                # any M, N, K >= 1 (issue 17)
+    assert k.unmet(128, 256, 64) == [] and k.unmet(100, 255, 63) == []
+    k = load(os.path.join(EX, "sparse_gemm_nvf4.tile"))               # block-scaled: whole 128x128x256 tiles
+    assert k.unmet(128, 256, 256) == []
+    assert k.unmet(100, 256, 256) == ["M % 128 == 0"]
     k = load(os.path.join(EX, "gemm_bf16.tile"))         # tcgen05: K is the tile's own k = 64
     assert k.unmet(128, 256, 64) == []
     assert k.unmet(128, 256, 128) == ["K == 64"]
@@ -144,9 +146,13 @@ def test_wrong_shape(gemm):
 
 
 def test_wrong_problem_size(gemm):
+    a, b, c, d = sparse_args(k=0)
+    e = _err(gemm, a, b, c, out=d)
+    assert e.what == "problem size" and e.got == "256 x 256 x 0"
+    # M = 192 is a partial tile: the packed A must hold whole 128-row tiles (pack_a pads it)
     a, b, c, d = sparse_args(m=192)
     e = _err(gemm, a, b, c, out=d)
-    assert e.what == "problem size" and "M % 128 == 0" in e.expected and e.got == "192 x 256 x 128"
+    assert (e.argument, e.what, e.expected) == ("A.values", "shape", "(256, 64)")
 
 
 def test_sizes_beyond_the_stated_limits_are_refused(gemm):
@@ -197,8 +203,8 @@ def test_wrong_stride(gemm):
     a, b, c, d = sparse_args()
     e = _err(gemm, a, Fake((128, 256), "<f2"), c, out=d)          # row-major K x N: not B stored transposed
     assert (e.argument, e.what) == ("B", "stride") and "Bt.T" in e.expected
-    e = _err(gemm, a, b, Fake((256, 256), "<f4", strides=(2048, 4)), out=d)    # a column slice of a wider C
-    assert (e.argument, e.what) == ("C", "stride") and e.got == "(2048, 4) bytes"
+    e = _err(gemm, a, b, Fake((256, 256), "<f4", strides=(1032, 4)), out=d)    # rows not 16-byte multiples apart
+    assert (e.argument, e.what) == ("C", "stride") and e.got == "(1032, 4) bytes"
 
 
 def test_wrong_alignment(gemm):
@@ -340,7 +346,7 @@ def test_wgmma_kernel_takes_any_size_and_pitched_rows():
     # CTA pairs of 128 x 256 tiles: M = 200 -> one pair (2 CTAs), N = 300 -> 2 tile columns
     assert rabi.grid_blocks(k.abi, 200, 300, 72) == (4, 1, 1)
     # the packer's padding: K to the instruction K (32), metadata to whole 256-row pairs and 64-wide K blocks
-    assert k._padding(200, 72) == (96, 256, 128)
+    assert k._padding(200, 72) == (96, 256, 128, 200)       # (values keep M rows)
     m, n, kk = 200, 135, 72
 
     def args(b=None, c=None, d=None):
@@ -396,3 +402,45 @@ def test_wgmma_kernel_takes_a_batch():
     # B's batches 8 bytes apart beyond their size: not a TMA stride
     e = _err(k, *args(b=Fake((batch, kk, n), "<f2", strides=(n * kk * 2 + 8, 2, kk * 2)))[:3], out=args()[3])
     assert (e.argument, e.what) == ("B", "stride") and "multiple of 16" in e.expected
+
+
+def test_pipelined_kernel_takes_any_size_pitched_rows_and_a_batch(gemm):
+    """Issue 17, the pipelined mma.sp kernel (examples/sparse_gemm_f16.tile: 128 x 256 x 64 CTA tiles): any
+    M, N, K >= 1; the packed A padded to whole tiles and K blocks (what pack_a builds); B, C, D rows any
+    multiple of 16 bytes apart (ldb, ldc, ldd); a batch with byte strides of the packed A and B multiples of
+    16, D's batches not overlapping; Kp, the K blocks' K, derived from the ABI's `sizes`."""
+    k = gemm
+    m, n, kk = 200, 135, 70
+    assert k.unmet(m, n, kk) == [] and k.unmet(1, 1, 1) == []
+    assert rabi.derived_sizes(k.abi, m, n, kk) == {"Kp": 128}
+    assert k._padding(m, kk) == (128, 256, 128, 256)           # values keep whole 128-row tiles
+    assert rabi.grid_blocks(k.abi, m, n, kk) == (2, 1, 1)
+    vshape, mshape = rabi.buffer_shape(k.abi, "a_values", m, kk), rabi.buffer_shape(k.abi, "a_metadata", m, kk)
+    assert (vshape, mshape) == ((256, 64), (16, 4, 32))
+
+    def args(b=None, c=None, d=None, batch=None):
+        lead = (batch,) if batch else ()
+        a = SparseA(Fake(lead + vshape, "<f2"), Fake(lead + mshape, "<u4"), "f16", m, kk, batch)
+        return (a, b or Fake((n, kk), "<f2", strides=(144, 2)).T, c or Fake((m, n), "<f4", strides=(544, 4)),
+                d or Fake((m, n), "<f4", strides=(544, 4)))
+
+    with pytest.raises(DeviceError):          # every check passes (140-byte B rows padded to 144)
+        k(*args()[:3], out=args()[3])
+    e = _err(k, args()[0], Fake((n, kk), "<f2").T, *args()[2:3], out=args()[3])      # 140-byte B rows
+    assert (e.argument, e.what) == ("B", "stride")
+    e = _err(k, *args()[:3], out=Fake((m, n), "<f4"))                                   # 540-byte D rows
+    assert (e.argument, e.what) == ("out", "stride")
+    a = SparseA(Fake((m, 35), "<f2"), Fake(mshape, "<u4"), "f16", m, kk)              # unpadded values
+    e = _err(k, a, *args()[1:3], out=args()[3])
+    assert (e.argument, e.what, e.expected) == ("A.values", "shape", "(256, 64)")
+    batch = 3
+    bb = Fake((batch, kk, n), "<f2", strides=(n * 144 + 16, 2, 144))
+    with pytest.raises(DeviceError):
+        k(*args(b=bb, c=Fake((m, n), "<f4", strides=(544, 4)), batch=batch)[:3],
+          out=Fake((batch, m, n), "<f4", strides=(m * 544, 544, 4)))
+    e = _err(k, *args(b=Fake((batch, kk, n), "<f2", strides=(n * 144 + 8, 2, 144)), batch=batch)[:3],
+             out=Fake((batch, m, n), "<f4", strides=(m * 544, 544, 4)))
+    assert (e.argument, e.what) == ("B", "stride") and "multiple of 16" in e.expected
+    e = _err(k, *args(b=bb, batch=batch)[:3], out=Fake((batch, m, n), "<f4", strides=(544, 544, 4)))
+    assert (e.argument, e.what) == ("out", "stride") and "do not overlap" in e.expected
+    assert rabi.unmet(k.abi, m, n, kk, 65536) == ["batch <= 65535"]

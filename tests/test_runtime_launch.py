@@ -98,8 +98,8 @@ def test_ws_kernel_launch_plan_on_a_b200(b200):
     """examples/tcgen05_gemm_f16.tile (128 x 128 CTA tile, K block 64): for M = 1024, N = 2048 there are
     8 * 16 = 128 tiles, fewer than the B200's 148 SMs, so the persistent grid is 128 CTAs; for M = N = 4096,
     32 * 32 = 1024 tiles, so 148 (one CTA per SM, ABI grid min(tiles, multiprocessors)). No cluster; 192
-    threads (warps 0-3 epilogue, 4 MMA, 5 TMA); the ring's 132196 bytes of dynamic shared memory, opted in
-    (above 48 KiB)."""
+    threads (warps 0-3 epilogue, 4 MMA, 5 TMA); the ring's and the D staging's 164964 bytes of dynamic shared
+    memory, opted in (above 48 KiB)."""
     kernel = load(os.path.join(EX, "tcgen05_gemm_f16.tile"))
     smem = kernel.abi["dynamic_smem_bytes"]
     assert smem > 48 * 1024
@@ -109,14 +109,17 @@ def test_ws_kernel_launch_plan_on_a_b200(b200):
         plan, fn, values, types = b200.launches[-1]
         assert plan == LaunchPlan((ctas, 1, 1), (1, 1, 1), (192, 1, 1), smem)
         maps, addresses = b200.maps[-1]
-        assert addresses == {"A": ptr(a), "B": ptr(b)}
+        assert addresses == {"A": ptr(a), "B": ptr(b), "D": ptr(d)}
         # the driver's encoder gets A [M][K] and B [N][K] f16 (data type 1 = UINT16), rows of K * 2 bytes,
-        # boxes of one 128-byte swizzle atom (64 elements) by the tile's 128 rows
+        # boxes of one 128-byte swizzle atom (64 elements) by the tile's 128 rows; D [M][N] f32 (UINT32), rows
+        # of N * 4 bytes, boxes of one epilogue warp's 32 rows x 32 columns (128B swizzle); rank 3 (a batch of 1)
         assert [(t["operand"], t["dims"], t["strides"], t["box"], t["data_type"], t["swizzle"]) for t in maps] == \
-            [("A", (k, m), (2 * k,), (64, 128), 1, 3), ("B", (k, n), (2 * k,), (64, 128), 1, 3)]
-        # parameters: tensor_maps, D (u64), M, N, K (u32)
-        assert values == [b200._next_map, ptr(d), m, n, k]
-        assert types == [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
+            [("A", (k, m, 1), (2 * k, 2 * k * m), (64, 128, 1), 1, 3),
+             ("B", (k, n, 1), (2 * k, 2 * k * n), (64, 128, 1), 1, 3),
+             ("D", (n, m, 1), (4 * n, 4 * n * m), (32, 32, 1), 2, 3)]
+        # parameters: tensor_maps (u64), M, N, K, batch (u32); D is reached through its tensor map
+        assert values == [b200._next_map, m, n, k, 1]
+        assert types == [ctypes.c_uint64] + [ctypes.c_uint32] * 4
     assert b200.calls == [("open", None), ("load", "tcgen05_gemm_f16", "sm_100a"),
                           ("smem", "fn:tcgen05_gemm_f16", smem)]
     # the same buffers again: the maps are not encoded twice
@@ -145,7 +148,7 @@ def test_ws_pair_launches_clusters_of_two(b200):
     kernel(a, b, out=d, **kw)
     plan = b200.launches[-1][0]
     assert plan.grid == (74, 1, 1) and plan.cluster == (2, 1, 1) and plan.block == (192, 1, 1)
-    assert [t["box"] for t in b200.maps[-1][0]] == [(64, 128), (64, 64)]
+    assert [t["box"] for t in b200.maps[-1][0]] == [(64, 128, 1), (64, 64, 1), (32, 32, 1)]
     a, b, d, kw = ws_args(kernel.abi, 256, 512, 128)          # 4 pair tiles: 4 clusters
     kernel(a, b, out=d, **kw)
     assert b200.launches[-1][0].grid == (4, 1, 1)
@@ -155,8 +158,8 @@ def test_ws_pair_launches_clusters_of_two(b200):
                                           ("tcgen05_gemm_mxf8f6f4.tile", ["SFA", "SFB"]),
                                           ("tcgen05_gemm_mxf4nvf4.tile", ["SFA", "SFB"])])
 def test_ws_extras_reach_their_parameters(b200, name, extras):
-    """The sparse kernel's META and the block-scaled kernels' SFA / SFB are passed after D, in the ABI's
-    order, and read through tensor maps of their own (after A's and B's); the stored A of the sparse kernel
+    """The sparse kernel's META and the block-scaled kernels' SFA / SFB are passed after the tensor maps, in
+    the ABI's order, and read through tensor maps of their own (after A's and B's); the stored A of the sparse kernel
     is the kept half ([M][K / 2]) and the fp4 operands of mxf4nvf4 are two to a byte ([M][K / 2] bytes):
     the tensor maps' rows say so."""
     kernel = load(os.path.join(EX, name))
@@ -165,8 +168,8 @@ def test_ws_extras_reach_their_parameters(b200, name, extras):
     kernel(a, b, out=d, **kw)
     values = b200.launches[-1][2]
     by_name = {"META": "metadata", "SFA": "scale_a", "SFB": "scale_b"}
-    assert values[:2 + len(extras)] == [b200._next_map, ptr(d)] + [ptr(kw[by_name[x]]) for x in extras]
-    assert values[-3:] == [m, n, k]
+    assert values[:1 + len(extras)] == [b200._next_map] + [ptr(kw[by_name[x]]) for x in extras]
+    assert values[-4:] == [m, n, k, 1]
     maps, addresses = b200.maps[-1]
     row_bytes = {"tcgen05_gemm_sparse_f16.tile": (k, 2 * k), "tcgen05_gemm_mxf8f6f4.tile": (k, k),
                  "tcgen05_gemm_mxf4nvf4.tile": (k // 2, k // 2)}[name]
@@ -183,8 +186,12 @@ def test_ws_argument_errors(b200):
 
     kernel = load(os.path.join(EX, "tcgen05_gemm_f16.tile"))
     a, b, d, kw = ws_args(kernel.abi, 256, 256, 128)
-    with pytest.raises(ArgumentError) as e:                     # K not whole 64-deep blocks
-        kernel(Fake((256, 96), "<f2"), Fake((256, 96), "<f2").T, out=d)
+    with pytest.raises(ArgumentError) as e:                     # K rows of 100 f16 = 200 bytes: not a TMA stride
+        kernel(Fake((256, 100), "<f2"), Fake((256, 100), "<f2").T, out=d)
+    assert e.value.what == "problem size" and "multiple of 16 bytes" in e.value.expected
+    sparse = load(os.path.join(EX, "tcgen05_gemm_sparse_f16.tile"))
+    with pytest.raises(ArgumentError) as e:                     # the sparse kernel: K whole 64-deep blocks
+        sparse(Fake((256, 48), "<f2"), Fake((256, 96), "<f2").T, out=d, metadata=Fake((256, 3), "<u4"))
     assert e.value.what == "problem size" and "K % 64 == 0" in e.value.expected
     with pytest.raises(ArgumentError) as e:                     # B row-major K x N, not Bt.T
         kernel(a, Fake((128, 256), "<f2"), out=d)

@@ -111,11 +111,20 @@ def test_persistent_reaches_the_kernel():
     res = compile_source(TILE.format(extra=" persistent=static"), "t.tile")
     abi = res.to_json()["tiles"]["t"]["kernel"]
     assert abi["persistent"] and abi["grid"][0] == "min(tiles, multiprocessors * max_ctas_per_sm)"
-    assert "add.u32 %t, %t, %ts;" in res.ptx
+    assert "add.u32 %t, %t, %x;" in res.ptx
     assert "%nctaid.x" not in compile_source(TILE.format(extra=""), "t.tile").ptx
 
 
-@pytest.mark.parametrize("extra,field", [(" split_k=4", "split_k"), (" split_k=stream", "split_k")])
+def test_split_k_reaches_the_kernel():
+    """split_k=N: N CTAs per tile (ABI grid tiles * N), the workspace and semaphores among the parameters;
+    tests/test_sparse_wgmma_sched.py runs it."""
+    res = compile_source(TILE.format(extra=" split_k=4"), "t.tile")
+    abi = res.to_json()["tiles"]["t"]["kernel"]
+    assert abi["split_k"] == 4 and abi["grid"][0] == "tiles * 4" and set(abi["scratch"]) == {"workspace", "semaphores"}
+    assert "atom.acq_rel.gpu.global.add.u32" in res.ptx
+
+
+@pytest.mark.parametrize("extra,field", [(" split_k=stream", "split_k"), (" persistent=static split_k=stream", "split_k")])
 def test_what_the_kernel_lacks_is_refused_where_written(extra, field):
     out = _error(extra)
     line = "  schedule cta=128x256x64 warps=8x1 stages=4 mma=wgmma" + extra + ";"

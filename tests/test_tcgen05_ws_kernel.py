@@ -49,11 +49,15 @@ def test_plan_in_ir_and_abi(example):
     assert abi["kernel_kind"] == "tcgen05_ws"
     assert abi["grid"] == ["min(tiles, multiprocessors)", 1, 1] and abi["block"] == [192, 1, 1]
     assert "cluster" not in abi
-    # 4 slots of A 128 x 64 f16 (16384 B) + B 128 x 64 f16 (16384 B), 12 mbarriers, the TMEM slot, 1024 B slack
-    assert abi["dynamic_smem_bytes"] == 4 * 32768 + 12 * 8 + 4 + 1024
-    # one box per 128-byte swizzle atom: 64 f16 along K x 128 rows, 128B swizzle (the smem layouts')
+    # 4 slots of A 128 x 64 f16 (16384 B) + B 128 x 64 f16 (16384 B), the D staging (4 epilogue warps x 2
+    # buffers x 32 rows x 32 f32 = 4096 B), 12 mbarriers, the TMEM slot, 1024 B slack
+    assert abi["dynamic_smem_bytes"] == 4 * 32768 + 4 * 2 * 4096 + 12 * 8 + 4 + 1024
+    # one box per 128-byte swizzle atom: 64 f16 along K x 128 rows x one batch, 128B swizzle (the smem layouts');
+    # D: a warp's 32 rows x 32 f32 columns (128-byte rows, 128B swizzle)
     assert [(t["operand"], t["box"], t["swizzle"]) for t in abi["tensor_maps"]] == [
-        ("A", [64, 128], "128B"), ("B", [64, 128], "128B")]
+        ("A", [64, 128, 1], "128B"), ("B", [64, 128, 1], "128B"), ("D", [32, 32, 1], "128B")]
+    assert abi["plan"]["d_staging"] == {"chunk": 32, "buffers_per_warp": 2, "buffer_bytes": 4096, "swizzle": "128B"}
+    assert abi["requires"] == [] and [p["name"] for p in abi["params"]] == ["tensor_maps", "M", "N", "K", "batch"]
     assert abi["plan"]["accumulators"] == 2 and abi["tmem_columns"] == 256
     assert abi["plan"]["barriers"]["acc_empty"] == {"count": 4, "number": 2}
     del ir
@@ -66,11 +70,14 @@ def test_roles_in_ptx(example):
     producer = ptx[ptx.index("---- TMA producer"):]
     mma = ptx[ptx.index("---- MMA issuer"):ptx.index("---- TMA producer")]
     epilogue = ptx[ptx.index("---- epilogue"):ptx.index("---- MMA issuer")]
-    assert producer.count("cp.async.bulk.tensor.2d") == 2 and "tcgen05.mma" not in producer
+    assert producer.count("cp.async.bulk.tensor.3d") == 2 and "tcgen05.mma" not in producer
     # 64 / 16 = 4 MMAs of K = 16 per K block, a commit per block (slot empty) and per tile (accumulator full)
     assert mma.count("tcgen05.mma.cta_group::1.kind::f16") == 4
     assert mma.count("tcgen05.commit") == 2
-    assert "tcgen05.ld" in epilogue and "cp.async.bulk" not in epilogue and "tcgen05.mma" not in epilogue
+    assert "tcgen05.ld" in epilogue and "tcgen05.mma" not in epilogue and "st.global" not in epilogue
+    # D leaves through shared memory: one TMA store per chunk, its bulk group waited on before the buffer is reused
+    assert epilogue.count("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group") == 2     # loop body + last chunk
+    assert "cp.async.bulk.wait_group.read 1;" in epilogue and "fence.proxy.async.shared::cta;" in epilogue
     assert ptx.count("mbarrier.init") == 4 + 4 + 2 + 2
 
 
@@ -168,7 +175,7 @@ def test_pair_structure(pair):
     abi = pair.to_json()["tiles"]["pair"]["kernel"]
     assert abi["cluster"] == [2, 1, 1] and abi["plan"]["tx_bytes"] == 2 * (128 * 64 + 64 * 64) * 2
     assert abi["plan"]["barriers"]["acc_empty"]["count"] == 8
-    assert [t["box"] for t in abi["tensor_maps"]] == [[64, 128], [64, 64]]
+    assert [t["box"] for t in abi["tensor_maps"]] == [[64, 128, 1], [64, 64, 1], [32, 32, 1]]
     ptx = pair.ptx
     assert ".reqnctapercluster 2, 1, 1" in ptx
     assert ptx.count("complete_tx::bytes.cta_group::2") == 2
@@ -212,10 +219,12 @@ def test_sparse_structure(sparse):
     the MMA thread with one tcgen05.cp .128x128b; A's box is the kept half (32 f16 = 64 B rows, 64B
     swizzle)."""
     abi = sparse.to_json()["tiles"]["tcgen05_gemm_sparse_f16"]["kernel"]
-    assert abi["block"] == [192, 1, 1] and [p["name"] for p in abi["params"]][:3] == ["tensor_maps", "D", "META"]
+    assert abi["block"] == [192, 1, 1] and [p["name"] for p in abi["params"]][:2] == ["tensor_maps", "META"]
+    # the metadata image is laid out by whole tiles of one problem
+    assert abi["requires"] == ["M % 128 == 0", "N % 128 == 0", "K % 64 == 0", "batch == 1"]
     assert set(abi["plan"]["barriers"]) == {"full", "empty", "acc_full", "acc_empty"}
     assert [(t["box"], t["swizzle"], t.get("k_per_block")) for t in abi["tensor_maps"]] == [
-        ([32, 128], "64B", 32), ([64, 128], "128B", 64), ([16, 128], "none", None)]
+        ([32, 128, 1], "64B", 32), ([64, 128, 1], "128B", 64), ([16, 128], "none", None), ([32, 32, 1], "128B", None)]
     plan = sparse.tiles["tcgen05_gemm_sparse_f16"].op("tilec.ws_plan").attrs
     # 64 / 32 = 2 f16 MMAs a block, one metadata column each (shared16), rounded up to one 4-column copy:
     # 128 lanes x 16 B = 2048 bytes after A (128 x 32 f16 = 8192 B) and B (128 x 64 f16 = 16384 B)
@@ -226,7 +235,8 @@ def test_sparse_structure(sparse):
     assert sparse.ptx.count("tcgen05.mma.sp.cta_group::1.kind::f16") == 2
     assert sparse.ptx.count("tcgen05.cp.cta_group::1.128x128b [") == 1
     # A: one 64B-swizzled box, B: one 128B box, the metadata image: one box per K block
-    assert sparse.ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [") == 3
+    assert sparse.ptx.count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [") == 2
+    assert sparse.ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [") == 1
     # the buffer: per 128-row tile and 64-deep K block, 512 words (128 lanes x 4 columns)
     assert abi["buffers"]["META"]["shape"] == ["M / 128", "K / 64", 512]
 
@@ -272,7 +282,7 @@ def test_block_scaled_structure_and_ptxas(path, ptxas):
     groups = {128: 1, 256: 4}[cta_k]
     r = compiler.compile_file(path)
     abi = r.to_json()["tiles"][name]["kernel"]
-    assert [p["name"] for p in abi["params"]][:4] == ["tensor_maps", "D", "SFA", "SFB"]
+    assert [p["name"] for p in abi["params"]][:3] == ["tensor_maps", "SFA", "SFB"]
     assert abi["tile_k"] == cta_k and abi["block"] == [192, 1, 1]
     # one 4-byte group of each row's factor stream per 4 MMAs (mxf8f6f4: 1 factor per 32-deep MMA, 4 MMAs a
     # block; mxf4nvf4: 4 factors per 64-deep MMA, 4 MMAs) = one .32x128b.warpx4 copy of 512 bytes per group
@@ -282,8 +292,8 @@ def test_block_scaled_structure_and_ptxas(path, ptxas):
     assert abi["buffers"]["SFA"]["shape"] == ["M / 128", f"K / {cta_k}", 512 * groups]
     # 128-byte TMA rows: 128 e4m3 / 256 packed e2m1 values, copied as 128 bytes; then SFA's and SFB's images,
     # 32 rows of 16 bytes per 4-byte group
-    assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"]] == [([128, 128], 8), ([128, 128], 8),
-                                                                        ([16, 32 * groups], 8), ([16, 32 * groups], 8)]
+    assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"][:4]] == [
+        ([128, 128, 1], 8), ([128, 128, 1], 8), ([16, 32 * groups], 8), ([16, 32 * groups], 8)]
     for target in sorted(r.tiles[name].facts["form"].requirements().targets):
         res = assemble(compiler.compile_file(path, arch=target).ptx, target, ptxas)
         assert res.ok, f"{target}: {res.output}"
@@ -348,10 +358,16 @@ def test_fused_epilogue_seeded_bug():
     assert not em.ok
 
 
-def test_epilogue_needs_f32_d():
-    with pytest.raises(CompileError, match="f32 accumulators"):
-        compiler.compile_source(EPILOGUE.format(epilogue="act=relu").replace("D: f32 tmem", "D: f16 tmem")
-                                .replace("bf16 smem", "f16 smem"))
+def test_epilogue_output_types_located():
+    """The epilogue converts f32 accumulators to f32, f16 or bf16 (epilogue-lowering's FLOAT_OUTPUTS); another
+    D type is refused at D's type, and acc= other than the MMA's natural f32 at acc=."""
+    src = EPILOGUE.format(epilogue="act=relu").replace("D: f32 tmem", "D: e4m3 global")
+    with pytest.raises(CompileError, match="not an output of the f32 epilogue") as e:
+        compiler.compile_source(src)
+    d = e.value.diagnostics[0]
+    assert src.splitlines()[d.loc.line - 1][d.loc.col - 1:].startswith("e4m3")
+    with pytest.raises(CompileError, match="acc=f16"):
+        compiler.compile_source(EPILOGUE.format(epilogue="act=relu acc=f16"))
 
 
 # ---- seeded bugs: each one fails the emulator --------------------------------------------------------

@@ -82,10 +82,10 @@ def emulate(result: CompileResult, tile: str | None = None, *, shape: tuple[int,
     engine = t.attrs["engine"]
     text = result.ptx if ptx is None else ptx
     if engine == "tcgen05":
-        return _tcgen05(result, text, tile, shape, seed, mode)
-    if batch != 1 and (engine != "mma.sp" or result.to_json()["tiles"][tile]["kernel"].get("kernel_kind")
-                       != "sparse_wgmma"):
-        raise EmulationError(f"batch = {batch}: only the sparse wgmma kernel takes a batch")
+        return _tcgen05(result, text, tile, shape, seed, mode, batch)
+    if batch != 1 and (engine != "mma.sp" or "batch" not in result.to_json()["tiles"][tile]["kernel"]):
+        raise EmulationError(f"batch = {batch}: only the sparse wgmma kernel, the pipelined mma.sp kernel (not "
+                             "block-scaled) and the dense warp-specialised tcgen05 kernel take a batch")
     if engine == "mma.sp":
         return _mma_sp(result, text, tile, shape, seed, order, mode, batch)
     raise EmulationError(f"engine {engine} has no emulator")
@@ -98,12 +98,14 @@ def _tiles(shape, tm: int, tn: int, what: str) -> tuple[int, int]:
     return m // tm, n // tn
 
 
-def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emulation:
+def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str, batch: int = 1) -> Emulation:
     from .tcgen05 import host_problem, reference_d, run_kernel
 
     spec = result.tiles[tile].payload
     if result.tiles[tile].op("tilec.ws_plan") is not None:
-        return _tcgen05_ws(result, text, tile, shape, seed, mode)
+        return _tcgen05_ws(result, text, tile, shape, seed, mode, batch)
+    if batch != 1:
+        raise EmulationError(f"batch = {batch}: the single-stage tcgen05 kernel takes no batch (add a schedule)")
     k = spec.total_k
     m_tiles = n_tiles = 1
     if shape is not None:
@@ -121,27 +123,32 @@ def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str) -> Emula
                      machine.stats)
 
 
-def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str) -> Emulation:
-    """The persistent warp-specialised tcgen05 kernel: any M x N x K its tile divides (default: 2 x 3 tiles
-    and two K blocks), on a third as many CTAs as tiles (at least one), so that each CTA loops over three
-    tiles or more and its ring and both accumulators wrap."""
+def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str, batch: int = 1) -> Emulation:
+    """The persistent warp-specialised tcgen05 kernel (default shape: 2 x 3 tiles and two K blocks), on a
+    third as many CTAs as tiles (at least one), so that each CTA loops over three tiles or more and its ring
+    and both accumulators wrap. Dense tiles take any M, N, K >= 1 and a batch (the ABI's `requires` is
+    empty); sparse and block-scaled ones whole tiles and K blocks."""
+    from ..runtime.abi import unmet
     from .tcgen05 import run_ws_problem
 
-    spec = result.tiles[tile].payload
     abi = result.to_json()["tiles"][tile]["kernel"]
     tm, tn, tk = abi["tile_m"], abi["tile_n"], abi["tile_k"]
     if shape is None:
         shape = (2 * tm, 3 * tn, 2 * tk)
     m, n, k = shape
-    m_tiles, n_tiles = _tiles(shape, tm, tn, "tcgen05 (warp-specialised)")
-    if k <= 0 or k % tk:
-        raise EmulationError(f"shape K = {k}: the warp-specialised tcgen05 kernel needs a multiple of {tk}")
+    if min(m, n, k, batch) <= 0:
+        raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: each must be at least 1")
+    bad = unmet(abi, m, n, k, batch)
+    if bad:
+        raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: the warp-specialised tcgen05 kernel needs "
+                             + ", ".join(bad))
     if mode not in ("eager", "adversarial", "random"):
         raise EmulationError(f"mode {mode}: the tcgen05 machine takes eager, adversarial or random")
+    tiles = -(-m // tm) * -(-n // tn) * batch
     out, ref, machine = run_ws_problem(result, tile, text, abi, m, n, k,
-                                       ctas=abi.get("cluster", [1])[0] * max(1, m_tiles * n_tiles // 3), seed=seed,
-                                       policy=None if mode == "eager" else mode)
-    return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats)
+                                       ctas=abi.get("cluster", [1])[0] * max(1, tiles // 3), seed=seed,
+                                       policy=None if mode == "eager" else mode, batch=batch)
+    return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats, batch)
 
 
 def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: str, batch: int = 1) -> Emulation:
@@ -165,6 +172,9 @@ def _mma_sp(result, text: str, tile: str, shape, seed: int, order: str, mode: st
         if min(m, n, k, batch) <= 0:
             raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: each must be at least 1")
         return _wgmma(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c, batch)
+    if kind == "sparse_gemm" and "sfa" not in params:     # any M, N, K >= 1 its ABI's `requires` allows
+        # (block-scaled forms take whole tiles: the problem below, with its scale factors)
+        return _sparse_gemm(text, tile, abi, form, (m, n, k), seed, order, mode, out_type, accumulate_c, batch)
     m_tiles, n_tiles = _tiles(shape, tm, tn, kind)
     if k <= 0 or k % tk:
         raise EmulationError(f"shape K = {k}: the {kind} kernel needs a multiple of {tk}")
@@ -211,6 +221,27 @@ class _KernelShim:
         from ..runtime import abi as abi_mod
 
         return abi_mod.grid_blocks(self.abi, m, n, k, multiprocessors, batch)
+
+
+def _sparse_gemm(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c, batch=1) -> Emulation:
+    """The pipelined cp.async kernel on any M x N x K (B, C, D in padded, poisoned rows; a persistent kernel
+    on 3 CTAs per batch)."""
+    from ..ptx.sparse_gemm_kernel import SparseGemmPTX
+    from ..runtime import abi as abi_mod
+    from .sparse_host import WGMMA_MODES, run_sparse_gemm_edges
+
+    m, n, k = shape
+    if min(m, n, k, batch) <= 0:
+        raise EmulationError(f"shape {m} x {n} x {k}, batch {batch}: each must be at least 1")
+    bad = abi_mod.unmet(abi, m, n, k, batch)
+    if bad:
+        raise EmulationError(f"shape {m} x {n} x {k}: the sparse_gemm kernel needs {', '.join(bad)}")
+    if mode not in WGMMA_MODES:
+        raise EmulationError(f"mode {mode} (modes: {', '.join(WGMMA_MODES)})")
+    kern = SparseGemmPTX(abi["entry"], text, None, abi["target"], abi)
+    d, ref, stats = run_sparse_gemm_edges(kern, form, m, n, k, out_type, accumulate_c, mode=mode, order=order,
+                                          seed=seed, batch=batch)
+    return Emulation(tile, "mma.sp", "sparse_gemm", shape, d, ref, stats, batch)
 
 
 def _wgmma(text, tile, abi, form, shape, seed, order, mode, out_type, accumulate_c, batch=1) -> Emulation:

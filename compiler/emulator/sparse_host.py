@@ -225,6 +225,9 @@ def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], thr
         params[f"{name}_sfb"] = mem.add("sfb", np.ascontiguousarray(p.sfb))
     params[f"{name}_d"] = mem.add("d", np.zeros((m, n), out_np), writable=True, fill=0xFF)    # poison
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
+    # the pipelined kernel's row strides (contiguous B, C, D) and batch strides (one problem: any value)
+    params.update({f"{name}_ldb": k, f"{name}_ldc": n, f"{name}_ldd": n, f"{name}_Kp": k,
+                   **{f"{name}_batch_stride_{x}": 0 for x in ("a_values", "a_metadata", "b", "c", "d")}})
     bias = scal = None
     if epilogue is not None:
         bias, scal = _epilogue_params(epilogue, name, m, n, rng, scalars, mem, params)
@@ -302,6 +305,15 @@ def stacked(images: list[np.ndarray], fill: int) -> tuple[np.ndarray, int]:
     return out, stride
 
 
+def _scratch_dim(expr, abi: dict, m: int, n: int, k: int) -> int:
+    """A dimension of an ABI scratch buffer (an int or an expression of the tile count `tiles`)."""
+    if isinstance(expr, int):
+        return expr
+    tm, tn, cm = abi["tile_m"], abi["tile_n"], abi["cluster"][0]
+    tiles = -(-m // (tm * cm)) * cm * -(-n // tn)
+    return int(eval(str(expr), {"__builtins__": {}}, {"tiles": tiles}))
+
+
 def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
                      out_type: str, accumulate_c: bool, *, mode: str = "eager", order: str = "forward", seed: int = 0,
                      text: str | None = None, smem_window: int = 528, scalars: dict | None = None,
@@ -368,6 +380,14 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     bias = scal = None
     if desc is not None:          # the fused epilogue: its bias buffer and f32 scalar parameters (as bits)
         bias, scal = _epilogue_params(desc, name, m, n, rng, scalars, mem, params)
+    sems = None
+    for key, spec in kern.abi.get("scratch", {}).items():      # split-K: workspace and semaphores
+        count = int(np.prod([batch if d == "batch" else _scratch_dim(d, kern.abi, m, n, k) for d in spec["shape"]]))
+        # the workspace starts as poison (a partial read before it is written shows), the semaphores as zeros
+        arr = np.zeros(count, np.uint32)
+        params[f"{name}_{key}"] = mem.add(key, arr, writable=True, fill=None if spec["zeroed"] else 0x7F)
+        if key == "semaphores":
+            sems = key
     maps = mem.add("tensor_maps", np.zeros(3 * TMA_MAP_BYTES, np.uint8), loadable=False)
     params[f"{name}_tensor_maps"] = maps
     params.update({f"{name}_M": m, f"{name}_N": n, f"{name}_K": k})
@@ -383,6 +403,98 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (gx, gy), threads,
                           order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
                           dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode), fp8_acc_bits=fp8_acc_bits)
+    machine.run()
+    if sems is not None and mem.array(sems).any():
+        raise EmulationError("a split-K semaphore is not zero after the launch: the next launch would miscount")
+    out = mem.array("d")
+    if (out[~written] != 0xA5).any():
+        raise EmulationError("the kernel wrote into the guard band around D (columns N..ldd, between batches)")
+    ds, refs = [], []
+    for i, p in enumerate(problems):
+        rows = out[i * d_stride:i * d_stride + m * ldd * dsize].reshape(m, -1)
+        d = rows[:, :n * dsize].copy().view(out_np).reshape(m, n)
+        d, ref, stats = _reference(mem, d, form, p, out_type, desc, bias, scal, machine.stats)
+        ds.append(d)
+        refs.append(ref)
+        atol = stats.pop("atol", None)
+        if atol is not None:
+            stats.setdefault("atols", []).append(atol)
+    if "atols" in machine.stats:
+        atols = machine.stats.pop("atols")
+        machine.stats["atol"] = atols[0] if batch == 1 else np.stack(atols)
+    if batch == 1:
+        return ds[0], refs[0], machine.stats
+    return np.stack(ds), np.stack(refs), machine.stats
+
+
+def run_sparse_gemm_edges(kern, form, m: int, n: int, k: int, out_type: str, accumulate_c: bool, *, mode: str = "eager",
+                          order: str = "forward", seed: int = 0, text: str | None = None, ctas: int | None = None,
+                          pad: dict[str, int] | None = None, batch: int = 1, scalars: dict | None = None):
+    """The pipelined cp.async kernel (compiler/ptx/sparse_gemm_kernel.py) on `batch` random problems of any
+    M x N x K its ABI allows: returns (D, reference D, machine stats), batch x M x N when batch > 1. A is
+    packed as the runtime packs it (compiler.sparse.compress_padded to the kernel's padded_sizes); B, C and D
+    rows are `pad` = {"b": .., "c": .., "d": ..} elements longer than their rows (default: the least that
+    keeps rows 16-byte multiples), the padding poisoned (0x7F: a read of it shows as NaN / a wrong sum);
+    batches lie BATCH_GAP poisoned bytes apart. D's padding and gaps (a guard band right of every row and
+    between batches) must come back untouched (EmulationError otherwise), and nothing is written outside
+    D (the memory model refuses it). A persistent kernel runs on `ctas` CTAs per batch (default 3)."""
+    from .. import sparse
+    from ..ptx.sparse_gemm_kernel import padded_sizes
+    from .parse import EmulationError
+
+    abi = kern.abi
+    name = abi.get("entry") or abi["kernel"]
+    rng = np.random.default_rng(seed)
+    ps = padded_sizes(abi, m, k)
+    out_np = out_dtype(out_type)
+    dsize = np.dtype(out_np).itemsize
+
+    def pitch_of(what: str, cols: int, itemsize: int) -> int:
+        least = -(-cols * itemsize // 16) * 16 // itemsize
+        return least + (pad or {}).get(what, 0)
+
+    problems, bts = [], []
+    for _ in range(batch):
+        p = edge_problem(form, m, n, k, rng, accumulate_c)
+        p.values, p.meta = sparse.compress_padded(p.a, form.a_type, form.shape, ps["k_values"],
+                                                  ps["meta_rows"] * 16, ps["meta_words"] // 32 * form.k,
+                                                  abi.get("selector", 0), value_rows=ps["value_rows"])
+        bts.append(sparse.pack_b(np.concatenate([p.b, np.zeros((-k % form.k, n), p.b.dtype)]), form.b_type,
+                                 form.shape)[:, :k])
+        problems.append(p)
+    ldb = pitch_of("b", k, bts[0].dtype.itemsize)
+    ldd = pitch_of("d", n, dsize)
+    mem = FlatMemory()
+    images = {"a_values": stacked([p.values for p in problems], 0x7F),
+              "a_metadata": stacked([p.meta for p in problems], 0x00),
+              "b": stacked([pitched(np.ascontiguousarray(bt), ldb, 0x7F) for bt in bts], 0x7F)}
+    params = {f"{name}_{key}": mem.add(key, img) for key, (img, _) in images.items()}
+    params.update({f"{name}_batch_stride_{key}": stride for key, (_, stride) in images.items()})
+    d_img, d_stride = stacked([pitched(np.zeros((m, n), out_np), ldd, 0xA5) for _ in range(batch)], 0xA5)
+    params[f"{name}_d"] = mem.add("d", d_img, writable=True)
+    written = np.zeros(d_img.size, bool)
+    for i in range(batch):
+        block = written[i * d_stride:i * d_stride + m * ldd * dsize].reshape(m, -1)
+        block[:, :n * dsize] = True
+    mem.array("d")[written] = 0xFF                                  # poison where D is written
+    params[f"{name}_batch_stride_d"] = d_stride // dsize
+    if accumulate_c:
+        ldc = pitch_of("c", n, problems[0].c.itemsize)
+        c_img, c_stride = stacked([pitched(p.c, ldc, 0x7F) for p in problems], 0x7F)
+        params[f"{name}_c"] = mem.add("c", c_img)
+        params[f"{name}_ldc"] = ldc
+        params[f"{name}_batch_stride_c"] = c_stride // problems[0].c.itemsize
+    params.update({f"{name}_ldb": ldb, f"{name}_ldd": ldd, f"{name}_M": m, f"{name}_N": n, f"{name}_K": k,
+                   f"{name}_Kp": ps["k_values"]})
+    desc = abi.get("epilogue")
+    bias = scal = None
+    if desc is not None:          # the fused epilogue: its bias buffer and f32 scalar parameters (as bits)
+        bias, scal = _epilogue_params(desc, name, m, n, rng, scalars, mem, params)
+    gx, gy, _ = kern.grid(m, n, k, ctas or 3, batch)
+    land = WGMMA_MODES[mode][0]
+    machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (gx, gy), abi["block"][0],
+                          order=order, land=land, rng=rng, dynamic_smem=abi["dynamic_smem_bytes"],
+                          policy=policy_of(mode))
     machine.run()
     out = mem.array("d")
     if (out[~written] != 0xA5).any():
@@ -403,3 +515,4 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     if batch == 1:
         return ds[0], refs[0], machine.stats
     return np.stack(ds), np.stack(refs), machine.stats
+

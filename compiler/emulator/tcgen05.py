@@ -84,8 +84,8 @@ class Machine(WarpMachine):
         params: dict[str, int] = {}
         # operands read through tensor maps (TMA) only: no thread may load them
         tma_only = {t["operand"] for t in tensor_maps or ()}
-        for name in tma_only:
-            mem.add(name, np.asarray(args[name]), loadable=False)
+        for name in tma_only:             # D: written through its tensor map (the TMA store) only
+            mem.add(name, np.asarray(args[name]), loadable=False, writable=name == "D")
         for full, ptype in kernel.params:
             name = kernel.param_short(full)
             value = args[name]
@@ -947,65 +947,118 @@ def run_problem(ptx: str, problem: HostProblem, shared_base: int = 0, policy: st
 
 @dataclass
 class WsHost:
-    """One random problem of the warp-specialised kernel, as both the emulator and `tilec run` on the GPU
-    take it: `problem` (host_problem's operands), `args` (every ABI buffer but the tensor maps, as the bytes
-    of its global-memory image, D poisoned; the fused epilogue's bias; alpha / beta as their f32 values),
-    the reference D, and the absolute tolerance of a fused epilogue (None: D is exact)."""
-    problem: HostProblem
+    """Random problems of the warp-specialised kernel, as both the emulator and `tilec run` on the GPU take
+    them: `problems` (host_problem's operands, one per batch), `args` (every ABI buffer but the tensor maps,
+    as the bytes of its global-memory image with rows as stored, [batch][rows][bytes] when batched, D
+    poisoned; C, the fused epilogue's bias; alpha / beta as their f32 values), the reference D (batch x M x N,
+    or M x N for one problem), and the absolute tolerance of a fused epilogue (None: D is exact)."""
+    problems: list
     args: dict
     ref: np.ndarray
     atol: np.ndarray | None
 
+    @property
+    def problem(self) -> HostProblem:
+        return self.problems[0]
 
-def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0) -> WsHost:
+
+def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0, batch: int = 1) -> WsHost:
     """`host_problem`'s operands (dense or sparse, few significant bits: every partial sum is exact in f32)
-    in the warp-specialised kernel's ABI for an M x N x K problem, with the reference D."""
+    in the warp-specialised kernel's ABI for `batch` problems of M x N x K (any sizes >= 1 for dense tiles:
+    operands are drawn for whole tiles and cut to M, N), with the reference D."""
+    from dataclasses import replace as dc_replace
+
+    from ..isa.types import TYPES
+
     spec = result.tiles[tile].payload
-    problem = host_problem(result, tile, m_tiles=m // spec.m, n_tiles=n // spec.n, seed=seed, k=k)
-    args = {name: v for name, v in problem.args.items() if name not in ("m_total", "n_total")}
+    m_tiles, n_tiles = -(-m // spec.m), -(-n // spec.n)
+    problems = [host_problem(result, tile, m_tiles=m_tiles, n_tiles=n_tiles, seed=seed + 7919 * i, k=k)
+                for i in range(batch)]
+    first = problems[0]
+    args = {name: v for name, v in first.args.items() if name not in ("m_total", "n_total", "A", "B", "D")}
+
+    def stacked(parts):
+        return parts[0] if batch == 1 else np.stack(parts)
+
+    for name, rows in (("A", m), ("B", n)):
+        args[name] = stacked([np.ascontiguousarray(np.asarray(p.args[name])[:rows]) for p in problems])
+    d_type = spec.operands["D"].dtype
+    args["D"] = np.full(((batch,) if batch > 1 else ()) + (m, n * TYPES[d_type].bits // 8), 0x5A, np.uint8)
     # the per-K-block TMEM operands (META, SFA, SFB) as the kernel's tcgen05.cp reads them: their images
+    # (sparse and block-scaled kernels take whole tiles and one problem)
     from ..ptx.tcgen05_ws_kernel import tmem_image
 
     for name, spec_ in abi.get("tmem_images", {}).items():
-        image = tmem_image(spec_, args[name].tolist(), n if name == "SFB" else m, k)
+        image = tmem_image(spec_, np.asarray(args[name]).tolist(), n if name == "SFB" else m, k)
         args[name] = np.array(image, np.uint32 if name == "META" else np.uint8)
-    ref, atol = reference_d(problem), None
     desc = abi.get("epilogue")
-    if desc is not None:              # the fused epilogue's bias and f32 scalars
-        from types import SimpleNamespace
+    bias = scalars = cs = None
+    if desc is not None:              # the fused epilogue's C, bias and f32 scalars
+        from .. import sparse
+        from .sparse_host import epilogue_inputs
 
-        from .sparse_host import epilogue_atol, epilogue_inputs, epilogue_reference
-
-        bias, scalars = epilogue_inputs(desc, m, n, np.random.default_rng(seed + 1))
+        rng = np.random.default_rng(seed + 1)
+        bias, scalars = epilogue_inputs(desc, m, n, rng)
         if bias is not None:
             args["bias"] = bias
         args.update({key: float(scalars[key]) for key in ("alpha", "beta") if desc[key] == "param"})
-        a, b = _scaled_operands(problem)
+        if desc["c"] == "epilogue":
+            cs = [sparse.random_values(rng, (m, n), "f16").astype(np.float32) for _ in range(batch)]
+            args["C"] = stacked(cs)
+    refs, tols = [], []
+    for i, problem in enumerate(problems):
+        sub = dc_replace(problem, a=problem.a[:m], b=problem.b[:n],
+                         sfa=None if problem.sfa is None else problem.sfa[:m],
+                         sfb=None if problem.sfb is None else problem.sfb[:n])
+        if desc is None:
+            refs.append(reference_d(sub))
+            continue
+        from types import SimpleNamespace
+
+        from .sparse_host import epilogue_atol, epilogue_reference
+
+        a, b = _scaled_operands(sub)
         # a and b carry their scale factors already (the sparse host's scaling is not applied: sfa = sfb = None)
-        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None, sfa=None, sfb=None),
-                                             problem.d_type, desc, bias, scalars)
-        atol = epilogue_atol(bound, pre, desc["act"], problem.d_type)
-    return WsHost(problem, args, ref, atol)
+        ref, bound, pre = epilogue_reference(None, SimpleNamespace(a=a, b=b.T, c=None if cs is None else cs[i],
+                                                                   sfa=None, sfb=None), d_type, desc, bias, scalars)
+        refs.append(ref)
+        tols.append(epilogue_atol(bound, pre, desc["act"], d_type))
+    return WsHost(problems, args, stacked(refs), stacked(tols) if tols else None)
 
 
 def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: int, *, ctas: int, seed: int = 0,
-                   policy: str | None = None, dynamic_at: int | None = None):
-    """`ws_host`'s problem run on `ctas` persistent CTAs; returns (D, reference D, machine). A and B are
-    read by TMA only, through the tensor-map parameters `tensor_map_args` gives the driver's encoder; the
-    dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up to 1024)."""
+                   policy: str | None = None, dynamic_at: int | None = None, batch: int = 1):
+    """`ws_host`'s problems run on `ctas` persistent CTAs; returns (D, reference D, machine), batch x M x N
+    (M x N for one problem). A, B and D are reached by TMA only, through the tensor-map parameters
+    `tensor_map_args` gives the driver's encoder; their rows are 16 bytes further apart than their bytes
+    rounded up to 16 (a pitch that is not the packed size), and D's padding is poisoned and must stay so.
+    The dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up to
+    1024)."""
     from ..ptx.tcgen05_ws_kernel import tensor_map_args
 
-    host = ws_host(result, tile, abi, m, n, k, seed)
+    host = ws_host(result, tile, abi, m, n, k, seed, batch)
     args = dict(host.args)
     for key in ("alpha", "beta"):     # f32 parameters reach the machine as their bits
         if key in args:
             args[key] = int(np.float32(args[key]).view(np.uint32))
-    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k})
+    pitches = {}
+    for name, rows in (("A", m), ("B", n), ("D", m)):
+        part = np.asarray(args[name]).reshape(batch, rows, -1)
+        pitches[name] = -(-part.shape[2] // 16) * 16 + 16
+        padded = np.full((batch, rows, pitches[name]), 0xA5 if name != "D" else 0x5A, np.uint8)
+        padded[:, :, :part.shape[2]] = part
+        args[name] = padded
+    d_row = np.asarray(host.args["D"]).shape[-1]
+    args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k,
+                 "batch": batch})
     machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
                       dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
-                      tensor_maps=tensor_map_args(abi, m, n, k))
+                      tensor_maps=tensor_map_args(abi, m, n, k, batch, row_bytes=pitches))
     machine.run()
+    raw = machine.gmem.array("D").reshape(batch, m, pitches["D"])
+    if (raw[:, :, d_row:] != 0x5A).any():
+        raise EmulationError("the kernel wrote D's row padding (past column N): the TMA store must clip at N")
     if host.atol is not None:
         machine.stats["atol"] = host.atol
-    d = machine.gmem.array("D").view(host.ref.dtype).reshape(m, n)
-    return d, host.ref, machine
+    d = np.ascontiguousarray(raw[:, :, :d_row]).view(host.ref.dtype)
+    return (d[0] if batch == 1 else d), host.ref, machine

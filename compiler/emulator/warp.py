@@ -86,6 +86,7 @@ _F32_OPS = {
     "copysign": lambda a, b: np.copysign(b, a),          # copysign d, a, b: b with a's sign (9.7.4.2)
 }
 
+
 def _as_f32(x) -> np.ndarray:
     return (np.asarray(x, np.uint64) & M32).astype(np.uint32).view(np.float32)
 
@@ -133,6 +134,10 @@ _CONVERSIONS = {
 }
 
 
+_ORDERING = ("weak", "relaxed", "acquire", "release", "acq_rel", "volatile")    # memory-model qualifiers
+_SCOPES = ("cta", "cluster", "gpu", "sys")
+
+
 class Deadlock(EmulationError):
     """Every unfinished warp waits and nothing asynchronous is left to complete."""
 
@@ -160,7 +165,7 @@ def where(ins, w: "Warp") -> str:
 
 class Warp:
     __slots__ = ("cta", "index", "tid", "pc", "lane_pc", "alive", "r", "cp_open", "cp_groups", "open", "groups",
-                 "fenced", "bar", "done", "branches", "cluster_gen", "waiting")
+                 "fenced", "bar", "done", "branches", "cluster_gen", "waiting", "bulk_open", "bulk_groups")
 
     def __init__(self, cta, index: int):
         self.cta, self.index = cta, index
@@ -179,6 +184,8 @@ class Warp:
         self.branches = 0
         self.cluster_gen = 0
         self.waiting = None                  # (instruction, mbarrier CTA, address, parity) of a failed try_wait
+        self.bulk_open: list = []            # TMA stores (bulk_group) not committed yet: their smem claims
+        self.bulk_groups: list = []          # committed bulk async-groups, oldest first
 
     def name(self) -> str:
         return f"CTA {self.cta.rank} warp {self.index}"
@@ -194,6 +201,9 @@ class Cta:
         self.writing = np.zeros(len(smem), np.int32)
         self.reading = np.zeros(len(smem), np.int32)
         self.claims: dict[int, tuple[str, np.ndarray, str]] = {}   # id -> ("read" | "write", addresses, who)
+        # per byte: 1 + the warp whose generic-proxy store wrote it last and has not executed
+        # fence.proxy.async since (0: fenced or never written); a TMA store may read only fenced bytes
+        self.unfenced = np.zeros(len(smem), np.int16)
 
     @property
     def exited(self) -> bool:
@@ -243,13 +253,18 @@ class WarpMachine:
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self) -> None:
+        """Clusters run one after another: in grid order, or under a scheduling policy in a seeded random
+        order (CTAs of one launch may run in any order: a protocol between them, such as split-K's "the
+        last CTA of a tile reduces", must not depend on it)."""
         gx, gy = self.grid
         size = self.k.cluster_size
         if gx % size:
             raise EmulationError(f"grid x = {gx} is not a multiple of the cluster size {size}")
-        for y in range(gy):
-            for x0 in range(0, gx, size):
-                self.run_cluster([(x0 + r, y) for r in range(size)])
+        clusters = [(x0, y) for y in range(gy) for x0 in range(0, gx, size)]
+        if self.policy is not None:
+            clusters = [clusters[i] for i in self.rng.permutation(len(clusters))]
+        for x0, y in clusters:
+            self.run_cluster([(x0 + r, y) for r in range(size)])
 
     def _layout_shared(self) -> tuple[dict[str, int], int, int]:
         symbols, at = {}, self.shared_base
@@ -331,6 +346,9 @@ class WarpMachine:
                 pending = sum(len(g) for g in w.cp_groups) + len(w.cp_open)
                 if pending:
                     raise EmulationError("cp.async copies in flight at exit")
+            if any(w.bulk_groups) or w.bulk_open:
+                raise EmulationError(f"{w.name()} exits with TMA stores still reading its shared memory: a "
+                                     "cp.async.bulk.wait_group after the last commit_group is missing")
 
     def complete_one(self) -> None:
         """Complete one pending operation the seeded generator picks among those whose turn it is (the
@@ -416,6 +434,10 @@ class WarpMachine:
                     raise EmulationError(f"{who} {'reads' if kind == 'read' else 'writes'} shared memory "
                                          f"(CTA {cta.rank}, {int(addrs.min()):#x}..) that {them} has not finished "
                                          f"writing: a wait on its completion (mbarrier / wait_group) is missing")
+                if "bulk_group" in them:
+                    raise EmulationError(f"{who} overwrites shared memory (CTA {cta.rank}, {int(addrs.min()):#x}..) "
+                                         f"that {them} may still read: no cp.async.bulk.wait_group.read retired "
+                                         "its bulk group")
                 raise EmulationError(f"{who} overwrites shared memory (CTA {cta.rank}, {int(addrs.min()):#x}..) "
                                      f"that {them} still reads: a stage refilled before its consumer released it")
 
@@ -509,6 +531,8 @@ class WarpMachine:
         if cta.writing[a:a + len(data)].any() or cta.reading[a:a + len(data)].any():
             self.check_shared(cta, np.arange(a, a + len(data)), "write", self._who())
         cta.smem[a:a + len(data)] = data
+        if self.warp is not None and self.warp.cta is cta:
+            cta.unfenced[a:a + len(data)] = self.warp.index + 1
 
     def _who(self) -> str:
         return where(self.ins, self.warp) if self.ins is not None else "a shared access"
@@ -613,6 +637,58 @@ class WarpMachine:
                 copy = (cta, phys, block, bar, token, bar_cta)
                 self.pending.append(Pending(("tma", len(self.pending), id(copy)), lambda c=copy: self.land_copy(c),
                                             f"{who} into CTA {cta.rank}"))
+
+    def tma_store(self, w: Warp, src: int, tm: int, coords: tuple[int, ...]) -> None:
+        """One box from shared memory to the tensor (cp.async.bulk.tensor .global.shared::cta.bulk_group,
+        PTX 9.7.9.25.5.1): the elements inside the tensor's extents are written, the rest of the box is
+        dropped (clipped). The global bytes are written at issue; the source bytes are claimed as read until
+        a cp.async.bulk.wait_group(.read) retires the store's bulk group, so a thread that writes them
+        earlier is caught (the engine may still be reading them)."""
+        if tm not in w.fenced:
+            raise EmulationError("tensor map used before fence.proxy.tensormap")
+        spec = self.tmaps[tm]
+        if len(coords) != len(spec["dims"]):
+            raise EmulationError(f"a rank-{len(spec['dims'])} tensor map with {len(coords)} coordinates")
+        if src % 128 or src >= 1 << CLUSTER_BIT:
+            raise EmulationError("TMA store source: a 128-byte aligned local shared address")
+        inner, rows = spec["box"][:2]
+        if len(coords) == 3 and spec["box"][2] != 1:
+            raise EmulationError("TMA boxes here are one batch deep")
+        eb = spec["elem_bytes"]
+        row_bytes = inner * eb
+        logical = src + np.arange(rows * row_bytes)
+        xor_bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[spec["swizzle"]]
+        phys = logical ^ (((logical >> 7) & ((1 << xor_bits) - 1)) << 4)
+        cta = w.cta
+        if not (self.in_shared(cta, int(phys.min())) and self.in_shared(cta, int(phys.max()))):
+            raise EmulationError("TMA store from outside the CTA's shared memory")
+        who = where(self.ins, w) if self.ins is not None else "cp.async.bulk.tensor"
+        self.check_shared(cta, phys, "read", who)
+        stale = cta.unfenced[phys]
+        if stale.any():
+            raise EmulationError(f"{who} reads shared memory (CTA {cta.rank}, {int(phys[stale != 0].min()):#x}..) that "
+                                 f"warp {int(stale[stale != 0][0]) - 1} wrote with generic-proxy stores and no "
+                                 "fence.proxy.async.shared::cta since: the TMA engine (async proxy) may not see them")
+        block = cta.smem[phys].reshape(rows, row_bytes)
+        x, y = coords[:2]
+        z = coords[2] if len(coords) == 3 else 0
+        dims, strides = spec["dims"], spec["strides"]
+        if len(coords) == 2 or 0 <= z < dims[2]:
+            base = spec["address"] + (z * strides[1] if len(coords) == 3 else 0)
+            x0, x1 = min(max(x, 0), dims[0]), min(max(x + inner, 0), dims[0])
+            for r in range(rows):
+                if 0 <= y + r < dims[1] and x1 > x0:
+                    self.mem.write_bytes(base + (y + r) * strides[0] + x0 * eb,
+                                         block[r, (x0 - x) * eb:(x1 - x) * eb].copy())
+        self.stats["tma_store"] = self.stats.get("tma_store", 0) + 1
+        w.bulk_open.append((cta, self.claim(cta, phys, "read", who)))
+
+    def bulk_wait(self, w: Warp, allowed: int) -> None:
+        """cp.async.bulk.wait_group N: the thread's bulk groups but the newest N have completed (their
+        sources are free to be overwritten)."""
+        while len(w.bulk_groups) > allowed:
+            for cta, token in w.bulk_groups.pop(0):
+                self.release(cta, token)
 
     def land_copy(self, copy) -> None:
         cta, phys, block, bar, token, bar_cta = copy
@@ -866,6 +942,10 @@ class WarpMachine:
         parts = op.split(".")
         base = parts[0]
         cta = w.cta
+        if base in ("ld", "st") and parts[1] in _ORDERING:
+            # ld/st .relaxed/.acquire/.release with a scope (PTX ISA 8 memory consistency model): one CTA
+            # runs at a time here, so a strong access is an ordinary one
+            parts = [parts[0]] + [p for p in parts[1:] if p not in _ORDERING and p not in _SCOPES]
         if base == "ld" and parts[1] == "param":
             name = ops[1].strip("[]")
             if name not in self.params:
@@ -920,6 +1000,10 @@ class WarpMachine:
                 b = np.minimum(b, np.uint64(bits))
                 r = (a << b) if base == "shl" else (a >> b)
                 r = np.where(b >= bits, np.uint64(0), r)
+            elif base in ("min", "max") and parts[-1].startswith("s"):
+                # signed: compare the values sign-extended from their width (PTX ISA min / max .s32 / .s64)
+                sa, sb = ((x.astype(np.int64) << (64 - bits)) >> (64 - bits) for x in (a, b))
+                r = (np.minimum if base == "min" else np.maximum)(sa, sb).astype(np.uint64)
             else:
                 r = {"and": lambda: a & b, "or": lambda: a | b, "add": lambda: a + b, "sub": lambda: a - b,
                      "xor": lambda: a ^ b, "min": lambda: np.minimum(a, b), "max": lambda: np.maximum(a, b),
@@ -951,6 +1035,8 @@ class WarpMachine:
         elif base in ("fence", "prefetch"):
             if op.startswith("fence.proxy.tensormap"):
                 w.fenced.update(int(x) for x in self.addr(w, ops[0])[act])
+            elif op.startswith("fence.proxy.async"):   # this warp's generic stores become visible to the async proxy
+                cta.unfenced[cta.unfenced == w.index + 1] = 0
         elif op.startswith("barrier.cluster.wait"):
             pass                                            # folded into the arrive (step_warp)
         elif op == "mapa.shared::cluster.u32":
@@ -980,6 +1066,25 @@ class WarpMachine:
                 coords = (int(cx[lane]), int(cy[lane])) + (() if cz is None else (int(cz[lane]),))
                 self.tma(w, int(dst[lane]), int(tm[lane]), coords, int(bar[lane]),
                          None if mask is None else int(mask[lane]), peer_barrier=".cta_group::2" in op)
+        elif re.fullmatch(r"cp\.async\.bulk\.tensor\.[23]d\.global\.shared::cta\.bulk_group", op):
+            m = re.fullmatch(r"\[(%\w+), \{(%\w+), (%\w+)(?:, (%\w+))?\}\]", ops[0])
+            if (m.group(4) is None) != (".2d." in op):
+                raise EmulationError(f"{op}: {'3' if '.3d.' in op else '2'} coordinates expected")
+            src = self.addr(w, ops[1])
+            tm, cx, cy = (v(m.group(i)) for i in (1, 2, 3))
+            cz = v(m.group(4)) if m.group(4) else None
+            for lane in np.flatnonzero(act):
+                signed = lambda r: (int(r[lane]) & 0xFFFFFFFF) - ((int(r[lane]) >> 31 & 1) << 32)  # noqa: E731 (s32)
+                coords = (signed(cx), signed(cy)) + (() if cz is None else (signed(cz),))
+                self.tma_store(w, int(src[lane]), int(tm[lane]), coords)
+        elif op == "cp.async.bulk.commit_group":
+            w.bulk_groups.append(w.bulk_open)
+            w.bulk_open = []
+        elif op in ("cp.async.bulk.wait_group", "cp.async.bulk.wait_group.read"):
+            self.bulk_wait(w, int(ops[0]))
+        elif op == "bar.warp.sync":
+            if not (act.all() and w.alive.all() and w.lane_pc is None):
+                raise EmulationError("bar.warp.sync with a full mask by a diverged or partial warp")
         elif op.startswith("wgmma.mma_async.sp"):
             if not (act.all() and w.alive.all()):
                 raise EmulationError("wgmma by part of a warp")
@@ -1016,12 +1121,20 @@ class WarpMachine:
             if ops[2] != "16":
                 raise EmulationError("cp.async.cg copies 16 bytes")
             dst, src = self.addr(w, ops[0]), self.addr(w, ops[1])
+            # src-size (PTX ISA 9.7.9.25.3): only that many bytes are read, the rest of the 16 zero-filled;
+            # larger than cp-size is undefined
+            size = self.val(w, ops[3]) & 0xFFFFFFFF if len(ops) > 3 else np.full(32, 16, np.uint64)
             copies = []
             for lane in np.flatnonzero(act):
-                d = int(dst[lane])
+                d, n = int(dst[lane]), int(size[lane])
                 if not self.in_shared(cta, d, 16):
                     raise EmulationError("cp.async destination outside the CTA's shared memory")
-                copies.append((d, self.mem.read_bytes(int(src[lane]), 16).copy()))
+                if n > 16:
+                    raise EmulationError(f"cp.async src-size {n} exceeds cp-size 16 (undefined behaviour)")
+                data = np.zeros(16, np.uint8)
+                if n:
+                    data[:n] = self.mem.read_bytes(int(src[lane]), n)
+                copies.append((d, data))
             self.stats["cp.async"] += len(copies)
             if self.land == "eager":
                 for d, x in copies:
@@ -1077,6 +1190,19 @@ class WarpMachine:
                     self.swrite(cta, int(a[lane]), data)
                 else:
                     self.mem.write_bytes(int(a[lane]), data)
+        elif base == "atom":
+            # atom{.sem}{.scope}.global.add.u32 d, [a], b (9.7.13.x atom): lane by lane, the old value to d
+            rest = [p for p in parts[1:] if p not in _ORDERING and p not in _SCOPES]
+            if rest != ["global", "add", "u32"]:
+                raise EmulationError(f"unsupported atom form {op}")
+            a, add = self.addr(w, ops[1]), v(ops[2])
+            old = np.zeros(32, np.uint64)
+            for lane in np.flatnonzero(act):
+                at = int(a[lane])
+                x = int(np.frombuffer(self.mem.read_bytes(at, 4).tobytes(), np.uint32)[0])
+                old[lane] = x
+                self.mem.write_bytes(at, np.array([(x + int(add[lane])) & 0xFFFFFFFF], np.uint32).view(np.uint8))
+            self.setr(w, ops[0], old, act)
         elif op in ("cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32"):
             import ml_dtypes
             dt = ml_dtypes.bfloat16 if "bf16" in op else np.float16

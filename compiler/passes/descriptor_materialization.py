@@ -42,6 +42,7 @@ class DescriptorMaterialization(Pass, name="descriptor-materialization", require
         from ..descriptors.instr import InstrDesc
         from ..isa.tcgen05_kinds import mma_k
         from ..layout import smem_descriptors
+        from .epilogue_lowering import accumulator_type
 
         spec = tile_spec(tile)
         form = mma_form(tile)
@@ -49,13 +50,14 @@ class DescriptorMaterialization(Pass, name="descriptor-materialization", require
         kind = tile.attrs["kind"]
         sparse = spec.sparsity is not None
         k96 = form.k96                # Table 44 bit 31 "K Dimension": 1 = dense K 96
-        a, b, d = (spec.operands[x] for x in "ABD")
+        a, b = spec.operands["A"], spec.operands["B"]
         lay_a, lay_b = tile.op("tilec.smem_layout", "A"), tile.op("tilec.smem_layout", "B")
         base = dict(a_major=(lay_a.attrs["major"] if lay_a else (a.major or "K")), b_major=lay_b.attrs["major"],
                     negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse, saturate=spec.saturate,
                     max_shift=spec.max_shift, k96=k96,
                     scale_type=scale_type(tile))
-        idesc = InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n, **base)
+        acc = accumulator_type(spec)      # the TMEM accumulator (D's type unless an epilogue converts it)
+        idesc = InstrDesc(kind, a.dtype, b.dtype, acc, spec.m, spec.n, **base)
         attrs = {"kind": kind, "value": Hex(idesc.encode())}
         steps = pipeline(tile)["k_block"] // mma_k(kind, sparse, k96)
         per_step = [self.step_fields(tile, s, scales) for s in range(steps)]
@@ -63,7 +65,7 @@ class DescriptorMaterialization(Pass, name="descriptor-materialization", require
             # The fields that change from MMA to MMA of a stage: the f16/tf32 sparsity selector = the
             # metadata column's parity (PTX ISA Table 44 sparsity selector, 9.7.16.10.8.4) and the scale-factor IDs = byte offsets of the
             # MMA's scale factors in their TMEM word (9.7.16.10.7.2/.3). Step 0 is `value`.
-            attrs["step_values"] = tuple(Hex(InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
+            attrs["step_values"] = tuple(Hex(InstrDesc(kind, a.dtype, b.dtype, acc, spec.m, spec.n,
                                                        **base, **f).encode()) for f in per_step)
             attrs["value"] = attrs["step_values"][0]
         tile.body.append(Op("tilec.instr_desc", None, attrs, loc=spec.loc("engine")))

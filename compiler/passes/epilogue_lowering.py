@@ -135,6 +135,8 @@ def check_epilogue(spec: TileSpec, target: str | None = None) -> None:
         raise SpecError(f"D type {out_name} is not an output of the epilogue on {acc} accumulators ({acc} -> "
                         f"{', '.join(legal)}; compiler/isa/epilogue_outputs.py)", "D.dtype",
                         f"write 'D: {legal[-1]} global;' or one of {', '.join(legal)}")
+    if spec.engine == "tcgen05":
+        _check_tcgen05_epilogue(spec, acc, out_name)
     problem = out.target_problem(target) if target else None
     if problem:
         here = [o for o in legal if not OUTPUTS[o].target_problem(target)]
@@ -161,6 +163,29 @@ def check_epilogue(spec: TileSpec, target: str | None = None) -> None:
                         "drop alpha= and beta=, or drop C (scale= scales the whole result)")
 
 
+# D types the warp-specialised tcgen05 kernel's epilogue stores (compiler/ptx/tcgen05_ws_kernel.py: 4-byte
+# elements as tcgen05.ld leaves them, 2-byte ones by the cvt pair); its staged chunks have no 1-byte packing
+TCGEN05_OUTPUTS = {"f32": ("f32", "f16", "bf16"), "s32": ("s32",)}
+
+
+def _check_tcgen05_epilogue(spec: TileSpec, acc: str, out: str) -> None:
+    """What the tcgen05 epilogue does not lower of the table's legal combinations: 1-byte D, a 16-bit bias,
+    C beside s32 accumulators (it reads C in f32, and its accumulators never start from C)."""
+    e = spec.epilogue
+    outs = TCGEN05_OUTPUTS[acc]
+    if out not in outs:
+        raise SpecError(f"D type {out} is not an output of the {acc} epilogue of the warp-specialised tcgen05 kernel "
+                        f"({', '.join(outs)}); s8 and e4m3 with an output scale are lowered in the sparse wgmma and "
+                        "pipelined mma.sp kernels", "D.dtype", f"write 'D: {outs[-1]} global;'"
+                        + (" or f16 or f32" if acc == "f32" else ""))
+    if e.bias_type not in (None, DEFAULT_BIAS_TYPE):
+        raise SpecError(f"bias_type={e.bias_type}: the tcgen05 epilogue reads an f32 bias", "epilogue.bias_type",
+                        "drop bias_type= (f32)")
+    if acc == "s32" and "C" in spec.operands:
+        raise SpecError("C beside s32 accumulators: the tcgen05 epilogue reads C in f32 (its accumulators start "
+                        "from the first MMA, not from C)", "C", "drop C")
+
+
 def check_epilogue_kernel(spec: TileSpec, form) -> None:
     """An epilogue needs a kernel that lowers it: the wgmma GEMM, or the pipelined mma.sp GEMM (a schedule
     of 2+ stages, runtime metadata and a form it serves: compiler/ptx/emission.py picks the same way)."""
@@ -178,18 +203,22 @@ def check_epilogue_kernel(spec: TileSpec, form) -> None:
 
 def c_entry(spec: TileSpec) -> str:
     """Where C enters: none (no C, or beta = 0), accumulate (alpha = beta = 1: loaded into the accumulators
-    before the first MMA, which adds it) or epilogue (read beside the accumulators, beta*C in f32)."""
+    before the first MMA, which adds it) or epilogue (read beside the accumulators, beta*C in f32). A tcgen05
+    tile reads C in its epilogue always: its TMEM accumulators start from the first MMA (enable-input-d
+    false), not from C."""
     e, ops = spec.epilogue, spec.operands
     alpha, beta = _value(e.alpha), _value(e.beta)
     if "C" not in ops or beta == 0.0:
         return "none"
-    if (e.alpha is None or alpha == 1.0) and (e.beta is None or beta == 1.0):
+    if (e.alpha is None or alpha == 1.0) and (e.beta is None or beta == 1.0) and spec.engine != "tcgen05":
         return "accumulate"
     return "epilogue"
 
 
 def plan_attrs(spec: TileSpec) -> dict:
-    """The `tilec.epilogue_plan` attributes of a tile with an epilogue (check_epilogue passed)."""
+    """The `tilec.epilogue_plan` attributes of a tile with an epilogue (check_epilogue passed). A tcgen05
+    tile reads C in its epilogue always (`c` = epilogue): its TMEM accumulators start from the first MMA
+    (enable-input-d false), not from C."""
     e, ops = spec.epilogue, spec.operands
     acc, out = accumulator_type(spec), ops["D"].dtype
     alpha, beta, scale = _value(e.alpha), _value(e.beta), _value(e.scale)

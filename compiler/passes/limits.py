@@ -107,14 +107,41 @@ def mma_sp_budget(spec, form) -> KernelBudget:
     return KernelBudget("mma.sp", tm * tn, acc, one_buffer + scales, what)
 
 
-def check_limits(tile) -> None:
-    """Raise a SpecError (on the schedule, or the shape without one) when the tile's kernel would
-    exceed MAX_UNROLLED_MMA or MAX_REGISTERS. Runs after the tile's own checks (verify)."""
+def emulated_fp8_problem(form, target: str, tiles: int, threads: int) -> str | None:
+    """Why `tiles` mma tiles a warp of FP8 `form` do not fit `threads`-thread CTAs on `target`, where
+    warp-level FP8 mma.sp is emulated (compiler/isa/mma_sp/forms.py FP8_WARP_MMA_EMULATED_SMS): ~90
+    registers a tile, against min(255, 65536 / threads) a thread; None where they fit or it is native."""
+    from ..isa.mma_sp.forms import EMULATED_FP8_REGISTERS_PER_TILE, fp8_warp_mma_emulated
+    from ..isa.targets import REGISTERS_PER_SM
 
+    need = tiles * EMULATED_FP8_REGISTERS_PER_TILE
+    have = min(MAX_REGISTERS, REGISTERS_PER_SM // threads)
+    if not fp8_warp_mma_emulated(form, target) or need <= have:
+        return None
+    return (f"each warp computes {tiles} {form.shape} tiles of FP8 ({form.a_type}); {target} has no warp-level FP8 "
+            f"MMA (ptxas emulates it, ~{EMULATED_FP8_REGISTERS_PER_TILE} registers a tile): {need} registers a "
+            f"thread, {have} fit ({threads} threads a CTA)")
+
+
+EMULATED_FP8_HINT = "use mma=wgmma (sm_90a), 16x16 or 16x8 warp tiles of at most 8 warps, or target sm_89 / sm_120"
+
+
+def check_limits(tile, target: str | None = None) -> None:
+    """Raise a SpecError (on the schedule, or the shape without one) when the tile's kernel would
+    exceed MAX_UNROLLED_MMA or MAX_REGISTERS, or (on `target`) keep more FP8 mma tiles a warp than an
+    emulated warp-level FP8 MMA fits (compiler/isa/mma_sp/forms.py FP8_WARP_MMA_EMULATED_SMS). Runs after the
+    tile's own checks (verify)."""
     if tile.attrs.get("engine") != "mma.sp" or tile.op("tilec.mma_form") is None:
         return
     spec = tile_spec(tile)
-    b = mma_sp_budget(spec, mma_form(tile))
+    form = mma_form(tile)
+    sc = spec.schedule
+    if target is not None and sc is not None and mma_sp_kernel(spec, form) != "wgmma":
+        tiles = max(sc.cta_m // (spec.m * sc.warps_m), 1) * max(sc.cta_n // (spec.n * sc.warps_n), 1)
+        why = emulated_fp8_problem(form, target, tiles, 32 * sc.warps_m * sc.warps_n)
+        if why is not None:
+            raise SpecError(why, "schedule.warps", EMULATED_FP8_HINT)
+    b = mma_sp_budget(spec, form)
     field = "schedule.cta" if spec.schedule is not None else "shape"
     hint = "use a smaller cta or more warps" if spec.schedule is not None else None
     if b.mmas > MAX_UNROLLED_MMA:

@@ -102,7 +102,7 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                 else:
                     ctx.fail("dense warp-level 'mma' is not supported; tilec emits sparse 'mma.sp'",
                              tile_loc(tile, "engine.name"), "write 'engine mma.sp;' and a 'sparsity' statement")
-                check_limits(tile)          # budgets on the code the tile's kernel unrolls (limits.py)
+                check_limits(tile, fspec.target)   # budgets on the code the tile's kernel unrolls (limits.py)
             except SpecError as e:
                 # Tables name some fields by their PTX words; the spec records the DSL's.
                 field = _FIELD_ALIASES.get(e.field or "", e.field)
@@ -133,18 +133,31 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                                          kind_info, mma_k)
         from ..isa.tmem import scale_vector_elements
 
+        from .epilogue_lowering import accumulator_type, check_epilogue
+
         spec = tile_spec(tile)
         if spec.epilogue is not None and spec.schedule is None:
             raise SpecError("the epilogue is lowered into the whole-GEMM kernels of a 'schedule' (the warp-specialised "
                             "tcgen05 kernel, the sparse wgmma kernel); this tile's kernel stores D as the MMA leaves it",
                             "epilogue", "add e.g. 'schedule cta=128x128x64 stages=4;'")
-        _check_operands(tile, ctx, OPERAND_SPACES, SCALE_OPERAND_SPACES)
-        a, b, d = (spec.operands[x] for x in "ABD")
+        spaces, optional = OPERAND_SPACES, SCALE_OPERAND_SPACES
+        if spec.epilogue is not None:
+            # the warp-specialised kernel's epilogue (compiler/ptx/tcgen05_ws_kernel.py) reads the TMEM
+            # accumulators and writes D to global memory in D's type; C (beta*C) is read from global memory
+            spaces = {**spaces, "D": ("tmem", "global")}
+            optional = {**optional, "C": ("global",)}
+        _check_operands(tile, ctx, spaces, optional)
+        a, b = spec.operands["A"], spec.operands["B"]
+        # the MMA's D is the TMEM accumulator: D's type, or with an epilogue its accumulator type (D's type is
+        # then the output's; epilogue-lowering checks which outputs it converts to)
+        acc = accumulator_type(spec)
+        if spec.epilogue is not None:
+            check_epilogue(spec)
         scaled = spec.block_scale is not None or "SFA" in spec.operands or "SFB" in spec.operands
         kind = spec.kind
         if kind is None:
             try:
-                kind = infer_kind(a.dtype, b.dtype, d.dtype, block_scaled=scaled)
+                kind = infer_kind(a.dtype, b.dtype, acc, block_scaled=scaled)
             except SpecError as e:
                 raise SpecError(e.message, e.field or "A.dtype", e.hint) from None
         tile.attrs["kind"] = kind
@@ -228,7 +241,7 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
         vec = scale_vector_elements(kind, spec.block_scale, k96) if spec.block_scale else None
         check_scale(kind, scale_type, vec)
         # The instruction descriptor's constructor checks the types for the kind (Tables 42-44).
-        InstrDesc(kind, a.dtype, b.dtype, d.dtype, spec.m, spec.n,
+        InstrDesc(kind, a.dtype, b.dtype, acc, spec.m, spec.n,
                   a_major=a.major or "K", b_major=b.major or "K",
                   negate_a=spec.negate_a, negate_b=spec.negate_b, sparse=sparse,
                   sparsity_selector=0, saturate=spec.saturate, max_shift=spec.max_shift,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import SpecError
 from ..ir import Op
-from ..isa.epilogue_outputs import DEFAULT_BIAS_TYPE
+from ..isa.types import TYPES
 from ..isa.tcgen05_forms import CP_GEOMETRY
 from . import Pass, PassContext
 from .derive import required, tile_spec
@@ -59,6 +59,9 @@ MBARRIER_BYTES = 8           # an mbarrier object is a .b64 in shared memory (9.
 TMEM_SLOT_BYTES = 4          # tcgen05.alloc writes the 32-bit TMEM address (9.7.16.7.1)
 TMEM_COLUMNS = 512           # columns of a CTA's Tensor Memory (9.7.16.1)
 MAX_STAGES = 8
+D_CHUNK_MAX = 32             # D columns per tcgen05.ld / staging chunk
+# the TMA swizzle of a staged D row of this many bytes (its box's inner extent, PTX 5.5.6 swizzle modes)
+D_SWIZZLE = {128: "128B", 64: "64B", 32: "32B"}
 
 
 def _align(x: int, a: int) -> int:
@@ -96,6 +99,14 @@ class WsPlan:
     scheduler: str = "static"
     raster: str = "m"
     why: str | None = None     # why one accumulator
+    # the epilogue's D staging (registers -> smem -> TMA store): each epilogue warp owns `d_buffers` regions
+    # of 32 rows x `d_chunk` columns of D's type (`d_stage_bytes` each, 1024-aligned, swizzled by `d_swizzle`),
+    # warp w's buffer b at d_stage + (w * d_buffers + b) * d_stage_bytes
+    d_stage: int = 0
+    d_stage_bytes: int = 0
+    d_buffers: int = 0
+    d_chunk: int = 0
+    d_swizzle: str = "none"
 
     def barrier_counts(self) -> dict[str, int]:
         """Arrivals per phase: the leader's MMA commits multicast to both CTAs' empty and acc_full barriers;
@@ -108,10 +119,14 @@ _INT_FIELDS = ("threads", "mma_warp", "tma_warp", "stages", "k_block", "stage_by
                "cluster")
 
 
+_D_STAGE_FIELDS = ("d_stage", "d_stage_bytes", "d_buffers", "d_chunk", "d_swizzle")
+
+
 def ws_plan(tile: Op) -> WsPlan:
     op = required(tile, "tilec.ws_plan", "warp-specialization")
     a = op.attrs
     return WsPlan(epilogue_warps=tuple(a["epilogue_warps"]), scheduler=a["scheduler"], raster=a["raster"],
+                  **{f: a[f] for f in _D_STAGE_FIELDS if f in a},
                   why=a.get("why"), cp_operands=tuple(a.get("cp_operands", ())), cp_smem=tuple(a.get("cp_smem", ())),
                   cp_bytes=tuple(a.get("cp_bytes", ())), tmem_stage=a.get("tmem_stage"),
                   tmem_stage_columns=a.get("tmem_stage_columns", 0), stage_regions=tuple(a.get("stage_regions", ())),
@@ -219,21 +234,6 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         _, what, field = unsupported[0]
         raise SpecError(f"the warp-specialised tcgen05 kernel serves dense tiles with A and B in "
                         f"shared memory so far, not {what}", field, "drop the schedule to get the single-stage kernel")
-    if spec.epilogue is not None:
-        # the epilogue's arithmetic is f32 on the accumulators; D declares the TMEM accumulator, so the output
-        # is f32 too (a narrower output type would need the accumulator type apart from D's)
-        if spec.operands["D"].dtype != "f32":
-            raise SpecError(f"the tcgen05 epilogue works on f32 accumulators and stores them as D's type; D is "
-                            f"{spec.operands['D'].dtype}", "D.dtype", "write 'D: f32 tmem;'")
-        if spec.epilogue.acc not in (None, "f32"):
-            raise SpecError(f"acc={spec.epilogue.acc}: the tcgen05 accumulator is D's type, f32", "epilogue.acc",
-                            "leave acc= out")
-        if spec.epilogue.scale is not None:
-            raise SpecError("scale= is the quantisation scale of a narrow D (s8, e4m3); the tcgen05 epilogue stores "
-                            "f32", "epilogue.scale", "fold the factor into alpha=, or drop scale=")
-        if spec.epilogue.bias_type not in (None, DEFAULT_BIAS_TYPE):
-            raise SpecError(f"bias_type={spec.epilogue.bias_type}: the tcgen05 epilogue reads an f32 bias",
-                            "epilogue.bias_type", "drop bias_type= (f32)")
     for name in ("A", "B"):
         if (spec.operands[name].major or "K") != "K":
             raise SpecError(f"operand {name}: the TMA producer loads K-major operands (one box per 128-byte "
@@ -318,6 +318,22 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         while cols < used:
             cols *= 2
         ring = sc.stages * stage_bytes
+        # D staging after the ring: per epilogue warp, 32 rows (its TMEM lanes) x d_chunk columns of D; a
+        # 128-byte row at most (TMA swizzle atom: the 16-byte pieces of 8 consecutive rows land in 8 distinct
+        # bank groups, so the warp's row-per-lane st.shared.v4 is conflict-free) and 32 columns at most
+        # (32 accumulator registers per tcgen05.ld .32x32b.x32, 9.7.16.8.3)
+        out_bytes = TYPES[spec.operands["D"].dtype].bits // 8
+        chunk = min(D_CHUNK_MAX, 128 // out_bytes, d_columns)
+        row_bytes = chunk * out_bytes
+        d_swizzle = D_SWIZZLE.get(row_bytes, "none")
+        d_stage_bytes = _align(32 * row_bytes, SLOT_ALIGN)
+        warps = len(EPILOGUE_WARPS)
+        fixed = 2 * sc.stages * MBARRIER_BYTES + 2 * accumulators * MBARRIER_BYTES + TMEM_SLOT_BYTES + SLOT_ALIGN
+        # two staging buffers per warp (one drains through its TMA store while the next chunk is written)
+        # where they fit, else one
+        d_buffers = 2 if ring + 2 * warps * d_stage_bytes + fixed <= smem_limit else 1
+        d_stage = ring
+        ring += warps * d_buffers * d_stage_bytes
         full = ring
         empty = full + sc.stages * MBARRIER_BYTES
         acc_full = empty + sc.stages * MBARRIER_BYTES
@@ -326,15 +342,18 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         smem = slot + TMEM_SLOT_BYTES + SLOT_ALIGN
         if smem > smem_limit:
             raise SpecError(f"{sc.stages} stages of {stage_bytes} bytes need {smem} bytes of shared memory with "
-                            f"their barriers, more than the {smem_limit} a CTA may have on this target",
-                            "schedule.stages", f"use stages={max(1, (smem_limit - (smem - ring)) // stage_bytes)}"
+                            f"their barriers and the epilogue's D staging ({warps} x {d_stage_bytes}), more than "
+                            f"the {smem_limit} a CTA may have on this target", "schedule.stages",
+                            f"use stages={max(1, (smem_limit - (smem - sc.stages * stage_bytes)) // stage_bytes)}"
                             " or less, or a smaller cta K")
         attrs = {"threads": THREADS,
                  "epilogue_warps": list(EPILOGUE_WARPS), "mma_warp": MMA_WARP,
                  "tma_warp": TMA_WARP, "stages": sc.stages, "k_block": sc.cta_k, "stage_bytes": stage_bytes,
                  "tx_bytes": tx, "full": full, "empty": empty, "acc_full": acc_full, "acc_empty": acc_empty,
                  "tmem_slot": slot, "accumulators": accumulators, "acc_columns": d_columns, "tmem_columns": cols,
-                 "smem_bytes": smem, "cluster": spec.cta_group, "scheduler": "static", "raster": "m"}
+                 "smem_bytes": smem, "cluster": spec.cta_group, "scheduler": "static", "raster": "m",
+                 "d_stage": d_stage, "d_stage_bytes": d_stage_bytes, "d_buffers": d_buffers, "d_chunk": chunk,
+                 "d_swizzle": d_swizzle}
         if why is not None:
             attrs["why"] = why
         if copies:

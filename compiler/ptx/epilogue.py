@@ -67,11 +67,16 @@ def load_params(b, plan: EpiloguePlan, bias_reg: str) -> None:
         b.global_pointer(bias_reg, "bias")
 
 
-def element_steps(b, plan: EpiloguePlan, x: str, c: str, bias: str, acc: str | None = None) -> None:
+def element_steps(b, plan: EpiloguePlan, x: str, c: str, bias: str, acc: str | None = None,
+                  scratch: list[str] | None = None, scalars: dict[str, str] | None = None) -> None:
     """The plan's per-element steps on element register `x` (its C element `c`, its bias `bias`; `acc`: the
-    raw integer accumulator `to_f32` converts into `x`)."""
+    raw integer accumulator `to_f32` converts into `x`); the scratch and alpha / beta / scale registers are
+    this module's `declare`d ones unless `scratch` / `scalars` name others (a kernel with numbered registers)."""
     regs = {"x": x, "c": c, "b": bias, "a": acc or x, "alpha": "%alpha", "beta": "%beta", "scale": "%scale",
             **{f"t{n}": f"%t{n}" for n in range(SCRATCH)}}
+    if scratch is not None:
+        regs.update({f"t{n}": r for n, r in enumerate(scratch[:SCRATCH])})
+    regs.update(scalars or {})
     for _step, lines in plan.element_steps:
         for line in lines:
             b.ins(line.format(**regs) + ";")

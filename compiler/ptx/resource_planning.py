@@ -127,6 +127,8 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
             "cta_n": spec.n,
             "k_block": ws["k_block"], "tx_bytes": tx,
             "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
+            # the epilogue warps' D staging buffers (in smem_bytes; drained by TMA stores)
+            "d_staging_bytes": epi * ws["d_buffers"] * ws["d_stage_bytes"],
             "copy": "tma", "overlap": True, "persistent": True}
 
 

@@ -36,19 +36,45 @@ rows whatever the element type: its `.b16` view puts bytes 4t..4t+3 of row g in 
 word `fragments.a_register_word` / `b_register_word` asks for.
 
 Global layouts (the ones compiler/sparse.py produces; no re-packing):
-  a_values   compressed A, row-major M x K/2 elements (`sparse.compress(...)[0]`), row stride
-             K*bits/16 bytes.
-  a_metadata uint32 [M/16][K/k][32] (`sparse.compress(...)[1]`): the 32 lane words of each 16-row tile
-             and k-step. A K block of `cta_k` holds `cta_k/k` consecutive k-steps, so the block's words of
+  a_values   compressed A, row-major Mp x Kp/2 elements, Mp = M rounded up to whole CTA tiles (cta_m), Kp
+             = K rounded up to whole K blocks (cta_k) (`sparse.compress_padded(..., value_rows=Mp)`: zero
+             rows and columns), row stride Kp*bits/16 bytes.
+  a_metadata uint32 [Mp/16][Kp/k][32] (`sparse.compress_padded(...)[1]`): the 32 lane words of each 16-row
+             tile and k-step. A K block of `cta_k` holds `cta_k/k` consecutive k-steps, so the block's words of
              one 16-row tile are one contiguous run of 128*cta_k/k bytes (copied with cp.async like A/B).
-  b          B^T, N x K, K contiguous (`sparse.pack_b`); row stride K*bits/8 bytes. (For an LLM layer
-             y = W x this is the activations tensor as stored, tokens x features.)
-  c          (only with `accumulate_c`) row-major M x N of the accumulator type.
-  d          row-major M x N of `d_type` (16-byte aligned): the accumulator type, or f16 / bf16 (float
-             forms) rounded to nearest even at the store (`cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`).
-Requirements: M % cta_m == N % cta_n == K % cta_k == 0 (checked by `SparseGemmPTX.grid`); limits (ABI
-`limits`, checked by compiler/runtime): M, N, K < 2^31 and at most 2^31 - 1 tiles (the 1-D grid). Global
-offsets that grow with a size (row * K * bytes, row * N * bytes) are 64-bit.
+  b          B^T, N x K, K contiguous (`sparse.pack_b`); rows `ldb` elements apart (ldb*bits/8 a multiple
+             of 16). (For an LLM layer y = W x this is the activations tensor as stored, tokens x features.)
+  c          (only with `accumulate_c`) row-major M x N of the accumulator type, rows `ldc` elements apart.
+  d          row-major M x N of `d_type`, rows `ldd` elements apart: the accumulator type, or f16 / bf16
+             (float forms) rounded to nearest even at the store (`cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`).
+  (ldc and ldd times the element bytes multiples of 16; every base 16-byte aligned.) `Kp` is a u32
+  parameter too (the ABI's `sizes`: the launcher computes it), so that the K loop's row strides of A and
+  the metadata come from the constant bank like ldb rather than from a register (a 128x256 tile uses all
+  255).
+Limits (ABI `limits`, checked by compiler/runtime): M, N, K < 2^31, at most 2^31 - 1 tiles (the 1-D grid),
+batch <= 65535. Global offsets that grow with a size (row * Kp * bytes, row * ldd * bytes) are 64-bit.
+
+Edges (any M, N, K >= 1; not the block-scaled forms, whose scale-factor loads are not bounded: the ABI's
+`requires` says so). The grid covers
+ceil(M / cta_m) x ceil(N / cta_n) tiles and the K loop ceil(K / cta_k) blocks. A and its metadata are
+padded by the packer (above), so their copies never leave the arrays; the padding's metadata nibbles are
+legal (compiler/sparse.py: a zero-filled word would be the invalid nibble 0b0000, PTX ISA 9.7.14.6.1) and
+its values zeros. B is not padded: every B copy carries a src-size (PTX ISA 9.7.9.25.3: `cp.async.cg
+.shared.global [dst], [src], 16, src-size`, the bytes past src-size zero-filled), the bytes of its chunk
+inside row n < N and column k < K, so the K tail multiplies zeros (0 x anything finite, where a poisoned
+B would give NaN) and a row past N copies nothing. One register carries what the copies need per thread:
+B rows left from its first row (bits 31:16) and the elements its chunk starts past the first of the
+padded K (bits 15:0); the K block's remaining elements come from the K-block counter. C and D: a tile
+inside D (m0 + cta_m <= M and n0 + cta_n <= N, a CTA-uniform branch on %m0 / %n0) loads C and stores D
+with exactly the instructions of a kernel without edges; an edge tile loads C element by element where
+row < M and column < N (0 elsewhere: those accumulators are never stored) and stores D the same way,
+staged D per 16-byte chunk (one vector store where the chunk lies inside D, else its elements up to
+column N); the fused epilogue's C and bias alike (compiler/ptx/epilogue.py edge_chunk for staged D).
+
+Batches. Grid y is the batch index (%ctaid.y): A's values, its metadata and B of the batch lie
+`batch_stride_a_values` / `batch_stride_a_metadata` / `batch_stride_b` bytes further on, C and D
+`batch_stride_c` / `batch_stride_d` elements (u64 parameters). The bias is shared. Persistent CTAs walk
+the tiles of their batch.
 
 Shared memory per stage: [A: cta_m rows x 32*cta_k/k B][B: cta_n rows x 64*cta_k/k B][metadata:
 cta_m/16 runs of 128*cta_k/k B], each region row-major; A and B swizzled. Dynamic shared memory
@@ -85,6 +111,7 @@ from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N, Form
 from ..isa.targets import SMEM_PER_BLOCK, Version, dynamic_smem_limit, format_version  # noqa: F401
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
+from ..passes.limits import EMULATED_FP8_HINT, emulated_fp8_problem
 from ..passes.resources import check_shared_memory
 from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
@@ -205,6 +232,23 @@ class SparseGemmConfig(RingGeometry):
         return self.region_bytes
 
     @property
+    def edge_k(self) -> bool:
+        """Any K >= 1 (a zero-filled K tail, module docstring "Edges"); block-scaled forms take whole K blocks
+        (their scale loads are not bounded)."""
+        return self.form.block_scale is None
+
+    @property
+    def edge_mn(self) -> bool:
+        """Any M, N >= 1 (partial edge tiles); block-scaled forms take whole tiles."""
+        return self.edge_k
+
+    @property
+    def batched(self) -> bool:
+        """A batch in grid y (module docstring "Batches"); not with block scaling (no batch strides for the
+        scale factors)."""
+        return self.form.block_scale is None
+
+    @property
     def is_persistent(self) -> bool:
         """Persistent CTAs keep the fragment double buffer in step across K blocks only with an even
         number of k-steps per block (one loop iteration = one K block)."""
@@ -282,8 +326,9 @@ class Region(SlotRegion):
     """A SlotRegion copied from a global matrix whose row `row0 + r` starts at `r * stride` (stride in
     bytes, a power-of-two multiple of K)."""
     swizzled: bool
-    stride_num: int          # global row stride = K * stride_num / stride_den bytes
+    stride_num: int          # global row stride = stride_reg * stride_num / stride_den bytes
     stride_den: int
+    stride_reg: str          # %kp (K rounded up to whole K blocks: the packed A and metadata) or %ldb
 
     @property
     def chunks_per_row(self) -> int:
@@ -296,11 +341,12 @@ class Region(SlotRegion):
 def _regions(cfg: SparseGemmConfig) -> dict[str, Region]:
     form, ks = cfg.form, cfg.ksteps
     bits = form.layout.storage_bits
-    a = Region("A", cfg.cta_m, A_STEP_ROW_BYTES * ks, 0, True, bits, 16)          # K/2 elements a row
-    b = Region("B", cfg.cta_n, B_STEP_ROW_BYTES * ks, a.bytes, True, bits, 8)     # K elements a row
-    # metadata: one "row" per 16-row tile; a row of [M/16][K/k][32] words is K/k * 128 bytes
+    # A: Kp/2 elements a row (Kp = K rounded up to whole K blocks: the packer's zero columns)
+    a = Region("A", cfg.cta_m, A_STEP_ROW_BYTES * ks, 0, True, bits, 16, "%kp")
+    b = Region("B", cfg.cta_n, B_STEP_ROW_BYTES * ks, a.bytes, True, bits, 8, "%ldb")     # rows ldb elements apart
+    # metadata: one "row" per 16-row tile; a row of [Mp/16][Kp/k][32] words is Kp/k * 128 bytes
     e = Region("E", cfg.cta_m // SHAPE_M, META_STEP_BYTES * ks, a.bytes + b.bytes, False,
-               META_STEP_BYTES, form.k)
+               META_STEP_BYTES, form.k, "%kp")
     return {r.name: r for r in (a, b, e)}
 
 
@@ -358,6 +404,9 @@ def check_config(cfg: SparseGemmConfig) -> Version:
         raise SpecError(f"warp tile {cfg.warp_m}x{cfg.warp_n} needs {acc} accumulator registers per thread; "
                         f"at most {MAX_ACCUMULATORS} fit beside double-buffered fragments",
                         field="schedule.warps", hint="use more warps (e.g. 64x64 warp tiles)")
+    why = emulated_fp8_problem(form, cfg.target, cfg.tiles_m * cfg.tiles_n, cfg.threads)
+    if why is not None:
+        raise SpecError(why, field="schedule.warps", hint=EMULATED_FP8_HINT)
     out = cfg.out_type
     ep = cfg.epilogue
     packed = ep is not None and ep.packs          # a 1-byte D: the epilogue's conversions (isa/epilogue_outputs.py)
@@ -487,15 +536,23 @@ class SparseGemmPTX(KernelPTX):
     """KernelPTX with this kernel's 1-D grid (rasterised tiles, or persistent CTAs) and its dynamic
     shared memory."""
 
-    def grid(self, m: int, n: int, k: int, ctas: int | None = None) -> tuple[int, int, int]:
-        """Launch grid for M x N x K. Persistent kernels take `ctas`, the number of CTAs that run at
-        once (multiprocessors x abi["max_ctas_per_sm"]); without it every tile gets its own CTA."""
+    def grid(self, m: int, n: int, k: int, ctas: int | None = None, batch: int = 1) -> tuple[int, int, int]:
+        """Launch grid for `batch` problems M x N x K (any sizes >= 1 where the ABI's `requires` is empty).
+        Persistent kernels take `ctas`, the number of CTAs that run at once (multiprocessors x
+        abi["max_ctas_per_sm"]); without it every tile gets its own CTA."""
         a = self.abi
-        self.require_multiples(m, n, k)
-        tiles = (m // a["tile_m"]) * (n // a["tile_n"])
+        if min(m, n, k, batch) <= 0:
+            raise SpecError(f"M, N, K, batch = {m}, {n}, {k}, {batch}: each must be at least 1", field="shape")
+        if batch != 1 and "batch" not in a:
+            raise SpecError(f"batch = {batch}: {a['kernel']} takes no batch (block-scaled)", field="shape.batch")
+        for what, v, d in (("M", m, a["tile_m"]), ("N", n, a["tile_n"]), ("K", k, a["tile_k"])):
+            if f"{what} % {d} == 0" in a["requires"] and v % d:
+                raise SpecError(f"{what} = {v} is not a multiple of {d} ({a['kernel']} takes whole tiles)",
+                                field=f"shape.{what}")
+        tiles = -(-m // a["tile_m"]) * -(-n // a["tile_n"])
         if a["persistent"] and ctas:
             tiles = min(tiles, ctas)
-        return tiles, 1, 1
+        return tiles, batch, 1
 
     @property
     def smem_bytes(self) -> int:
@@ -530,7 +587,27 @@ class _Writer(PtxBuilder):
         if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
             self.add_params("u64", *(p for p in ep.params if p == "bias"))
             self.add_params("f32", *(p for p in ep.params if p != "bias"))
-        self.add_params("u32", "M", "N", "K")
+        # Kp: K rounded up to whole K blocks (the ABI's `sizes`: the launcher computes it), the row pitch of the
+        # packed A and metadata
+        self.add_params("u32", "M", "N", "K", "Kp", "ldb", *(("ldc",) if cfg.accumulate_c else ()), "ldd")
+        # batch (grid y = the batch index): byte strides of the packed A and B, element strides of C and D
+        self.batch_strides = {}
+        if cfg.batched:
+            self.batch_strides = {"a_values": 1, "a_metadata": 1, "b": 1,
+                                  **({"c": self.abytes} if cfg.accumulate_c else {}), "d": self.dbytes}
+            self.add_params("u64", *(f"batch_stride_{x}" for x in self.batch_strides))
+
+    def global_pointer(self, reg: str, name: str, raw: str | None = None) -> None:
+        """The global address of pointer parameter `name`, in this CTA's batch (%bz) where it has a batch
+        stride (64-bit: a batch stride may pass 2^32)."""
+        super().global_pointer(reg, name, raw)
+        unit = self.batch_strides.get(name)
+        if unit is not None:
+            self.ld_param("u64", "%bo", f"batch_stride_{name}")
+            self.ins("mov.u32 %bz, %ctaid.y;                      // the batch (grid y)")
+            self.ins("cvt.u64.u32 %off, %bz;")
+            self.ins("mul.lo.u64 %bo, %bo, %off;")
+            self.ins(f"mad.lo.u64 {reg}, %bo, {unit}, {reg};          // this batch's")
 
     def terms(self, dst: str, acc: Access) -> None:
         """dst = logical offset of `acc` for this thread (%thr)."""
@@ -569,11 +646,15 @@ class _Writer(PtxBuilder):
         out += [f".extern .shared .align {BANK_LINE} .b8 {self.smem}[];", ""]
         self.directives.append(f".maxntid {cfg.threads}, 1, 1")
         tm, tn = cfg.tiles_m, cfg.tiles_n
-        self.declare("pred", "%pl", "%pe", "%pj", "%pv", "%pc<3>")
+        self.declare("pred", "%pl", "%pe", "%pj", "%pv", "%pc<3>", "%pi", "%pr", "%pq", "%pw", "%pz", "%pk<4>")
         self.declare("u32", "%thr", "%g", "%t", "%x", "%y", "%z", "%M", "%N", "%K", "%kr", "%pid", "%pm", "%pn",
-                     "%m0", "%n0", "%sm", "%ct", "%it", "%ck", "%ik", "%rs")
+                     "%m0", "%n0", "%sm", "%ct", "%it", "%ck", "%ik", "%rs", "%kp", "%ldb", "%ldd", "%bz",
+                     *(("%ldc",) if cfg.accumulate_c else ()))
+        self.declare("u32", "%bq")
+        self.declare("s32", "%szb", "%sz", "%ecl")
+        self.declare("b16", "%hs")
         self.declare("u32", f"%fb<{len(self.fbases)}>", f"%cb<{len(self.cbases)}>", f"%xb<{max(1, len(self.xors))}>")
-        self.declare("u64", "%ga", "%gb", "%ge", "%gd", "%gc", "%gt", "%off", "%rp")
+        self.declare("u64", "%ga", "%gb", "%ge", "%gd", "%gc", "%gt", "%off", "%rp", "%bo")
         self.declare("b32", f"%ra<{2 * tm * 4}>", f"%rb<{2 * tn * 4}>", f"%re<{2 * tm}>", "%h", "%v<4>")
         self.declare(self.acc_type, f"%acc<{tm * tn * 4}>")
         if self.form.block_scale is not None:
@@ -587,11 +668,23 @@ class _Writer(PtxBuilder):
             if cfg.epilogue.packs and cfg.d_offset is None:
                 self.declare("b32", f"%hq<{tn}>")          # a 1-byte D: the packed pairs of one fragment row
 
+    def sizes(self, *names: str) -> None:
+        """Load parameters (%kp = Kp, %ldb, %ldc, %ldd) where they are used: parameters live in the constant
+        bank, which ptxas reads again rather than hold them in registers across the K loop (a 128x256 CTA
+        tile uses all 255 registers; Kp computed from K in the kernel would take one more there)."""
+        for name in names:
+            self.ld_param("u32", f"%{name}", "Kp" if name == "kp" else name)
+
+    def tiles_along(self, dst: str, size: str, tile: int) -> None:
+        """dst = ceil(size / tile): the last tile may be partial (size < 2^31: no overflow)."""
+        self.ins(f"add.u32 {dst}, {size}, {tile - 1};")
+        self.div_imm(dst, dst, tile)
+
     def tile_count(self, dst: str) -> None:
-        """dst = (M / cta_m) * (N / cta_n) (uses %x)."""
+        """dst = ceil(M / cta_m) * ceil(N / cta_n) (uses %x)."""
         cfg = self.cfg
-        self.div_imm("%x", "%M", cfg.cta_m)
-        self.div_imm(dst, "%N", cfg.cta_n)
+        self.tiles_along("%x", "%M", cfg.cta_m)
+        self.tiles_along(dst, "%N", cfg.cta_n)
         self.ins(f"mul.lo.u32 {dst}, {dst}, %x;")
 
     def raster(self, tile: str) -> None:
@@ -600,12 +693,12 @@ class _Writer(PtxBuilder):
         cfg, ins = self.cfg, self.ins
         G = cfg.raster_group
         ins(f"// tile {tile} -> (pm, pn): groups of {G} tile rows, walked column by column")
-        self.div_imm("%x", "%N", cfg.cta_n)
+        self.tiles_along("%x", "%N", cfg.cta_n)
         ins(f"mul.lo.u32 %x, %x, {G};                  // tiles per group")
         ins(f"div.u32 %y, {tile}, %x;                  // group")
         ins(f"rem.u32 %z, {tile}, %x;                  // tile within the group")
         ins(f"mul.lo.u32 %pm, %y, {G};                 // first tile row of the group")
-        self.div_imm("%x", "%M", cfg.cta_m)
+        self.tiles_along("%x", "%M", cfg.cta_m)
         ins("sub.u32 %x, %x, %pm;")
         ins(f"min.u32 %x, %x, {G};                     // tile rows in this group")
         ins("rem.u32 %y, %z, %x;")
@@ -618,6 +711,7 @@ class _Writer(PtxBuilder):
         """%ga/%gb/%ge = sources of this thread's first copy of K block 0 of tile (%m0, %n0): thread tid
         copies 16-byte chunk tid % cpr of region row tid / cpr (cpr = chunks per row)."""
         ins = self.ins
+        self.sizes("kp", "ldb")
         for (name, reg), gp, par in zip(self.cfg.regions.items(), ("%ga", "%gb", "%ge"),
                                         ("a_values", "b", "a_metadata")):
             cpr = reg.chunks_per_row
@@ -628,12 +722,23 @@ class _Writer(PtxBuilder):
                 ins("add.u32 %x, %x, %z;")
             else:
                 ins(f"add.u32 %x, %x, {'%m0' if name == 'A' else '%n0'};")
-            # row * K, then * the row stride's bytes per K (num/den): 64 bits (K*4 or K*8 bytes a row
-            # can exceed 2^32)
-            ins("mul.wide.u32 %off, %x, %K;")
+            if name == "B" and self.cfg.edge_k:
+                ins("sub.s32 %bq, %N, %x;                       // B rows (columns of D) left from this row")
+                ins("max.s32 %bq, %bq, 0;")
+                ins(f"min.s32 %bq, %bq, {self.cfg.cta_n};")
+                ins("shl.b32 %bq, %bq, 16;")
+            # row * stride, then * the row stride's bytes per unit (num/den): 64 bits (K*4 or K*8 bytes a
+            # row can exceed 2^32)
+            ins(f"mul.wide.u32 %off, %x, {reg.stride_reg};")
             self.scale64("%off", reg.stride_num, reg.stride_den)
             ins(f"add.u64 {gp}, {gp}, %off;")
             ins(f"and.b32 %x, %thr, {cpr - 1};")
+            if name == "B" and self.cfg.edge_k:
+                # %bq = rows left (bits 31:16, at most cta_n) | elements this thread's chunk starts past the
+                # row's K blocks' first (bits 15:0: c * per + Kp - K < 2 cta_k): one register for the K loop
+                ins(f"mad.lo.u32 %bq, %x, {CHUNK * 8 // reg.stride_num}, %bq;")
+                ins("sub.s32 %y, %kp, %K;")
+                ins("add.u32 %bq, %bq, %y;")
             ins(f"mul.wide.u32 %off, %x, {CHUNK};")
             ins(f"add.u64 {gp}, {gp}, %off;")
 
@@ -656,14 +761,17 @@ class _Writer(PtxBuilder):
         base = (i * self.cfg.tiles_n + q) * 4 + 2 * h        # c_{2h}, c_{2h+1}: row g + 8h, cols 2t, 2t+1
         return f"%acc{base}", f"%acc{base + 1}"
 
-    def row_pointer(self, ptr: str, i: int, h: int, nbytes: int) -> None:
-        """%rp = ptr + ((m0 + wm*WM + 16i + 8h + g) * N + n0 + wn*WN + 2t) * nbytes (PTX ISA 9.7.14.6.2, C/D fragments)."""
+    def row_pointer(self, ptr: str, i: int, h: int, nbytes: int, stride: str, edge: bool = False) -> None:
+        """%rp = ptr + ((m0 + wm*WM + 16i + 8h + g) * stride + n0 + wn*WN + 2t) * nbytes (PTX ISA 9.7.14.6.2,
+        C/D fragments; `stride` the row stride in elements, %ldc or %ldd). `edge`: %pr = the row is in D."""
         cfg, ins = self.cfg, self.ins
         ins(f"shr.u32 %x, %thr, {5 + log2(cfg.warps_n)};")
         ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")
         ins("add.u32 %x, %x, %g;")
         self.add_imm("%x", 16 * i + 8 * h)
-        ins("mul.wide.u32 %rp, %x, %N;")
+        if edge:
+            ins("setp.lt.u32 %pr, %x, %M;")
+        ins(f"mul.wide.u32 %rp, %x, {stride};")
         ins("shr.u32 %x, %thr, 5;")
         ins(f"and.b32 %x, %x, {cfg.warps_n - 1};")
         ins(f"mad.lo.u32 %x, %x, {cfg.warp_n}, %n0;")
@@ -674,37 +782,127 @@ class _Writer(PtxBuilder):
         ins(f"mul.lo.u64 %rp, %rp, {nbytes};")
         ins(f"add.u64 %rp, %rp, {ptr};")
 
+    # -- edges (module docstring "Edges") ---------------------------------------------------------------
+    def edge_split(self, interior, edge) -> None:
+        """interior() where tile (%m0, %n0) lies inside D, else edge(): a CTA-uniform branch (%m0, %n0 are
+        the CTA's), so whole tiles run the code they run without edges. Kernels that take whole tiles only
+        (edge_mn False) emit interior() alone."""
+        cfg, ins = self.cfg, self.ins
+        if not cfg.edge_mn:
+            interior()
+            return
+        at_edge, done = self.label("EDGE"), self.label("EDGE_DONE")
+        ins(f"add.u32 %x, %m0, {cfg.cta_m};")
+        ins("setp.le.u32 %pi, %x, %M;")
+        ins(f"add.u32 %x, %n0, {cfg.cta_n};")
+        ins("setp.le.u32 %pq, %x, %N;")
+        ins("and.pred %pi, %pi, %pq;                      // the whole tile lies inside D")
+        ins(f"@!%pi bra.uni {at_edge};")
+        interior()
+        ins(f"bra.uni {done};")
+        self.put(at_edge)
+        edge()
+        self.put(done)
+
+    def fragment_columns_left(self) -> None:
+        """%ecl = N - (n0 + wn*WN + 2t): the columns of D from this thread's first fragment column on
+        (signed: negative past N)."""
+        cfg, ins = self.cfg, self.ins
+        ins("shr.u32 %x, %thr, 5;")
+        ins(f"and.b32 %x, %x, {cfg.warps_n - 1};")
+        ins(f"mad.lo.u32 %x, %x, {cfg.warp_n}, %n0;")
+        ins("shl.b32 %y, %t, 1;")
+        ins("add.u32 %x, %x, %y;")
+        ins("sub.s32 %ecl, %N, %x;")
+
+    def element_guard(self, col: int) -> None:
+        """%pq = the row is in D (%pr) and column `col` after the fragment's first one is (%ecl)."""
+        self.ins(f"setp.gt.s32 %pq, %ecl, {col};")
+        self.ins("and.pred %pq, %pq, %pr;")
+
+    def store_element(self, at: str, reg: str) -> None:
+        """Store one accumulator `reg` as a D element at `at` where %pq (f16 / bf16: rounded to nearest
+        even, PTX ISA cvt)."""
+        if self.convert:               # the pair conversion of (reg, reg); its low half
+            self.ins(f"{self.convert} %h, {reg}, {reg};")
+            self.ins("cvt.u16.u32 %hs, %h;")
+            self.ins(f"@%pq st.global.b16 {at}, %hs;")
+        else:
+            self.ins(f"@%pq st.global{self.acc_type} {at}, {reg};")
+
     def init_acc(self) -> None:
         """Accumulators of tile (%m0, %n0): C fragments (c_i at row g + 8*(i>>1), col 2t + (i&1),
-        PTX ISA 9.7.14.6.2; isa/mma_sp/fragments.cd_element) or zeros."""
+        PTX ISA 9.7.14.6.2; isa/mma_sp/fragments.cd_element) or zeros. On an edge tile, C outside D reads as
+        0 (those accumulators are never stored)."""
         cfg, ins = self.cfg, self.ins
         if cfg.preload_c:
             self.global_pointer("%gc", "c")
-            for i in range(cfg.tiles_m):
-                for h in range(2):
-                    self.row_pointer("%gc", i, h, self.abytes)
-                    for q in range(cfg.tiles_n):
-                        lo, hi = self.acc_regs(i, q, h)
-                        ins(f"ld.global.v2{self.acc_type} {{{lo}, {hi}}}, [%rp+{8 * q * self.abytes}];")
+            self.sizes("ldc")
+
+            def interior() -> None:
+                for i in range(cfg.tiles_m):
+                    for h in range(2):
+                        self.row_pointer("%gc", i, h, self.abytes, "%ldc")
+                        for q in range(cfg.tiles_n):
+                            lo, hi = self.acc_regs(i, q, h)
+                            ins(f"ld.global.v2{self.acc_type} {{{lo}, {hi}}}, [%rp+{8 * q * self.abytes}];")
+
+            def edge() -> None:
+                zero = "0f00000000" if self.acc_type == ".f32" else "0"
+                self.fragment_columns_left()
+                for i in range(cfg.tiles_m):
+                    for h in range(2):
+                        self.row_pointer("%gc", i, h, self.abytes, "%ldc", edge=True)
+                        for q in range(cfg.tiles_n):
+                            for e, reg in enumerate(self.acc_regs(i, q, h)):
+                                self.element_guard(8 * q + e)
+                                ins(f"mov{self.acc_type} {reg}, {zero};")
+                                ins(f"@%pq ld.global{self.acc_type} {reg}, [%rp+{(8 * q + e) * self.abytes}];")
+
+            self.edge_split(interior, edge)
         else:
             zero = "0f00000000" if self.acc_type == ".f32" else "0"
             for r in range(cfg.tiles_m * cfg.tiles_n * 4):
                 ins(f"mov{self.acc_type} %acc{r}, {zero};")
 
     # -- the pipeline ------------------------------------------------------------------------------
-    def issue_copies(self, slot: int, pred: str) -> None:
-        """cp.async one K block into ring slot `slot` (an immediate over the %cb bases), commit."""
+    def issue_copies(self, slot: int, pred: str, left: str, ahead: int = 0) -> None:
+        """cp.async one K block into ring slot `slot` (an immediate over the %cb bases), commit. The block
+        is the `left - ahead`-th last of its tile (`left` a register: K blocks left)."""
         cfg, ins = self.cfg, self.ins
+        self.sizes("kp", "ldb")
         for (name, reg), gp in zip(cfg.regions.items(), ("%ga", "%gb", "%ge")):
             rounds = [j for (n, j) in self.copies if n == name]
             ins(f"mov.u64 %gt, {gp};")
+            bounded = name == "B" and cfg.edge_k
+            if bounded:
+                # B is read within its N x K: src-size = the bytes of the chunk inside the row (0..16), the
+                # rest zero-filled (PTX ISA 9.7.9.25.3, cp.async src-size; a src-size equal to cp-size
+                # copies the whole chunk, only a larger one is undefined); rows past N copy nothing
+                per = CHUNK * 8 // reg.stride_num                  # B elements a chunk
+                # elements of the row from this thread's chunk on: (left - ahead) * cta_k - (Kp - K) - c * per
+                ins("and.b32 %szb, %bq, 0xFFFF;")
+                ins(f"shl.b32 %sz, {left}, {log2(cfg.cta_k)};")
+                ins("sub.s32 %szb, %sz, %szb;")
+                if ahead:
+                    ins(f"sub.s32 %szb, %szb, {ahead * cfg.cta_k};")
+                ins("max.s32 %szb, %szb, 0;")
+                ins(f"min.s32 %szb, %szb, {per};")
+                if per != CHUNK:
+                    ins(f"shl.b32 %szb, %szb, {log2(CHUNK // per)};")
+                rows_per_round = cfg.threads // reg.chunks_per_row
             for j in rounds:
                 bi, _x, d = self.cwhere[name, j]
                 guard = pred
                 if self.copies[name, j][1] < cfg.threads:
                     ins(f"and.pred %pj, {pred}, %pc{'ABE'.index(name)};")
                     guard = "%pj"
-                ins(f"@{guard} cp.async.cg.shared.global [%cb{bi}+{slot * cfg.stage_bytes + d}], [%gt], {CHUNK};")
+                size = ""
+                if bounded:
+                    ins(f"setp.gt.u32 %pz, %bq, {(j * rows_per_round) << 16 | 0xFFFF};   // row {j * rows_per_round} on is in B")
+                    ins("selp.b32 %sz, %szb, 0, %pz;")
+                    size = ", %sz"
+                ins(f"@{guard} cp.async.cg.shared.global [%cb{bi}+{slot * cfg.stage_bytes + d}], [%gt], {CHUNK}{size};")
                 if j != rounds[-1]:
                     # T chunks further: T/cpr rows (K * (T/cpr) * num/den bytes) when T >= cpr; a row
                     # longer than T chunks (the metadata of 8 k-steps with one warp) takes several rounds,
@@ -717,13 +915,14 @@ class _Writer(PtxBuilder):
                     common = gcd(rows * reg.stride_num, reg.stride_den)      # bytes per K: num / den
                     num, den = rows * reg.stride_num // common, reg.stride_den // common
                     if den > 1:                       # 4-bit rows: K/4 or K/2 bytes (K % cta_k == 0)
-                        ins(f"shr.u32 %x, %K, {log2(den)};")
+                        ins(f"shr.u32 %x, {reg.stride_reg}, {log2(den)};")
                         ins(f"mad.wide.u32 %gt, %x, {num}, %gt;")
                     elif rows:
-                        ins(f"mad.wide.u32 %gt, %K, {num}, %gt;")
+                        ins(f"mad.wide.u32 %gt, {reg.stride_reg}, {num}, %gt;")
                     if along:
                         ins(f"add.s64 %gt, %gt, {along};")
             ins(f"add.u64 {gp}, {gp}, {reg.row_bytes};")
+
         ins("cp.async.commit_group;")
 
     def load_fragments(self, slot: int, s: int, buf: int) -> None:
@@ -849,27 +1048,54 @@ class _Writer(PtxBuilder):
         """Accumulators -> D for tile (%m0, %n0) (%gd loaded)."""
         cfg, ins = self.cfg, self.ins
         ep = cfg.epilogue
+        self.sizes(*(("ldc",) if cfg.accumulate_c else ()), "ldd")
         if ep is not None:
             epilogue.load_params(self, ep, "%rbias")
         if cfg.d_offset is not None:
             self.store_d_staged()
             return
-        ins(f"// accumulators -> D ({cfg.out_type}, row-major M x N), fragment by fragment")
-        for i in range(cfg.tiles_m):
-            for h in range(2):
-                if ep is not None:
-                    self.fragment_epilogue(i, h)
-                self.row_pointer("%gd", i, h, self.dbytes)
-                for q in range(cfg.tiles_n):
-                    if ep is not None and ep.packs:
-                        ins(f"st.global.b16 [%rp+{8 * q}], %hq{q};")
-                        continue
-                    self.store_pair("global", f"[%rp+{8 * q * self.dbytes}]", *self.acc_regs(i, q, h),
-                                    self.store_type, self.convert)
+        ins(f"// accumulators -> D ({cfg.out_type}, row-major M x N, rows ldd apart), fragment by fragment")
+        packs = ep is not None and ep.packs           # a 1-byte D: fragment_epilogue packs %hq{q}
 
-    def fragment_epilogue(self, i: int, h: int) -> None:
+        def interior() -> None:
+            for i in range(cfg.tiles_m):
+                for h in range(2):
+                    if ep is not None:
+                        self.fragment_epilogue(i, h)
+                    self.row_pointer("%gd", i, h, self.dbytes, "%ldd")
+                    for q in range(cfg.tiles_n):
+                        if packs:
+                            ins(f"st.global.b16 [%rp+{8 * q}], %hq{q};")
+                            continue
+                        self.store_pair("global", f"[%rp+{8 * q * self.dbytes}]", *self.acc_regs(i, q, h),
+                                        self.store_type, self.convert)
+
+        def edge() -> None:                # element by element, where row < M and column < N
+            self.fragment_columns_left()
+            for i in range(cfg.tiles_m):
+                for h in range(2):
+                    if ep is not None:
+                        self.fragment_epilogue(i, h, edge=True)
+                    self.row_pointer("%gd", i, h, self.dbytes, "%ldd", edge=True)
+                    for q in range(cfg.tiles_n):
+                        if packs:                  # byte e of the pair: bits 8e.. of %hq{q}
+                            for e in range(2):
+                                self.element_guard(8 * q + e)
+                                if e:
+                                    ins(f"shr.b32 %hq{q}, %hq{q}, 8;")
+                                ins(f"@%pq st.global.b8 [%rp+{8 * q + e}], %hq{q};")
+                            continue
+                        for e, reg in enumerate(self.acc_regs(i, q, h)):
+                            self.element_guard(8 * q + e)
+                            self.store_element(f"[%rp+{(8 * q + e) * self.dbytes}]", reg)
+
+        self.edge_split(interior, edge)
+
+    def fragment_epilogue(self, i: int, h: int, edge: bool = False) -> None:
         """Direct D stores: the plan on the accumulator pairs of row 16i + 8h + g of the warp tile, every q
-        (%gq: C of pair q = 0, %gbias: its bias; row and column as row_pointer computes them)."""
+        (%gq: C of pair q = 0, %gbias: its bias; row and column as row_pointer computes them). `edge`: C and
+        the bias read element by element where row < M and column < N (%ecl: fragment_columns_left), 0
+        elsewhere (those elements are never stored)."""
         cfg, ins, ep = self.cfg, self.ins, self.cfg.epilogue
         ins(f"shr.u32 %x, %thr, {5 + log2(cfg.warps_n)};")
         ins(f"mad.lo.u32 %x, %x, {cfg.warp_m}, %m0;")
@@ -880,8 +1106,10 @@ class _Writer(PtxBuilder):
         ins(f"mad.lo.u32 %y, %y, {cfg.warp_n}, %n0;")
         ins("shl.b32 %z, %t, 1;")
         ins("add.u32 %y, %y, %z;                           // row %x, column %y of pair q = 0")
+        if edge:
+            ins("setp.lt.u32 %pr, %x, %M;")
         if ep.c == "epilogue":
-            ins("mul.wide.u32 %gq, %x, %N;")
+            ins("mul.wide.u32 %gq, %x, %ldc;")
             ins("cvt.u64.u32 %off, %y;")
             ins("add.u64 %gq, %gq, %off;")
             ins(f"mad.lo.u64 %gq, %gq, {self.abytes}, %rc;")
@@ -892,12 +1120,24 @@ class _Writer(PtxBuilder):
         raw = epilogue.raw_accumulators(ep)       # s32 accumulators: the f32 steps on %ev0, %ev1
         for q in range(cfg.tiles_n):
             lo, hi = self.acc_regs(i, q, h)
-            if ep.c == "epilogue":
-                ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{8 * q * self.abytes}];")
-            if ep.bias == "col":
-                epilogue.load_bias(self, ep, "", f"[%gbias+{8 * q * bb}]", 2)
-            elif ep.bias == "row" and q == 0:
-                epilogue.load_bias(self, ep, "", "[%gbias]", 1)
+            if edge:
+                epilogue.zero_inputs(self, ep)
+                if ep.bias == "row":
+                    epilogue.load_bias(self, ep, "@%pr ", "[%gbias]", 1)
+                for e in range(2):
+                    if ep.c == "epilogue" or ep.bias == "col":
+                        self.element_guard(8 * q + e)
+                    if ep.c == "epilogue":
+                        ins(f"@%pq ld.global.f32 %ce{e}, [%gq+{(8 * q + e) * self.abytes}];")
+                    if ep.bias == "col":
+                        epilogue.load_bias(self, ep, "@%pq ", f"[%gbias+{(8 * q + e) * bb}]", 1, e)
+            else:
+                if ep.c == "epilogue":
+                    ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{8 * q * self.abytes}];")
+                if ep.bias == "col":
+                    epilogue.load_bias(self, ep, "", f"[%gbias+{8 * q * bb}]", 2)
+                elif ep.bias == "row" and q == 0:
+                    epilogue.load_bias(self, ep, "", "[%gbias]", 1)
             xs = ["%ev0", "%ev1"] if raw else [lo, hi]
             for k, x in enumerate(xs):
                 epilogue.element_steps(self, ep, x, f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}", (lo, hi)[k])
@@ -938,7 +1178,9 @@ class _Writer(PtxBuilder):
             per = epilogue.GROUP * groups
             cpr = cfg.cta_n // per
 
-            def byte_body() -> None:
+            c_stride = "%ldc" if cfg.accumulate_c else "%ldd"
+
+            def byte_body(edge: bool) -> None:
                 ins(f"div.u32 %pm, %z, {cpr};                        // tile row")
                 ins(f"rem.u32 %pn, %z, {cpr};                        // chunk in the row")
                 ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")
@@ -947,12 +1189,26 @@ class _Writer(PtxBuilder):
                     ins(f"add.u32 %x, %x, {cfg.d_offset};")
                 ins("add.u32 %pm, %pm, %m0;                      // row of D")
                 ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;              // column of D")
-                epilogue.byte_chunk(self, ep, groups, "%x", "%pm", "%pn", "%rbias", "%gd")
+                guards = None
+                if edge:                # the row exists; the whole chunk inside D (%pw), or part of it (%pz)
+                    ins("setp.lt.u32 %pr, %pm, %M;")
+                    ins(f"add.u32 %y, %pn, {per};")
+                    ins("setp.le.and.u32 %pw, %y, %N, %pr;")
+                    ins("setp.gt.and.u32 %pz, %y, %N, %pr;")
+                    guards = ("%pr", "%pw", "%pz", "%pq", "%y")
+                epilogue.byte_chunk(self, ep, groups, "%x", "%pm", "%pn", "%rbias", "%gd", c_stride, "%ldd", guards)
 
-            epilogue.chunk_loop(self, "%z", "%thr", T, cfg.cta_m * cpr, "%pj", byte_body)
+            def byte_edge() -> None:
+                epilogue.zero_inputs(self, ep)
+                epilogue.chunk_loop(self, "%z", "%thr", T, cfg.cta_m * cpr, "%pj", lambda: byte_body(True))
+
+            self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%thr", T, cfg.cta_m * cpr, "%pj",
+                                                        lambda: byte_body(False)), byte_edge)
             return
         if ep is not None:
-            def body() -> None:
+            c_stride = "%ldc" if cfg.accumulate_c else "%ldd"
+
+            def body(edge: bool) -> None:
                 ins(f"div.u32 %pm, %z, {cpr};                        // tile row")
                 ins(f"rem.u32 %pn, %z, {cpr};                        // chunk in the row")
                 ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")
@@ -961,30 +1217,71 @@ class _Writer(PtxBuilder):
                 ins(f"ld.shared.v4.f32 {{%ev0, %ev1, %ev2, %ev3}}, {at};")
                 ins("add.u32 %pm, %pm, %m0;                      // row of D")
                 ins(f"mad.lo.u32 %pn, %pn, {CHUNK // dbytes}, %n0;              // column of D")
-                epilogue.chunk(self, ep, "", "%pm", "%pn", "%rbias", dbytes, self.dbytes, self.convert, "%gd")
+                if not edge:
+                    epilogue.chunk(self, ep, "", "%pm", "%pn", "%rbias", dbytes, self.dbytes, self.convert, "%gd",
+                                   c_stride=c_stride, d_stride="%ldd")
+                    return
+                # the row in D; the whole chunk inside it, or only its first elements (epilogue.edge_chunk)
+                ins("setp.lt.u32 %pr, %pm, %M;")
+                ins("sub.s32 %ecl, %N, %pn;")
+                ins(f"setp.ge.s32 %pq, %ecl, {CHUNK // dbytes};")
+                ins("and.pred %pw, %pr, %pq;")
+                ins(f"setp.lt.s32 %pz, %ecl, {CHUNK // dbytes};")
+                ins("and.pred %pz, %pr, %pz;")
+                epilogue.zero_inputs(self, ep)
+                epilogue.edge_chunk(self, ep, "%pm", "%pn", "%rbias", dbytes, self.dbytes, self.convert, "%gd",
+                                    c_stride, "%ldd", ("%pr", "%pw", "%pz"), [f"%pk{e}" for e in range(4)])
 
-            epilogue.chunk_loop(self, "%z", "%thr", T, chunks, "%pj", body)
+            self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%thr", T, chunks, "%pj", lambda: body(False)),
+                            lambda: epilogue.chunk_loop(self, "%z", "%thr", T, chunks, "%pj", lambda: body(True)))
             return
-        for guard in self.thread_rounds("%x", "%thr", T, chunks, "%pj"):
-            ins(f"div.u32 %pm, %x, {cpr};                        // tile row")
-            ins(f"rem.u32 %pn, %x, {cpr};                        // chunk in the row")
-            ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")
-            ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
-            at = f"[%x+{cfg.d_offset}]" if cfg.d_offset else "[%x]"
-            ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, {at};")
-            ins("add.u32 %pm, %pm, %m0;")
-            ins("mul.wide.u32 %rp, %pm, %N;                   // row * N elements in 64 bits")
-            self.scale64("%rp", dbytes, 1)
-            ins(f"mad.lo.u32 %pn, %pn, {CHUNK // dbytes}, %n0;")
-            ins(f"mul.wide.u32 %off, %pn, {dbytes};")
-            ins("add.u64 %rp, %rp, %off;")
-            ins("add.u64 %rp, %rp, %gd;")
-            ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
+        per = CHUNK // dbytes                                  # D elements a chunk
+
+        def copy_out(edge: bool) -> None:
+            for guard in self.thread_rounds("%x", "%thr", T, chunks, "%pj"):
+                ins(f"div.u32 %pm, %x, {cpr};                        // tile row")
+                ins(f"rem.u32 %pn, %x, {cpr};                        // chunk in the row")
+                ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")
+                ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+                at = f"[%x+{cfg.d_offset}]" if cfg.d_offset else "[%x]"
+                ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, {at};")
+                ins("add.u32 %pm, %pm, %m0;")
+                ins("mul.wide.u32 %rp, %pm, %ldd;                 // row * ldd elements in 64 bits")
+                self.scale64("%rp", dbytes, 1)
+                ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;")
+                ins(f"mul.wide.u32 %off, %pn, {dbytes};")
+                ins("add.u64 %rp, %rp, %off;")
+                ins("add.u64 %rp, %rp, %gd;")
+                if not edge:
+                    ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
+                    continue
+                # the row in D, then: the whole chunk inside (one vector store), or its first elements
+                ins("setp.lt.u32 %pr, %pm, %M;")
+                if guard:
+                    ins("and.pred %pr, %pr, %pj;")
+                ins("sub.s32 %ecl, %N, %pn;                      // columns of D from the chunk's first on")
+                ins(f"setp.ge.s32 %pq, %ecl, {per};")
+                ins("and.pred %pw, %pr, %pq;")
+                ins("@%pw st.global.v4.b32 [%rp], {%v0, %v1, %v2, %v3};")
+                ins(f"setp.lt.s32 %pw, %ecl, {per};")
+                ins("and.pred %pr, %pr, %pw;                      // a chunk across column N")
+                for e in range(per):
+                    self.element_guard(e)
+                    if dbytes == 4:
+                        ins(f"@%pq st.global.b32 [%rp+{4 * e}], %v{e};")
+                    else:
+                        if e % 2:
+                            ins(f"shr.b32 %z, %v{e // 2}, 16;")
+                        ins(f"cvt.u16.u32 %hs, {'%z' if e % 2 else f'%v{e // 2}'};")
+                        ins(f"@%pq st.global.b16 [%rp+{2 * e}], %hs;")
+
+        self.edge_split(lambda: copy_out(False), lambda: copy_out(True))
 
     # -- kernels -------------------------------------------------------------------------------------
     def prologue(self) -> None:
-        ins = self.ins
+        ins, cfg = self.ins, self.cfg
         self.problem_dims("%thr")
+
         ins("and.b32 %x, %thr, 31;")
         ins("shr.u32 %g, %x, 2;                           // g = lane >> 2, t = lane & 3 (9.7.14.6.2)")
         ins("and.b32 %t, %x, 3;")
@@ -995,7 +1292,8 @@ class _Writer(PtxBuilder):
         cfg, ins = self.cfg, self.ins
         S, KS = cfg.stages, cfg.ksteps
         self.prologue()
-        ins(f"shr.u32 %kr, %K, {log2(cfg.cta_k)};            // K blocks still to compute")
+        self.sizes("kp")
+        ins(f"shr.u32 %kr, %kp, {log2(cfg.cta_k)};            // K blocks still to compute")
         ins("mov.u32 %pid, %ctaid.x;")
         self.raster("%pid")
         self.copy_pointers()
@@ -1006,7 +1304,7 @@ class _Writer(PtxBuilder):
         ins(f"// prologue: K blocks 0..{S - 2} into slots 0..{S - 2} (one commit group each, empty past K)")
         for s in range(S - 1):
             ins(f"setp.gt.u32 %pl, %kr, {s};")
-            self.issue_copies(s, "%pl")
+            self.issue_copies(s, "%pl", "%kr", s)
         self.init_acc()
         ins(f"cp.async.wait_group {S - 2};")
         ins("bar.sync 0;")
@@ -1021,7 +1319,7 @@ class _Writer(PtxBuilder):
                 buf = (u * KS + s) % 2
                 if s == 0:
                     ins(f"setp.gt.u32 %pl, %kr, {S - 1};       // block kb + {S - 1} exists")
-                    self.issue_copies((u + S - 1) % S, "%pl")
+                    self.issue_copies((u + S - 1) % S, "%pl", "%kr", S - 1)
                     if self.form.block_scale is not None:
                         ins("setp.gt.u32 %ps, %kr, 1;              // block kb + 1 exists: its scales")
                         self.load_scales((u + 1) % 2, "%ps")
@@ -1061,7 +1359,8 @@ class _Writer(PtxBuilder):
         ins("mov.u32 %pid, %ct;")
         self.raster("%pid")
         self.copy_pointers()
-        ins(f"shr.u32 %ik, %K, {log2(cfg.cta_k)};            // K blocks of the copied tile left")
+        self.sizes("kp")
+        ins(f"shr.u32 %ik, %kp, {log2(cfg.cta_k)};            // K blocks of the copied tile left")
         ins("mov.u32 %ck, %ik;                            // K blocks of the computed tile left")
         ins("setp.eq.u32 %pv, %ik, %ik;                   // the copied tile exists")
         ins("mov.u32 %rs, 0;                              // ring slot being read")
@@ -1104,7 +1403,8 @@ class _Writer(PtxBuilder):
         self.tile_count("%pm")
         ins("setp.ge.u32 %pe, %ct, %pm;")
         ins(f"@%pe bra.uni {done};")
-        ins(f"shr.u32 %ck, %K, {log2(cfg.cta_k)};")
+        self.sizes("kp")
+        ins(f"shr.u32 %ck, %kp, {log2(cfg.cta_k)};")
         self.raster("%ct")
         self.init_acc()
         ins(f"bra.uni {loop};")
@@ -1115,7 +1415,7 @@ class _Writer(PtxBuilder):
         """Persistent CTAs: copy the next K block of the stream (if its tile exists) into the write slot
         (%cb bases) and step the write slot; `next_copy_block` moves the stream position."""
         cfg, ins = self.cfg, self.ins
-        self.issue_copies(0, "%pv")
+        self.issue_copies(0, "%pv", "%ik")
         cregs = [f"%cb{i}" for i in range(len(self.cbases))]
         if advance == "plain":             # prologue: slots 0..S-2, no wrap
             for r in cregs:
@@ -1134,7 +1434,8 @@ class _Writer(PtxBuilder):
         ins("add.u32 %it, %it, %x;")
         self.tile_count("%pm")
         ins("setp.lt.u32 %pv, %it, %pm;")
-        ins(f"shr.u32 %ik, %K, {log2(cfg.cta_k)};")
+        self.sizes("kp")
+        ins(f"shr.u32 %ik, %kp, {log2(cfg.cta_k)};")
         self.raster("%it")
         self.copy_pointers()
         self.put(nxt)
@@ -1159,6 +1460,16 @@ def emit_sparse_gemm(cfg: SparseGemmConfig) -> SparseGemmPTX:
     return SparseGemmPTX(cfg.name, w.render(), ptx, cfg.target, _abi(cfg, ptx, w.params))
 
 
+def padded_sizes(abi: dict, m: int, k: int) -> dict[str, int]:
+    """The sizes compiler/sparse.py's packer pads an M x K A to for this kernel (compress_padded): whole CTA
+    tiles of rows (`value_rows`; `meta_rows` 16-row tiles) and whole K blocks (`k_values`; `meta_words`, 32
+    per k-step), so that no copy of A or its metadata leaves the packed arrays (the padding's metadata
+    nibbles are legal, PTX ISA 9.7.14.6.1; its values zeros)."""
+    tm, tk, fk = abi["tile_m"], abi["tile_k"], abi["form_k"]
+    rows, kp = -(-m // tm) * tm, -(-k // tk) * tk
+    return {"value_rows": rows, "k_values": kp, "meta_rows": rows // SHAPE_M, "meta_words": kp // fk * 32}
+
+
 def operand_buffers(form: Form, d_type: str) -> dict:
     """ABI buffers a_values, a_metadata, b, d of the pipelined kernels (the layouts of compiler/sparse.py)."""
     bits = form.layout.storage_bits
@@ -1175,11 +1486,35 @@ def operand_buffers(form: Form, d_type: str) -> dict:
 
 def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
     form = cfg.form
+    tm, tn, tk, bits = cfg.cta_m, cfg.cta_n, cfg.cta_k, form.layout.storage_bits
+    mp, kp = f"(M + {tm - 1}) // {tm} * {tm}", f"(K + {tk - 1}) // {tk} * {tk}"
     buffers = operand_buffers(form, cfg.out_type)
+    pitched = ("rows any number of elements apart (the launch's `{}`, in elements) whose bytes are a multiple of "
+               "16; 16-byte aligned")
+    buffers["a_values"].update(shape=[mp, f"{kp} // 2"], bytes=f"({mp})*({kp})*{bits}/16",
+                               layout=f"row-major compressed A of A padded with zeros to whole {tm}-row tiles and "
+                                      f"{tk}-element K blocks (sparse.compress_padded values)")
+    buffers["a_metadata"].update(shape=[f"({mp}) // {SHAPE_M}", f"({kp}) // {form.k}", 32],
+                                 layout=f"sparse.compress metadata of A padded with zero elements to whole {tm}-row "
+                                        f"tiles and {tk}-element K blocks (sparse.compress_padded)")
+    buffers["b"].update(pitch="ldb", layout="B transposed: row n holds column n of B (sparse.pack_b); "
+                        + pitched.format("ldb"))
+    buffers["b"].pop("bytes", None)
+    buffers["d"].update(pitch="ldd", layout="row-major (written); " + pitched.format("ldd"))
     if form.block_scale is not None:
         buffers.update(scale_buffers(form, aligned=min(cfg.scale_bytes, CHUNK)))
     if cfg.accumulate_c:
-        buffers["c"] = {"element": form.c_type, "shape": ["M", "N"], "layout": "row-major"}
+        buffers["c"] = {"element": form.c_type, "shape": ["M", "N"], "pitch": "ldc",
+                        "layout": "row-major; " + pitched.format("ldc")}
+    batch = {}
+    if cfg.batched:
+        # every buffer but the bias (shared by all batches) may have a leading batch dimension: its stride the
+        # kernel parameter batch_stride_<buffer> (bytes for the packed A and B, elements for C and D)
+        for name in ("a_values", "a_metadata", "b", "c", "d"):
+            if name in buffers:
+                buffers[name]["batch_stride"] = f"batch_stride_{name}"
+        batch = {"batch": "grid y: the batch index; each buffer's batch at its batch_stride_<buffer> parameter "
+                          "(bytes for a_values, a_metadata and b, elements for c and d)"}
     extra = epilogue.abi_entries(cfg.epilogue, buffers)
     # CTAs that fit one SM at once: 64K registers at up to 256 per thread (ptxas may use all 255 that
     # .maxntid allows), and the shared memory of an SM (1 KB of it reserved per CTA on sm_80+)
@@ -1189,16 +1524,23 @@ def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:
         **abi_head(cfg.name, "sparse_gemm", form.name, form.instruction(ptx), cfg.target, ptx, params, buffers),
         "metadata": "runtime",
         "selector": cfg.selector,
-        "tile_m": cfg.cta_m, "tile_n": cfg.cta_n, "tile_k": cfg.cta_k,
+        "tile_m": tm, "tile_n": tn, "tile_k": tk, "form_k": form.k,
         "warps": [cfg.warps_m, cfg.warps_n], "stages": cfg.stages, "raster_group": cfg.raster_group,
         "persistent": cfg.is_persistent,
         "max_ctas_per_sm": max(1, min(regs_fit, smem_fit)),
         "block": [cfg.threads, 1, 1],
-        "grid": ["min(tiles, multiprocessors * max_ctas_per_sm)" if cfg.is_persistent else "tiles", 1, 1],
-        "tiles": f"(M / {cfg.cta_m}) * (N / {cfg.cta_n})",
+        # grid y: the batch (always 1 for the block-scaled forms, which take none: no `batch` entry)
+        "grid": ["min(tiles, multiprocessors * max_ctas_per_sm)" if cfg.is_persistent else "tiles", "batch", 1],
+        # partial last tile row / column / K block where the kernel takes them (module docstring, "Edges")
+        "tiles": f"((M + {tm - 1}) // {tm}) * ((N + {tn - 1}) // {tn})",
         "dynamic_smem_bytes": cfg.smem_bytes,
-        "requires": [f"M % {cfg.cta_m} == 0", f"N % {cfg.cta_n} == 0", f"K % {cfg.cta_k} == 0"],
-        # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (Writer.raster)
-        "limits": launch_limits("MNK", ["tiles"]) + [f"N // {cfg.cta_n} * {cfg.raster_group} < {1 << 32}"],
+        "requires": ([] if cfg.edge_mn else [f"M % {tm} == 0", f"N % {tn} == 0"]) +
+                    ([] if cfg.edge_k else [f"K % {tk} == 0"]),
+        # the raster's tiles per group ceil(N / cta_n) * raster_group is a u32 product (Writer.raster)
+        "limits": launch_limits("MNK", ["tiles", *(("batch",) if cfg.batched else ())])
+                  + [f"(N + {tn - 1}) // {tn} * {cfg.raster_group} < {1 << 32}"],
+        # sizes the launcher derives from M, N, K and passes as the u32 parameters of these names
+        "sizes": {"Kp": kp},
+        **batch,
         **extra,
     }

@@ -5,7 +5,7 @@ ScheduleSpec.mma). Same problem and global layouts as the warp-level kernel of
 compiler/ptx/sparse_gemm_kernel.py; a different machine underneath:
 
 * One CTA computes one `cta_m x cta_n` tile of D (a 1-D grid rasterised in groups of `raster_group`
-  tile rows, as the warp-level kernel does). It has 1 + `consumers` warpgroups of 128 threads
+  tile rows, as the warp-level kernel does), or several: persistent CTAs and split-K, below. It has 1 + `consumers` warpgroups of 128 threads
   (PTX 9.7.15.1: a warpgroup is four contiguous warps whose first warp index is a multiple of 4).
 * Warpgroup 0 is the producer: its warp 0 walks the K blocks of `cta_k` (the other three have nothing
   to do) and, per block, waits until the ring slot is free (`mbarrier.try_wait.parity` on the slot's
@@ -38,8 +38,26 @@ for the producer and the consumers alike, so the producer runs ahead into the ne
 soon as slots free up. The consumers free the last slot of a tile right after `wgmma.wait_group 0`, before
 the epilogue, and D's staging does not use the ring: it gets a region of its own after the barriers where
 ring + region fit the target's shared memory (D_REGION_ALIGN), else D is stored from the fragments.
+With a fused epilogue the plan runs on the registers before staging (C and bias per pair, as for direct
+stores) and D's own type is staged: half the region of staged f32 for f16 / bf16 D.
 Each warpgroup stages and copies out only its own rows, so no barrier across consumers is needed: a
 warpgroup's `bar.sync 2 + wg` before staging waits for its own copy-out of the previous tile.
+
+Split-K (`split_k=S`, 2..64; DSL `schedule ... mma=wgmma split_k=S`). Each tile's K blocks are cut into S
+slices, slice s taking blocks [s * nkb / S, (s + 1) * nkb / S) (sizes differ by at most one; a slice is
+empty only when nkb < S and then contributes zeros); work item w = tile * S + slice, so the grid is
+tiles x S (persistent CTAs walk the same items). Only slice 0 preloads C. After its mainloop every consumer
+thread stores its accumulators (the slice's partial, f32 / s32) to the global `workspace` (one cta_m x
+cta_n partial per batch, tile and slice, in v4 groups of the fragment order: coalesced), orders them
+before the CTA's arrival (`fence.acq_rel.gpu`, `bar.sync 1`), and the first consumer thread arrives at the
+tile's `semaphores` word with `atom.acq_rel.gpu.global.add.u32` (PTX ISA 8 memory consistency model:
+release of this CTA's partial, acquire of the earlier ones), passing the old value to the others through a
+shared word after the barriers. The CTA that saw S - 1 arrived last: it resets the semaphore
+(`st.relaxed.gpu`, so the next launch needs no host zeroing), sums the S partials in slice order 0..S-1
+(its own read back too: the sum does not depend on which slice came last, so D is bit-reproducible), runs
+the epilogue and stores D; the others go on (next work item, or exit). No CTA waits for another, so any
+launch order and residency works. The ABI's `scratch` gives both buffers' shapes; compiler.runtime
+allocates them once per problem size (the semaphores zeroed).
 
 Sparse operands (9.7.15.6). For the 2:4 forms (f16/bf16 .m64nNk32; e4m3/e5m2/s8/u8 .m64nNk64) and 1:2
 tf32 (.m64nNk16), the compressed A of one instruction is 64 rows x 32 bytes in shared memory (a
@@ -123,6 +141,7 @@ from ..isa.targets import MAX_PTX, Version, dynamic_smem_limit, format_version
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
 from ..passes.resources import check_shared_memory
+from ..spec import SPLIT_K_STREAM
 from ..isa.wgmma import (MAX_ATOM_BYTES, PROMOTED_A_TYPES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS,
                          WGMMA_TARGET, WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
 from . import epilogue
@@ -148,6 +167,8 @@ B_STEP_ROW_BYTES = 64          # B of one k-step: N rows x 64 B
 META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): sparse.compress layout
 SMEM_ALIGN = 1024              # the 128-byte swizzle repeat: regions on it need base offset 0
 CHUNK = 16                     # bytes of one vector store of the D copy-out
+FLAG_BYTES = 16               # split-K: the "arrived last" word after the barriers (16: keeps what follows aligned)
+MAX_SPLIT_K = 64               # slices per tile (the workspace grows with it; more buys nothing at 1 block each)
 D_REGION_ALIGN = 128           # persistent CTAs' staged D region (16 would do for its v4 accesses)
 MAX_ACCUMULATORS = 128         # per thread (m64n256 f32: 64*256/128); more does not fit 168 registers
 # registers of a consumer thread besides its accumulators (ptxas -v: 166 in all with promote=4 and 2 x 64
@@ -297,11 +318,27 @@ class SparseWgmmaConfig(RingGeometry):
         return self.ring_bytes
 
     @property
+    def flag_offset(self) -> int:
+        """split-K: the shared word (after the barriers) through which the first consumer thread tells the
+        others whether this CTA arrived last at its tile's semaphore."""
+        return self.ring.bytes
+
+    @property
+    def ring_tail(self) -> int:
+        """Ring base -> the end of the ring, its barriers and the split-K flag word."""
+        return self.ring.bytes + (FLAG_BYTES if self.split_k > 1 else 0)
+
+    @property
     def d_offset(self) -> int:
         """Offset of the staged D tile from the ring base: the drained ring (one tile per CTA), or, for
         persistent CTAs, a region of its own after the barriers (the producer refills the ring with the
         next tile's K blocks while the consumers store this one's D)."""
-        return _align(self.ring.bytes, D_REGION_ALIGN) if self.persistent else 0
+        return _align(self.ring_tail, D_REGION_ALIGN) if self.persistent else 0
+
+    @property
+    def partial_bytes(self) -> int:
+        """split-K: bytes of one slice's partial tile in the workspace (cta_m x cta_n accumulators)."""
+        return self.cta_m * self.cta_n * TYPES[self.acc_type].bits // 8
 
     @property
     def d_region_bytes(self) -> int:
@@ -314,7 +351,7 @@ class SparseWgmmaConfig(RingGeometry):
         D region of persistent CTAs)."""
         if self.d_region_bytes:
             return SMEM_ALIGN + self.d_offset + self.d_region_bytes
-        return SMEM_ALIGN + self.ring.bytes
+        return SMEM_ALIGN + self.ring_tail
 
     @property
     def ring(self) -> RingPlan:
@@ -333,9 +370,16 @@ class SparseWgmmaConfig(RingGeometry):
     def d_pitch(self) -> int:
         """Row pitch of the staged D tile: 16 bytes of padding, so the 8 rows g of a fragment store
         (lanes 4g+t at column 2t) start 4 banks apart and a warp's 32 words hit 32 banks. With an
-        epilogue the raw accumulators are staged (it runs in the copy-out, with no accumulator live)."""
-        staged = self.acc_type if self.epilogue is not None else self.out_type
+        epilogue the raw accumulators are staged (it runs in the copy-out, with no accumulator live), except
+        in persistent CTAs: they run it in registers and stage D's type (a smaller region of their own)."""
+        staged = self.acc_type if self.epilogue_in_copy_out else self.out_type
         return self.cta_n * TYPES[staged].bits // 8 + 16
+
+    @property
+    def epilogue_in_copy_out(self) -> bool:
+        """The fused epilogue runs in the staged copy-out (one tile per CTA: the drained ring holds the raw
+        accumulators), not on the registers before staging (persistent CTAs)."""
+        return self.epilogue is not None and not self.persistent
 
     @property
     def staged_d(self) -> bool:
@@ -476,6 +520,9 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
                         fixed=cfg.smem_bytes - cfg.stages * (cfg.stage_bytes + 2 * MBARRIER_BYTES))
     if not isinstance(cfg.persistent, bool):
         raise SpecError(f"persistent must be True or False, not {cfg.persistent!r}", field="schedule.persistent")
+    if not _is_int(cfg.split_k) or not 1 <= cfg.split_k <= MAX_SPLIT_K:
+        raise SpecError(f"split_k={cfg.split_k!r}: the wgmma kernel cuts a tile's K blocks into 1..{MAX_SPLIT_K} "
+                        f"slices", field="schedule.split_k", hint="write split_k=2, 4 or 8")
     out = cfg.out_type
     ep = cfg.epilogue
     packed = ep is not None and ep.packs          # a 1-byte D: the epilogue's conversions (isa/epilogue_outputs.py)
@@ -523,7 +570,7 @@ class SparseWgmmaPTX(KernelPTX):
         if min(m, n, k, batch) <= 0:
             raise SpecError(f"M, N, K, batch = {m}, {n}, {k}, {batch}: each must be at least 1", field="shape")
         cm = a["cluster"][0]
-        tiles = -(-m // (a["tile_m"] * cm)) * cm * -(-n // a["tile_n"])
+        tiles = -(-m // (a["tile_m"] * cm)) * cm * -(-n // a["tile_n"]) * a.get("split_k", 1)
         if a.get("persistent"):
             if multiprocessors is None:
                 raise SpecError("a persistent kernel's grid depends on the device's multiprocessor count",
@@ -555,7 +602,8 @@ class _Writer(PtxBuilder):
         self.dbase = "%ds" if cfg.persistent and cfg.staged_d else "%sb"     # the staged D tile's base
         self.ring = RingCode(self, cfg.ring, "%sb")
         self.state = PipelineState("%st", "%ph")
-        self.add_params("u64", "tensor_maps", *(("c",) if cfg.accumulate_c else ()), "d")
+        self.add_params("u64", "tensor_maps", *(("c",) if cfg.accumulate_c else ()), "d",
+                        *(("workspace", "semaphores") if cfg.split_k > 1 else ()))
         ep = cfg.epilogue
         if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
             self.add_params("u64", *(p for p in ep.params if p == "bias"))
@@ -606,7 +654,10 @@ class _Writer(PtxBuilder):
                      "%st", "%ph", "%pst", "%bar", "%pm", "%pn", "%m0", "%n0", "%eb", "%c0", "%c1", "%c2", "%q", "%rk")
         self.declare("u64", "%bc", "%bd", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
         if cfg.persistent:       # the work loop: item, items, stride; the staged D region's base
-            self.declare("u32", "%t", "%nt", "%ts", *(("%ds",) if cfg.staged_d else ()))
+            self.declare("u32", "%t", "%nt", *(("%ds",) if cfg.staged_d else ()))
+        if cfg.split_k > 1:      # slice, its K blocks [%k0, %kbe), the tile's semaphore index; workspace, semaphore
+            self.declare("u32", "%sl", "%k0", "%kbe", "%wi")
+            self.declare("u64", "%gw", "%gs")
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
         if cfg.promote is not None:      # the promoted f32 sums; %pk: K blocks since the last promotion
@@ -627,6 +678,9 @@ class _Writer(PtxBuilder):
             ins("mov.u32 %q, %ctaid.x;")
             if cfg.cluster_m > 1:    # the pair (cluster) walks the raster; its rank picks the M tile
                 ins(f"div.u32 %q, %q, {cfg.cluster_m};                // cluster: consecutive CTAs (PTX .reqnctapercluster)")
+        if cfg.split_k > 1:          # work item = tile * split_k + slice: a tile's slices run side by side
+            ins(f"rem.u32 %sl, %q, {cfg.split_k};                // K slice")
+            ins(f"div.u32 %q, %q, {cfg.split_k};")
         ins(f"add.u32 %x, %N, {cfg.cta_n - 1};")
         ins(f"div.u32 %x, %x, {cfg.cta_n};                 // tile columns (the last one partial)")
         ins(f"mul.lo.u32 %x, %x, {G};                 // tiles per group")
@@ -646,8 +700,7 @@ class _Writer(PtxBuilder):
         ins(f"mul.lo.u32 %n0, %pn, {cfg.cta_n};")
 
     def work_count(self) -> None:
-        """Persistent CTAs: %nt = the work items of one batch (tiles; CTA pairs: pair tiles), %ts = the
-        stride between a CTA's items (the grid's CTAs, pairs)."""
+        """Persistent CTAs: %nt = the work items of one batch (tiles; CTA pairs: pair tiles; x split_k)."""
         cfg, ins = self.cfg, self.ins
         tm = cfg.cta_m * cfg.cluster_m
         ins(f"add.u32 %x, %M, {tm - 1};")
@@ -655,6 +708,8 @@ class _Writer(PtxBuilder):
         ins(f"add.u32 %nt, %N, {cfg.cta_n - 1};")
         ins(f"div.u32 %nt, %nt, {cfg.cta_n};")
         ins("mul.lo.u32 %nt, %nt, %x;                   // work items (tiles) of the batch")
+        if cfg.split_k > 1:
+            ins(f"mul.lo.u32 %nt, %nt, {cfg.split_k};                // x K slices")
 
     def work_loop(self) -> str:
         """Persistent CTAs (static schedule): for (%t = ctaid.x; %t < %nt; %t += nctaid.x), counted in pairs
@@ -662,10 +717,8 @@ class _Writer(PtxBuilder):
         Returns the loop's top label; the ring's pipeline state is NOT reset per item."""
         cfg, ins = self.cfg, self.ins
         ins("mov.u32 %t, %ctaid.x;")
-        ins("mov.u32 %ts, %nctaid.x;")
         if cfg.cluster_m > 1:
             ins(f"div.u32 %t, %t, {cfg.cluster_m};                // the pair's first item")
-            ins(f"div.u32 %ts, %ts, {cfg.cluster_m};")
         top = self.label("WORK")
         self.put(top)
         ins("setp.ge.u32 %p1, %t, %nt;")
@@ -674,8 +727,115 @@ class _Writer(PtxBuilder):
         return top
 
     def next_work(self, top: str) -> None:
-        self.ins("add.u32 %t, %t, %ts;")
+        """%t += the grid's CTAs (pairs), read again here rather than held in a register across the tile."""
+        self.ins("mov.u32 %x, %nctaid.x;")
+        if self.cfg.cluster_m > 1:
+            self.ins(f"div.u32 %x, %x, {self.cfg.cluster_m};")
+        self.ins("add.u32 %t, %t, %x;")
         self.ins(f"bra.uni {top};")
+
+    # -- split-K --------------------------------------------------------------------------------------
+    @property
+    def k_end(self) -> str:
+        """The register the K loops count up to: all K blocks, or (split-K) the end of the slice's."""
+        return "%kbe" if self.cfg.split_k > 1 else "%nkb"
+
+    def first_block(self) -> None:
+        """%kb = the first K block of the work item: 0, or (split-K, slice %sl of S) blocks
+        [%sl * nkb / S, (%sl + 1) * nkb / S): slices differ by at most one block, and one may have none
+        when there are fewer blocks than slices (it contributes a zero partial)."""
+        cfg, ins = self.cfg, self.ins
+        if cfg.split_k == 1:
+            ins("mov.u32 %kb, 0;")
+            return
+        S = cfg.split_k
+        ins("mul.lo.u32 %k0, %sl, %nkb;")
+        ins(f"div.u32 %k0, %k0, {S};                  // the slice's first K block")
+        ins("mad.lo.u32 %kbe, %sl, %nkb, %nkb;")
+        ins(f"div.u32 %kbe, %kbe, {S};                // and its end")
+        ins("mov.u32 %kb, %k0;")
+
+    def skip_empty_slice(self, label: str) -> None:
+        if self.cfg.split_k > 1:
+            self.ins("setp.ge.u32 %p1, %kb, %kbe;")
+            self.ins(f"@%p1 bra.uni {label};                  // a slice without K blocks")
+
+    def semaphore_index(self) -> None:
+        """%wi = this CTA's tile within the launch (batch-major): its semaphore, and x split_k + slice its
+        partial in the workspace."""
+        cfg, ins = self.cfg, self.ins
+        tm, cm = cfg.cta_m * cfg.cluster_m, cfg.cluster_m
+        ins(f"add.u32 %x, %M, {tm - 1};")
+        ins(f"div.u32 %x, %x, {tm};")
+        ins(f"add.u32 %y, %N, {cfg.cta_n - 1};")
+        ins(f"div.u32 %y, %y, {cfg.cta_n};")
+        ins("mul.lo.u32 %x, %x, %y;")
+        if cm > 1:
+            ins(f"mul.lo.u32 %x, %x, {cm};                   // CTA tiles of a batch")
+            ins(f"mad.lo.u32 %y, %q, {cm}, %rk;")
+            ins("mad.lo.u32 %wi, %bz, %x, %y;")
+        else:
+            ins("mad.lo.u32 %wi, %bz, %x, %q;")
+
+    def split_k_reduce(self, not_last: str) -> None:
+        """split-K, after the slice's mainloop: every consumer thread writes its accumulators (the slice's
+        partial) to the workspace; the CTA arrives at its tile's semaphore; the one arriving last (the
+        semaphore's old value S - 1) resets the semaphore for the next launch and sums the S partials in
+        slice order 0, 1, .., S - 1 (its own read back too), so D does not depend on which slice came last:
+        bit-reproducible. Memory model (PTX ISA 8 "Memory Consistency Model"): each thread's partial stores
+        are ordered before the arrival by its fence.acq_rel.gpu and the CTA barrier, the arrival is an
+        atom.add with .acq_rel at .gpu scope (release for this CTA's partial, acquire of the other CTAs'),
+        and the barrier plus the readers' fence.acq_rel.gpu order the sum's loads after it. Layout of a
+        partial: v4 group g of consumer thread t at byte 16 * (g * consumer threads + t) (each warp's
+        stores and loads coalesced). Falls through to the epilogue in the last CTA, jumps to `not_last`
+        in the others."""
+        cfg, ins = self.cfg, self.ins
+        S, ct = cfg.split_k, WG_THREADS * cfg.consumers
+        groups = cfg.accumulators // 4
+        acc = self.acc
+        ins(f"// ---- split-K: this slice's partial -> workspace; the last of the tile's {S} CTAs reduces")
+        self.global_pointer("%gw", "workspace")
+        self.global_pointer("%gs", "semaphores")
+        ins(f"mad.lo.u32 %x, %wi, {S}, %sl;")
+        ins(f"mul.wide.u32 %off, %x, {cfg.partial_bytes};")
+        ins("add.u64 %gw, %gw, %off;")
+        # max first: the same value on this consumer-only path, and an interval the address-range proof
+        # (tests/test_address_ranges.py, not path-sensitive) sees cannot wrap below zero
+        ins(f"max.u32 %y, %thr, {WG_THREADS};")
+        ins(f"sub.u32 %y, %y, {WG_THREADS};                // consumer thread")
+        ins(f"mul.wide.u32 %off, %y, {CHUNK};")
+        ins("add.u64 %gw, %gw, %off;")
+        for g in range(groups):
+            regs = ", ".join(f"%acc{4 * g + e}" for e in range(4))
+            ins(f"st.global.v4{acc} [%gw+{g * ct * CHUNK}], {{{regs}}};")
+        ins("fence.acq_rel.gpu;                          // the partial before the CTA's arrival")
+        ins(f"bar.sync 1, {ct};")
+        ins("mul.wide.u32 %off, %wi, 4;")
+        ins("add.u64 %gs, %gs, %off;")
+        ins(f"setp.eq.u32 %p1, %thr, {WG_THREADS};              // the first consumer thread arrives")
+        ins("@%p1 atom.acq_rel.gpu.global.add.u32 %x, [%gs], 1;")
+        ins(f"add.u32 %z, %sb, {cfg.flag_offset};")
+        ins("@%p1 st.shared.u32 [%z], %x;")
+        ins(f"bar.sync 1, {ct};")
+        ins("ld.shared.u32 %x, [%z];")
+        ins(f"setp.ne.u32 %p2, %x, {S - 1};")
+        ins(f"@%p2 bra.uni {not_last};                  // another slice of the tile is still running")
+        ins("fence.acq_rel.gpu;                          // every slice's partial is visible")
+        ins("@%p1 st.relaxed.gpu.global.u32 [%gs], 0;   // the semaphore is 0 again for the next launch")
+        zero = "0f00000000" if acc == ".f32" else "0"
+        for r in range(cfg.accumulators):
+            ins(f"mov{acc} %acc{r}, {zero};")
+        ins(f"mul.wide.u32 %off, %sl, {cfg.partial_bytes};")
+        ins("sub.u64 %gw, %gw, %off;                     // slice 0's partial")
+        ins("mov.u32 %kb, 0;")
+        top = self.label("REDUCE")
+        self.put(top)
+        for g in range(groups):
+            ins(f"ld.global.v4{acc} {{%v0, %v1, %v2, %v3}}, [%gw+{g * ct * CHUNK}];")
+            for e in range(4):
+                ins(f"add{acc} %acc{4 * g + e}, %acc{4 * g + e}, %v{e};")
+        ins(f"add.u64 %gw, %gw, {cfg.partial_bytes};")
+        self.count_up("%kb", 1, "%p1", S, top)
 
     def slot_regs(self) -> None:
         """%pst = shared address of ring slot %st; %bar = its full barrier."""
@@ -746,9 +906,11 @@ class _Writer(PtxBuilder):
         ins("shr.u32 %c1, %m0, 4;                         // metadata row of the tile (16 rows each)")
         if cfg.cluster_m > 1 and not cfg.persistent:
             ins(mask)
-        ins("mov.u32 %kb, 0;")
+        self.first_block()
         if not cfg.persistent:
             self.ring.start(self.state)
+        produced = self.label("PRODUCED") if cfg.persistent else self.end
+        self.skip_empty_slice(produced)
         loop = self.label("PRODUCE")
         self.put(loop)
         self.slot_regs()
@@ -770,8 +932,9 @@ class _Writer(PtxBuilder):
                 ins(f"@%p6 cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%x], "
                     f"[%tm{box.tensor}, {{%c0, {y}, %bz}}], [%bar];")
         self.ring.advance(self.state, "%p1")
-        self.count_up("%kb", 1, "%p1", "%nkb", loop)
+        self.count_up("%kb", 1, "%p1", self.k_end, loop)
         if cfg.persistent:
+            self.put(produced)
             self.next_work(top)
         ins(f"bra.uni {self.end};")
 
@@ -781,6 +944,8 @@ class _Writer(PtxBuilder):
         ins("sub.u32 %wg, %wg, 1;")
         if not cfg.persistent:
             self.raster()
+            if cfg.split_k > 1:
+                self.semaphore_index()
         self.batch_offsets()
         if not cfg.persistent:
             self.init_acc()
@@ -814,19 +979,24 @@ class _Writer(PtxBuilder):
             self.ring.start(self.state)
             top = self.work_loop()
             self.raster()
+            if cfg.split_k > 1:
+                self.semaphore_index()
             self.init_acc()
-        ins("mov.u32 %kb, 0;")
+        self.first_block()
         if not cfg.persistent:
             self.ring.start(self.state)
         ins("mov.u32 %pn, 0;                              // slot of the previous K block")
         loop, done = self.label("CONSUME"), self.label("MAINLOOP_DONE")
+        no_blocks = self.label("NO_BLOCKS") if cfg.split_k > 1 else None
+        if no_blocks:
+            self.skip_empty_slice(no_blocks)
         self.put(loop)
         for buf in range(2):       # two copies: the metadata registers of a block in flight stay untouched
             self.k_block(buf)
             if buf == 1:
-                self.count_up("%kb", 1, "%p1", "%nkb", loop)
+                self.count_up("%kb", 1, "%p1", self.k_end, loop)
             else:
-                self.count_up("%kb", 1, "%p1", "%nkb", done, exit_at_limit=True)
+                self.count_up("%kb", 1, "%p1", self.k_end, done, exit_at_limit=True)
         self.put(done)
         ins("wgmma.wait_group.sync.aligned 0;")
         if cfg.promote is not None:
@@ -836,7 +1006,14 @@ class _Writer(PtxBuilder):
             # K blocks while the consumers store this tile's D
             ins("// the tile's last slot is free (its wgmma group completed)")
             self.ring.release("%pn", "%p3", "%x", "%y", cfg.cluster_m)
-        self.epilogue()
+        if no_blocks:
+            self.put(no_blocks)
+            not_last = self.label("NOT_LAST")
+            self.split_k_reduce(not_last)
+            self.epilogue()
+            self.put(not_last)
+        else:
+            self.epilogue()
         if cfg.persistent:
             self.next_work(top)
 
@@ -876,7 +1053,7 @@ class _Writer(PtxBuilder):
                 ins(f"{opcode} {accs}, %da, %db, %meta{(buf * mb + j) * ks + s}, {cfg.selector}, {scale_d}{self.tail()};")
         ins("wgmma.commit_group.sync.aligned;")
         ins("wgmma.wait_group.sync.aligned 1;             // the previous block's group is complete")
-        ins("setp.ne.u32 %p5, %kb, 0;")
+        ins(f"setp.ne.u32 %p5, %kb, {'%k0' if cfg.split_k > 1 else 0};")
         ins("and.pred %p5, %p5, %p3;")
         # the slot is free once the consumers of every CTA reading it (both of a pair) are done with it.
         # A pair's remote arrive has default semantics (.release, .cta scope), as CUTLASS's
@@ -1015,12 +1192,18 @@ class _Writer(PtxBuilder):
         self.init_registers("%acc", zero)
 
     def init_registers(self, regs: str, zero: str) -> None:
-        """`regs`{0..} = the C fragments of the tile (preload_c) or zero."""
+        """`regs`{0..} = the C fragments of the tile (preload_c; split-K: slice 0's partial only) or zero."""
         cfg, ins, acc = self.cfg, self.ins, self.acc
-        if not cfg.preload_c:
+        if not cfg.preload_c or cfg.split_k > 1:
             for r in range(cfg.accumulators):
                 ins(f"mov{acc} {regs}{r}, {zero};")
-            return
+            if not cfg.preload_c:
+                return
+        skip = None
+        if cfg.split_k > 1:        # C enters one slice's partial only: slice 0's
+            skip = self.label("C_DONE")
+            ins("setp.ne.u32 %p1, %sl, 0;")
+            ins(f"@%p1 bra.uni {skip};")
         ins("// C fragments into the accumulators (Figure 149 layout)")
         self.global_pointer("%gc", "c")
         self.global_fragment_ptr("%gc", self.abytes, "%ldc")
@@ -1039,6 +1222,8 @@ class _Writer(PtxBuilder):
                     ins(f"@%p{8 + e} ld.global{acc} {regs}{i + e}, [%gd+{(c + e) * self.abytes}];")
 
         self.edge_split(interior, edge)
+        if skip:
+            self.put(skip)
 
     def store_acc_pair(self, space: str, at: str, i: int) -> None:
         self.store_pair(space, at, f"%acc{i}", f"%acc{i + 1}", self.store_type, self.convert)
@@ -1117,6 +1302,30 @@ class _Writer(PtxBuilder):
         ins(f"add.u32 %y, %pn, {per};")
         ins("setp.le.and.u32 %p9, %y, %N, %p8;           // the whole chunk is inside D")
         ins("setp.gt.and.u32 %p10, %y, %N, %p8;          // part of it is")
+
+    def stage_after_epilogue(self, pitch: int) -> None:
+        """Persistent CTAs with a fused epilogue: the plan runs on the accumulators in registers (C and bias
+        per pair, as for direct stores; an edge tile's reads predicated) and D's type is staged at %c0 (the
+        thread's pair 0 in the region): half the bytes of f32 for f16 / bf16 D, so the region fits next to
+        a deeper ring. The copy-out is then the plain one."""
+        cfg, ins = self.cfg, self.ins
+        self.direct_epilogue_pointers()
+        self.thread_row()
+        ins(f"mad.lo.u32 %c0, %x, {pitch}, {self.dbase};")
+        ins(f"mad.lo.u32 %c0, %y, {self.dbytes}, %c0;")
+        ins("add.u32 %x, %x, %m0;                      // the pair's row and column of D (pair_guards)")
+        ins("add.u32 %y, %y, %n0;")
+
+        def stage(edge: bool) -> None:
+            if edge:
+                epilogue.zero_inputs(self, cfg.epilogue)
+            for _j, i, r, c in self.pairs():
+                if edge:
+                    self.pair_guards(r, c)
+                self.apply_epilogue(i, r, c, edge)
+                self.store_acc_pair("shared", f"[%c0+{r * pitch + c * self.dbytes}]", i)
+
+        self.edge_split(lambda: stage(False), lambda: stage(True))
 
     def staged_epilogue_out(self) -> None:
         """The copy-out of a staged accumulator tile through the epilogue: per 16-byte chunk (4 f32
@@ -1240,7 +1449,7 @@ class _Writer(PtxBuilder):
 
             self.edge_split(lambda: direct(False), lambda: direct(True))
             return
-        pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue is not None else self.dbytes)
+        pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue_in_copy_out else self.dbytes)
         if cfg.persistent:
             ins(f"// accumulators -> padded D tile in its own region (pitch {pitch} B) -> coalesced stores")
             ins("add.u32 %z, %wg, 2;")
@@ -1249,18 +1458,21 @@ class _Writer(PtxBuilder):
             ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
             ins("fence.proxy.async.shared::cta;              // the ring was last touched by the async proxy")
             ins(f"bar.sync 1, {WG_THREADS * cfg.consumers};               // every consumer is done with the ring")
-        self.thread_row()
-        ins(f"mad.lo.u32 %x, %x, {pitch}, {self.dbase};")
-        ins(f"mad.lo.u32 %x, %y, {db}, %x;")
-        if cfg.epilogue is not None:           # the raw accumulators; the epilogue runs in the copy-out
-            for _j, i, r, c in self.pairs():
-                ins(f"st.shared.v2{self.acc} [%x+{r * pitch + c * db}], {{%acc{i}, %acc{i + 1}}};")
+        if cfg.epilogue is not None and not cfg.epilogue_in_copy_out:
+            self.stage_after_epilogue(pitch)
         else:
-            for _j, i, r, c in self.pairs():
-                self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
+            self.thread_row()
+            ins(f"mad.lo.u32 %x, %x, {pitch}, {self.dbase};")
+            ins(f"mad.lo.u32 %x, %y, {db}, %x;")
+            if cfg.epilogue is not None:           # the raw accumulators; the epilogue runs in the copy-out
+                for _j, i, r, c in self.pairs():
+                    ins(f"st.shared.v2{self.acc} [%x+{r * pitch + c * db}], {{%acc{i}, %acc{i + 1}}};")
+            else:
+                for _j, i, r, c in self.pairs():
+                    self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
         ins("add.u32 %z, %wg, 2;")
         ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's rows are staged")
-        if cfg.epilogue is not None:
+        if cfg.epilogue_in_copy_out:
             self.staged_epilogue_out()
             return
         cpr = cfg.cta_n * db // CHUNK
@@ -1312,6 +1524,17 @@ def padded_sizes(abi: dict, m: int, k: int) -> dict[str, int]:
             "meta_words": -(-k // tk) * tk // fk * 32}
 
 
+def metadata_coordinate_limit(cfg: SparseWgmmaConfig) -> list[str]:
+    """TMA tensor coordinates are signed 32-bit (PTX ISA 9.7.9.25.5.1, cp.async.bulk.tensor: the tensorCoords
+    vector is .s32): the metadata box of K block kb starts at x = kb * ksteps * 32 words, its last word at
+    Kb / k * 32 - 1 (Kb = K in whole K blocks), which must stay below 2^31. For k = 32 and 64 that is implied
+    by K < 2^31; tf32 (k = 16: 2 words per K element) passes 2^31 from Kb > 2^30 on, before K itself does."""
+    tk, fk = cfg.cta_k, cfg.form.k
+    if fk >= 32:                                    # at most one word a K element: Kb <= 2^31 covers it
+        return []
+    return [f"(K + {tk - 1}) // {tk} * {tk} // {fk} * 32 <= {1 << 31}"]
+
+
 def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
     form = cfg.form
     maps = [{"operand": t.operand, "elem_bits": t.elem_bits, "data_type": TMA_DATA_TYPE[t.elem_bits],
@@ -1345,12 +1568,28 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
             buffers[name]["batch_stride"] = f"batch_stride_{name}" if name in ("c", "d") else "tensor map"
     extra = epilogue.abi_entries(cfg.epilogue, buffers)
     tiles_m, tiles_n = f"((M + {tm - 1}) // {tm}) * {cfg.cluster_m}", f"((N + {cfg.cta_n - 1}) // {cfg.cta_n})"
-    cm = cfg.cluster_m
-    # persistent: as many CTAs (pairs) per batch as run at once, never more than there are tiles (pairs)
-    grid_x = "tiles"
+    cm, S = cfg.cluster_m, cfg.split_k
+    # split-K: split_k CTAs per tile; persistent: as many CTAs (pairs) per batch as run at once, never more
+    # than there are work items
+    work = "tiles" if S == 1 else f"tiles * {S}"
+    grid_x = work
     if cfg.persistent:
-        grid_x = ("min(tiles, multiprocessors * max_ctas_per_sm)" if cm == 1 else
-                  f"{cm} * min(tiles // {cm}, multiprocessors * max_ctas_per_sm // {cm})")
+        grid_x = (f"min({work}, multiprocessors * max_ctas_per_sm)" if cm == 1 else
+                  f"{cm} * min({work} // {cm}, multiprocessors * max_ctas_per_sm // {cm})")
+    scratch = {}
+    limits = []
+    if S > 1:
+        scratch = {"scratch": {
+            "workspace": {"element": cfg.acc_type, "shape": ["batch", f"tiles * {S}", cfg.cta_m * cfg.cta_n],
+                          "zeroed": False,
+                          "layout": f"per (batch, tile, K slice) one slice's {cfg.cta_m} x {cfg.cta_n} partial "
+                                    "accumulators (the kernel's fragment order); no initial contents needed"},
+            "semaphores": {"element": "u32", "shape": ["batch", "tiles"], "zeroed": True,
+                           "layout": "one arrival counter per (batch, tile): zero before the first launch; every "
+                                     "launch leaves it zero (the reducing CTA resets it). Launches sharing the "
+                                     "scratch must not run concurrently"}}}
+        # the slice's K blocks sl * nkb (< S * nkb) and the partial index (batch * tiles + tile) * S + sl are u32
+        limits = [f"(K + {cfg.cta_k - 1}) // {cfg.cta_k} * {S} < {1 << 32}", f"batch * tiles * {S} < {1 << 32}"]
     return {
         **abi_head(cfg.name, "sparse_wgmma", form.name, wgmma_opcode(cfg), cfg.target, ptx, params, buffers),
         "tensor_maps": maps,
@@ -1360,6 +1599,7 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "consumers": cfg.consumers, "stages": cfg.stages, "raster_group": cfg.raster_group,
         "cluster": [cfg.cluster_m, 1, 1],
         "persistent": cfg.persistent,
+        "split_k": S,
         "max_ctas_per_sm": 1,
         "block": [cfg.threads, 1, 1],
         "grid": [grid_x, "batch", 1],
@@ -1368,11 +1608,13 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [],
         # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (_Writer.raster)
-        "limits": launch_limits("MNK", ["tiles", "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"],
+        "limits": launch_limits("MNK", [work, "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"] + limits
+                  + metadata_coordinate_limit(cfg),
         **({"promote": cfg.promote} if cfg.promote is not None else {}),
         "batch": "grid y: the batch index; C and D at batch_stride_c / batch_stride_d elements per batch, A, "
                  "metadata and B through rank-3 tensor maps (their batch strides in the maps)",
         **extra,
+        **scratch,
     }
 
 
@@ -1463,12 +1705,13 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
     if schedule.persistent not in ("none", "static"):
         raise SpecError(f"persistent={schedule.persistent}: the wgmma kernel's persistent CTAs are scheduled "
                         f"statically", field="schedule.persistent", hint="write persistent=static")
-    if schedule.split_k != 1:
-        raise SpecError(f"split_k={schedule.split_k}: the wgmma kernel walks the whole K in one CTA; split-K and "
-                        f"stream-K are not implemented yet", field="schedule.split_k", hint="leave split_k= out")
+    if schedule.split_k == SPLIT_K_STREAM:
+        raise SpecError("split_k=stream: stream-K (CTAs walking an even share of all tiles' K blocks) is not "
+                        "implemented yet for the wgmma kernel", field="schedule.split_k",
+                        hint="write split_k=N (N K slices per tile, reduced in slice order) or persistent=static")
     raster = {} if schedule.raster is None else {"raster_group": schedule.raster}
     return SparseWgmmaConfig(name, form, target, cta_m=schedule.cta_m, cta_n=schedule.cta_n, cta_k=schedule.cta_k,
                              consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
                              ptx_version=ptx_version, cluster_m=schedule.cluster, accumulate_c=accumulate_c,
                              d_type=d_type, epilogue=epilogue, persistent=schedule.persistent == "static",
-                             promote=getattr(schedule, "promote", None), **raster)
+                             promote=getattr(schedule, "promote", None), split_k=schedule.split_k, **raster)

@@ -20,9 +20,14 @@ shared setup; none of them decides a size.
              tcgen05.mma (enable-input-d false for the first of the tile) and tcgen05.commit to the slot's
              empty barrier (the slot is free once those copies and MMAs have read it, 9.7.16.12.1); after the
              last block commit to the accumulator's full barrier.
-  epilogue   warps 0-3: per tile, wait for the accumulator's full phase, read warp w's 32 lanes with
-             tcgen05.ld.32x32b.x8 (9.7.16.8.3), store them to D with 16-byte vector stores, then (after
-             tcgen05.fence::before_thread_sync) lane 0 arrives on the accumulator's empty barrier.
+  epilogue   warps 0-3: per tile, wait for the accumulator's full phase, read warp w's 32 lanes 32 columns
+             at a time with tcgen05.ld.32x32b.x32 (9.7.16.8.3), apply the fused epilogue (tilec.epilogue_plan)
+             and convert to D's type, write the chunk to one of the warp's two staging buffers in shared
+             memory (swizzled like D's tensor map), fence.proxy.async.shared::cta, and lane 0 stores the box
+             by TMA (cp.async.bulk.tensor .global.shared::cta.bulk_group, 9.7.9.25.5.1), waiting with
+             cp.async.bulk.wait_group.read before a buffer is written again; after the tile's last
+             tcgen05.ld (and tcgen05.fence::before_thread_sync) lane 0 arrives on the accumulator's empty
+             barrier, before that chunk's stores (`epilogue_role`).
   teardown   the CTA meets; warp 0 frees the TMEM columns.
 A CTA pair (cta_group::2, `schedule ... cluster=2`, M = 256): each CTA loads its 128 rows of A and its N/2 rows
 of B; both CTAs' copies complete on the leader's (rank 0) full barrier (`.cta_group::2` on the TMA,
@@ -34,19 +39,28 @@ data is its own (B is split by N, not shared), so no copy is multicast. Block-sc
 CTA loads its 128 rows' SFA / META image and the pair's SFB image (every CTA's TMEM holds SFB for all N,
 9.7.16.10.7), and the leader's tcgen05.cp.cta_group::2 copies in both CTAs, each from its own shared memory.
 Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
-(t mod tiles_m, t div tiles_m) (along M first). Ring slots and accumulators advance with a phase bit that
+(t mod tiles_m, (t div tiles_m) mod tiles_n, t div (tiles_m tiles_n)) (along M first, then N, then the batch);
+tiles_m = ceil(M / tile M), tiles_n = ceil(N / tile N), ceil(K / cta K) K blocks: TMA loads fill the parts
+of a box outside A and B with zeros and the TMA store clips D at its extents, so dense tiles take any
+M, N, K >= 1. Ring slots and accumulators advance with a phase bit that
 flips each time their index wraps (mbarrier phases, 9.7.13.15.16 try_wait.parity); a producer waiting on
 a fresh empty barrier waits for parity 1 ("the phase before the first"), which completes at once.
 
-ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of two 64-byte
-aligned CUtensorMaps, A then B, in global memory), D (u64), META or SFA, SFB (u64: their TMEM images,
-`tmem_image`), the epilogue's bias and scalars, M, N, K (u32); A is [M][K] and B [N][K]
-row-major (K-major), D [M][N] row-major in D's type; grid (min(tiles, SM count), 1, 1), block (192, 1, 1), dynamic
-shared memory `dynamic_smem_bytes`, clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `buffers` states every
-array (element type, shape in M, N, K) as compiler/runtime/abi.py's buffers family does, so compiler/runtime
-launches this kernel by the path of the TMA + wgmma.sp kernels (`tilec run --check` on a B200).
-`tensor_map_args` gives each map's cuTensorMapEncodeTiled arguments (the runtime's driver encodes them; the
-CPU emulator reads TMA through them).
+ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of three 64-byte
+aligned CUtensorMaps, A, B, the META / SFA / SFB images, then D, in global memory), [META | SFA, SFB: their
+TMEM images, `tmem_image`], [C], [bias, alpha, beta], M, N, K,
+batch (u32); A is [batch][M][K] and B [batch][N][K] row-major (K-major), D [batch][M][N] row-major in D's type
+(rows of each any multiple of 16 bytes apart: the maps' strides), C [batch][M][N] dense in the accumulator
+type; grid (min(tiles, SM count), 1, 1), block (192, 1, 1), dynamic shared memory `dynamic_smem_bytes`,
+clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `tensor_map_args` gives each map's
+cuTensorMapEncodeTiled arguments (rank 3; the runtime's driver encodes them, the CPU emulator reads and
+writes through them). `buffers` states every array (element type, shape in M, N, K) as
+compiler/runtime/abi.py's buffers family does, so compiler/runtime launches this kernel by the path of the
+TMA + wgmma.sp kernels (`tilec run --check` on a B200). Sparse and
+block-scaled tiles (whose images are laid out by whole tiles) require whole tiles and K
+blocks and batch 1 (`requires`).
+With an `epilogue` statement D's type is the output's and the TMEM accumulator is f32 (s32 for integer A:
+epilogue-lowering's accumulator_type), C is read in the epilogue (never preloaded into TMEM).
 """
 from __future__ import annotations
 
@@ -58,7 +72,9 @@ from ..ir import Op
 from ..isa.tcgen05_kinds import mma_k
 from ..isa.types import TYPES
 from ..passes.warp_specialization import WsPlan, ws_plan
+from ..passes.epilogue_lowering import SCRATCH
 from .builder import PtxBuilder, launch_limits
+from .epilogue import element_steps
 from .pipeline import RingCode, RingPlan, ring_plan
 from .tcgen05_issue import commit, descriptor, descriptor_base, idesc_registers, issue_mmas
 
@@ -180,12 +196,15 @@ class _WsKernel:
     # ---- whole kernel ----------------------------------------------------------------------------
     def emit(self) -> tuple[str, dict]:
         kb, e, plan = self.kb, self.e, self.plan
-        kb.add_params("u64", "tensor_maps", "D", *(("META",) if self.sparse else ()),
+        # D has no pointer parameter: the epilogue stores it through its tensor map (the third)
+        kb.add_params("u64", "tensor_maps", *(("META",) if self.sparse else ()),
                       *(("SFA", "SFB") if self.scaled else ()))
-        if self.epi is not None:                      # the epilogue's parameters: bias (u64) first, then f32 scalars
-            for name in self.epi.params:
+        if self.epi is not None:
+            if self.epi.c == "epilogue":
+                kb.add_params("u64", "C")
+            for name in self.epi.params:              # the epilogue's parameters: bias (u64) first, then f32 scalars
                 kb.add_params("u64" if name == "bias" else "f32", name)
-        kb.add_params("u32", "M", "N", "K")
+        kb.add_params("u32", "M", "N", "K", "batch")
         kb.directives.append(f".reqntid {plan.threads}, 1, 1")
         if self.pair:
             # a CTA pair is a cluster of two (9.7.16.10.9.1 cta_group::2; 11.7.1 .reqnctapercluster)
@@ -239,11 +258,17 @@ class _WsKernel:
         self.m, self.n, self.k = kb.regs("r", 3)
         for reg, name in ((self.m, "M"), (self.n, "N"), (self.k, "K")):
             kb.ld_param("u32", reg, name)
-        self.tiles_m, self.tiles, self.kblocks = kb.regs("r", 3)
-        kb.div_imm(self.tiles_m, self.m, self.spec.m)          # M tiles of the pair (M = 256) with cta_group::2
-        kb.div_imm(self.tiles, self.n, self.spec.n)
-        e(f"mul.lo.u32 {self.tiles}, {self.tiles}, {self.tiles_m};")
-        kb.div_imm(self.kblocks, self.k, plan.k_block)
+        self.batch = kb.reg("r")
+        kb.ld_param("u32", self.batch, "batch")
+        self.tiles_m, self.tiles_n, self.tiles, self.kblocks = kb.regs("r", 4)
+        # whole and partial tiles (TMA loads fill the parts outside A and B with zeros, the TMA store of D clips
+        # at its extents, 9.7.9.25.5.1) and K blocks (a K tail reads zeros)
+        for dst, size, unit in ((self.tiles_m, self.m, self.spec.m), (self.tiles_n, self.n, self.spec.n),
+                                (self.kblocks, self.k, plan.k_block)):
+            e(f"add.u32 {dst}, {size}, {unit - 1};")
+            kb.div_imm(dst, dst, unit)                     # M: tiles of the pair (M = 256) with cta_group::2
+        e(f"mul.lo.u32 {self.tiles}, {self.tiles_n}, {self.tiles_m};")
+        e(f"mul.lo.u32 {self.tiles}, {self.tiles}, {self.batch};")
         p0, x = kb.reg("p"), kb.reg("r")
         e(f"setp.eq.u32 {p0}, {self.tid}, 0;")
         for name, ring in self.rings.items():
@@ -287,9 +312,10 @@ class _WsKernel:
     # ---- shared pieces of the roles -------------------------------------------------------------
     def tile_loop(self, stem: str, body) -> None:
         """for (t = ctaid.x; t < tiles; t += nctaid.x) body(m0, n0): the static persistent schedule, tiles
-        along M first. A pair walks pair tiles (cluster index = ctaid.x / 2); m0 is this CTA's first row."""
+        along M first, then N, then the batch (`self.z` = the tile's batch index while the body is emitted).
+        A pair walks pair tiles (cluster index = ctaid.x / 2); m0 is this CTA's first row."""
         kb, e = self.kb, self.e
-        t, stride, mi, ni, m0, n0 = kb.regs("r", 6)
+        t, stride, mi, ni, m0, n0, z = kb.regs("r", 7)
         p = kb.reg("p")
         e(f"mov.u32 {t}, %ctaid.x;")
         e(f"mov.u32 {stride}, %nctaid.x;")
@@ -302,10 +328,13 @@ class _WsKernel:
         e(f"@{p} bra.uni {done};")
         e(f"rem.u32 {mi}, {t}, {self.tiles_m};")
         e(f"div.u32 {ni}, {t}, {self.tiles_m};")
+        e(f"div.u32 {z}, {ni}, {self.tiles_n};")
+        e(f"rem.u32 {ni}, {ni}, {self.tiles_n};")
         e(f"mul.lo.u32 {m0}, {mi}, {self.spec.m};")
         if self.pair:
             e(f"mad.lo.u32 {m0}, {self.rank}, {self.spec.m // 2}, {m0};")
         e(f"mul.lo.u32 {n0}, {ni}, {self.spec.n};")
+        self.z = z
         body(m0, n0)
         e(f"add.u32 {t}, {t}, {stride};")
         e(f"bra.uni {top};")
@@ -367,8 +396,8 @@ class _WsKernel:
                     if j:
                         e(f"add.u32 {x}, {x}, {j * op.inner};")
                     e(f"add.u32 {dst}, {ring.slot_addr}, {op.offset + j * op.atom_stride};")
-                    e(f"@{self.p_lane0} cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                      f"{suffix} [{dst}], [{maps[name]}, {{{x}, {row0}}}], [{bar}];")
+                    e(f"@{self.p_lane0} cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                      f"{suffix} [{dst}], [{maps[name]}, {{{x}, {row0}, {self.z}}}], [{bar}];")
             for name, at, nbytes in zip(plan.cp_operands, plan.cp_smem, plan.cp_bytes):
                 # image (row tile, K block) of `name`: `nbytes` contiguous bytes = nbytes / 16 rows of its
                 # tensor map's 16-byte rows, loaded like A and B (a pair: each CTA its own rows' SFA / META
@@ -468,87 +497,158 @@ class _WsKernel:
 
     # ---- epilogue -------------------------------------------------------------------------------
     def epilogue_role(self) -> None:
-
-        kb, e, plan, spec = self.kb, self.e, self.plan, self.spec
+        """Warps 0-3, warp w on rows 32w.. of the tile (its TMEM lane quarter, 9.7.16.8.3), `d_chunk` columns
+        at a time: tcgen05.ld .32x32b (lane = row), the fused epilogue on the f32 values (tilec.epilogue_plan:
+        beta*C and bias read from global memory, guarded by the problem's extents), D's type (cvt.rn.{f16x2,
+        bf16x2}.f32 pairs, PTX 9.7.9.21; a 16-bit accumulator's low halves packed with bfi), then the chunk
+        into one of the warp's staging buffers (row per lane, 16-byte pieces swizzled like the D tensor
+        map), `fence.proxy.async.shared::cta` (the generic-proxy writes become visible to the TMA engine), and
+        lane 0 stores the 32-row box with cp.async.bulk.tensor .global.shared::cta.bulk_group (9.7.9.25.5.1),
+        one bulk group per chunk. Before a buffer is written again lane 0 waits until the store that read it
+        has (cp.async.bulk.wait_group.read: `d_buffers` - 1 groups may still be reading the other buffer).
+        The TMA store clips the box at the tensor's extents (rows >= M, columns >= N are not written). The
+        accumulator is released right after the tile's last tcgen05.ld, before that chunk's stores, so the
+        MMA warp starts on it while the epilogue finishes."""
+        kb, e, plan = self.kb, self.e, self.plan
         kb.comment(f"---- epilogue (warps {plan.epilogue_warps[0]}-{plan.epilogue_warps[-1]}: warp w reads TMEM "
-                   "lanes 32w..32w+31 = rows 32w.. of the tile)")
+                   "lanes 32w..32w+31 = rows 32w.. of the tile, stages D in shared memory, stores it by TMA)")
         accs = self.ring("accumulator")
-        esz = self.d_type.bits // 8
-        lane_field, tw, row, ta = kb.regs("r", 4)
+        chunk, out = plan.d_chunk, self.d_type
+        row_bytes = chunk * out.bits // 8
+        chunks = plan.acc_columns // chunk
+        lane_field, tw, ta, row0, row, col, gcol, bi, bufs, buf, xr, lrow, t = kb.regs("r", 13)
+        tcol, el = kb.regs("r", 2)        # the chunk's TMEM address; a column index (apart from smem addresses)
+        p, p_row, p_store, p_el = kb.regs("p", 4)
+        remote = kb.reg("r")
         e(f"shl.b32 {lane_field}, {self.warp}, 21;")     # (32 * warp) << 16: the lane field (9.7.16.1)
         e(f"add.u32 {tw}, {self.taddr}, {lane_field};")
-        rowoff, dptr, dbase, cw, addr = kb.regs("rd", 5)
-        kb.global_pointer(dptr, "D")
-        col, p = kb.reg("r"), kb.reg("p")
-        remote = kb.reg("r")
+        dmap = kb.reg("rd")
+        kb.ld_param("u64", dmap, "tensor_maps")
+        d_index = len(self.ops) + len(plan.cp_operands)            # D's map: the last
+        e(f"add.u64 {dmap}, {dmap}, {d_index * TMA_MAP_BYTES};")
+        e(f"@{self.p_lane0} fence.proxy.tensormap::generic.acquire.gpu [{dmap}], {TMA_MAP_BYTES};")
+        kb.comment(f"this warp's {plan.d_buffers} staging buffer(s) of 32 x {chunk} {out.name} ({plan.d_swizzle} "
+                   "swizzle: 16-byte piece j of row r at j ^ ((r * row bytes / 128) mod atom rows))")
+        e(f"mad.lo.u32 {bufs}, {self.warp}, {plan.d_buffers * plan.d_stage_bytes}, {self.base};")
+        e(f"add.u32 {bufs}, {bufs}, {plan.d_stage};")
+        e(f"mul.lo.u32 {lrow}, {self.lane}, {row_bytes};")
+        mask = {"128B": 7, "64B": 3, "32B": 1}.get(plan.d_swizzle, 0)
+        e(f"shr.u32 {xr}, {lrow}, 7;")
+        e(f"and.b32 {xr}, {xr}, {mask};")
+        e(f"shl.b32 {xr}, {xr}, 4;")
+        e(f"mov.u32 {bi}, 0;")
         epi = self.epi
+        scalars, scratch = {}, []
+        bias_ptr = c_ptr = c_row = None
         if epi is not None:
             kb.comment("fused epilogue (tilec.epilogue_plan): " + ", ".join(name for name, _ in epi.steps))
-            scratch = kb.regs("f", 3)
-            scalars = {}
+            scratch = kb.regs("f", SCRATCH)
             for name in epi.params:
                 if name != "bias":
                     scalars[name] = kb.reg("f")
                     kb.ld_param("f32", scalars[name], name)
-            bias_ptr, bias_at = kb.regs("rd", 2)
-            bias = kb.regs("f", D_CHUNK if epi.bias == "col" else 1)
             if epi.bias != "none":
+                bias_ptr = kb.reg("rd")
                 kb.global_pointer(bias_ptr, "bias")
+            if epi.c == "epilogue":
+                c_ptr, c_row, n64 = kb.regs("rd", 3)
+                kb.global_pointer(c_ptr, "C")
+                e(f"cvt.u64.u32 {n64}, {self.n};")
+        creg, breg = kb.reg("f"), kb.reg("f")
+        at, col4 = kb.regs("rd", 2)
+        v = kb.regs("r", chunk)
+        words = v if out.bits == 32 else kb.regs("r", chunk // 2)
+
+        def load_guarded(dst: str, ptr: str, pred: str) -> None:
+            e(f"mov.f32 {dst}, 0f00000000;")              # outside the problem: a defined value, never stored
+            e(f"@{pred} ld.global.f32 {dst}, [{ptr}];")
+
+        def chunk_body(last: bool) -> None:
+            e(f"add.u32 {tcol}, {ta}, {col};")
+            e(f"tcgen05.ld.sync.aligned.32x32b.x{chunk}.b32 {{{', '.join(v)}}}, [{tcol}];")
+            e("tcgen05.wait::ld.sync.aligned;")
+            if last:
+                kb.comment("the tile's last columns are read: release the accumulator" +
+                           (" (the leader's barrier)" if self.pair else ""))
+                e("tcgen05.fence::before_thread_sync;")
+                accs.code.release(accs.index, self.p_lane0, accs.scratch, remote, ctas=plan.cluster)
+            e(f"add.u32 {gcol}, {self.n0}, {col};")
+            if epi is not None:
+                if c_ptr is not None:
+                    e(f"mul.wide.u32 {col4}, {gcol}, 4;")
+                    e(f"add.u64 {col4}, {c_row}, {col4};")
+                for i, x in enumerate(v):
+                    if c_ptr is not None or epi.bias == "col":
+                        e(f"add.u32 {el}, {gcol}, {i};")
+                        e(f"setp.lt.u32 {p_el}, {el}, {self.n};")
+                    if epi.bias == "col":
+                        e(f"mul.wide.u32 {at}, {el}, 4;")
+                        e(f"add.u64 {at}, {bias_ptr}, {at};")
+                        load_guarded(breg, at, p_el)
+                    if c_ptr is not None:
+                        e(f"and.pred {p_el}, {p_el}, {p_row};")
+                        e(f"add.u64 {at}, {col4}, {4 * i};")
+                        load_guarded(creg, at, p_el)
+                    element_steps(kb, epi, x, creg, breg, scratch=scratch, scalars=scalars)
+            if out.bits == 16:
+                for i, w in enumerate(words):
+                    if epi is not None:
+                        e(f"{epi.convert} {w}, {v[2 * i + 1]}, {v[2 * i]};")   # the first source is the upper half
+                    else:
+                        # a 16-bit accumulator occupies the low half of its 32-bit TMEM column (9.7.16.10.4.1)
+                        e(f"bfi.b32 {w}, {v[2 * i + 1]}, {v[2 * i]}, 16, 16;")
+            e(f"mad.lo.u32 {buf}, {bi}, {plan.d_stage_bytes}, {bufs};")
+            kb.comment(f"the store that last read this buffer is done reading it (at most {plan.d_buffers - 1} "
+                       "bulk group(s) still reading the other)")
+            e(f"@{self.p_lane0} cp.async.bulk.wait_group.read {plan.d_buffers - 1};")
+            e("bar.warp.sync -1;")
+            e(f"add.u32 {t}, {buf}, {lrow};")
+            for j in range(row_bytes // 16):
+                piece = kb.reg("r")
+                e(f"xor.b32 {piece}, {xr}, {16 * j};")
+                e(f"add.u32 {piece}, {piece}, {t};")
+                e(f"st.shared.v4.b32 [{piece}], {{{', '.join(words[4 * j:4 * j + 4])}}};")
+            e("fence.proxy.async.shared::cta;")
+            e("bar.warp.sync -1;")
+            e(f"setp.lt.u32 {p_store}, {gcol}, {self.n};")
+            e(f"and.pred {p_store}, {p_store}, {self.p_lane0};")
+            e(f"setp.lt.and.u32 {p_store}, {row0}, {self.m}, {p_store};")
+            e(f"@{p_store} cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [{dmap}, {{{gcol}, {row0}, "
+              f"{self.z}}}], [{buf}];")
+            e(f"@{self.p_lane0} cp.async.bulk.commit_group;")
+            if plan.d_buffers == 2:
+                e(f"xor.b32 {bi}, {bi}, 1;")
 
         def tile(m0: str, n0: str) -> None:
+            self.n0 = n0
             accs.wait_full()
             e("tcgen05.fence::after_thread_sync;")
-            e(f"mad.lo.u32 {row}, {self.warp}, 32, {self.lane};")
-            e(f"add.u32 {row}, {row}, {m0};")
-            kb.wide_offset(rowoff, row, self.n, n0)       # element (row, n0) in 64 bits
-            kb.scale64(rowoff, esz, 1)
-            e(f"add.u64 {dbase}, {dptr}, {rowoff};")
+            e(f"mad.lo.u32 {row0}, {self.warp}, 32, {m0};")
+            e(f"add.u32 {row}, {row0}, {self.lane};")
+            e(f"setp.lt.u32 {p_row}, {row}, {self.m};")
             e(f"mad.lo.u32 {ta}, {accs.index}, {plan.acc_columns}, {tw};")
             if epi is not None and epi.bias == "row":             # one bias value per row of D
-                e(f"mul.wide.u32 {bias_at}, {row}, 4;")
-                e(f"add.u64 {bias_at}, {bias_ptr}, {bias_at};")
-                e(f"ld.global.f32 {bias[0]}, [{bias_at}];")
+                e(f"mul.wide.u32 {at}, {row}, 4;")
+                e(f"add.u64 {at}, {bias_ptr}, {at};")
+                load_guarded(breg, at, p_row)
+            if c_ptr is not None:                                  # C row: ((z * M + row) * N) * 4 bytes
+                e(f"cvt.u64.u32 {c_row}, {row};")
+                e(f"mad.wide.u32 {c_row}, {self.z}, {self.m}, {c_row};")
+                e(f"mul.lo.u64 {c_row}, {c_row}, {n64};")
+                e(f"shl.b64 {c_row}, {c_row}, 2;")
+                e(f"add.u64 {c_row}, {c_ptr}, {c_row};")
             e(f"mov.u32 {col}, 0;")
-            top = kb.label("store_d")
-            kb.put(top)
-            v = kb.regs("r", D_CHUNK)
-            t = kb.reg("r")
-            e(f"add.u32 {t}, {ta}, {col};")
-            e(f"tcgen05.ld.sync.aligned.32x32b.x{D_CHUNK}.b32 {{{', '.join(v)}}}, [{t}];")
-            e("tcgen05.wait::ld.sync.aligned;")
-            if epi is not None:
-                if epi.bias == "col":                             # the chunk's 8 column biases
-                    cb = kb.reg("r")
-                    e(f"add.u32 {cb}, {n0}, {col};")
-                    e(f"mul.wide.u32 {bias_at}, {cb}, 4;")
-                    e(f"add.u64 {bias_at}, {bias_ptr}, {bias_at};")
-                    e(f"ld.global.v4.f32 {{{', '.join(bias[:4])}}}, [{bias_at}];")
-                    e(f"ld.global.v4.f32 {{{', '.join(bias[4:])}}}, [{bias_at}+16];")
-                for i, x in enumerate(v):
-                    regs = {"x": x, "b": bias[i] if epi.bias == "col" else bias[0], "c": "",
-                            **{f"t{j}": scratch[j] for j in range(3)}, **scalars}
-                    for _step, lines in epi.element_steps:
-                        for line in lines:
-                            e(line.format(**regs) + ";")
-            e(f"mul.wide.u32 {cw}, {col}, {esz};")
-            e(f"add.u64 {addr}, {dbase}, {cw};")
-            if esz == 4:
-                e(f"st.global.v4.b32 [{addr}], {{{', '.join(v[:4])}}};")
-                e(f"st.global.v4.b32 [{addr}+16], {{{', '.join(v[4:])}}};")
-            else:
-                # a 16-bit D occupies the low half of its 32-bit TMEM column (PTX 9.7.16.10.4.1)
-                h = kb.regs("h", D_CHUNK)
-                for hi, vi in zip(h, v):
-                    e(f"cvt.u16.u32 {hi}, {vi};")
-                e(f"st.global.v4.b16 [{addr}], {{{', '.join(h[:4])}}};")
-                e(f"st.global.v4.b16 [{addr}+8], {{{', '.join(h[4:])}}};")
-            kb.count_up(col, D_CHUNK, p, plan.acc_columns, top)
-            kb.comment("this warp's lanes are read: release the accumulator" + (" (the leader's barrier)" if self.pair else ""))
-            e("tcgen05.fence::before_thread_sync;")
-            accs.code.release(accs.index, self.p_lane0, accs.scratch, remote, ctas=plan.cluster)
+            if chunks > 1:
+                top = kb.label("store_d")
+                kb.put(top)
+                chunk_body(last=False)
+                kb.count_up(col, chunk, p, plan.acc_columns - chunk, top)
+            chunk_body(last=True)
             accs.advance()
 
         self.tile_loop("epi", tile)
+        kb.comment("every store of D has completed before the CTA's shared memory goes away")
+        e(f"@{self.p_lane0} cp.async.bulk.wait_group 0;")
 
     # ---- the per-K-block TMEM operands (sparse metadata, scale factors) ------------------------------
     def copy_tmem_operands(self, sdesc: str, cols: str, at: str) -> None:
@@ -577,6 +677,12 @@ class _WsKernel:
                 e(tcgen05_cp(at, descriptor(kb, sdesc, value), shape, plan.cluster, multicast))
 
     # ---- ABI ------------------------------------------------------------------------------------
+    @property
+    def any_size(self) -> bool:
+        """Dense tiles take any M, N, K >= 1 and a batch; the staging warps' META / SFA / SFB reads assume
+        whole tiles and one problem."""
+        return not (self.sparse or self.scaled)
+
     def buffers(self) -> dict:
         """Every array the kernel reads or writes, as compiler/runtime/abi.py's `buffers` family states
         them (element type, shape expressions in M, N, K; a 4-bit type `packed`, two to a byte, its shape
@@ -584,9 +690,9 @@ class _WsKernel:
         the tensor maps, checks the arrays and launches both."""
         spec = self.spec
         a, b, d = (spec.operands[x].dtype for x in "ABD")
-        nmaps = len(self.ops) + len(self.plan.cp_operands)
+        nmaps = len(self.ops) + len(self.plan.cp_operands) + 1
         out = {"tensor_maps": {"element": "CUtensorMap", "shape": [nmaps], "bytes": TMA_MAP_BYTES * nmaps,
-                               "layout": "tensor maps of " + ", ".join((*self.ops, *self.plan.cp_operands)) +
+                               "layout": "tensor maps of " + ", ".join((*self.ops, *self.plan.cp_operands, "D")) +
                                          " (64-byte aligned, global memory); tcgen05_ws_kernel.tensor_map_args "
                                          "gives the driver's encoder their arguments"}}
         for name, dtype, rows in (("A", a, "M"), ("B", b, "N")):
@@ -602,7 +708,13 @@ class _WsKernel:
                                    f"{', the kept half of each row' if self.sparse and name == 'A' else ''}); "
                                    "read through its tensor map only",
                          **({"packed": True} if op.elem_bits == 4 else {})}
-        out["D"] = {"element": d, "shape": ["M", "N"], "layout": f"[M][N] {d} row-major (written)"}
+        # rows of A, B and D: a multiple of 16 bytes apart (cuTensorMapEncodeTiled's globalStrides), the
+        # maps' strides; a batch through the maps' third dimension (`batch`)
+        out["D"] = {"element": d, "shape": ["M", "N"],
+                    "layout": f"[M][N] {d} row-major (written by the epilogue's TMA stores only)"}
+        if self.epi is not None and self.epi.c == "epilogue":
+            out["C"] = {"element": self.epi.acc, "shape": ["M", "N"],
+                        "layout": f"[M][N] {self.epi.acc} row-major, dense (a batch: M * N elements apart)"}
         for name in self.plan.cp_operands:
             out[name] = self.image_buffer(name)
         if self.epi is not None and self.epi.bias != "none":
@@ -652,50 +764,64 @@ class _WsKernel:
     def abi(self) -> dict:
         spec, plan = self.spec, self.plan
         maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
-                 "box": [op.inner, op.rows], "k_per_block": op.k_block} for n, op in self.ops.items()]
+                 "box": [op.inner, op.rows, 1], "k_per_block": op.k_block} for n, op in self.ops.items()]
         for name, nbytes in zip(plan.cp_operands, plan.cp_bytes):
             rows = nbytes // IMAGE_ROW_BYTES
             maps.append({"operand": name, "elem_bits": 8, "data_type": TMA_DATA_TYPE[8], "swizzle": "none",
                          "box": [IMAGE_ROW_BYTES, min(rows, IMAGE_BOX_ROWS)], "image_rows": rows,
                          "row_tile": self.image_spec(name)["row_tile"]})
+        # D (the last map): one warp's staging buffer per box (32 rows of d_chunk columns)
+        maps.append({"operand": "D", "elem_bits": self.d_type.bits, "data_type": TMA_DATA_TYPE[self.d_type.bits],
+                     "swizzle": plan.d_swizzle, "box": [plan.d_chunk, 32, 1]})
         d = spec.operands["D"].dtype
         # persistent: one CTA (pair) per multiprocessor (pair), never more than there are tiles
         grid = ["2 * min(tiles, multiprocessors // 2)" if self.pair else "min(tiles, multiprocessors)", 1, 1]
+        tiles = f"((M + {spec.m - 1}) // {spec.m}) * ((N + {spec.n - 1}) // {spec.n}) * batch"
+        epi = self.epi
+        c_param = epi is not None and epi.c == "epilogue"
         return {
             "kernel_kind": KERNEL_KIND,
             "entry": spec.name,
             "params": [{"name": "tensor_maps", "type": "u64",
                         "layout": f"{len(maps)} CUtensorMaps ({', '.join(t['operand'] for t in maps)}), 64-byte "
                                   "aligned, global memory"},
-                       {"name": "D", "type": "u64", "layout": f"[M][N] {d} row-major"},
                        *({"name": n, "type": "u64", "layout": self.image_buffer(n)["layout"]}
                          for n in plan.cp_operands),
+                       *([{"name": "C", "type": "u64", "layout": f"[batch][M][N] {epi.acc} row-major"}]
+                         if c_param else []),
                        *([{"name": n, "type": "u64" if n == "bias" else "f32",
-                           "layout": (f"[{'N' if self.epi.bias == 'col' else 'M'}] f32" if n == "bias" else "f32 scalar")}
-                          for n in self.epi.params] if self.epi is not None else []),
-                       {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"}],
+                           "layout": (f"[{'N' if epi.bias == 'col' else 'M'}] f32" if n == "bias" else "f32 scalar")}
+                          for n in epi.params] if epi is not None else []),
+                       {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"},
+                       {"name": "batch", "type": "u32"}],
             "buffers": self.buffers(),
             "tensor_maps": maps,
             **({"tmem_images": {n: self.image_spec(n) for n in plan.cp_operands}} if plan.cp_operands else {}),
-            "requires": [f"M % {spec.m} == 0", f"N % {spec.n} == 0", f"K % {plan.k_block} == 0"],
+            "requires": [] if self.any_size else [f"M % {spec.m} == 0", f"N % {spec.n} == 0",
+                                                  f"K % {plan.k_block} == 0", "batch == 1"],
+            **({"batch": "the tile loop walks the batch after M and N; A, B and D through rank-3 tensor maps "
+                         "(their batch strides in the maps), C at M * N elements per batch, one bias for all"}
+               if self.any_size else {}),
             # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)
             # below 2^32
-            "limits": launch_limits(("M", "N", "K"), []) + [
-                f"(M // {spec.m}) * (N // {spec.n}) <= {(1 << 32) - (1 << 16)}"] + [
+            "limits": launch_limits(("M", "N", "K"), []) + ["batch <= 65535",
+                                                            f"{tiles} <= {(1 << 32) - (1 << 16)}"] + [
                 # an image's TMA row coordinate is a signed 32-bit integer (cp.async.bulk.tensor)
                 f"({'N' if t['operand'] == 'SFB' else 'M'} // {t['row_tile']}) * (K // {plan.k_block}) * "
                 f"{t['image_rows']} < {1 << 31}" for t in maps if "image_rows" in t],
             "grid": grid,
             "persistent": plan.scheduler,
-            "tiles": f"(M / {spec.m}) * (N / {spec.n})",
+            "tiles": tiles,
             "block": [plan.threads, 1, 1],
             **({"cluster": [2, 1, 1]} if self.pair else {}),
             "dynamic_smem_bytes": plan.smem_bytes,
             "tile_m": spec.m, "tile_n": spec.n, "tile_k": plan.k_block,
             "tmem_columns": plan.tmem_columns,
-            **({"epilogue": self.epi.describe()} if self.epi is not None else {}),
+            **({"epilogue": epi.describe()} if epi is not None else {}),
             "plan": {"stages": plan.stages, "stage_bytes": plan.stage_bytes, "tx_bytes": plan.tx_bytes,
                      "accumulators": plan.accumulators, "acc_columns": plan.acc_columns,
+                     "d_staging": {"chunk": plan.d_chunk, "buffers_per_warp": plan.d_buffers,
+                                   "buffer_bytes": plan.d_stage_bytes, "swizzle": plan.d_swizzle},
                      "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp},
                      "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty")
                                          else plan.accumulators}
@@ -719,10 +845,15 @@ def emit_tcgen05_ws_kernel(tile: Op) -> tuple[str, dict]:
     return _WsKernel(tile).emit()
 
 
-def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
-    """Per tensor map (A, B, then the META / SFA / SFB images): the cuTensorMapEncodeTiled arguments (rank 2,
-    innermost first; strides in bytes) for an M x N x K problem, less the global address. An image is rows
-    of 16 bytes (UINT8, no swizzle): `image_rows` per (row tile, K block), in that order."""
+def tensor_map_args(abi: dict, m: int, n: int, k: int, batch: int = 1,
+                    row_bytes: dict[str, int] | None = None, packed_rows: bool = False) -> list[dict]:
+    """Per tensor map (A, B, the META / SFA / SFB images, D): the cuTensorMapEncodeTiled arguments (rank 3: the row, the rows, the batch,
+    innermost first; strides in bytes) for `batch` problems of M x N x K, less the global address. A row
+    is `row_bytes[operand]` bytes apart (a multiple of 16, cuTensorMapEncodeTiled's rule for globalStrides),
+    default its bytes rounded up to 16, or with `packed_rows` exactly its bytes (contiguous arrays;
+    ValueError when they are not a multiple of 16); a batch `rows` rows apart. An image is rows of 16 bytes
+    (UINT8, no swizzle, rank 2: sparse and block-scaled kernels take one problem): `image_rows` per (row
+    tile, K block), in that order."""
     out = []
     for t in abi["tensor_maps"]:
         if "image_rows" in t:
@@ -731,10 +862,17 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int) -> list[dict]:
                         "strides": (IMAGE_ROW_BYTES,), "box": tuple(t["box"]), "element_strides": (1, 1),
                         "swizzle": TMA_SWIZZLE["none"], "l2_promotion": TMA_L2_PROMOTION_256B})
             continue
-        rows = m if t["operand"] == "A" else n
-        inner = k * t["k_per_block"] // abi["tile_k"]      # stored K elements of a row (sparse A: K / 2)
-        out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows),
-                    "strides": (inner * t["elem_bits"] // 8,), "box": tuple(t["box"]), "element_strides": (1, 1),
+        if t["operand"] == "D":
+            inner, rows = n, m
+        else:
+            rows = m if t["operand"] == "A" else n
+            inner = k * t["k_per_block"] // abi["tile_k"]  # stored K elements of a row (sparse A: K / 2)
+        packed = -(-inner * t["elem_bits"] // 8)
+        if packed_rows and packed % 16:
+            raise ValueError(f"{t['operand']}: rows of {packed} bytes")
+        pitch = (row_bytes or {}).get(t["operand"]) or -(-packed // 16) * 16
+        out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows, batch),
+                    "strides": (pitch, pitch * rows), "box": tuple(t["box"]), "element_strides": (1, 1, 1),
                     "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
     return out
 

@@ -92,6 +92,13 @@ def names(abi: dict, m: int, n: int, k: int, multiprocessors: int | None = None,
     return out
 
 
+def derived_sizes(abi: dict, m: int, n: int, k: int) -> dict[str, int]:
+    """The u32 parameters a kernel takes beyond M, N, K that are functions of them (the ABI's `sizes`:
+    name -> expression, e.g. the pipelined mma.sp kernel's Kp, K rounded up to whole K blocks)."""
+    env = names(abi, m, n, k)
+    return {name: eval_expr(expr, env) for name, expr in abi.get("sizes", {}).items()}
+
+
 def requires(abi: dict) -> list[str]:
     """The conditions on M, N, K: the ABI's `requires`, or (tcgen05) the parameters' `constraint`s and
     the compiled K."""

@@ -119,6 +119,14 @@ def _allocate(lead: ArrayView, want, fill_zero: bool = False, batch: int | None 
     return full if padded == cols else full[..., :cols]
 
 
+def _synchronize(lead: ArrayView) -> None:
+    """Wait for the current stream of the inputs' library (torch / cupy) on their device."""
+    if lead.library == "torch":
+        sys.modules["torch"].cuda.current_stream(lead.obj.device).synchronize()
+    elif lead.library == "cupy":
+        sys.modules["cupy"].cuda.get_current_stream().synchronize()
+
+
 def _unbatch(v: ArrayView, rank: int) -> tuple[ArrayView, int | None, int]:
     """(the first batch's view, batch count, batch stride in bytes) of a view with one more dimension
     than `rank`; (v, None, 0) for a view of `rank` dimensions."""
@@ -159,6 +167,7 @@ class Kernel:
         # passed as stored (tcgen05) rather than packed by pack_a (mma.sp: a_values, a_metadata)
         self._b = "b" if "b" in bufs else "B"
         self._d = "d" if "d" in bufs else "D"
+        self._c = "c" if "c" in bufs else "C"
         self.dense_a = self.tcgen05 or "A" in bufs
         self.params = [(p["name"], p["type"]) for p in abi["params"]]
         self._fn = None
@@ -173,6 +182,7 @@ class Kernel:
             if isinstance(abi.get("tensor_maps"), list) else ("a_values", "b", "a_metadata")
         self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
         self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
+        self._scratch: dict[tuple, dict] = {}    # (M, N, K, batch, device) -> split-K workspace, semaphores
 
     def __repr__(self) -> str:
         return f"<tilec Kernel {self.entry} ({self.target})>"
@@ -213,7 +223,8 @@ class Kernel:
                 if pad is None:
                     packed.append(sparse.compress(one, element, shape, self.abi.get("selector", 0)))
                 else:                 # any M x K: padded where the layouts need a granularity
-                    packed.append(sparse.compress_padded(one, element, shape, *pad, self.abi.get("selector", 0)))
+                    packed.append(sparse.compress_padded(one, element, shape, *pad[:3], self.abi.get("selector", 0),
+                                                         value_rows=pad[3]))
         except SpecError as e:
             what = "sparsity pattern" if "sparse" in str(e) else "shape"
             raise ArgumentError("A", what, f"a {element} M x K matrix the kernel's sparsity allows", str(e)) from None
@@ -288,17 +299,21 @@ class Kernel:
         element = "u32" if name == "META" else self.abi["buffers"][name]["element"]
         return upload(self.host_image(name, natural), library or library_of(natural), element)
 
-    def _padding(self, m: int, k: int) -> tuple[int, int, int] | None:
-        """(k_values, meta_rows, meta_k) for sparse.compress_padded where the kernel takes any M x K (its
-        ABI's a_values / a_metadata shapes round up: compiler/ptx/sparse_wgmma_kernel.padded_sizes), None
-        where it takes whole units only (compress checks them)."""
+    def _padding(self, m: int, k: int) -> tuple[int, int, int, int] | None:
+        """(k_values, meta_rows, meta_k, value_rows) for sparse.compress_padded where the kernel's ABI
+        shapes of a_values / a_metadata round M and K up (the wgmma and pipelined mma.sp kernels:
+        compiler/ptx/sparse_wgmma_kernel.padded_sizes, sparse_gemm_kernel.padded_sizes), None for the
+        kernels that take whole units only (compress checks them)."""
         bufs = self.abi.get("buffers", {})
-        if "a_metadata" not in bufs or self.abi.get("requires"):
+        if "a_metadata" not in bufs or "form_k" not in self.abi:
             return None
-        rows, steps, _ = abi_mod.buffer_shape(self.abi, "a_metadata", m, k)
-        cols = abi_mod.buffer_shape(self.abi, "a_values", m, k)[1]
+        try:
+            rows, steps, _ = abi_mod.buffer_shape(self.abi, "a_metadata", m, k)
+            value_rows, cols = abi_mod.buffer_shape(self.abi, "a_values", m, k)
+        except ValueError:            # M or K off a unit the kernel requires: compress_padded names it
+            return None
         form_k = self.abi["form_k"]
-        return 2 * cols, 16 * rows, steps * form_k
+        return 2 * cols, 16 * rows, steps * form_k, value_rows
 
     def _sizes(self, a, b: ArrayView) -> tuple[int, int, int]:
         if len(b.shape) != 2:
@@ -419,6 +434,26 @@ class Kernel:
             self._load(device)
         return self
 
+    # ------------------------------------------------------------------ scratch (split-K)
+    def _scratch_pointers(self, lead: ArrayView, m: int, n: int, k: int, count: int) -> dict[str, int]:
+        """Device pointers of the ABI's `scratch` buffers (the split-K wgmma kernel's partial workspace and
+        per-tile semaphores) for this problem size, allocated with the inputs' library on first use and
+        kept: the semaphores are zeroed once (the kernel leaves them zero), that first allocation is
+        synchronised so the zeros are in place whatever stream launches. Launches of this Kernel that share
+        a problem size must not run concurrently (they share the semaphores)."""
+        key = (m, n, k, count, lead.device)
+        held = self._scratch.get(key)
+        if held is None:
+            env = abi_mod.names(self.abi, m, n, k, batch=count)
+            held = {}
+            for name, spec in self.abi["scratch"].items():
+                shape = tuple(int(abi_mod.eval_expr(d, env)) for d in spec["shape"])
+                element = {"u32": "s32"}.get(spec["element"], spec["element"])      # same bits; torch lacks u32 ops
+                held[name] = allocate_like(lead, shape, element, fill_zero=bool(spec.get("zeroed")))
+            _synchronize(lead)
+            self._scratch[key] = held
+        return {name: view(arr, name).ptr for name, arr in held.items()}
+
     # ------------------------------------------------------------------ streams
     def _stream(self, stream, library: str):
         return self._driver.stream(stream, library)
@@ -438,7 +473,11 @@ class Kernel:
         if self.abi.get("kernel_kind") == "tcgen05_ws":
             from ..ptx.tcgen05_ws_kernel import tensor_map_args
 
-            maps = tensor_map_args(self.abi, m, n, k)
+            try:                  # contiguous A, B, D: each row its own bytes, which TMA needs a multiple of 16
+                maps = tensor_map_args(self.abi, m, n, k, packed_rows=True)
+            except ValueError as e:
+                raise ArgumentError("A, B", "problem size", "rows of A, B and D a multiple of 16 bytes "
+                                    "(TMA global strides)", str(e)) from None
         else:
             from ..ptx.sparse_wgmma_kernel import tensor_map_args
 
@@ -495,7 +534,7 @@ class Kernel:
                         raise ArgumentError(arg, "shape", f"a batch of {batch}", f"shape {v.shape}")
                     if bb[key] % ALIGN or bb[key] <= 0:
                         raise ArgumentError(arg, "stride", f"a positive batch stride, a multiple of {ALIGN} bytes "
-                                            "(a TMA global stride)", f"{bb[key]} bytes")
+                                            "(TMA strides, 16-byte cp.async copies)", f"{bb[key]} bytes")
                 if v.element in ("u16", "s16") and w.element in ("f16", "bf16"):
                     v.element = w.element       # pack_a's raw 16-bit storage (cupy has no bfloat16)
                 self._check(key, arg, v, w, dev)
@@ -509,11 +548,13 @@ class Kernel:
         bname = self._b
         pitches: dict[str, int] = {}
         ldb = self._check(bname, "B", b, want[bname], dev, transposed=True)
-        if ldb is not None:
+        if ldb is not None and want[bname].pitch == "tensor map":
             pitches["b"] = ldb * b.itemsize          # the tensor map's row stride (bytes)
+        elif ldb is not None:
+            pitches[want[bname].pitch] = ldb         # a kernel parameter (ldb, elements)
         if batch is not None and (bb["b"] % ALIGN or bb["b"] <= 0):
-            raise ArgumentError("B", "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (a TMA "
-                                "global stride)", f"{bb['b']} bytes")
+            raise ArgumentError("B", "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (TMA "
+                                "strides, 16-byte cp.async copies)", f"{bb['b']} bytes")
         ptrs[bname] = b.ptr
         # scale factors: SFA / SFB of tcgen05 kernels, sfa / sfb of block-scaled mma.sp kernels
         for keys, arr, arg in ((("SFA", "sfa"), scale_a, "scale_a"), (("SFB", "sfb"), scale_b, "scale_b"),
@@ -527,9 +568,10 @@ class Kernel:
                 ptrs[key] = v.ptr
             elif arr is not None:
                 raise ArgumentError(arg, "value", f"None ({self.entry} has no {key} parameter)", "an array")
-        if "c" in want:
+        cname = self._c
+        if cname in want:
             if C is None:
-                C = _allocate(lead, want["c"], fill_zero=True)
+                C = _allocate(lead, want[cname], fill_zero=True)
             v = view(C, "C")
             if batched:                   # a 2-D C is every batch's (batch stride 0)
                 v, count, bb["c"] = _unbatch(v, 2)
@@ -537,11 +579,11 @@ class Kernel:
                     raise ArgumentError("C", "shape", f"an M x N array or a batch of {batch or 1} of them",
                                         f"shape {(count,) + v.shape}")
                 bb["c"] = bb["c"] if count else 0
-            ldc = self._check("c", "C", v, want["c"], dev)
+            ldc = self._check(cname, "C", v, want[cname], dev)
             c_size = v.itemsize
             if ldc is not None:
-                pitches[want["c"].pitch] = ldc
-            ptrs["c"] = v.ptr
+                pitches[want[cname].pitch] = ldc
+            ptrs[cname] = v.ptr
         elif C is not None:
             raise ArgumentError("C", "value", f"None ({self.entry} computes D = A*B, without C)", "an array")
         if "bias" in want:               # the fused epilogue's bias (its bias_type), one per column (N) or row (M) of D
@@ -578,13 +620,17 @@ class Kernel:
         if dev is not None and dev != self._device:
             raise ArgumentError("A", "device", f"cuda:{self._device} (where this kernel was loaded)", f"cuda:{dev}")
         count = batch or 1
+        if "scratch" in self.abi:
+            ptrs.update(self._scratch_pointers(lead, m, n, k, count))
         if "tensor_maps" in self.abi.get("buffers", {}):
             ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
                                                     {x: bb[x] for x in ("a_values", "a_metadata", "b") if bb.get(x)})
-        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, **pitches}
-        if batched:                   # C's and D's batch strides in elements
+        sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches,
+                 **abi_mod.derived_sizes(self.abi, m, n, k)}
+        if batched:                   # C's and D's batch strides in elements; the packed A's and B's in bytes
             sizes["batch_stride_c"] = bb.get("c", 0) // c_size if "c" in want else 0
             sizes["batch_stride_d"] = bb.get("d", 0) // v.itemsize
+            sizes.update({f"batch_stride_{x}": bb.get(x, 0) for x in ("a_values", "a_metadata", "b")})
         args = []
         for name, typ in self.params:
             if typ == "u64":

@@ -41,7 +41,8 @@ def test_pre_blackwell_examples_are_the_sparse_ones():
     assert engines and all(e == {"mma.sp"} for e in engines.values()), engines
     assert {"sparse_f16.tile", "sparse_gemm_f16.tile", "sparse_wgmma_f16.tile", "sparse_wgmma_f16_out_f16.tile",
             "sparse_wgmma_bf16_out_bf16.tile", "sparse_wgmma_e4m3_out_bf16.tile",
-            "sparse_wgmma_s8_out_s32.tile"} <= set(PRE_BLACKWELL)
+            "sparse_wgmma_s8_out_s32.tile", "sparse_wgmma_f16_persistent.tile",
+            "sparse_wgmma_f16_decode_split_k.tile"} <= set(PRE_BLACKWELL)
 
 
 @pytest.mark.parametrize("name", PRE_BLACKWELL)

@@ -27,7 +27,10 @@ GUARD = 3                             # rows of guard band above and below each 
 
 
 def torch_dtype(torch, element: str):
-    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "s32": torch.int32}[element]
+    # every element type the sparse kernels read or write (tf32 is stored as f32; 1-byte types as themselves)
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "tf32": torch.float32,
+            "s32": torch.int32, "s8": torch.int8, "u8": torch.uint8, "e4m3": torch.float8_e4m3fn,
+            "e5m2": torch.float8_e5m2}[element]
 
 
 def pitch_of(cols: int, size: int, extra: int) -> int:
@@ -51,10 +54,12 @@ def on_device(torch, xs: list[np.ndarray], element: str, pitch: int, transposed:
     return t if batched else t[0]
 
 
-def run(torch, name: str, m: int, n: int, k: int, pads=(8, 8, 8), seed: int = 1, batch: int | None = None):
+def run(torch, name: str, m: int, n: int, k: int, pads=(8, 8, 8), seed: int = 1, batch: int | None = None,
+        tile: str | None = None, kernel=None):
+    """One checked launch of example `name` (its `tile`, default the first; or the loaded `kernel`)."""
     from compiler.driver import compile_file
 
-    kernel = load(str(EX / name))
+    kernel = kernel or load(str(EX / name), tile)
     t = compile_file(str(EX / name)).tiles[kernel.tile]
     form, d_type = t.facts["form"], t.payload.operands["D"].dtype
     with_c = "c" in {q["name"] for q in kernel.abi["params"]}

@@ -7,6 +7,8 @@ byte outside D must keep its sentinel; D against numpy bit for bit, the inputs' 
 every f32 partial sum exact up to K = 8192). The CPU side of the same checks: tests/test_sparse_wgmma_sched.py."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("lark", reason="tilec's parser compiles the examples")
@@ -32,7 +34,42 @@ def test_persistent_grid_is_the_sm_count(sm90, torch_cuda):
     """4096^3: min(512 tiles, SMs) CTAs, in pairs: the launch the runtime makes."""
     from compiler.runtime import load
 
-    kernel = load(str(__import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / PERSISTENT)).load()
+    kernel = load(str(Path(__file__).resolve().parents[2] / "examples" / PERSISTENT)).load()
     sms = torch_cuda.cuda.get_device_properties(0).multi_processor_count
     grid, cluster, _, _ = kernel.launch_dims(4096, 4096, 4096)
     assert cluster == (2, 1, 1) and grid == (min(512, sms) // 2, 1, 1)
+
+
+# split-K (examples/sparse_wgmma_f16_decode_split_k.tile): the decode shapes it is meant for (64 tiles of
+# 128 x 64 at N <= 64, 4 slices each), its N = 16 and N = 128 tiles, K tails and slice counts that do not
+# divide the K blocks, a batch. The reduction sums the slices in order, so D is bit for bit numpy's.
+SPLIT = "sparse_wgmma_f16_decode_split_k.tile"
+
+
+@pytest.mark.parametrize("tile,shape", [
+    ("sparse_wgmma_f16_decode_split_k", (8192, 256, 8192)),
+    ("sparse_wgmma_f16_decode_split_k", (8192, 16, 8192)),
+    ("sparse_wgmma_f16_decode_split_k_n16", (8192, 16, 8192)),
+    ("sparse_wgmma_f16_decode_split_k_n128", (8192, 256, 8192)),
+    ("sparse_wgmma_f16_decode_split_k", (1000, 50, 1000)),         # 16 K blocks in 4 slices, a K tail
+    ("sparse_wgmma_f16_decode_split_k_n16", (300, 16, 130)),       # 3 K blocks in 4 slices: one empty
+    ("sparse_wgmma_f16_decode_split_k_n128", (5, 7, 3)),
+], ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))
+def test_split_k_decode_shapes_and_guard_band(sm90, torch_cuda, tile, shape):
+    run(torch_cuda, SPLIT, *shape, tile=tile)
+
+
+def test_split_k_batch(sm90, torch_cuda):
+    run(torch_cuda, SPLIT, 700, 64, 900, batch=3, seed=3)
+
+
+def test_split_k_semaphores_are_zero_after_each_launch(sm90, torch_cuda):
+    """The reducing CTAs reset their semaphores: the same Kernel (same scratch) launched again on new data
+    is right again, and the semaphores read zero after every launch."""
+    from compiler.runtime import load
+
+    kernel = load(str(Path(__file__).resolve().parents[2] / "examples" / SPLIT))
+    for seed in (1, 2, 3):
+        run(torch_cuda, SPLIT, 2048, 64, 4096, seed=seed, kernel=kernel)
+        (held,) = kernel._scratch.values()
+        assert int(held["semaphores"].count_nonzero()) == 0

@@ -20,7 +20,7 @@ pytest.importorskip("cuda.core", reason="the runtime runs on cuda-core")
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
 WS_EXAMPLES = ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
-               "tcgen05_gemm_mxf4nvf4.tile"]
+               "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_f16_bias_relu.tile"]
 PAIR = """target sm_100a;
 tile pair {
   engine tcgen05 cta_group=2;
@@ -112,3 +112,11 @@ def test_ws_example_on_hopper_says_it_cannot_run(sm90):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "compiled for sm_100a" in proc.stderr and "--emulate" in proc.stderr
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+
+
+def test_ws_fused_epilogue_partial_tiles(sm100):
+    """The fused epilogue (bias + relu, f16 out through the smem staging and TMA stores) on a problem with
+    partial tiles along M and N and a K tail: 1000 x 1000 x 1000 (rows of 2000 bytes: TMA strides)."""
+    proc = _tilec("run", "--check", "--shape", "1000,1000,1000", str(EX / "tcgen05_gemm_f16_bias_relu.tile"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout

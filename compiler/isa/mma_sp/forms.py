@@ -127,6 +127,23 @@ SM89_PLUS = TargetRule(min_sm=89)                     # e4m3/e5m2 without .kind
 SM120_ARCH_OR_FAMILY = TargetRule(min_sm=120, family=120, suffixes=frozenset("af"))  # f8f6f4, mxf8f6f4
 SM120_ARCH = TargetRule(min_sm=120, family=120, suffixes=frozenset("a"))             # sparse mxf4, mxf4nvf4
 
+# Warp-level mma.sp with .e4m3 / .e5m2 operands assembles on every sm_89+ target (SM89_PLUS), but only sm_89
+# and sm_120 / sm_121 execute it natively; the datacenter SMs below have FP8 tensor cores only through
+# wgmma (sm_90a) and tcgen05 (sm_100+), and ptxas 13.0 expands each warp-level FP8 mma.sp into operand
+# conversions around an f16 one. Measured with ptxas -v on the pipelined kernel (tests/test_sparse_gemm_edges.py
+# test_emulated_fp8_warp_tiles_are_bounded): ~90 registers per 16x8 mma tile of a warp: one tile takes 68
+# registers, a 16x16 warp tile (2 tiles) 180 (so at most 256 threads a CTA: 65536 / 256), 4 tiles spill 200
+# bytes, 8 tiles 1.5 KB, a 64x64 warp tile 31 KB (on sm_89 / sm_120a 8 tiles take 90-92 registers, no spill).
+FP8_WARP_MMA_EMULATED_SMS = frozenset({90, 100, 103, 110})
+EMULATED_FP8_REGISTERS_PER_TILE = 90
+
+
+def fp8_warp_mma_emulated(form, target: str) -> bool:
+    """Is warp-level mma.sp of `form` (e4m3 / e5m2 operands without .kind) emulated on `target`?"""
+    t = TARGETS.get(target)
+    return (form.kind is None and {form.a_type, form.b_type} <= {"e4m3", "e5m2"} and t is not None
+            and t.sm in FP8_WARP_MMA_EMULATED_SMS)
+
 
 # --------------------------------------------------------------------------------------------------
 # Block scaling (9.7.14.6.3 syntax `.block_scale{.scale_vec_size}` ... `.stype`)

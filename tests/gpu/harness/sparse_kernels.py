@@ -210,10 +210,12 @@ def abi_types(abi: dict) -> tuple[str, str, str, str, str]:
 
 def abi_arguments(abi: dict, device_buffers: dict, m: int, n: int, k: int) -> tuple:
     """The kernel's arguments in ABI order: u64 parameters from `device_buffers` by name (device
-    pointers as ints, or device arrays), u32 parameters M, N, K and the wgmma kernel's row strides ldc,
-    ldd (contiguous C and D: N elements) and batch strides (u64; one problem)."""
-    sizes = {"M": m, "N": n, "K": k, "ldc": n, "ldd": n}
-    strides = {"batch_stride_c": m * n, "batch_stride_d": m * n}     # one problem: any value serves
+    pointers as ints, or device arrays), u32 parameters M, N, K, the sizes the ABI derives from them
+    (`sizes`: the pipelined kernel's Kp), the row strides ldb, ldc, ldd (contiguous B, C and D: K, N, N
+    elements) and batch strides (u64; one problem: any value serves)."""
+    sizes = {"M": m, "N": n, "K": k, "ldb": k, "ldc": n, "ldd": n, **runtime_abi.derived_sizes(abi, m, n, k)}
+    strides = {"batch_stride_a_values": 0, "batch_stride_a_metadata": 0, "batch_stride_b": 0,
+               "batch_stride_c": m * n, "batch_stride_d": m * n}
     args = []
     for p in abi["params"]:
         if p["type"] == "u64" and p["name"] in strides:
@@ -251,6 +253,10 @@ def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int |
                                                  for name in ("a_values", "a_metadata", "b")})
         dev["tensor_maps"] = cp.asarray(np.frombuffer(maps, np.uint8))
         assert int(dev["tensor_maps"].data.ptr) % 64 == 0
+    env = runtime_abi.names(abi, m, n, k)
+    for name, spec in abi.get("scratch", {}).items():       # split-K: workspace and (zeroed) semaphores
+        count = int(np.prod([runtime_abi.eval_expr(x, env) for x in spec["shape"]]))
+        dev[name] = (cp.zeros if spec["zeroed"] else cp.empty)(count, dtype=cp.uint32)
     smem = abi.get("dynamic_smem_bytes", 0)
     fn = load_function(cp, text, entry, smem)
     if multiprocessors is None:
