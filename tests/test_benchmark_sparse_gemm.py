@@ -130,6 +130,16 @@ def test_examples_meant_for_some_shapes_time_only_those(examples):
         chosen, unmet = SG["select"](found, case)
         assert runs in {c.name for c in chosen} and not_meant not in {c.name for c in chosen}
         assert unmet[not_meant].startswith("meant for ")
+    # the bf16 and e4m3 (-> bf16) decode rows get their own split-K tiles, written in the case's output
+    # type (first in select's order), and not at 8192^3
+    decode = "sparse_wgmma_bf16_e4m3_decode_split_k.tile"
+    for a in ("bf16", "e4m3"):
+        tile = f"{decode}:sparse_wgmma_{a}_decode_split_k_n16"
+        chosen, _ = SG["select"](found, Case(8192, 16, 8192, a))
+        mine = next(c for c in chosen if c.name == tile)
+        assert mine.unlike(Case(8192, 16, 8192, a)) is None and mine.abi["split_k"] == 4
+        chosen, unmet = SG["select"](found, Case(8192, 8192, 8192, a))
+        assert tile not in {c.name for c in chosen} and unmet[tile].startswith("meant for ")
 
 
 def test_a_new_example_joins_without_a_change_to_the_benchmark(tmp_path):
