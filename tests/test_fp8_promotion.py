@@ -101,6 +101,8 @@ def test_tcgen05_refuses_promote():
     "cta=64x208x128 warps=4x1 stages=4 mma=wgmma promote=4",              # one consumer: 2 x 104 of 255
     # split-K and persistent registers beside the doubled accumulators (ptxas -v: 168, no spills)
     "cta=128x128x128 warps=8x1 stages=4 mma=wgmma cluster=2 split_k=4 persistent=static promote=4",
+    # 2 x 96 + 40 > 168: the consumers take the producer's registers (setmaxnreg.inc 240)
+    "cta=128x192x128 warps=8x1 stages=4 mma=wgmma promote=4",
 ])
 def test_promoted_kernels_assemble_without_spills(ptxas, tmp_path, schedule):
     r = compile_source(tile(schedule=schedule, d="bf16"))            # bf16 D: through the epilogue
@@ -179,6 +181,9 @@ SPLIT_K = [
     pytest.param("cta=128x128x128 warps=8x1 stages=2 mma=wgmma split_k=2 promote=2", 128, 128, 640,
                  marks=pytest.mark.slow),
     pytest.param("cta=64x64x128 warps=4x1 stages=2 mma=wgmma split_k=2 persistent=static promote=1", 128, 64, 640,
+                 marks=pytest.mark.slow),
+    # setmaxnreg (the doubled accumulators beyond the launch count) with split-K
+    pytest.param("cta=128x192x128 warps=8x1 stages=2 mma=wgmma split_k=2 promote=2", 128, 192, 640,
                  marks=pytest.mark.slow),
 ]
 
