@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from .diagnostics import Loc
 from .isa.swizzle import MAJORS, SWIZZLE_MODES
-from .spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, METADATA_SOURCES, SCHEDULE_MMAS, SCHEDULE_PERSISTENT,
+from .spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_BIAS_TYPES, METADATA_SOURCES, SCHEDULE_MMAS, SCHEDULE_PERSISTENT,
                    SPACES, SPLIT_K_STREAM, SWIZZLES)
 
 
@@ -376,12 +376,15 @@ OP_DEFS: dict[str, OpDef] = {
                                    persistent=Opt(Enum(*SCHEDULE_PERSISTENT), blame="schedule.persistent"),
                                    raster=Opt(U32, blame="schedule.raster"),
                                    split_k=Opt(SplitK(), blame="schedule.split_k"),
-                                   accumulators=Opt(U32, blame="schedule.accumulators"))),
+                                   accumulators=Opt(U32, blame="schedule.accumulators"),
+                                   promote=Opt(U32, blame="schedule.promote"))),
     # alpha / beta: decimal literals as written, or "param" (absent: 1)
     "tilec.epilogue": OpDef(_attrs(alpha=Opt(Str(), blame="epilogue.alpha"), beta=Opt(Str(), blame="epilogue.beta"),
                                    bias=Opt(Enum(*EPILOGUE_BIAS), blame="epilogue.bias"),
                                    act=Opt(Enum(*EPILOGUE_ACTS), blame="epilogue.act"),
-                                   acc=Opt(Enum(*EPILOGUE_ACCS), blame="epilogue.acc"))),
+                                   acc=Opt(Enum(*EPILOGUE_ACCS), blame="epilogue.acc"),
+                                   scale=Opt(Str(), blame="epilogue.scale"),
+                                   bias_type=Opt(Enum(*EPILOGUE_BIAS_TYPES), blame="epilogue.bias_type"))),
     # ---- verify: the instruction form, a key into the ISA tables (compiler/isa/) ----
     # tcgen05: the fields of isa.tcgen05_forms.Tcgen05Mma; mma.sp: the arguments of isa.mma_sp.forms.find_form
     "tilec.mma_form": OpDef(_attrs(
@@ -434,6 +437,7 @@ OP_DEFS: dict[str, OpDef] = {
     "tilec.epilogue_plan": OpDef(_attrs(acc=Enum(*EPILOGUE_ACCS), out=Str(), c=Enum("none", "accumulate", "epilogue"),
                                         alpha=Opt(Str()), beta=Opt(Str()), bias=Enum(*EPILOGUE_BIAS),
                                         act=Enum(*EPILOGUE_ACTS), params=ListOf(Str()),
+                                        scale=Opt(Str()), bias_type=Opt(Enum(*EPILOGUE_BIAS_TYPES)),
                                         steps=ListOf(Record("epilogue_step", {"step": Str(), "ptx": ListOf(Str())})))),
     # ---- kernel-selection: the kernel that implements the tile and its configuration ----
     # The tcgen05 kernel's immediates derived from the loop K: the bytes of one row of A / B in global

@@ -223,7 +223,7 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         raise SpecError(f"persistent={sc.persistent}: the warp-specialised tcgen05 kernel is static persistent "
                         "(grid = the SM count); cluster launch control is not lowered yet", "schedule.persistent",
                         "write persistent=static or leave persistent= out")
-    for field, unset in (("raster", None), ("split_k", 1)):
+    for field, unset in (("raster", None), ("split_k", 1), ("promote", None)):
         if getattr(sc, field, unset) != unset:
             raise SpecError(f"schedule {field}= is not lowered for tcgen05 tiles (the warp-specialised kernel walks "
                             "whole-K tiles along M)", f"schedule.{field}", f"leave {field}= out")

@@ -641,7 +641,7 @@ class _WsKernel:
                         e(f"and.pred {p_el}, {p_el}, {p_row};")
                         e(f"add.u64 {at}, {col4}, {4 * i};")
                         load_guarded(creg, at, p_el)
-                    element_steps(kb, epi, x, creg, breg, scratch, scalars)
+                    element_steps(kb, epi, x, creg, breg, scratch=scratch, scalars=scalars)
             if out.bits == 16:
                 for i, w in enumerate(words):
                     if epi is not None:
