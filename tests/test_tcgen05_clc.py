@@ -342,3 +342,21 @@ def test_seeded_bug_fails_the_emulator(single, bug):
     assert failed is not None, f"seeded bug '{bug}' went unnoticed"
     if message is not None:
         assert message in failed, failed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", ["tcgen05_gemm_ws_f16", "tcgen05_gemm_a_tmem_f16", "tcgen05_gemm_sparse_f16",
+                                     "tcgen05_gemm_mxf8f6f4"])
+def test_clc_composes_with_every_ws_variant(example, ptxas):
+    """The scheduled examples (.ws M = 64, A in TMEM, sparse with META, block-scaled with SFA / SFB) with
+    `persistent=clc` added: they assemble, and 2 x 2 tiles on 2 resident CTAs match numpy."""
+    text = open(f"examples/{example}.tile").read()
+    text = re.sub(r"(schedule [^;]*);", r"\1 persistent=clc;", text)
+    result = compiler.compile_source(text)
+    assert assemble(result.ptx, "sm_100a", ptxas).ok
+    abi = next(iter(result.to_json()["tiles"].values()))["kernel"]
+    assert abi["persistent"] == "clc"
+    em = compiler.emulate(result, shape=(2 * abi["tile_m"], 2 * abi["tile_n"], abi["tile_k"]), mode="adversarial",
+                          seed=1)
+    assert em.ok, f"{em.mismatches} elements differ"
+    assert (em.stats["launched"], em.stats["clc_canceled"]) == (2, 2)
