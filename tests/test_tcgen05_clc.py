@@ -351,7 +351,7 @@ def test_clc_composes_with_every_ws_variant(example, ptxas):
     """The scheduled examples (.ws M = 64, A in TMEM, sparse with META, block-scaled with SFA / SFB) with
     `persistent=clc` added: they assemble, and 2 x 2 tiles on 2 resident CTAs match numpy."""
     text = open(f"examples/{example}.tile").read()
-    text = re.sub(r"(schedule [^;]*);", r"\1 persistent=clc;", text)
+    text = re.sub(r"^(\s*schedule [^;]*);", r"\1 persistent=clc;", text, flags=re.M)
     result = compiler.compile_source(text)
     assert assemble(result.ptx, "sm_100a", ptxas).ok
     abi = next(iter(result.to_json()["tiles"].values()))["kernel"]
