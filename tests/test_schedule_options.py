@@ -124,9 +124,20 @@ def test_split_k_reaches_the_kernel():
     assert "atom.acq_rel.gpu.global.add.u32" in res.ptx
 
 
-@pytest.mark.parametrize("extra,field", [(" split_k=stream", "split_k"), (" persistent=static split_k=stream", "split_k")])
-def test_what_the_kernel_lacks_is_refused_where_written(extra, field):
+def test_stream_k_reaches_the_kernel():
+    """split_k=stream (with or without persistent=static: stream-K CTAs are persistent): grid min(tiles x K
+    blocks, SMs), the workspace and semaphores; tests/test_sparse_wgmma_sched.py runs it."""
+    for extra in (" split_k=stream", " persistent=static split_k=stream"):
+        res = compile_source(TILE.format(extra=extra), "t.tile")
+        abi = res.to_json()["tiles"]["t"]["kernel"]
+        assert abi["split_k"] == "stream" and abi["persistent"] and set(abi["scratch"]) == {"workspace", "semaphores"}
+        assert abi["grid"][0] == "min(tiles * ((K + 63) // 64), multiprocessors * max_ctas_per_sm)"
+        assert "atom.acq_rel.gpu.global.add.u32" in res.ptx
+
+
+@pytest.mark.parametrize("extra,field,words", [(" cluster=2 split_k=stream", "split_k", "cluster=2")])
+def test_what_the_kernel_lacks_is_refused_where_written(extra, field, words):
     out = _error(extra)
     line = "  schedule cta=128x256x64 warps=8x1 stages=4 mma=wgmma" + extra + ";"
     assert out.startswith(f"t.tile:10:{line.index(field + '=') + len(field) + 2}: error:"), out
-    assert "not implemented yet" in out
+    assert words in out and "not implemented" in out and line in out
