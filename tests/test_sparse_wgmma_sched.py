@@ -685,3 +685,39 @@ def test_ptxas_assembles_stream_k_kernels(ptxas, tmp_path, form, kw):
     log = _assemble(ptxas, text, tmp_path)
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
     assert int(re.search(r"Used (\d+) registers", log).group(1)) <= cfg.max_regs
+
+
+@pytest.mark.slow
+def test_stream_k_fused_epilogue_with_c_and_bias():
+    """The fused epilogue (relu(alpha (A*B) + beta C + bias[row]), f16 D) runs once per tile, by the CTA that
+    reduces a shared tile or the one that holds a whole tile: 9 tiles of 2 K blocks on 2 CTAs (tile 4 shared:
+    9 iterations each), an edge shape and a batch, adversarially and randomly."""
+    import compiler
+
+    src = EPILOGUE_C.replace("persistent=static", "split_k=stream")
+    result = compiler.compile_source(src, "ep.tile")
+    abi = result.to_json()["tiles"]["ep"]["kernel"]
+    assert abi["split_k"] == "stream" and abi["epilogue"]["c"] == "epilogue"
+    for shape, mode, batch in (((300, 260, 72), "adversarial", 2), ((300, 260, 150), "random", 1)):
+        assert compiler.emulate(result, shape=shape, mode=mode, batch=batch, seed=4).ok
+
+
+@pytest.mark.slow
+def test_stream_k_example_on_the_emulator():
+    """examples/sparse_wgmma_f16_decode_stream_k.tile, both tiles: 3 tiles x 5 K blocks on 2 CTAs (tile 1
+    shared), adversarially; an odd batch randomly."""
+    import compiler
+
+    result = compiler.compile_file(str(REPO / "examples" / "sparse_wgmma_f16_decode_stream_k.tile"))
+    assert len(result.tiles) == 2
+    for tile in result.tiles:
+        assert compiler.emulate(result, tile, shape=(384, 16, 320), mode="adversarial", seed=1).ok
+    assert compiler.emulate(result, shape=(200, 70, 200), mode="random", batch=2, seed=2).ok
+
+
+def test_ptxas_assembles_the_stream_k_fused_epilogue(ptxas, tmp_path):
+    import compiler
+
+    log = _assemble(ptxas, compiler.compile_source(EPILOGUE_C.replace("persistent=static", "split_k=stream"),
+                                                   "p.tile").ptx, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log

@@ -706,9 +706,9 @@ class _Writer(PtxBuilder):
             self.declare("u32", "%sl", "%k0", "%kbe", "%wi")
             self.declare("u64", "%gw", "%gs")
         if cfg.stream_k:         # range end, the segment's K blocks [%k0, %kbe), semaphore index, first and
-            # last CTA sharing the tile, partials left to sum; workspace (slot, batch base), semaphore
+            # last CTA sharing the tile, partials left to sum; workspace slot, semaphore
             self.declare("u32", "%te", "%k0", "%kbe", "%wi", "%ca", "%cb", "%nr")
-            self.declare("u64", "%gw", "%gb", "%gs")
+            self.declare("u64", "%gw", "%gs")
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
         if cfg.epilogue is not None:
@@ -960,6 +960,22 @@ class _Writer(PtxBuilder):
         ins(f"max.u32 {dst}, %c0, %c1;")
         ins(f"sub.u32 {dst}, {dst}, %y;")
 
+    def stream_batch_base(self, reg: str) -> None:
+        """reg = the workspace's slot 0 of this batch (2 G slots of cta_m x cta_n partials a batch), at this
+        consumer thread's first v4 group."""
+        ins = self.ins
+        self.global_pointer(reg, "workspace")
+        ins("mov.u32 %x, %nctaid.x;")
+        ins("shl.b32 %x, %x, 1;                          // two partial slots per CTA of the batch")
+        ins("mul.wide.u32 %off, %bz, %x;")
+        ins(f"mul.lo.u64 %off, %off, {self.cfg.partial_bytes};")
+        ins(f"add.u64 {reg}, {reg}, %off;")
+        # max first: the address-range proof (not path-sensitive) sees no wrap below zero (split_k_reduce)
+        ins(f"max.u32 %x, %thr, {WG_THREADS};")
+        ins(f"sub.u32 %x, %x, {WG_THREADS};                // consumer thread")
+        ins(f"mul.wide.u32 %off, %x, {CHUNK};")
+        ins(f"add.u64 {reg}, {reg}, %off;")
+
     def stream_next(self) -> None:
         """%t = the segment's end, the CTA's next iteration: tile %q * nkb + %kbe (%q = %t / nkb kept for the
         fix-up; from here on only %t lives on to the next work item)."""
@@ -988,7 +1004,22 @@ class _Writer(PtxBuilder):
         ins("setp.eq.u32 %p1, %k0, 0;")
         ins("setp.eq.and.u32 %p1, %kbe, %nkb, %p1;")
         ins(f"@%p1 bra.uni {epilogue_label};")
-        ins("// the tile is shared by CTAs ca..cb (ca's range holds its K block 0, cb's its last)")
+        ins("// the tile is shared: this segment's partial -> this CTA's slot (2c, or 2c + 1 from inside the tile)")
+        self.stream_batch_base("%gw")
+        ins("mov.u32 %x, %ctaid.x;")
+        ins("shl.b32 %x, %x, 1;")
+        ins("min.u32 %z, %k0, 1;")
+        ins("add.u32 %x, %x, %z;")
+        ins(f"mul.wide.u32 %off, %x, {pb};")
+        ins("add.u64 %gw, %gw, %off;")
+        for g in range(groups):
+            regs = ", ".join(f"%acc{4 * g + e}" for e in range(4))
+            ins(f"st.global.v4{acc} [%gw+{g * ct * CHUNK}], {{{regs}}};")
+        ins("fence.acq_rel.gpu;                          // the partial before the CTA's arrival")
+        ins(f"bar.sync 1, {ct};")
+        ins("// CTAs ca..cb share the tile (ca's range holds its K block 0, cb's its last)")
+        ins("sub.u32 %x, %t, 1;")
+        ins("div.u32 %q, %x, %nkb;                       // the tile (%t: the segment's end)")
         self.semaphore_index()
         self.stream_work("%z")
         ins("mov.u32 %y, %nctaid.x;")
@@ -1001,28 +1032,6 @@ class _Writer(PtxBuilder):
         ins("mad.lo.u32 %cb, %q, %nkb, %nkb;")
         ins("sub.u32 %cb, %cb, 1;")
         self.stream_owner("%cb")
-        self.global_pointer("%gb", "workspace")
-        ins("mov.u32 %y, %nctaid.x;")
-        ins("shl.b32 %x, %y, 1;                          // two partial slots per CTA of the batch")
-        ins("mul.wide.u32 %off, %bz, %x;")
-        ins(f"mul.lo.u64 %off, %off, {pb};")
-        ins("add.u64 %gb, %gb, %off;")
-        # max first: the address-range proof (not path-sensitive) sees no wrap below zero (split_k_reduce)
-        ins(f"max.u32 %x, %thr, {WG_THREADS};")
-        ins(f"sub.u32 %x, %x, {WG_THREADS};                // consumer thread")
-        ins(f"mul.wide.u32 %off, %x, {CHUNK};")
-        ins("add.u64 %gb, %gb, %off;                     // slot 0 of the batch, this thread's v4 groups")
-        ins("mov.u32 %x, %ctaid.x;")
-        ins("shl.b32 %x, %x, 1;")
-        ins("min.u32 %z, %k0, 1;")
-        ins("add.u32 %x, %x, %z;                         // this segment's slot: 2c, or 2c + 1 from inside the tile")
-        ins(f"mul.wide.u32 %off, %x, {pb};")
-        ins("add.u64 %gw, %gb, %off;")
-        for g in range(groups):
-            regs = ", ".join(f"%acc{4 * g + e}" for e in range(4))
-            ins(f"st.global.v4{acc} [%gw+{g * ct * CHUNK}], {{{regs}}};")
-        ins("fence.acq_rel.gpu;                          // the partial before the CTA's arrival")
-        ins(f"bar.sync 1, {ct};")
         self.global_pointer("%gs", "semaphores")
         ins("mul.wide.u32 %off, %wi, 4;")
         ins("add.u64 %gs, %gs, %off;")
@@ -1040,9 +1049,10 @@ class _Writer(PtxBuilder):
         zero = "0f00000000" if acc == ".f32" else "0"
         for r in range(cfg.accumulators):
             ins(f"mov{acc} %acc{r}, {zero};")
+        self.stream_batch_base("%gw")
         ins("shl.b32 %x, %ca, 1;")
         ins(f"mul.wide.u32 %off, %x, {pb};")
-        ins("add.u64 %gw, %gb, %off;                     // slot 2ca: the partial from K block 0")
+        ins("add.u64 %gw, %gw, %off;                     // slot 2ca: the partial from K block 0")
         ins("setp.eq.u32 %p9, %thr, %thr;                // the first step: to slot 2(ca + 1) + 1")
         top = self.label("REDUCE")
         self.put(top)
