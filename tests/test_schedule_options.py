@@ -135,9 +135,19 @@ def test_stream_k_reaches_the_kernel():
         assert "atom.acq_rel.gpu.global.add.u32" in res.ptx
 
 
-@pytest.mark.parametrize("extra,field,words", [(" cluster=2 split_k=stream", "split_k", "cluster=2")])
-def test_what_the_kernel_lacks_is_refused_where_written(extra, field, words):
-    out = _error(extra)
-    line = "  schedule cta=128x256x64 warps=8x1 stages=4 mma=wgmma" + extra + ";"
-    assert out.startswith(f"t.tile:10:{line.index(field + '=') + len(field) + 2}: error:"), out
-    assert words in out and "not implemented" in out and line in out
+def test_stream_k_with_cta_pairs_reaches_the_kernel():
+    """cluster=2 split_k=stream: ranges of pair tiles; the grid in whole pairs."""
+    res = compile_source(TILE.format(extra=" cluster=2 split_k=stream"), "t.tile")
+    abi = res.to_json()["tiles"]["t"]["kernel"]
+    assert abi["cluster"] == [2, 1, 1] and abi["split_k"] == "stream"
+    assert abi["grid"][0] == "2 * min(tiles * ((K + 63) // 64) // 2, multiprocessors * max_ctas_per_sm // 2)"
+
+
+def test_stream_k_on_the_sync_kernel_is_refused_where_written():
+    text = TILE.format(extra="").replace("warps=8x1 stages=4 mma=wgmma", "warps=2x4 stages=3 split_k=stream")
+    with pytest.raises(CompileError) as e:
+        compile_source(text, "t.tile")
+    out = e.value.render()
+    line = "  schedule cta=128x256x64 warps=2x4 stages=3 split_k=stream;"
+    assert out.startswith(f"t.tile:10:{line.index('split_k=') + len('split_k=') + 1}: error:"), out
+    assert "schedule split_k= is a schedule of the sparse wgmma kernel" in out and line in out

@@ -534,7 +534,8 @@ SMALL_STREAM = dict(cta_m=64, cta_n=16, cta_k=32, consumers=1, stages=2)
 # k-step) on 5 CTAs: ranges [0,3) [3,6) [6,9) [9,12) [12,14), each tile over 3 CTAs, CTA 2 finishing tile 0
 # and starting tile 1, C preloaded by the segment from K block 0 only; whole tiles next to shared ones (6 tiles
 # of 3 blocks on 4 CTAs); a batch; f16 D, direct D; two consumers of 64 rows with staged f32 D + C; fewer
-# iterations than SMs (one K block a CTA: a tile over nkb CTAs); s32 partials (s8)
+# iterations than SMs (one K block a CTA: a tile over nkb CTAs); s32 partials (s8); CTA pairs (ranges of pair
+# tiles: 2 pair tiles of 7 blocks on 3 pairs, each tile over 2 pairs; 9 pair tiles of 6 blocks on 2 pairs)
 STREAM_CASES = [
     (F16, SMALL_STREAM, 128, 16, 200, 1, None, 5),
     (F16, dict(SMALL_STREAM, accumulate_c=False, d_type="f16"), 190, 40, 90, 1, dict(d=8), 4),
@@ -542,6 +543,8 @@ STREAM_CASES = [
     (F16, dict(cta_m=128, cta_n=96, cta_k=64, stages=3, stage_d=False, accumulate_c=False, d_type="f16"), 130, 96,
      260, 1, None, 16),
     (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3), 128, 32, 450, 1, None, 3),
+    (F16, dict(SMALL_STREAM, cluster_m=2), 256, 16, 200, 1, dict(d=4), 6),
+    (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3, cluster_m=2), 300, 70, 330, 1, None, 4),
 ]
 STREAM_RUNS = [pytest.param(i, mode, seed, id=f"{i}-{mode}-{seed}",
                             marks=() if (i, mode, seed) == (0, "adversarial", 1) else pytest.mark.slow)
@@ -555,9 +558,12 @@ def test_stream_k_computes_the_gemm(i, mode, seed):
     kern = emit_sparse_wgmma(cfg)
     tiles, blocks = _tiles(cfg, m, n), -(-k // cfg.cta_k)
     gx, gy, _ = kern.grid(m, n, k, batch, sms)
-    assert gy == batch and gx == min(tiles * blocks, sms)
+    cm = cfg.cluster_m
+    assert gy == batch and gx == cm * min(tiles * blocks // cm, sms // cm)
     if i == 0:          # what the case is for: each tile over 3 CTAs, one CTA in both
         assert sharers(tiles, blocks, gx) == [[0, 1, 2], [2, 3, 4]]
+    if i == 5:          # ranges of pairs: each pair tile over 2 pairs
+        assert sharers(tiles // 2, blocks, gx // 2) == [[0, 1], [1, 2]]
     d, ref, stats = run_stream(cfg, m, n, k, mode, seed, sms, batch=batch, pad=pad)
     # every K block of every tile is loaded once, whichever CTA's range it falls in
     assert stats["tma"] == batch * tiles * blocks * len(tma_boxes(cfg))
@@ -662,10 +668,9 @@ def test_stream_k_abi_scratch_and_grid():
 def test_stream_k_config_errors():
     from compiler.diagnostics import SpecError
 
-    for kw in (dict(persistent=False), dict(persistent=True, cluster_m=2)):
-        with pytest.raises(SpecError) as e:
-            emit_sparse_wgmma(cfg_of(F16, **dict(BENCH[1], split_k="stream", **kw)))
-        assert e.value.field == "schedule.split_k"
+    with pytest.raises(SpecError) as e:
+        emit_sparse_wgmma(cfg_of(F16, **dict(BENCH[1], split_k="stream", persistent=False)))
+    assert e.value.field == "schedule.split_k"
 
 
 PTXAS_STREAM = [
@@ -674,6 +679,7 @@ PTXAS_STREAM = [
     (S8, dict(cta_m=128, cta_n=128, cta_k=128, stages=3, accumulate_c=True)),   # s32 partials + C
     (TF32, dict(cta_m=128, cta_n=128, cta_k=32, stages=4)),                   # staged f32 D + C
     (E4M3, dict(cta_m=128, cta_n=256, cta_k=128, stages=4, d_type="f16", accumulate_c=False)),
+    (F16, dict(BENCH[1], cluster_m=2, d_type="f16", accumulate_c=False)),    # CTA pairs
 ]
 
 

@@ -73,7 +73,9 @@ segment can start inside a tile, slot 2c + 1, and only its last can end inside o
 between are whole tiles), and the CTA that sees cb - ca earlier arrivals at the tile's semaphore sums the
 slots 2ca, 2(ca + 1) + 1, .., 2cb + 1: in K order, starting from zero, its own partial read back, so D is
 bit-reproducible for a problem size and grid (the grid follows the device's SM count: another GPU may cut
-the tiles elsewhere and round differently). Memory model as for split-K (PTX ISA chapter 8 "Memory
+the tiles elsewhere and round differently). CTA pairs (`cluster=2`) walk ranges of pair tiles (both CTAs of
+a pair the same range, so their B halves and slot releases match; ranges count pairs) and each CTA fixes
+up its own half of a shared pair tile. Memory model as for split-K (PTX ISA chapter 8 "Memory
 Consistency Model": the atom.add RMWs on one semaphore are morally strong and form a release sequence, so
 the last arrival's acquire sees every earlier CTA's released partial; 9.7.13.5 atom .acq_rel .gpu; 9.7.13.4
 fence.acq_rel.gpu orders each thread's partial stores before the CTA barrier and the arrival).
@@ -85,8 +87,7 @@ than one or two waves (decode: 64 tiles on 132 SMs; 2048^3: 128). And no CTA eve
 last arrival reduces; CUTLASS's fix-up CTA spins on its peers' flags instead), so the kernel needs no
 co-residency guarantee: any launch order, batches beyond one wave, and MPS or other kernels sharing the SMs
 are safe. Workspace: [batch, 2 G, cta_m x cta_n] partials, semaphores [batch, tiles] (the ABI's `scratch`;
-compiler.runtime sizes G with the device's SM count). CTA pairs (`cluster=2`) are refused: both CTAs of a
-pair would have to walk one range.
+compiler.runtime sizes G with the device's SM count).
 
 Sparse operands (9.7.15.6). For the 2:4 forms (f16/bf16 .m64nNk32; e4m3/e5m2/s8/u8 .m64nNk64) and 1:2
 tf32 (.m64nNk16), the compressed A of one instruction is 64 rows x 32 bytes in shared memory (a
@@ -573,11 +574,6 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
         if not cfg.persistent:
             raise SpecError("split_k=stream: stream-K CTAs are persistent (each walks its share of the K blocks)",
                             field="schedule.split_k", hint="set persistent=True with split_k='stream'")
-        if cfg.cluster_m > 1:
-            raise SpecError("split_k=stream with cluster=2: stream-K ranges are per CTA, and a CTA pair shares "
-                            "its B tile, so both CTAs would have to walk the same (tile, K block) range; "
-                            "not implemented", field="schedule.split_k",
-                            hint="leave cluster= out with split_k=stream, or write split_k=N")
     elif not _is_int(cfg.split_k) or not 1 <= cfg.split_k <= MAX_SPLIT_K:
         raise SpecError(f"split_k={cfg.split_k!r}: the wgmma kernel cuts a tile's K blocks into 1..{MAX_SPLIT_K} "
                         f"slices, or split_k=stream", field="schedule.split_k", hint="write split_k=2, 4 or 8")
@@ -767,11 +763,11 @@ class _Writer(PtxBuilder):
         Returns the loop's top label; the ring's pipeline state is NOT reset per item."""
         cfg, ins = self.cfg, self.ins
         if cfg.stream_k:
-            ins("// stream-K: CTA c of G takes iterations [c Q + min(c, R), (c + 1) Q + min(c + 1, R)), Q, R = W / G, W % G")
+            ins("// stream-K: CTA (pair) c of G takes iterations [c Q + min(c, R), (c + 1) Q + min(c + 1, R)), Q, R = W / G, W % G")
             self.stream_bound("%t", 0)
         else:
             ins("mov.u32 %t, %ctaid.x;")
-        if cfg.cluster_m > 1:
+        if cfg.cluster_m > 1 and not cfg.stream_k:
             ins(f"div.u32 %t, %t, {cfg.cluster_m};                // the pair's first item")
         top = self.label("WORK")
         self.put(top)
@@ -902,11 +898,12 @@ class _Writer(PtxBuilder):
 
     # -- stream-K -------------------------------------------------------------------------------------
     def stream_work(self, dst: str) -> None:
-        """dst = W, the batch's (tile, K block) iterations: tiles x nkb (from M, N: recomputed where needed
-        rather than held in a register across the mainloop)."""
+        """dst = W, the batch's (tile, K block) iterations: tiles x nkb (CTA pairs: pair tiles; from M, N:
+        recomputed where needed rather than held in a register across the mainloop)."""
         cfg, ins = self.cfg, self.ins
-        ins(f"add.u32 %x, %M, {cfg.cta_m - 1};")
-        ins(f"div.u32 %x, %x, {cfg.cta_m};")
+        tm = cfg.cta_m * cfg.cluster_m
+        ins(f"add.u32 %x, %M, {tm - 1};")
+        ins(f"div.u32 %x, %x, {tm};")
         ins(f"add.u32 {dst}, %N, {cfg.cta_n - 1};")
         ins(f"div.u32 {dst}, {dst}, {cfg.cta_n};")
         ins(f"mul.lo.u32 {dst}, {dst}, %x;")
@@ -919,10 +916,10 @@ class _Writer(PtxBuilder):
         division is a called subroutine in SASS, and the consumers' accumulators would be spilled around it)."""
         ins = self.ins
         self.stream_work("%z")
-        ins("mov.u32 %y, %nctaid.x;")
+        self.stream_ctas("%y", "%nctaid.x")
         ins("div.u32 %x, %z, %y;                         // Q")
         ins("rem.u32 %c2, %z, %y;                        // R")
-        ins("mov.u32 %y, %ctaid.x;")
+        self.stream_ctas("%y", "%ctaid.x")
         if which:
             ins(f"add.u32 %y, %y, {which};")
         ins("min.u32 %c2, %y, %c2;")
@@ -930,6 +927,13 @@ class _Writer(PtxBuilder):
         # <= W already; the min tells the address-range proof (intervals: R anywhere in 0..G-1) that the
         # tile index %t / nkb stays below the tile count
         ins(f"min.u32 {dst}, {dst}, %z;")
+
+    def stream_ctas(self, dst: str, sreg: str) -> None:
+        """dst = special register `sreg` (%ctaid.x, %nctaid.x) counted in the units that walk a range: CTAs,
+        or CTA pairs (both CTAs of a pair walk the same range: their B halves and slot releases match)."""
+        self.ins(f"mov.u32 {dst}, {sreg};")
+        if self.cfg.cluster_m > 1:
+            self.ins(f"div.u32 {dst}, {dst}, {self.cfg.cluster_m};")
 
     def stream_segment(self) -> None:
         """The segment of the CTA's range that starts at iteration %t: tile %q = %t / nkb, its K blocks
@@ -994,7 +998,9 @@ class _Writer(PtxBuilder):
         on one word form a release sequence, so the last arrival acquires every earlier partial), and the CTA
         that sees cb - ca earlier arrivals resets the semaphore, sums the partials of ca, ca + 1, .., cb in
         that order (its own read back too: the sum does not depend on who came last) and falls through to
-        the epilogue; the others jump to `not_last`. Nobody waits for another CTA."""
+        the epilogue; the others jump to `not_last`. Nobody waits for another CTA. CTA pairs: ranges, and so
+        ca and cb, count pairs; each CTA reduces its own half of the pair tile (its own semaphore) from the
+        slots of the same rank's CTAs 2p + rank."""
         cfg, ins = self.cfg, self.ins
         ct = WG_THREADS * cfg.consumers
         groups = cfg.accumulators // 4
@@ -1022,7 +1028,7 @@ class _Writer(PtxBuilder):
         ins("div.u32 %q, %x, %nkb;                       // the tile (%t: the segment's end)")
         self.semaphore_index()
         self.stream_work("%z")
-        ins("mov.u32 %y, %nctaid.x;")
+        self.stream_ctas("%y", "%nctaid.x")
         ins("div.u32 %x, %z, %y;                         // Q")
         ins("rem.u32 %z, %z, %y;                         // R")
         ins("mul.lo.u32 %c0, %x, %y;")
@@ -1050,7 +1056,12 @@ class _Writer(PtxBuilder):
         for r in range(cfg.accumulators):
             ins(f"mov{acc} %acc{r}, {zero};")
         self.stream_batch_base("%gw")
-        ins("shl.b32 %x, %ca, 1;")
+        cm = cfg.cluster_m
+        if cm > 1:           # owners are pairs: this rank's CTA of pair p is CTA 2p + rank
+            ins(f"mad.lo.u32 %x, %ca, {cm}, %rk;")
+            ins("shl.b32 %x, %x, 1;")
+        else:
+            ins("shl.b32 %x, %ca, 1;")
         ins(f"mul.wide.u32 %off, %x, {pb};")
         ins("add.u64 %gw, %gw, %off;                     // slot 2ca: the partial from K block 0")
         ins("setp.eq.u32 %p9, %thr, %thr;                // the first step: to slot 2(ca + 1) + 1")
@@ -1060,7 +1071,7 @@ class _Writer(PtxBuilder):
             ins(f"ld.global.v4{acc} {{%v0, %v1, %v2, %v3}}, [%gw+{g * ct * CHUNK}];")
             for e in range(4):
                 ins(f"add{acc} %acc{4 * g + e}, %acc{4 * g + e}, %v{e};")
-        ins(f"add.u64 %gw, %gw, {2 * pb};                 // slot 2c + 1 of the next CTA c: its segment from inside the tile")
+        ins(f"add.u64 %gw, %gw, {2 * cm * pb};                 // slot 2c + 1 of the next CTA c: its segment from inside the tile")
         ins(f"@%p9 add.u64 %gw, %gw, {pb};")
         ins("setp.ne.u32 %p9, %thr, %thr;")
         ins("setp.ne.u32 %p1, %nr, 0;")
