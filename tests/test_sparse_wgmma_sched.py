@@ -727,3 +727,20 @@ def test_ptxas_assembles_the_stream_k_fused_epilogue(ptxas, tmp_path):
     log = _assemble(ptxas, compiler.compile_source(EPILOGUE_C.replace("persistent=static", "split_k=stream"),
                                                    "p.tile").ptx, tmp_path)
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
+def test_runtime_sizes_stream_k_scratch_with_the_sm_count(monkeypatch):
+    """The stream-K tile on a fake H100 (132 SMs): grid 132 CTAs, the workspace two 128 x 64 f32 partials a
+    CTA ([1, 264, 8192]), the semaphores one per tile ([1, 64], zeroed), allocated once."""
+    from compiler.runtime import driver
+
+    m, n, k = 8192, 64, 8192
+    kernel, fake, (a, b, d), allocated, previous = _fake_launch(monkeypatch, "sparse_wgmma_f16_decode_stream_k.tile",
+                                                                "sparse_wgmma_f16_decode_stream_k", m, n, k)
+    try:
+        kernel(a, b, out=d)
+        kernel(a, b, out=d)
+    finally:
+        driver.use(previous)
+    assert allocated == [((1, 2 * 132, 128 * 64), "f32", False), ((1, 64), "s32", True)]
+    assert fake.launches[-1][0].grid == (132, 1, 1)
