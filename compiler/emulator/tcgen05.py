@@ -127,6 +127,7 @@ class Machine(WarpMachine):
         return cta
 
     def cluster_done(self, ctas) -> None:
+        super().cluster_done(ctas)
         for c in ctas:
             if c.allocated:
                 raise EmulationError(f"CTA {c.ctaid} exited with {c.allocated} TMEM columns allocated")
