@@ -535,7 +535,8 @@ SMALL_STREAM = dict(cta_m=64, cta_n=16, cta_k=32, consumers=1, stages=2)
 # and starting tile 1, C preloaded by the segment from K block 0 only; whole tiles next to shared ones (6 tiles
 # of 3 blocks on 4 CTAs); a batch; f16 D, direct D; two consumers of 64 rows with staged f32 D + C; fewer
 # iterations than SMs (one K block a CTA: a tile over nkb CTAs); s32 partials (s8); CTA pairs (ranges of pair
-# tiles: 2 pair tiles of 7 blocks on 3 pairs, each tile over 2 pairs; 9 pair tiles of 6 blocks on 2 pairs)
+# tiles: 2 pair tiles of 7 blocks on 3 pairs, each tile over 2 pairs; 9 pair tiles of 6 blocks on 2 pairs);
+# three consumer warpgroups (the fix-up's barrier and partial layout over 384 consumer threads)
 STREAM_CASES = [
     (F16, SMALL_STREAM, 128, 16, 200, 1, None, 5),
     (F16, dict(SMALL_STREAM, accumulate_c=False, d_type="f16"), 190, 40, 90, 1, dict(d=8), 4),
@@ -545,6 +546,7 @@ STREAM_CASES = [
     (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3), 128, 32, 450, 1, None, 3),
     (F16, dict(SMALL_STREAM, cluster_m=2), 256, 16, 200, 1, dict(d=4), 6),
     (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3, cluster_m=2), 300, 70, 330, 1, None, 4),
+    (F16, dict(cta_m=192, cta_n=16, cta_k=32, consumers=3, stages=2), 200, 16, 150, 1, None, 3),
 ]
 STREAM_RUNS = [pytest.param(i, mode, seed, id=f"{i}-{mode}-{seed}",
                             marks=() if (i, mode, seed) == (0, "adversarial", 1) else pytest.mark.slow)
@@ -680,6 +682,8 @@ PTXAS_STREAM = [
     (TF32, dict(cta_m=128, cta_n=128, cta_k=32, stages=4)),                   # staged f32 D + C
     (E4M3, dict(cta_m=128, cta_n=256, cta_k=128, stages=4, d_type="f16", accumulate_c=False)),
     (F16, dict(BENCH[1], cluster_m=2, d_type="f16", accumulate_c=False)),    # CTA pairs
+    (F16, dict(cta_m=192, cta_n=128, cta_k=64, consumers=3, stages=4, d_type="f16", accumulate_c=False)),
+    (F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=3, d_type="f16", accumulate_c=False)),   # setmaxnreg
 ]
 
 
