@@ -370,7 +370,7 @@ class SparseWgmmaConfig(RingGeometry):
         e = Region("E", self.cta_m // SHAPE_M, META_STEP_BYTES * ks, e_off, "none")
         return {"A": a, "B": b, "E": e}
 
-    @property
+    @cached_property          # tilec tune checks tens of thousands of configurations
     def stage_bytes(self) -> int:
         e = self.regions["E"]
         return _align(e.offset + e.bytes, SMEM_ALIGN)
@@ -427,7 +427,7 @@ class SparseWgmmaConfig(RingGeometry):
             return SMEM_ALIGN + self.d_offset + self.d_region_bytes
         return SMEM_ALIGN + self.ring_tail
 
-    @property
+    @cached_property          # tilec tune checks tens of thousands of configurations
     def ring(self) -> RingPlan:
         """The smem ring (compiler/ptx/pipeline.py): full[s] completes on the producer's expect_tx and the
         slot's bytes; empty[s] on one arrival per consumer warp of each CTA that reads the slot (a CTA
