@@ -353,6 +353,21 @@ def test_split_k_example_on_the_emulator():
     assert compiler.emulate(result, shape=(200, 70, 200), mode="random", batch=2, seed=2).ok
 
 
+@pytest.mark.parametrize("tile,k", [pytest.param("sparse_wgmma_bf16_decode_split_k_n16", 200, marks=pytest.mark.slow),
+                                    ("sparse_wgmma_e4m3_decode_split_k_n16", 600)])
+def test_bf16_and_e4m3_split_k_decode_tiles_on_the_emulator(tile, k):
+    """examples/sparse_wgmma_bf16_e4m3_decode_split_k.tile: one M tile of a decode-like shape at a column
+    edge (N = 13 of the tile's 16), K blocks in 4 slices with a K tail (bf16: 4 blocks of 64, e4m3: 5 of
+    128), warps interleaved at random; bf16 D against the reference bit for bit. (The bf16 tile is the f16
+    n16 tile's twin, and test_emulator.py emulates it in the default run too: here under slow.)"""
+    import compiler
+
+    result = compiler.compile_file(str(REPO / "examples" / "sparse_wgmma_bf16_e4m3_decode_split_k.tile"))
+    assert result.tiles[tile].payload.schedule.split_k == 4
+    e = compiler.emulate(result, tile, shape=(100, 13, k), mode="random", seed=1)
+    assert e.ok and e.d.dtype.name == "bfloat16", e.mismatches
+
+
 PTXAS_SPLIT = [
     (F16, dict(cta_m=128, cta_n=64, cta_k=64, stages=6, d_type="f16", accumulate_c=False, split_k=4)),
     (F16, dict(cta_m=128, cta_n=16, cta_k=64, stages=8, d_type="f16", accumulate_c=False, split_k=8)),
@@ -536,7 +551,8 @@ SMALL_STREAM = dict(cta_m=64, cta_n=16, cta_k=32, consumers=1, stages=2)
 # of 3 blocks on 4 CTAs); a batch; f16 D, direct D; two consumers of 64 rows with staged f32 D + C; fewer
 # iterations than SMs (one K block a CTA: a tile over nkb CTAs); s32 partials (s8); CTA pairs (ranges of pair
 # tiles: 2 pair tiles of 7 blocks on 3 pairs, each tile over 2 pairs; 9 pair tiles of 6 blocks on 2 pairs);
-# three consumer warpgroups (the fix-up's barrier and partial layout over 384 consumer threads)
+# three consumer warpgroups (the fix-up's barrier and partial layout over 384 consumer threads); fp8 with
+# promote=2 (each segment promotes every 2 of its K blocks; the partial is the promoted f32 sum)
 STREAM_CASES = [
     (F16, SMALL_STREAM, 128, 16, 200, 1, None, 5),
     (F16, dict(SMALL_STREAM, accumulate_c=False, d_type="f16"), 190, 40, 90, 1, dict(d=8), 4),
@@ -547,6 +563,8 @@ STREAM_CASES = [
     (F16, dict(SMALL_STREAM, cluster_m=2), 256, 16, 200, 1, dict(d=4), 6),
     (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3, cluster_m=2), 300, 70, 330, 1, None, 4),
     (F16, dict(cta_m=192, cta_n=16, cta_k=32, consumers=3, stages=2), 200, 16, 150, 1, None, 3),
+    (E4M3, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=2, promote=2, accumulate_c=False, d_type="f16"),
+     128, 32, 450, 1, None, 3),
 ]
 STREAM_RUNS = [pytest.param(i, mode, seed, id=f"{i}-{mode}-{seed}",
                             marks=() if (i, mode, seed) == (0, "adversarial", 1) else pytest.mark.slow)

@@ -75,6 +75,17 @@ def test_split_k_semaphores_are_zero_after_each_launch(sm90, torch_cuda):
         assert int(held["semaphores"].count_nonzero()) == 0
 
 
+# the bf16 and e4m3 (-> bf16) N = 16 split-K tiles (examples/sparse_wgmma_bf16_e4m3_decode_split_k.tile):
+# the benchmark's 8192 x 16 x 8192 decode rows, and an edge shape with a K tail and an empty slice
+DECODE_BF16_E4M3 = "sparse_wgmma_bf16_e4m3_decode_split_k.tile"
+
+
+@pytest.mark.parametrize("tile", ["sparse_wgmma_bf16_decode_split_k_n16", "sparse_wgmma_e4m3_decode_split_k_n16"])
+@pytest.mark.parametrize("shape", [(8192, 16, 8192), (300, 13, 330)], ids=lambda s: "x".join(map(str, s)))
+def test_bf16_and_e4m3_split_k_decode_tiles(sm90, torch_cuda, tile, shape):
+    run(torch_cuda, DECODE_BF16_E4M3, *shape, tile=tile)
+
+
 # stream-K (examples/sparse_wgmma_f16_decode_stream_k.tile): min(tiles x K blocks, SMs) CTAs, each an equal
 # range of (tile, K block) iterations. The decode shapes (64 tiles of 128 x 64 and 128 K blocks at N <= 64:
 # every tile shared by 2 or 3 CTAs), the N = 16 tile, K tails, fewer iterations than SMs (a tile over as many
