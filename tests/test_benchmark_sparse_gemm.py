@@ -120,13 +120,16 @@ def test_the_examples_in_the_repository(examples):
 
 
 def test_examples_meant_for_some_shapes_time_only_those(examples):
-    """`// benchmark shapes: COND` in an example: the split-K decode tiles time N <= 256, the persistent tile
+    """`// benchmark shapes: COND` in an example: the split-K and stream-K decode tiles time N <= 256, the persistent tile
     4096 <= min(M, N); elsewhere they are listed as meant for their shapes."""
     found, _ = examples
     split = "sparse_wgmma_f16_decode_split_k.tile"
+    stream = "sparse_wgmma_f16_decode_stream_k.tile"
     persistent = "sparse_wgmma_f16_persistent.tile"
     for case, runs, not_meant in ((Case(8192, 16, 8192, "f16"), split, persistent),
-                                  (Case(8192, 8192, 8192, "f16"), persistent, split)):
+                                  (Case(8192, 16, 8192, "f16"), stream, persistent),
+                                  (Case(8192, 8192, 8192, "f16"), persistent, split),
+                                  (Case(8192, 8192, 8192, "f16"), persistent, stream)):
         chosen, unmet = SG["select"](found, case)
         assert runs in {c.name for c in chosen} and not_meant not in {c.name for c in chosen}
         assert unmet[not_meant].startswith("meant for ")
