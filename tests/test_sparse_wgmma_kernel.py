@@ -331,6 +331,27 @@ SETMAXNREG_MUTATIONS = {
 }
 
 
+# The large-shape tiles of examples/sparse_wgmma_setmaxnreg.tile as they are (setmaxnreg from need: 2 x 128 x
+# 192 and 3 x 64 x 192), CTA pairs, persistent CTAs walking several tiles, under the adversarial policy
+SETMAXNREG_SLOW = [
+    (F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2, accumulate_c=False, d_type="f16"), 512, 384, 320),
+    (F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=3, cluster_m=2, persistent=True, accumulate_c=False,
+               d_type="f16"), 1024, 384, 192),
+    (F16, dict(cta_m=192, cta_n=192, cta_k=64, stages=4, consumers=3, cluster_m=2), 384, 384, 320),
+    (E4M3, dict(cta_m=256, cta_n=192, cta_k=128, stages=4, accumulate_c=False, d_type="bf16"), 300, 200, 300),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form,kw,m,n,k", SETMAXNREG_SLOW, ids=lambda x: getattr(x, "name", None) or str(x))
+def test_setmaxnreg_tiles_adversarially(form, kw, m, n, k):
+    pytest.importorskip("ml_dtypes")
+    cfg = cfg_of(form, **kw)
+    assert cfg.register_split is not None
+    d, ref, _ = run_model(cfg, m, n, k, mode="adversarial", seed=m + n + k)
+    assert np.array_equal(d.view(np.uint8), ref.view(np.uint8))
+
+
 @pytest.mark.parametrize("name", list(SETMAXNREG_MUTATIONS))
 def test_model_catches_broken_register_handover(name):
     mutate, needle = SETMAXNREG_MUTATIONS[name]
