@@ -497,6 +497,8 @@ def test_ptxas_assembles_without_spills(ptxas, tmp_path, form, kw):
     regs = int(re.search(r"Used (\d+) registers", log).group(1))
     assert regs <= cfg.max_regs                     # one CTA of cfg.threads fits the register file
     split = cfg.register_split                      # the consumers' registers come from the producer's
+    if split is not None:       # ptxas pins the launch count to .maxnreg: the pool the split's counts assume
+        assert regs == cfg.max_regs == split.launch, log
     moved = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);", kern.text)
     assert moved == ([] if split is None else [("dec", str(split.low)), ("inc", str(split.high))])
     assert f"wgmma.mma_async.sp.sync.aligned.m64n{cfg.cta_n}k{form.k}" in kern.text
@@ -553,6 +555,8 @@ def test_emission_is_deterministic():
     (dict(consumers=3, cta_m=192, cta_n=256), "schedule.cta", "it needs 155"),
     # 2 x 64 x 256 needs 168 = the launch count of 384 threads: fits without setmaxnreg; 3 x 64 x 200 does not
     (dict(consumers=3, cta_m=192, cta_n=200, setmaxnreg=False), "schedule.warps", "only setmaxnreg"),
+    # 1 consumer of 128 x 256 (256 + 40 registers): 256 threads launch with 255, no count setmaxnreg moves from
+    (dict(consumers=1, cta_m=128, cta_n=256), "schedule.warps", "not a multiple of 8"),
     (dict(cta_k=96), "schedule.cta", "cta K"),
     (dict(stages=9), "schedule.stages", "2..8"),
     (dict(cta_m=256, cta_n=128, cta_k=128, stages=4), "schedule.stages", "exceed"),
