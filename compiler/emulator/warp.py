@@ -288,7 +288,7 @@ class WarpMachine:
             progressed |= self._release_barriers(warps)
             if self.policy == "random" and self.pending and self.rng.random() < 0.25:
                 self.complete_one()
-            elif not progressed:
+            elif not progressed or self._every_live_warp_stuck(warps):
                 if not self.pending:
                     raise Deadlock(self._deadlock_report(ids, warps))
                 self.complete_one()
@@ -306,6 +306,26 @@ class WarpMachine:
             if any(w.bulk_groups) or w.bulk_open:
                 raise EmulationError(f"{w.name()} exits with TMA stores still reading its shared memory: a "
                                      "cp.async.bulk.wait_group after the last commit_group is missing")
+
+    def _every_live_warp_stuck(self, warps) -> bool:
+        """Every live warp waits at a barrier or on an mbarrier phase that is still incomplete after this
+        round. A spin loop that does register work between its try_waits (e.g. recomputing the parity)
+        counts as executed instructions, so `progressed` alone would call it progress and the run would only
+        end at `max_rounds`; only an asynchronous completion can move such a CTA on."""
+        live = False
+        for w in warps:
+            if w.done:
+                continue
+            live = True
+            if w.bar is not None:
+                continue
+            if w.waiting is None:
+                return False
+            _, cta, a, parity = w.waiting
+            b = cta.mbar.get(a)
+            if b is None or b["phase"] % 2 != parity:
+                return False
+        return live
 
     def complete_one(self) -> None:
         """Complete one pending operation the seeded generator picks among those whose turn it is (the

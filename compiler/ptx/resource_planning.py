@@ -129,7 +129,25 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
             "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
             # the epilogue warps' D staging buffers (in smem_bytes; drained by TMA stores)
             "d_staging_bytes": epi * ws["d_buffers"] * ws["d_stage_bytes"],
-            "copy": "tma", "overlap": True, "persistent": True}
+            "copy": "tma", "overlap": True, "persistent": True, **_tcgen05_ws_form(tile, spec)}
+
+
+def _tcgen05_ws_form(tile: Op, spec) -> dict:
+    """The MMA form choices of a scheduled tile beyond the plain one (only where made, so the plans of plain
+    tiles stay as they were): `.ws` (PTX 9.7.16.10.9.3) with its data-path layout (9.7.16.10.5), the TMEM
+    columns of one accumulator, the collector usage (warp_specialization.check_ws_collector) and the
+    zero-column mask."""
+    if not spec.ws:
+        return {}
+    from ..isa.tmem import data_path
+    from ..passes.warp_specialization import ws_plan
+
+    dp = data_path(spec.m, spec.cta_group, spec.sparsity is not None, True)
+    zcm = tile.op("tilec.zero_column_mask")
+    return {"ws": f"tcgen05.mma.ws: data-path layout {dp.layout} ({dp.rows} rows x {dp.folds} lane group(s), "
+                  f"{ws_plan(tile).acc_columns} TMEM columns per accumulator); collector none (::discard): every K "
+                  "step reads its own K slice of B, so no MMA could reuse a buffer; zero-column mask " +
+                  (f"{int(zcm.attrs['value']):#018x}" if zcm is not None else "none")}
 
 
 def _sparse_wgmma(tile: Op, module: Op) -> dict:
