@@ -524,6 +524,35 @@ def test_register_rules_are_ptxas_s(ptxas, tmp_path, monkeypatch):
     assert res.returncode != 0 and "C7602" in res.stderr and "register target of 131" in res.stderr, res.stderr
 
 
+def _silu_bias_with(schedule: str):
+    """examples/sparse_wgmma_f16_silu_bias.tile (D = silu(A*B + bias[col]), bf16 D) with another schedule."""
+    from compiler import compile_source
+
+    src = (REPO / "examples" / "sparse_wgmma_f16_silu_bias.tile").read_text()
+    return compile_source(re.sub(r"(?m)^(\s*)schedule [^;]*;", lambda m: m.group(1) + schedule, src))
+
+
+def test_persistent_epilogue_on_registers_takes_the_producers(ptxas, tmp_path):
+    """Persistent CTAs with a staged D run the fused epilogue on the registers first: with 2 m64 blocks of 128
+    accumulators it needs more than the 168 of the launch (ptxas spilled 48 bytes there), so setmaxnreg gives
+    the consumers 240 and nothing spills; one m64 block of 128 fits 168 as it is (EPILOGUE_OTHER_REGS)."""
+    wide = _silu_bias_with("schedule cta=256x128x64 warps=8x1 stages=2 mma=wgmma persistent=static;")
+    assert "setmaxnreg.inc.sync.aligned.u32 240;" in wide.ptx
+    assert "0 bytes spill stores" in _assemble(ptxas, wide.ptx, tmp_path)
+    tall = _silu_bias_with("schedule cta=128x256x64 warps=8x1 stages=2 mma=wgmma persistent=static;")
+    assert "setmaxnreg" not in tall.ptx
+
+
+@pytest.mark.slow
+def test_persistent_epilogue_with_setmaxnreg_on_the_emulator():
+    pytest.importorskip("ml_dtypes")
+    import compiler
+
+    result = _silu_bias_with("schedule cta=256x128x64 warps=8x1 stages=2 mma=wgmma persistent=static;")
+    e = compiler.emulate(result, shape=(300, 200, 150), mode="adversarial")
+    assert e.ok
+
+
 @pytest.mark.slow
 def test_consumer_register_rule_is_ptxas_s(ptxas, tmp_path, monkeypatch):
     """CONSUMER_OTHER_REGS = 40 against ptxas: 2 consumers of 128 x 208 (208 + 40 > 240) are refused; with the
