@@ -36,7 +36,8 @@ producer warpgroup, which holds a few addresses, gives its registers to the cons
 branch (before warps 1-3 leave), the consumers `setmaxnreg.inc` first thing, which waits until the pool has
 them; the consumers take the most the CTA's registers allow with the producer at 24 (240 for 2 consumers: 2 x
 128 rows x 192 = 192 accumulators; 160 for 3). ptxas compiles each single wgmma within the launch count
-(WGMMA_OPERAND_REGS), so 3 consumers (512 threads, 128 a thread) take N <= 200.
+(WGMMA_OPERAND_REGS), so 3 consumers (512 threads, 128 a thread) take N <= 200. Persistent CTAs running a
+fused epilogue on the registers of 2 m64 blocks (EPILOGUE_OTHER_REGS) turn setmaxnreg on as well.
 
 Persistent CTAs (`persistent=True`; DSL `schedule ... mma=wgmma persistent=static`). The grid is
 min(tiles, multiprocessors x max_ctas_per_sm) per batch (CTA pairs: whole pairs; the runtime evaluates the
@@ -223,8 +224,13 @@ MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 thre
 #   whose consumers setmaxnreg.inc to 160): 155 - 128.
 #   promote= doubles the accumulators and keeps the same rest (ptxas -v: 166 in all with promote=4 and 2 x 64
 #   accumulators at 128 x 128, 384 threads).
+# - EPILOGUE_OTHER_REGS: persistent CTAs with a staged D run the fused epilogue (C, bias, activation) on the
+#   registers of both m64 blocks of a 128-row consumer before staging (stage_after_epilogue): ptxas spills
+#   there with 40 beyond the accumulators (48 B: 128 in 168), 80 (4 B: 160 in 240) and 64 (24 B: 176 in 240),
+#   not with 96 (144 in 240) or 112 (128 in 240); one m64 block needs no more than the main loop (128 in 168).
 CONSUMER_OTHER_REGS = 40
 WGMMA_OPERAND_REGS = 27
+EPILOGUE_OTHER_REGS = 96
 
 
 def _align(x: int, a: int) -> int:
@@ -481,11 +487,21 @@ class SparseWgmmaConfig(RingGeometry):
         return (2 if self.promote is not None else 1) * self.accumulators + CONSUMER_OTHER_REGS
 
     @property
+    def epilogue_registers(self) -> int:
+        """Registers a consumer thread needs in a fused epilogue that runs on the registers of 2 m64 blocks
+        before staging D (persistent CTAs; EPILOGUE_OTHER_REGS, measured); 0 where no such epilogue runs."""
+        ep = self.epilogue
+        on_registers = ep is not None and self.persistent and self.staged_d and bool(ep.element_steps)
+        return self.accumulators + EPILOGUE_OTHER_REGS if on_registers and self.m_blocks > 1 else 0
+
+    @property
     def uses_setmaxnreg(self) -> bool:
         """The producer hands registers to the consumers: asked for, or (None) needed because the consumers'
-        registers exceed the launch count."""
+        registers (main loop, or the fused epilogue on the registers) exceed the launch count. The epilogue's
+        need only turns setmaxnreg on (where even its budget is short ptxas spills a few bytes there);
+        the main loop's is a limit (check_registers)."""
         if self.setmaxnreg is None:
-            return self.consumer_registers > self.max_regs
+            return max(self.consumer_registers, self.epilogue_registers) > self.max_regs
         return bool(self.setmaxnreg)
 
     @property

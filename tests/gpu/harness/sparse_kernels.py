@@ -71,6 +71,11 @@ SPARSE_WGMMA_SCHEDULES: dict[str, dict] = {
     "128x256x64_s4_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=4, cluster_m=2),
     "128x256x64_s3_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=3, cluster_m=2),
     "256x128x64_s4_c2": dict(cta_m=256, cta_n=128, cta_k=64, stages=4, cluster_m=2),
+    # the consumers' registers from the producer (setmaxnreg): 2 x 128 rows x 192 (240 each), 3 x 64 x 192 (160)
+    "256x192x64_s4": dict(cta_m=256, cta_n=192, cta_k=64, stages=4),
+    "256x192x64_s4_c2": dict(cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2),
+    "256x192x64_s5_c2": dict(cta_m=256, cta_n=192, cta_k=64, stages=5, cluster_m=2),
+    "192x192x64_s4_c2": dict(cta_m=192, cta_n=192, cta_k=64, consumers=3, stages=4, cluster_m=2),
 }
 
 
