@@ -268,7 +268,7 @@ class Kernel:
         per row tile and K block the TMEM image its tcgen05.cp copies), built on the host
         (tcgen05_ws_kernel.tmem_image, from the ABI's `tmem_images`) from the natural layout: META rows of
         u32 words (word w = the 4-bit codes of chunks 8w..8w+7), SFA / SFB rows of scale-factor bytes, each
-        MMA's factors in K order. A numpy array shaped as the buffer (synchronising for a device input)."""
+        MMA's factors in K order; any number of rows (M, or N for SFB: the image pads them to whole tiles). A numpy array shaped as the buffer (synchronising for a device input)."""
         import numpy as np
 
         from ..ptx.tcgen05_ws_kernel import tmem_image
@@ -285,12 +285,12 @@ class Kernel:
             per_block = spec["words"]
         else:
             per_block = spec["columns"] // spec["group_columns"] * 4 // spec["step_bytes"] * spec["nsf"]
-        if rows % spec["row_tile"] or cols % per_block or cols == 0:
-            raise ArgumentError(name, "shape", f"rows a multiple of {spec['row_tile']} and {per_block} values per "
+        if rows == 0 or cols % per_block or cols == 0:
+            raise ArgumentError(name, "shape", f"rows >= 1 and {per_block} values per "
                                 f"{spec['k_block']}-deep K block", f"shape {host.shape}")
         k = cols // per_block * spec["k_block"]
-        image = tmem_image(spec, host.tolist(), rows, k)
-        shape = (rows // spec["row_tile"], k // spec["k_block"], -1)
+        image = tmem_image(spec, host.tolist(), rows, k)      # rows padded to whole tiles (legal values)
+        shape = (-(-rows // spec["tile_rows"]) * spec["tile_rows"] // spec["row_tile"], k // spec["k_block"], -1)
         return np.array(image, np.uint32 if "format" in spec else np.uint8).reshape(shape)
 
     def pack_image(self, name: str, natural, library: str | None = None):
