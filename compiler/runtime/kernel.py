@@ -566,7 +566,8 @@ class Kernel:
         if ldb is not None and want[bname].pitch == "tensor map":
             pitches["b"] = ldb * b.itemsize          # the tensor map's row stride (bytes)
         elif ldb is not None:
-            pitches[want[bname].pitch] = ldb         # a kernel parameter (ldb, elements)
+            # a kernel parameter (ldb, elements): a packed 4-bit B's rows are bytes of two elements each
+            pitches[want[bname].pitch] = ldb * (2 if want[bname].packed else 1)
         if batch is not None and (bb["b"] % ALIGN or bb["b"] <= 0):
             raise ArgumentError("B", "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (TMA "
                                 "strides, 16-byte cp.async copies)", f"{bb['b']} bytes")
