@@ -129,6 +129,22 @@ def test_examples_meant_for_some_shapes_time_only_those(examples):
         assert unmet[not_meant].startswith("meant for ")
 
 
+def test_setmaxnreg_tiles_time_the_large_shapes(examples):
+    """examples/sparse_wgmma_setmaxnreg.tile (256 x 192 and 192 x 192 CTA tiles, the consumers' registers from
+    the producer by setmaxnreg) is meant for 4096 <= min(M, N): each large case of f16, bf16 and e4m3 times
+    its tiles of that input type, writing the case's output type without C; the 2048 cube and decode do not."""
+    found, _ = examples
+    file = "sparse_wgmma_setmaxnreg.tile"
+    for a in ("f16", "bf16", "e4m3"):
+        for m, n, k in [(4096, 4096, 4096), (8192, 8192, 8192), (5120, 13824, 5120), (13824, 5120, 5120),
+                        (4096, 128256, 4096)]:
+            case = Case(m, n, k, a)
+            ours = [c for c in SG["select"](found, case)[0] if c.file.endswith(file)]
+            assert ours and all(c.unlike(case) is None for c in ours), (case, ours)
+        for case in (Case(2048, 2048, 2048, a), Case(8192, 256, 8192, a)):
+            assert not [c for c in SG["select"](found, case)[0] if c.file.endswith(file)]
+
+
 def test_a_new_example_joins_without_a_change_to_the_benchmark(tmp_path):
     pytest.importorskip("lark")
     src = (ROOT / "examples" / "sparse_wgmma_f16_out_f16.tile").read_text()

@@ -49,7 +49,13 @@ def test_plan_matches_the_emitted_kernel(name):
         # this tile's entry only (a file of several tiles is one module of several entries)
         entry = re.search(rf"^\.visible \.entry {tile}\((?:.(?!^\.visible \.entry ))*", result.ptx, re.M | re.S)
         maxnreg = re.search(r"^\.maxnreg (\d+)", entry.group(0) if entry else result.ptx, re.M)
-        if maxnreg:
+        moved = dict(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);", entry.group(0) if entry else ""))
+        if moved:          # setmaxnreg: the producer's count .dec, the consumers' .inc, the launch's their pool
+            roles = {r["name"]: r["registers"] for r in plan["roles"]}
+            assert (roles["producer"], roles["consumer"]) == (int(moved["dec"]), int(moved["inc"]))
+            assert plan["setmaxnreg"].startswith("1 producer warpgroup setmaxnreg.dec")
+            assert sum(r["registers"] * r["warps"] * 32 for r in plan["roles"]) <= int(maxnreg.group(1)) * plan["threads"]
+        elif maxnreg:
             assert {r["registers"] for r in plan["roles"]} == {int(maxnreg.group(1))}
         if "max_ctas_per_sm" in abi:
             assert plan["ctas_per_sm"] == abi["max_ctas_per_sm"]

@@ -20,6 +20,9 @@ configuration errors and DSL wiring.
      wgmma.commit_group / wait_group per warp; an accumulator or metadata register touched while its
      wgmma is in flight fails.
    * bar.sync with ids and thread counts; divergent `ret`.
+   * setmaxnreg (9.7.19): per-warp register counts from the kernel's .maxnreg, a per-CTA pool that .dec fills
+     and .inc takes from (waiting: a deadlock if it never fills), the same instructions by every warp of a
+     warpgroup.
    Copies land at issue ("eager") or only when every warp is stuck ("lazy", in random order), and wgmma
    groups execute at issue or only when wait_group retires them (reading shared memory and metadata
    then): a slot released before its wgmma finished, a missing wait or a stale phase gives wrong numbers
@@ -28,7 +31,8 @@ configuration errors and DSL wiring.
 2. Geometry: the descriptor encoder against the H100-checked tcgen05->wgmma conversion of
    tests/gpu/harness/wgmma_read.py; the copy engine's address swizzle equals compiler/layout.py's canonical
    layout for every region; the Figure 149 fragment map against that benchmark's.
-3. ptxas (CUDA 13.0) assembles every form for sm_90a without spills.
+3. ptxas (CUDA 13.0) assembles every form for sm_90a without spills or serialised wgmma, and the register
+   rules (check_registers) are ptxas's.
 """
 from __future__ import annotations
 
@@ -102,6 +106,11 @@ MODEL_CASES = [
     (F16, dict(BENCH[3], cluster_m=2, raster_group=2, accumulate_c=False, d_type="f16"), 512, 128, 384),
     (BF16, dict(cta_m=128, cta_n=64, cta_k=128, stages=2, cluster_m=2), 512, 128, 384),
     (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3, cluster_m=2, raster_group=3), 384, 64, 320),
+    # setmaxnreg (PTX 9.7.19): 2 consumers of 128 x 192 (232 registers > the launch's 168: 24 / 240), f16 D; 3
+    # consumers of 64 rows (warps=12x1, 512 threads: 32 / 160), f32 D + C, setmaxnreg asked for at N = 64
+    # (needed only from 96 accumulators on: the large tiles' shape, in the ptxas cases and the slow sweep)
+    (F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=2, accumulate_c=False, d_type="f16"), 256, 192, 128),
+    (BF16, dict(cta_m=192, cta_n=64, cta_k=64, consumers=3, stages=2, setmaxnreg=True), 192, 64, 192),
 ]
 # every case eagerly; "lazy" (copies land late in random order, wgmma groups run when retired) and
 # "late_mma" (copies land at once, wgmma groups run when retired) by default for a benchmark tile, an
@@ -145,6 +154,7 @@ EDGE_CASES = [
     (BF16, dict(cta_m=128, cta_n=64, cta_k=128, stages=2, cluster_m=2, d_type="bf16", accumulate_c=False),
      130, 63, 129, dict(d=8)),
     (E4M3, dict(cta_m=128, cta_n=128, cta_k=128, stages=2), 1, 1, 1, None),
+    (F16, dict(cta_m=192, cta_n=64, cta_k=32, consumers=3, stages=3, setmaxnreg=True), 100, 70, 50, dict(d=4)),
 ]
 
 
@@ -306,6 +316,31 @@ def test_model_catches_broken_cluster_kernels(name):
     assert any(caught), f"{name} went unnoticed"
 
 
+# setmaxnreg (3 consumers, 512 threads launched with 128 registers: the producer's .dec 32 fills the pool with
+# 4 warps x 32 lanes x 96, the consumers' .inc 160 takes 12 x 32 x 32 of it): a consumer count over the pool, no
+# .dec at all (both wait for ever: a deadlock); the .dec by warp 0 alone, after warps 1-3 left, with a smaller
+# .inc that the pool then still covers (runs, but the warpgroup's warps executed different setmaxnreg: PTX
+# 9.7.19 calls that undefined)
+SETMAXNREG_MUTATIONS = {
+    "inc_over_the_pool": (lambda t: t.replace("setmaxnreg.inc.sync.aligned.u32 160;", "setmaxnreg.inc.sync.aligned.u32 168;"),
+                          "waits for"),
+    "no_dec": (lambda t: t.replace("setmaxnreg.dec.sync.aligned.u32 32;", ""), "waits for"),
+    "dec_by_warp_0": (lambda t: t.replace("    setmaxnreg.dec.sync.aligned.u32 32;", "").replace(
+        "    setp.eq.u32 %p6, %lane, 0;", "    setmaxnreg.dec.sync.aligned.u32 32;\n    setp.eq.u32 %p6, %lane, 0;", 1)
+        .replace("setmaxnreg.inc.sync.aligned.u32 160;", "setmaxnreg.inc.sync.aligned.u32 136;"), "different setmaxnreg"),
+}
+
+
+@pytest.mark.parametrize("name", list(SETMAXNREG_MUTATIONS))
+def test_model_catches_broken_register_handover(name):
+    mutate, needle = SETMAXNREG_MUTATIONS[name]
+    cfg = cfg_of(F16, cta_m=192, cta_n=64, cta_k=32, consumers=3, stages=2, setmaxnreg=True)
+    text = emit_sparse_wgmma(cfg).text
+    assert mutate(text) != text, "the mutation applies"
+    with pytest.raises(EmulationError, match=needle):
+        run_model(cfg, 192, 64, 64, seed=2, transform=mutate)
+
+
 # --------------------------------------------------------------------------------------------------
 # 2. geometry
 # --------------------------------------------------------------------------------------------------
@@ -415,6 +450,17 @@ PTXAS_CASES = [(F16, b) for b in BENCH] + [
     (U8S8, dict(cta_m=64, cta_n=128, cta_k=64, consumers=1, stages=4)),
     (F16, dict(BENCH[1], cluster_m=2, d_type="f16")),                                 # CTA pairs sharing B
     (F16, dict(BENCH[3], cluster_m=2, d_type="f16")),
+    # setmaxnreg: 2 consumers of 128 x 192 (producer 24, consumers 240), each large-shape form; 3 consumers of
+    # 64 x 192 and 64 x 200, the widest N whose instruction fits the 512-thread launch (producer 32, consumers
+    # 160); persistent CTA pairs
+    (F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=4, d_type="f16")),
+    (BF16, dict(cta_m=256, cta_n=192, cta_k=64, stages=4, d_type="bf16")),
+    (E4M3, dict(cta_m=256, cta_n=192, cta_k=128, stages=4, d_type="bf16")),
+    (F16, dict(cta_m=192, cta_n=192, cta_k=64, consumers=3, stages=4, d_type="f16")),
+    pytest.param(F16, dict(cta_m=192, cta_n=200, cta_k=64, consumers=3, stages=4, accumulate_c=True),
+                 marks=pytest.mark.slow),
+    pytest.param(F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=3, d_type="f16", cluster_m=2, persistent=True),
+                 marks=pytest.mark.slow),
 ]
 
 
@@ -425,11 +471,48 @@ def test_ptxas_assembles_without_spills(ptxas, tmp_path, form, kw):
     kern = emit_sparse_wgmma(cfg)
     log = _assemble(ptxas, kern.text, tmp_path)
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    # C7511 / C7512: "wgmma.mma_async instructions are serialized due to insufficient register resources"
+    assert "C751" not in log, log
     regs = int(re.search(r"Used (\d+) registers", log).group(1))
     assert regs <= cfg.max_regs                     # one CTA of cfg.threads fits the register file
+    split = cfg.register_split                      # the consumers' registers come from the producer's
+    moved = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);", kern.text)
+    assert moved == ([] if split is None else [("dec", str(split.low)), ("inc", str(split.high))])
     assert f"wgmma.mma_async.sp.sync.aligned.m64n{cfg.cta_n}k{form.k}" in kern.text
     assert kern.text.count("cp.async.bulk.tensor.3d") == len(tma_boxes(cfg))         # rank 3: the batch
     assert (".reqnctapercluster 2, 1, 1" in kern.text) == (cfg.cluster_m == 2)
+
+
+def test_register_rules_are_ptxas_s(ptxas, tmp_path, monkeypatch):
+    """check_registers' measured constants against ptxas (CUDA 13.0): 3 consumers at N = 200 assemble (100
+    accumulators + 27 <= 128, the 512-thread launch count); at N = 208 check_config refuses, and so does ptxas
+    when the rule is switched off (C7602, "register target of 131 or higher" = 104 + WGMMA_OPERAND_REGS)."""
+    import compiler.ptx.sparse_wgmma_kernel as kernel
+
+    wide = dict(cta_m=192, cta_k=64, consumers=3, stages=3, accumulate_c=False, d_type="f16")
+    _assemble(ptxas, emit_sparse_wgmma(cfg_of(F16, cta_n=200, **wide)).text, tmp_path)
+    with pytest.raises(SpecError, match="it needs 131"):
+        emit_sparse_wgmma(cfg_of(F16, cta_n=208, **wide))
+    monkeypatch.setattr(kernel, "WGMMA_OPERAND_REGS", 0)
+    src = tmp_path / "k.ptx"
+    src.write_text(emit_sparse_wgmma(cfg_of(F16, cta_n=208, **wide)).text)
+    res = subprocess.run([ptxas, "-arch=sm_90a", str(src), "-o", str(tmp_path / "k.cubin")], capture_output=True,
+                         text=True)
+    assert res.returncode != 0 and "C7602" in res.stderr and "register target of 131" in res.stderr, res.stderr
+
+
+@pytest.mark.slow
+def test_consumer_register_rule_is_ptxas_s(ptxas, tmp_path, monkeypatch):
+    """CONSUMER_OTHER_REGS = 40 against ptxas: 2 consumers of 128 x 208 (208 + 40 > 240) are refused; with the
+    rule at 32 they pass check_config, and ptxas serialises their wgmma chain (C7512)."""
+    import compiler.ptx.sparse_wgmma_kernel as kernel
+
+    wide = dict(cta_m=256, cta_n=208, cta_k=64, stages=3, accumulate_c=False, d_type="f16")
+    with pytest.raises(SpecError, match="need 248 registers"):
+        emit_sparse_wgmma(cfg_of(F16, **wide))
+    monkeypatch.setattr(kernel, "CONSUMER_OTHER_REGS", 32)
+    log = _assemble(ptxas, emit_sparse_wgmma(cfg_of(F16, **wide)).text, tmp_path)
+    assert "C7512" in log, log
 
 
 def test_emission_is_deterministic():
@@ -441,8 +524,14 @@ def test_emission_is_deterministic():
     (dict(target="sm_90"), "schedule.mma", "requires sm_90a"),
     (dict(cta_n=264), "schedule.cta", "not an N"),
     (dict(cta_m=192), "schedule.cta", "64 or 128"),
-    (dict(consumers=3, cta_m=192), "schedule.warps", "1 or 2 consumer"),
-    (dict(cta_m=256, cta_n=256), "schedule.cta", "accumulator"),
+    (dict(consumers=4, cta_m=256), "schedule.warps", "1 to 3 consumer"),
+    (dict(consumers=3, cta_m=384, cta_n=64), "schedule.cta", "TMA box"),
+    # 2 x 128 rows x N = 256: 256 accumulators + 40 > setmaxnreg's 240 (24 for the producer, 504 x 128 in all)
+    (dict(cta_m=256, cta_n=256), "schedule.cta", "setmaxnreg.inc 240 is the most"),
+    # 512 threads launch with 128 registers; ptxas compiles one .m64n256 (128 accumulators) only with 155
+    (dict(consumers=3, cta_m=192, cta_n=256), "schedule.cta", "it needs 155"),
+    # 2 x 64 x 256 needs 168 = the launch count of 384 threads: fits without setmaxnreg; 3 x 64 x 200 does not
+    (dict(consumers=3, cta_m=192, cta_n=200, setmaxnreg=False), "schedule.warps", "only setmaxnreg"),
     (dict(cta_k=96), "schedule.cta", "cta K"),
     (dict(stages=9), "schedule.stages", "2..8"),
     (dict(cta_m=256, cta_n=128, cta_k=128, stages=4), "schedule.stages", "exceed"),

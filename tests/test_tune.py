@@ -352,19 +352,24 @@ def test_legal_schedules_agree_with_the_compiler(path):
 
 
 def test_wgmma_schedules_follow_the_isa_and_the_register_and_smem_budgets():
-    from compiler.ptx.sparse_wgmma_kernel import MAX_ACCUMULATORS, check_config
+    from compiler.ptx.sparse_wgmma_kernel import CONSUMER_OTHER_REGS, check_config
 
     r, view = compiled(WGMMA)
     legal = schedules.legal_schedules(view, r.module)
     # N: every .m64nNk32 N of f16 (PTX 9.7.15.6.3: 8..256 step 8) appears
     assert sorted({c.schedule.cta_n for c in legal}) == list(range(8, 257, 8))
-    # 2 warpgroups of 128 rows at N = 256: 2 m64 blocks x 256/2 = 256 accumulators > 128 per thread
+    # 2 warpgroups of 128 rows at N = 256: 2 m64 blocks x 256/2 = 256 accumulators + 40 > 240, the most
+    # setmaxnreg gives each consumer of a 384-thread CTA (24 left to the producer: 24 + 2 x 240 = 3 x 168)
     big = replace(view.payload.schedule, cta_m=256, cta_n=256)
     assert astuple(big) not in {astuple(c.schedule) for c in legal}
     config = replace(legal[0].config, cta_m=256, cta_n=256, consumers=2)
-    assert config.accumulators == 2 * 256 // 2 > MAX_ACCUMULATORS
-    with pytest.raises(SpecError, match="accumulator registers"):
+    assert config.accumulators + CONSUMER_OTHER_REGS == 2 * 256 // 2 + 40 > config.consumer_budget == 240
+    with pytest.raises(SpecError, match="setmaxnreg.inc 240 is the most"):
         check_config(config)
+    # ... at N = 192 they fit (192 + 40 <= 240): the producer hands its registers over
+    fits = replace(legal[0].config, cta_m=256, cta_n=192, consumers=2, stages=4)
+    check_config(fits)
+    assert (fits.register_split.low, fits.register_split.high) == (24, 240)
     # smem: each kept candidate fits the block's budget, and the next stage up (when legal) would not
     for c in legal:
         assert c.config.smem_bytes <= c.config.smem_limit

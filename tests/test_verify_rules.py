@@ -55,6 +55,10 @@ PROBES.update({
 
 # loop K = 400 = 25 x 16 does not halve into instruction-K multiples: one stage of 400 x (128 + 256) rows x
 # 2 B (bf16) = 307200 B > 96 x 1024 = 98304 B
+PROBES["schedule_ws_collector"] = tc(engine="ws collector=b0::fill", shape="M=64 N=128 K=16",
+                                     extra="  schedule cta=64x128x64 stages=2;\n")
+PROBES["schedule_ws_zero_shift"] = tc(engine="ws", shape="M=64 N=128 K=16",
+                                      extra="  zero_columns cols=[0..7] shift=2;\n  schedule cta=64x128x64 stages=2;\n")
 PROBES["k_stage_smem"] = tc(shape="M=128 N=256 K=16", extra="  loop K=400;\n")
 PROBES["mma_budget"] = sp("  schedule cta=1048576x256x64 warps=2x4 stages=3;\n", cd="C: f16 global; D: f16 global;")
 PROBES["schedule_cta_multiple"] = sp("  schedule cta=48x64x64 warps=2x2 stages=1;\n")

@@ -56,6 +56,7 @@ class Kernel:
     cluster: tuple[int, int, int] = (1, 1, 1)         # `.reqnctapercluster`
     reqntid: tuple[int, int, int] | None = None       # `.reqntid`
     maxntid: tuple[int, int, int] | None = None       # `.maxntid`
+    maxnreg: int | None = None                        # `.maxnreg`: every warp's register count at launch
     target: str | None = None                         # the module's `.target` (shared memory limit)
 
     @property
@@ -89,6 +90,7 @@ _GLOBAL = re.compile(r"\.(?:global|const)\s+\.align\s+\d+\s+\.b32\s+([\w$]+)\[(\
 _PARAM = re.compile(r"\.param\s+\.(u32|u64|b32|b64|f32)\s+([\w$]+)")
 _SHARED = re.compile(r"(\.extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.(b8|b16|b32|b64)\s+([\w$]+)(?:\[(\d*)\])?;")
 _LABEL = re.compile(r"^([\w$]+):$")
+_MAXNREG = re.compile(r"\.maxnreg\s+(\d+)")
 _DIMS = re.compile(r"\.(reqnctapercluster|reqntid|maxntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 _ELEM_BYTES = {"b8": 1, "b16": 2, "b32": 4, "b64": 8}
 
@@ -183,6 +185,8 @@ def _parse_entry(text: str, name: str, globals_: dict[str, list[int]], first_lin
     head, body = text[:brace], text[brace + 1:]
     params = [(m.group(2), {"b32": "u32", "b64": "u64"}.get(m.group(1), m.group(1))) for m in _PARAM.finditer(head)]
     kernel = Kernel(name, params, [], globals_, [], {})
+    if (m := _MAXNREG.search(head)) is not None:
+        kernel.maxnreg = int(m.group(1))
     for m in _DIMS.finditer(head):
         dims = tuple(int(g) if g else 1 for g in m.groups()[1:])
         if m.group(1) == "reqnctapercluster":

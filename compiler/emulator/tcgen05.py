@@ -127,6 +127,7 @@ class Machine(WarpMachine):
         return cta
 
     def cluster_done(self, ctas) -> None:
+        super().cluster_done(ctas)
         for c in ctas:
             if c.allocated:
                 raise EmulationError(f"CTA {c.ctaid} exited with {c.allocated} TMEM columns allocated")
@@ -383,11 +384,14 @@ class Machine(WarpMachine):
         args = list(ins.args)
         d_col = self._laddr(th, args[0]) & 0xFFFF
         idesc = self._lval(th, args[4 if "sp" in op.split(".") else 3])
-        n = decode_instr_desc(idesc, _qualifier(op, "kind")).n
+        f = decode_instr_desc(idesc, _qualifier(op, "kind"))
+        n = f.n
         who = self._who()
         token = object()
+        # the columns D takes (a folded data path, .ws M = 64 / 32: N / groups)
+        d_end = d_col + DataPathLayout(f.m, cta_group, "sp" in op.split("."), "ws" in op.split(".")).columns(n)
         for c in ctas:
-            c.tmem_pending[id(token)] = (d_col, d_col + n, who)
+            c.tmem_pending[id(token)] = (d_col, d_end, who)
         snapshots = [c.smem.copy() for c in ctas]
         in_flight = [c.writing > 0 for c in ctas]        # bytes an asynchronous copy (TMA) had not landed yet
         # its sparse metadata is read from TMEM at completion too: the 64-bit granule at the metadata address
@@ -668,6 +672,10 @@ class DataPathLayout:
             self.organization = "folded"
         else:
             self.organization = "half"
+
+    def columns(self, n: int) -> int:
+        """TMEM columns an N-wide D takes: N, or N / groups for a folded layout."""
+        return n // (128 // self.rows) if self.organization == "folded" else n
 
     def cells(self, n: int):
         """(row, col, lane, column offset) of every element of D."""

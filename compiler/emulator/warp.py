@@ -41,7 +41,9 @@ matrix j in register j); mma.sp (compiler/emulator/mma_sp.py); wgmma.mma_async.s
 (9.7.15.5.1.2.2) and the Figure 149 accumulator fragment; mbarrier (9.7.13.15: init, arrive,
 arrive.expect_tx, try_wait.parity; complete_tx by TMA); TMA with swizzle and multicast; mapa and
 shared::cluster addresses; bar.sync with ids and counts; barrier.cluster arrive/wait; fences; divergent
-`ret`; branches (a non-uniform `bra.uni` is an error).
+`ret`; branches (a non-uniform `bra.uni` is an error); setmaxnreg (9.7.19: each warp's count from the
+kernel's .maxnreg, a per-CTA pool that .dec fills and .inc waits on, the same setmaxnreg by every warp of a
+warpgroup).
 
 Shared memory starts as garbage (random bytes) unless told otherwise; the dynamic window can be placed
 at an address that is not aligned, to check kernels that round it up. Global memory is
@@ -117,7 +119,8 @@ def where(ins, w: "Warp") -> str:
 
 class Warp:
     __slots__ = ("cta", "index", "tid", "pc", "lane_pc", "alive", "r", "cp_open", "cp_groups", "open", "groups",
-                 "fenced", "bar", "done", "branches", "cluster_gen", "waiting", "bulk_open", "bulk_groups")
+                 "fenced", "bar", "done", "branches", "cluster_gen", "waiting", "bulk_open", "bulk_groups", "regs",
+                 "reg_wait", "reg_log")
 
     def __init__(self, cta, index: int):
         self.cta, self.index = cta, index
@@ -138,6 +141,9 @@ class Warp:
         self.waiting = None                  # (instruction, mbarrier CTA, address, parity) of a failed try_wait
         self.bulk_open: list = []            # TMA stores (bulk_group) not committed yet: their smem claims
         self.bulk_groups: list = []          # committed bulk async-groups, oldest first
+        self.regs: int | None = None         # per-thread register count: the launch's (.maxnreg), then setmaxnreg's
+        self.reg_wait: tuple | None = None   # (instruction, registers) of a setmaxnreg.inc waiting for the pool
+        self.reg_log: list = []              # (line, count) of every setmaxnreg this warp executed
 
     def name(self) -> str:
         return f"CTA {self.cta.rank} warp {self.index}"
@@ -148,6 +154,7 @@ class Cta:
         self.rank, self.ctaid, self.smem, self.lo, self.symbols = rank, ctaid, smem, lo, symbols
         self.mbar: dict[int, dict] = {}
         self.warps: list[Warp] = []
+        self.reg_pool = 0                    # registers setmaxnreg.dec gave back and no .inc took yet
         # asynchronous claims on shared memory bytes: how many in-flight writers (copies not landed) and
         # readers (wgmma groups not retired) hold each byte, and who they are (for the error message)
         self.writing = np.zeros(len(smem), np.int32)
@@ -256,6 +263,8 @@ class WarpMachine:
         warps = []
         for cta in ctas:
             cta.warps = [Warp(cta, i) for i in range(self.threads // 32)]
+            for w in cta.warps:
+                w.regs = self.k.maxnreg
             warps += cta.warps
         rounds = 0
         while not all(w.done for w in warps):
@@ -340,6 +349,10 @@ class WarpMachine:
                 what = ("barrier.cluster" if key[0] == "cluster" else f"bar.sync {key[1]}") + \
                     f" ({n} of {w.bar[2] or 'all'} threads arrived)"
                 lines.append(f"{w.name()} at line {self.k.code[w.pc - 1].line}: {what}")
+            elif w.reg_wait is not None:
+                ins, need = w.reg_wait
+                lines.append(f"{w.name()} at line {ins.line}: {ins.op} waits for {need} registers; the CTA's pool "
+                             f"holds {w.cta.reg_pool} (the other warpgroups' setmaxnreg.dec did not give enough)")
             elif w.waiting is not None:
                 ins, cta, a, parity = w.waiting
                 b = cta.mbar[a]
@@ -413,8 +426,43 @@ class WarpMachine:
         """A CTA of the cluster being started (a family with per-CTA state, e.g. Tensor Memory, adds it)."""
         return Cta(rank, ctaid, smem, lo, symbols)
 
+    def setmaxnreg(self, w: Warp, ins, op: str, count: int) -> bool:
+        """setmaxnreg.{inc,dec}.sync.aligned.u32 `count` (PTX ISA 9.7.19) by the whole warp `w`: the count a
+        multiple of 8 in 24..256; .dec gives the registers above `count` to the CTA's pool, .inc takes those up
+        to `count` from it, or returns False (the warp waits: a deadlock if no .dec ever fills the pool). The
+        count at launch is the kernel's .maxnreg (needed: without it the count at entry is unknown)."""
+        from ..isa.setmaxnreg import SETMAXNREG_MAX, SETMAXNREG_MIN, SETMAXNREG_STEP
+
+        action = op.split(".")[1]
+        if op != f"setmaxnreg.{action}.sync.aligned.u32" or action not in ("inc", "dec"):
+            raise EmulationError(f"line {ins.line}: unsupported form {op}")
+        if not (SETMAXNREG_MIN <= count <= SETMAXNREG_MAX and count % SETMAXNREG_STEP == 0):
+            raise EmulationError(f"line {ins.line}: {op} {count}: the count is a multiple of {SETMAXNREG_STEP} in "
+                                 f"{SETMAXNREG_MIN}..{SETMAXNREG_MAX}")
+        if w.regs is None:
+            raise EmulationError(f"line {ins.line}: {op} in a kernel without .maxnreg: the register count at entry "
+                                 "is unknown")
+        if count != w.regs and (action == "dec") != (count < w.regs):
+            raise EmulationError(f"line {ins.line}: {op} {count} from {w.regs} registers ({w.name()}): .dec lowers "
+                                 "the count, .inc raises it")
+        delta = 32 * (count - w.regs)
+        if delta > w.cta.reg_pool:
+            w.reg_wait = (ins, delta)
+            return False
+        w.cta.reg_pool -= delta
+        w.regs, w.reg_wait = count, None
+        w.reg_log.append((ins.line, count))
+        return True
+
     def cluster_done(self, ctas: list[Cta]) -> None:
-        """Checks when every warp of a cluster has returned."""
+        """Checks when every warp of a cluster has returned: every warp of a warpgroup executed the same
+        setmaxnreg instructions (PTX ISA 9.7.19: else the behaviour is undefined)."""
+        for cta in ctas:
+            for first in range(0, len(cta.warps), 4):
+                logs = {tuple(w.reg_log) for w in cta.warps[first:first + 4]}
+                if len(logs) > 1:
+                    raise EmulationError(f"CTA {cta.rank} warpgroup {first // 4}: its warps executed different "
+                                         f"setmaxnreg instructions (line, count): {sorted(logs)}")
 
     def _release_barriers(self, warps) -> bool:
         """Release a group once `count` threads wait on the same (CTA, id) / the cluster barrier."""
@@ -850,6 +898,14 @@ class WarpMachine:
                 else:                              # arrive + the wait that follows: the whole cluster
                     w.bar = ("cluster", 0, self.threads * len(self.ctas))
                 return "bar", True
+            if op.startswith("setmaxnreg."):
+                if not (act.all() and w.alive.all() and w.lane_pc is None):
+                    raise EmulationError(f"line {ins.line}: {op} by part of a warp (.sync.aligned)")
+                if not self.setmaxnreg(w, ins, op, int(ops[0], 0)):
+                    self._advance(w, here, pc)           # .inc blocks until the pool has the registers
+                    return "spin", progressed
+                progressed = True
+                continue
             if op.startswith("mbarrier.try_wait"):
                 a = self.addr(w, ops[1])[act]
                 parity = self.val(w, ops[2])[act]

@@ -80,6 +80,11 @@ VERIFY_RULES: tuple[VerifyRule, ...] = (
     VerifyRule("schedule_tcgen05", "tcgen05", "a tcgen05 `schedule` tiles CTAs by one MMA's M x N (the "
                "warp-specialised kernel: fixed roles, no warps= / mma=, K at run time, no loop)",
                TILEC_LIMIT, "the CTA tile of a tcgen05 schedule is one MMA's M x N"),
+    VerifyRule("schedule_ws_collector", "tcgen05", "a scheduled `.ws` tile takes no collector usage but `::discard` "
+               "(no MMA of the kernel reads one B twice)", TILEC_LIMIT,
+               "collector::b0::fill: the scheduled tcgen05 kernel never reads one operand twice"),
+    VerifyRule("schedule_ws_zero_shift", "tcgen05", "a scheduled `.ws` tile's zero-column mask has no column shift "
+               "(it would read B rows past the tile's N)", TILEC_LIMIT, "a zero-column mask with column shift 2"),
     VerifyRule("schedule_cta_multiple", "mma.sp", "schedule cta is a multiple of instruction shape x warps",
                TILEC_LIMIT, "schedule cta M = 48 is not a multiple of 32"),
     VerifyRule("schedule_stages", "mma.sp", "schedule stages 1-8", TILEC_LIMIT, "schedule stages = 9; use 1..8"),

@@ -220,16 +220,16 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         (spec.sparsity is not None and spec.sparsity.metadata != "runtime", "sparse A with static metadata",
          "sparsity"),
         (spec.block_scale is not None and spec.sparsity is not None, "sparse block-scaled A", "block_scale"),
-        (spec.ws, ".ws", "engine"),
-        (spec.collector is not None, "collector usage", "engine"),
+        (spec.ws and spec.sparsity is not None, "sparse .ws (.ws.sp)", "engine.ws"),
         (spec.ashift, ".ashift", "engine"),
         (spec.operands["A"].space != "smem", "A in tensor memory", "A.space"),
-        (spec.zero_columns is not None, "a zero-column mask", "zero_columns"),
         (spec.disable_output_lane is not None, "disable-output-lane", "disable_output_lane"),
         (spec.scale_input_d is not None, "scale-input-d", "scale_input_d"),
-        (spec.m != 128 * spec.cta_group, f"M = {spec.m} with cta_group::{spec.cta_group} (the epilogue warps read "
-         "the 128 lanes of data-path layouts D / A)", "shape.M"),
+        (spec.m != 128 * spec.cta_group and not spec.ws, f"M = {spec.m} with cta_group::{spec.cta_group} (the "
+         "epilogue warps read the 128 lanes of data-path layouts D / A; .ws reads M = 32 / 64 too)", "shape.M"),
     ) if cond]
+    check_ws_collector(spec)
+    check_ws_zero_columns(spec)
     if unsupported:
         _, what, field = unsupported[0]
         raise SpecError(f"the warp-specialised tcgen05 kernel serves dense tiles with A and B in "
@@ -241,6 +241,40 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         if spec.operands[name].swizzle == "none":
             raise SpecError(f"operand {name}: TMA writes a swizzled K-major layout; swizzle=none has 8x16-byte core "
                             "matrices no 2-D box produces", f"{name}.swizzle", "write swizzle=auto or drop swizzle=")
+
+
+def check_ws_collector(spec) -> None:
+    """The collector usage a scheduled tile may write: none or `::discard` (the ISA default, PTX
+    9.7.16.10.9.1 .collector_usage). A `::fill` keeps an operand for a later `::use` / `::lastuse` of the
+    same operand, but no two MMAs of the scheduled kernel read the same operand: within a tile every K step
+    reads its own K slice of A and of B (the .ws buffers ::b0..::b3 hold B, 9.7.16.10.9.3), and consecutive
+    tiles of a CTA are different (M, N) tiles. Holding B would pay off only for several M tiles of one N
+    tile with the whole K in one MMA; the kernel's tile walk has no such reuse, so it issues none."""
+    if spec.collector is None or spec.collector.endswith("::discard"):
+        return
+    raise SpecError(f"collector::{spec.collector}: the scheduled tcgen05 kernel never reads one operand twice (each "
+                    "K step of a tile reads its own K slice of A and B, each tile its own rows), so there is "
+                    "nothing to keep in a collector buffer", "engine.collector",
+                    "drop collector= (the default, ::discard), or drop the schedule for the single-stage kernel")
+
+
+def check_ws_zero_columns(spec) -> None:
+    """A zero-column mask's column shift (PTX 9.7.16.4.3, Table 45 bits 56-61) makes MMA column j read B row
+    j + shift: `shift` rows past the tile's N rows of B, which the TMA producer does not load (the next
+    region of the slot lies there). The mask itself is applied as written."""
+    z = spec.zero_columns
+    if z is None:
+        return
+    if z.value is not None:
+        from ..descriptors.zero_column_mask import ZeroColumnMask
+
+        shift, field = ZeroColumnMask.decode(z.value).shift, "zero_columns.mask"
+    else:
+        shift, field = z.shift, "zero_columns.shift"
+    if shift:
+        raise SpecError(f"a zero-column mask with column shift {shift}: MMA column j reads B row j + {shift}, past the "
+                        f"{spec.n} rows of B the scheduled kernel loads per tile", field,
+                        "drop the shift, or drop the schedule for the single-stage kernel")
 
 
 class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",), provides=("roles",),

@@ -129,13 +129,32 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
             "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
             # the epilogue warps' D staging buffers (in smem_bytes; drained by TMA stores)
             "d_staging_bytes": epi * ws["d_buffers"] * ws["d_stage_bytes"],
-            "copy": "tma", "overlap": True, "persistent": True}
+            "copy": "tma", "overlap": True, "persistent": True, **_tcgen05_ws_form(tile, spec)}
+
+
+def _tcgen05_ws_form(tile: Op, spec) -> dict:
+    """The MMA form choices of a scheduled tile beyond the plain one (only where made, so the plans of plain
+    tiles stay as they were): `.ws` (PTX 9.7.16.10.9.3) with its data-path layout (9.7.16.10.5), the TMEM
+    columns of one accumulator, the collector usage (warp_specialization.check_ws_collector) and the
+    zero-column mask."""
+    if not spec.ws:
+        return {}
+    from ..isa.tmem import data_path
+    from ..passes.warp_specialization import ws_plan
+
+    dp = data_path(spec.m, spec.cta_group, spec.sparsity is not None, True)
+    zcm = tile.op("tilec.zero_column_mask")
+    return {"ws": f"tcgen05.mma.ws: data-path layout {dp.layout} ({dp.rows} rows x {dp.folds} lane group(s), "
+                  f"{ws_plan(tile).acc_columns} TMEM columns per accumulator); collector none (::discard): every K "
+                  "step reads its own K slice of B, so no MMA could reuse a buffer; zero-column mask " +
+                  (f"{int(zcm.attrs['value']):#018x}" if zcm is not None else "none")}
 
 
 def _sparse_wgmma(tile: Op, module: Op) -> dict:
     """The sparse wgmma GEMM (compiler/ptx/sparse_wgmma_kernel.py): one producer warpgroup issuing TMA,
-    1 or 2 consumer warpgroups issuing wgmma.mma_async.sp; a ring of `stages` slots with full and empty
-    mbarriers; every thread under `.maxnreg`."""
+    1 to 3 consumer warpgroups issuing wgmma.mma_async.sp; a ring of `stages` slots with full and empty
+    mbarriers; every thread launched under `.maxnreg`, the producer's registers moved to the consumers by
+    setmaxnreg where they need more."""
     from ..passes.limits import mma_sp_budget
     from .emission import kernel_config
 
@@ -145,12 +164,17 @@ def _sparse_wgmma(tile: Op, module: Op) -> dict:
     check_shared_memory(cfg.target, cfg.stages, cfg.stage_bytes, cfg.smem_bytes, per_stage=2 * MBARRIER_BYTES,
                         fixed=cfg.smem_bytes - cfg.stages * (cfg.stage_bytes + 2 * MBARRIER_BYTES))
     budget = mma_sp_budget(spec, form)
+    # setmaxnreg (PTX 9.7.19): where the consumers need more than the launch count, the producer warpgroup
+    # gives its registers to them (the counts: sparse_wgmma_kernel.check_registers, compiler/isa/setmaxnreg.py)
+    split = cfg.register_split
+    extra = {"setmaxnreg": split.describe("producer", "consumer")} if split is not None else {}
+    low, high = (split.low, split.high) if split is not None else (cfg.max_regs, cfg.max_regs)
     return {"kernel": "sparse_wgmma", "threads": cfg.threads, "cluster": cfg.cluster_m, "stages": cfg.stages,
             "stage_bytes": cfg.stage_bytes, "smem_bytes": cfg.smem_bytes, "smem_limit": cfg.smem_limit,
-            "smem_space": "dynamic", "tmem_columns": 0, "mbarriers": 2 * cfg.stages,
+            "smem_space": "dynamic", "tmem_columns": 0, "mbarriers": 2 * cfg.stages, **extra,
             "ctas_per_sm": ctas_per_sm(cfg.target, cfg.threads, cfg.max_regs, cfg.smem_bytes),
-            "roles": [_role("producer", 4, cfg.max_regs, 0),
-                      _role("consumer", 4 * cfg.consumers, cfg.max_regs, budget.registers)],
+            "roles": [_role("producer", 4, low, 0),
+                      _role("consumer", 4 * cfg.consumers, high, budget.registers)],
             **_sp_mma(form), "sparse": True, **_bits(spec), "cta_m": cfg.cta_m, "cta_n": cfg.cta_n,
             "k_block": cfg.cta_k,
             "tx_bytes": cfg.stage_tx_bytes, "d_bytes": cfg.cta_m * cfg.cta_n * TYPES[cfg.out_type].bits // 8,

@@ -21,9 +21,9 @@ tried decides (compiler/tune.py).
 
 The ranking (estimate_cycles) is a deliberately small throughput model used only to order the search:
 whole waves of CTAs over the SMs, per K block the slowest of tensor-core work, operand bytes into
-shared memory, shared-memory reads of the warp-level kernel's fragments, and the copy latency the ring's
-stages do not hide. Its constants are round figures for a Hopper SM, not measurements; the timings of
-`tilec tune` decide.
+shared memory, shared-memory traffic (the warp-level kernel's fragment reads; the wgmma kernel's operand
+reads and the copy engine's writes), and the copy latency the ring's stages do not hide. Its constants are
+round figures for a Hopper SM, not measurements; the timings of `tilec tune` decide.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N
 from ..isa.wgmma import WG_THREADS, WGMMA_M, WGMMA_SP_FORMS
 from ..spec import ScheduleSpec
+from .sparse_wgmma_kernel import MAX_CONSUMERS
 
 WHOLE_GEMM_KERNELS = ("sparse_gemm", "sparse_wgmma")
 
@@ -57,12 +58,13 @@ STAGES = tuple(range(2, 9))      # both rings take 2..8 stages (their check_conf
 MAX_CTA_MN = 256                 # the search's bound on CTA M and N (the wgmma kernel's TMA box bound too)
 
 AXES: dict[str, tuple[Axis, ...]] = {
-    # wgmma: 4 or 8 consumer warps (1 or 2 warpgroups) of 64 or 128 rows each; N any wgmma .shape N;
-    # K 1, 2 or 4 k-steps; CTA pairs sharing B (cluster=2) or not.
+    # wgmma: 4, 8 or 12 consumer warps (1 to 3 warpgroups: sparse_wgmma_kernel.MAX_CONSUMERS) of 64 or 128
+    # rows each (CTA M 64, 128, 192 or 256; the registers each takes, setmaxnreg's split included, are
+    # check_config's); N any wgmma .shape N; K 1, 2 or 4 k-steps; CTA pairs sharing B (cluster=2) or not.
     "sparse_wgmma": (
-        Axis("warps_m", lambda form: (4, 8)),
+        Axis("warps_m", lambda form: tuple(4 * c for c in range(1, MAX_CONSUMERS + 1))),
         Axis("warps_n", lambda form: (1,)),
-        Axis("cta_m", lambda form: (WGMMA_M, 2 * WGMMA_M, 4 * WGMMA_M)),
+        Axis("cta_m", lambda form: (WGMMA_M, 2 * WGMMA_M, 3 * WGMMA_M, 4 * WGMMA_M)),
         Axis("cta_n", lambda form: WGMMA_SP_FORMS[form.a_type].n_values),
         Axis("cta_k", lambda form: tuple(form.k * s for s in (1, 2, 4))),
         Axis("stages", lambda form: STAGES),
@@ -167,7 +169,8 @@ def _plausible(kernel: str, w: dict, form) -> bool:
     if kernel == "sparse_gemm":
         return (w["cta_m"] % (SHAPE_M * w["warps_m"]) == 0 and w["cta_n"] % (SHAPE_N * w["warps_n"]) == 0
                 and w["warps_m"] * w["warps_n"] <= 32)
-    return w["cta_m"] % (WGMMA_M * w["warps_m"] // 4) == 0
+    # each consumer warpgroup (4 warps) takes 1 or 2 m64 blocks of rows
+    return w["warps_m"] % 4 == 0 and w["cta_m"] in (WGMMA_M * w["warps_m"] // 4, 2 * WGMMA_M * w["warps_m"] // 4)
 
 
 # ---- ranking -----------------------------------------------------------------------------------------
@@ -176,7 +179,7 @@ SMEM_PER_SM = 233472           # bytes of shared memory an sm_90 SM holds (228 K
 THREADS_PER_SM = 2048
 TENSOR_FLOPS_PER_CYCLE = 8192  # dense-equivalent 16-bit 2:4 flops per SM and cycle (twice dense's 4096)
 L2_BYTES_PER_CYCLE = 32        # operand bytes an SM receives per cycle (L2 bandwidth shared by all SMs)
-SMEM_BYTES_PER_CYCLE = 128     # shared-memory bytes an SM reads per cycle (ldmatrix)
+SMEM_BYTES_PER_CYCLE = 128     # shared-memory bytes an SM reads or writes per cycle (ldmatrix, wgmma, TMA)
 COPY_LATENCY = 1000            # cycles from a K block's copy to its data in shared memory
 ISSUE_CYCLES = 32              # least cycles of one MMA instruction (small N does not fill the pipe)
 
@@ -190,13 +193,22 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
     split = getattr(c, "split_k", 1)            # K slices, one CTA each
     tiles = -(-m // c.cta_m) * -(-n // c.cta_n) * split
     per_sm = max(1, min(SMEM_PER_SM // max(1, c.smem_bytes), THREADS_PER_SM // c.threads))
+    if kernel == "sparse_wgmma":    # its .maxnreg hands one CTA the whole register file (ABI max_ctas_per_sm)
+        per_sm = 1
     waves = -(-tiles // (sms * per_sm))
     k_blocks = -(-k // (c.cta_k * split))
     flops = 2 * c.cta_m * c.cta_n * c.cta_k
     if kernel == "sparse_wgmma":
         instrs = c.consumers * c.m_blocks * c.ksteps
         mma = max(flops / rate, instrs * ISSUE_CYCLES / c.consumers)
-        smem_read = 0.0
+        # every wgmma reads its B (cta_n rows) and its 64 rows of A from shared memory, and the copy engine
+        # writes the block's A, B and metadata there: at the 2:4 rate B alone nearly fills the port, so the
+        # tile shape sets how far below it the MMAs run (sparse_wgmma_kernel's A/B_STEP_ROW_BYTES: a k-step's
+        # bytes of one row)
+        from .sparse_wgmma_kernel import A_STEP_ROW_BYTES, B_STEP_ROW_BYTES
+
+        smem_read = (instrs * (c.cta_n * B_STEP_ROW_BYTES + WGMMA_M * A_STEP_ROW_BYTES) + c.stage_tx_bytes) / \
+            SMEM_BYTES_PER_CYCLE
     else:
         instrs = c.warps_m * c.warps_n * c.tiles_m * c.tiles_n * c.ksteps
         mma = max(flops / rate, instrs * ISSUE_CYCLES / 4 / min(4, c.warps_m * c.warps_n))

@@ -13,7 +13,7 @@ compiler/ptx/sparse_gemm_kernel.py; a different machine underneath:
   barrier) and issues one `cp.async.bulk.tensor.3d` per operand box (TMA, rank 3: elements, rows,
   batch; PTX 9.7.9.25.5.1), which completes the bytes on the full barrier
   (`.mbarrier::complete_tx::bytes`). The copy engine writes the 128/64/32-byte swizzle itself (CU_TENSOR_MAP_SWIZZLE_*): no per-thread address arithmetic, no registers.
-* Warpgroups 1.. are consumers. Consumer c owns rows [c*wg_m, (c+1)*wg_m) of the tile (wg_m =
+* Warpgroups 1.. (1 to 3) are consumers. Consumer c owns rows [c*wg_m, (c+1)*wg_m) of the tile (wg_m =
   cta_m / consumers = 64 or 128, i.e. 1 or 2 instructions along M). Per K block it waits for the full
   barrier, loads its metadata words (`ld.shared.b32`, one per 16 rows, k-step and lane), and issues
   `wgmma.mma_async.sp.sync.aligned.m64n{cta_n}k{k}` per k-step and 64-row block, A and B both read
@@ -28,6 +28,15 @@ compiler/ptx/sparse_gemm_kernel.py; a different machine underneath:
   not fit the ring). With the DSL's fused epilogue (`epilogue`: compiler/passes/epilogue_lowering.py's
   plan) the raw f32 accumulators are staged and the plan runs in the copy-out loop, per 16-byte chunk
   (compiler/ptx/epilogue.py: C and bias in one vector load each), or per pair on direct stores.
+
+Registers (check_registers). Every thread launches with 65536 / threads in steps of 8 (`.maxnreg`: 168 for
+384 threads, 128 for 512). Where a consumer needs more (its accumulators + CONSUMER_OTHER_REGS), the
+producer warpgroup, which holds a few addresses, gives its registers to the consumers (setmaxnreg, PTX
+9.7.19; compiler/isa/setmaxnreg.py): all four producer warps execute `setmaxnreg.dec` right after the role
+branch (before warps 1-3 leave), the consumers `setmaxnreg.inc` first thing, which waits until the pool has
+them; the consumers take the most the CTA's registers allow with the producer at 24 (240 for 2 consumers: 2 x
+128 rows x 192 = 192 accumulators; 160 for 3). ptxas compiles each single wgmma within the launch count
+(WGMMA_OPERAND_REGS), so 3 consumers (512 threads, 128 a thread) take N <= 200.
 
 Persistent CTAs (`persistent=True`; DSL `schedule ... mma=wgmma persistent=static`). The grid is
 min(tiles, multiprocessors x max_ctas_per_sm) per batch (CTA pairs: whole pairs; the runtime evaluates the
@@ -127,7 +136,7 @@ f16, bf16, tf32, s8, u8 x s8 and e4m3 (f16/bf16/f32/s32 D, with and without C, p
 
 Measurements (throughput against cuSPARSELt and cuBLAS): docs/measurements.md.
 SASS: HGMMA.SP.64x256x32.F32 from shared-memory descriptors, UTMALDG.2D, SYNCS (mbarrier); 163-168
-registers, no spills.
+registers, no spills. With setmaxnreg ptxas reports the launch count (168, 128) and spills nothing.
 """
 from __future__ import annotations
 
@@ -137,7 +146,9 @@ from functools import cached_property
 from ..bits import log2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, Form
-from ..isa.targets import MAX_PTX, Version, dynamic_smem_limit, format_version
+from ..isa.setmaxnreg import RegisterSplit, split_registers
+from ..isa.targets import (MAX_PTX, REGISTER_UNIT_PER_THREAD, REGISTERS_PER_SM, Version, dynamic_smem_limit,
+                           format_version)
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
 from ..passes.resources import check_shared_memory
@@ -170,8 +181,18 @@ CHUNK = 16                     # bytes of one vector store of the D copy-out
 FLAG_BYTES = 16               # split-K: the "arrived last" word after the barriers (16: keeps what follows aligned)
 MAX_SPLIT_K = 64               # slices per tile (the workspace grows with it; more buys nothing at 1 block each)
 D_REGION_ALIGN = 128           # persistent CTAs' staged D region (16 would do for its v4 accesses)
-MAX_ACCUMULATORS = 128         # per thread (m64n256 f32: 64*256/128); more does not fit 168 registers
-REGS_PER_SM = 65536
+MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 threads, 128 registers each at launch
+# Registers ptxas (CUDA 13.0) needs besides the accumulators, measured on this kernel's consumer path:
+# - CONSUMER_OTHER_REGS: the consumer's descriptors, metadata, ring state and addresses. A budget of 32 beyond
+#   the accumulators serialises the wgmma chain of 2 m64 blocks (ptxas info C7512: "wgmma.mma_async
+#   instructions are serialized due to insufficient register resources": 192 accumulators in 224, 176 in 208,
+#   208 in 240), 40 does not (192 in 232, 200 in 240, 176 in 216, 128 in 168).
+# - WGMMA_OPERAND_REGS: one wgmma.mma_async.sp instruction must fit the kernel's launch count, whatever
+#   setmaxnreg gives the consumers later (ptxas C7602 "Insufficient registers (128) to compile instruction
+#   ... register target of 155 or higher" for an .m64n256k32 .f32 of 128 accumulators in a 512-thread CTA
+#   whose consumers setmaxnreg.inc to 160): 155 - 128.
+CONSUMER_OTHER_REGS = 40
+WGMMA_OPERAND_REGS = 27
 
 
 def _align(x: int, a: int) -> int:
@@ -231,7 +252,7 @@ class SparseWgmmaConfig(RingGeometry):
     cta_m: int = 128
     cta_n: int = 256
     cta_k: int = 64
-    consumers: int = 2                   # consumer warpgroups (1 or 2)
+    consumers: int = 2                   # consumer warpgroups (1, 2 or 3)
     stages: int = 4
     selector: int = 0
     ptx_version: Version | None = None   # None: the lowest version every instruction needs
@@ -243,6 +264,9 @@ class SparseWgmmaConfig(RingGeometry):
     epilogue: EpiloguePlan | None = None # the DSL's epilogue (tilec.epilogue_plan): applied before D is stored
     persistent: bool = False             # static persistent CTAs: each walks tiles ctaid.x, += nctaid.x
     split_k: int = 1                     # K slices per output tile (one CTA each; f32/s32 partials, reduced)
+    # setmaxnreg (PTX 9.7.19): the producer warpgroup gives registers to the consumers. None: where the
+    # consumers need more than the launch count (uses_setmaxnreg); True / False: always / never
+    setmaxnreg: bool | None = None
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -389,8 +413,36 @@ class SparseWgmmaConfig(RingGeometry):
 
     @property
     def max_regs(self) -> int:
-        """Registers per thread that let one CTA fit the SM's register file (allocation unit 8)."""
-        return min(255, REGS_PER_SM // self.threads // 8 * 8)
+        """Registers per thread at launch (the kernel's .maxnreg) that let one CTA fit the SM's register file
+        (allocated in units of 8 a thread)."""
+        return min(255, REGISTERS_PER_SM // self.threads // REGISTER_UNIT_PER_THREAD * REGISTER_UNIT_PER_THREAD)
+
+    @property
+    def consumer_registers(self) -> int:
+        """Registers a consumer thread needs: its accumulators + CONSUMER_OTHER_REGS (measured)."""
+        return self.accumulators + CONSUMER_OTHER_REGS
+
+    @property
+    def uses_setmaxnreg(self) -> bool:
+        """The producer hands registers to the consumers: asked for, or (None) needed because the consumers'
+        registers exceed the launch count."""
+        if self.setmaxnreg is None:
+            return self.consumer_registers > self.max_regs
+        return bool(self.setmaxnreg)
+
+    @property
+    def register_split(self) -> RegisterSplit | None:
+        """The setmaxnreg counts (None: every warp keeps the launch count): the consumers take the most the
+        CTA's registers allow with the producer warpgroup at the least (compiler/isa/setmaxnreg.py)."""
+        if not self.uses_setmaxnreg:
+            return None
+        return split_registers(self.max_regs, 1, self.consumers)
+
+    @property
+    def consumer_budget(self) -> int:
+        """Registers a consumer thread may use: setmaxnreg's count, or the launch count."""
+        split = self.register_split
+        return split.high if split is not None else self.max_regs
 
 
 def layouts(cfg: SparseWgmmaConfig):
@@ -470,6 +522,38 @@ def fragment_coord(i: int, warp: int, lane: int) -> tuple[int, int]:
     return 16 * warp + lane // 4 + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * (lane % 4) + (i & 1)
 
 
+def check_registers(cfg: SparseWgmmaConfig) -> None:
+    """The register budgets: one wgmma instruction within the launch count (ptxas compiles it there,
+    whatever setmaxnreg gives later), the consumer's accumulators and the rest within its budget (the launch
+    count, or setmaxnreg's), and a legal setmaxnreg split (PTX 9.7.19; compiler/isa/setmaxnreg.py)."""
+    launch = cfg.max_regs
+    one = cfg.acc_per_block + WGMMA_OPERAND_REGS
+    where = f"{cfg.consumers} consumer warpgroup{'s' if cfg.consumers > 1 else ''} of {cfg.wg_m} x {cfg.cta_n}"
+    if one > launch:
+        # the largest N whose instruction fits: acc_per_block = N / 2, N a multiple of 8
+        n_fit = (launch - WGMMA_OPERAND_REGS) * 2 // 8 * 8
+        raise SpecError(f"{cfg.threads} threads launch with {launch} registers a thread, and ptxas compiles each "
+                        f"wgmma.mma_async.sp .m64n{cfg.cta_n} ({cfg.acc_per_block} accumulators) within that count "
+                        f"(it needs {one}; setmaxnreg raises the consumers' count only after launch)",
+                        field="schedule.cta", hint=f"use cta N <= {n_fit} with {cfg.consumers} consumer warpgroups, "
+                                                   "or fewer warpgroups")
+    split = cfg.register_split
+    if split is not None and split.problems():
+        raise SpecError(f"setmaxnreg with {where}: " + "; ".join(split.problems()), field="schedule.warps",
+                        hint="use fewer consumer warpgroups")
+    if cfg.setmaxnreg is False and cfg.consumer_registers > launch:
+        raise SpecError(f"{where} need {cfg.consumer_registers} registers a thread ({cfg.accumulators} "
+                        f"accumulators + {CONSUMER_OTHER_REGS}), over the {launch} of a {cfg.threads}-thread launch; "
+                        f"only setmaxnreg (PTX 9.7.19) gives the consumers more", field="schedule.warps",
+                        hint="leave setmaxnreg to the kernel")
+    if cfg.consumer_registers > cfg.consumer_budget:
+        how = f"setmaxnreg.inc {split.high}" if split is not None else f"the {launch} of a {cfg.threads}-thread launch"
+        raise SpecError(f"{where} need {cfg.consumer_registers} registers a thread ({cfg.accumulators} "
+                        f"accumulators + {CONSUMER_OTHER_REGS}); {how} is the most they can have"
+                        + (f" ({split.describe('producer', 'consumer')})" if split is not None else ""), field="schedule.cta",
+                        hint="use a smaller cta N, or fewer rows per consumer warpgroup")
+
+
 def check_config(cfg: SparseWgmmaConfig) -> Version:
     """Validate `cfg`; return the PTX version to emit. SpecError names the schedule field."""
     form = cfg.form
@@ -485,13 +569,15 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
                     ("cta_m", cfg.cta_m), ("cta_n", cfg.cta_n), ("cta_k", cfg.cta_k)):
         if not _is_int(v) or v < 1:
             raise SpecError(f"schedule {what} must be a positive integer, not {v!r}", field="schedule")
-    if cfg.consumers not in (1, 2):
-        raise SpecError(f"the wgmma kernel has 1 or 2 consumer warpgroups (warps=4x1 or 8x1), not "
-                        f"{cfg.consumers}", field="schedule.warps", hint="write warps=8x1")
+    if not 1 <= cfg.consumers <= MAX_CONSUMERS:
+        raise SpecError(f"the wgmma kernel has 1 to {MAX_CONSUMERS} consumer warpgroups (warps=4x1, 8x1 or "
+                        f"12x1), not {cfg.consumers}", field="schedule.warps", hint="write warps=8x1")
     if cfg.wg_m not in (WGMMA_M, 2 * WGMMA_M) or cfg.cta_m != cfg.wg_m * cfg.consumers:
         raise SpecError(f"cta M = {cfg.cta_m}: each of the {cfg.consumers} consumer warpgroups takes 64 or 128 "
                         f"rows (1 or 2 .m64 instructions)", field="schedule.cta",
                         hint=f"use cta M = {64 * cfg.consumers} or {128 * cfg.consumers}")
+    if cfg.setmaxnreg not in (None, True, False):
+        raise SpecError(f"setmaxnreg must be None, True or False, not {cfg.setmaxnreg!r}", field="schedule")
     if cfg.cta_n not in wf.n_values:
         raise SpecError(f"cta N = {cfg.cta_n} is not an N of wgmma.mma_async.sp .m64nNk{wf.k} with "
                         f"{form.a_type} (PTX 9.7.15.6.3 .shape)", field="schedule.cta",
@@ -500,13 +586,12 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
         raise SpecError(f"cta K = {cfg.cta_k} must be {form.k}, {2 * form.k} or {4 * form.k} (1, 2 or 4 wgmma "
                         f"k-steps: a compressed A row of 32, 64 or 128 bytes, one swizzle atom)",
                         field="schedule.cta", hint=f"cta K = {2 * form.k}")
-    if cfg.accumulators > MAX_ACCUMULATORS:
-        raise SpecError(f"{cfg.wg_m} x {cfg.cta_n} per consumer warpgroup needs {cfg.accumulators} accumulator "
-                        f"registers per thread; at most {MAX_ACCUMULATORS} fit", field="schedule.cta",
-                        hint="use cta N <= 128 with 128 rows per warpgroup")
+    check_registers(cfg)
     if cfg.cta_m > TMA_MAX_BOX or cfg.cta_n > TMA_MAX_BOX:
-        raise SpecError(f"a TMA box has at most {TMA_MAX_BOX} rows (cuTensorMapEncodeTiled boxDim)",
-                        field="schedule.cta")
+        raise SpecError(f"cta {cfg.cta_m}x{cfg.cta_n}: a TMA box has at most {TMA_MAX_BOX} rows (cuTensorMapEncodeTiled "
+                        f"boxDim)", field="schedule.cta",
+                        hint=f"use at most {TMA_MAX_BOX // cfg.consumers // WGMMA_M * WGMMA_M} rows per consumer "
+                             f"warpgroup (cta M = {TMA_MAX_BOX // cfg.consumers // WGMMA_M * WGMMA_M * cfg.consumers})")
     if not 2 <= cfg.stages <= 8:
         raise SpecError(f"the TMA ring needs 2..8 stages, not {cfg.stages}", field="schedule.stages")
     if cfg.cluster_m not in (1, 2) or (cfg.cta_n // cfg.cluster_m) % 8:
@@ -623,6 +708,8 @@ class _Writer(PtxBuilder):
                    f"warpgroups of {cfg.wg_m} rows, {cfg.stages} stages of {cfg.stage_bytes} B [A {r['A'].bytes} B "
                    f"{r['A'].swizzle} | B {r['B'].bytes} B {r['B'].swizzle} | metadata {r['E'].bytes} B], D "
                    f"{cfg.out_type} ({'staged' if cfg.staged_d else 'direct'}), raster group {cfg.raster_group}")
+        if cfg.register_split is not None:
+            out.append(f"// registers: {cfg.register_split.describe('producer', 'consumer')}")
         out += target_lines(format_version(self.ptx), cfg.target)
         out += [f".extern .shared .align {SMEM_ALIGN} .b8 {self.smem}[];", ""]
         self.directives += [f".maxntid {cfg.threads}, 1, 1", f".maxnreg {cfg.max_regs}"]
@@ -865,6 +952,9 @@ class _Writer(PtxBuilder):
         """Warp 0 of warpgroup 0 (lane 0 issues): K block kb into slot kb % stages once the slot's empty
         phase completed (the other producer warps go to the end)."""
         cfg, ins = self.cfg, self.ins
+        split = cfg.register_split
+        if split is not None:      # all four warps of the warpgroup execute it (PTX 9.7.19), so before warps 1-3 leave
+            ins(f"setmaxnreg.dec.sync.aligned.u32 {split.low};      // the producer's registers to the CTA's pool")
         ins("// ---- producer: warp 0 of warpgroup 0 walks the K blocks, lane 0 issues")
         ins("setp.ne.u32 %p0, %warp, 0;")
         ins(f"@%p0 bra.uni {self.end};")
@@ -919,6 +1009,9 @@ class _Writer(PtxBuilder):
 
     def consumer(self) -> None:
         cfg, ins = self.cfg, self.ins
+        split = cfg.register_split
+        if split is not None:      # waits until the producer's .dec has filled the pool (PTX 9.7.19)
+            ins(f"setmaxnreg.inc.sync.aligned.u32 {split.high};     // the consumers' registers from the CTA's pool")
         ins("// ---- consumers: warpgroup wg >= 1 owns rows (wg-1)*wg_m .. of the tile")
         ins("sub.u32 %wg, %wg, 1;")
         if not cfg.persistent:
@@ -1579,15 +1672,15 @@ def encode_tiled_maps(maps: list[dict], addresses: dict[str, int]) -> bytes:
 def config_from_schedule(name: str, form: Form, target: str, ptx_version: Version | None, schedule,
                          selector: int, static_metadata, accumulate_c: bool = True, d_type: str | None = None,
                          epilogue: EpiloguePlan | None = None) -> SparseWgmmaConfig:
-    """The kernel of a tile with `schedule cta=MxNxK warps=Wx1 stages=S mma=wgmma`: W = 4 or 8 consumer
-    warps (1 or 2 consumer warpgroups; a producer warpgroup is added), D = A*B + C in the accumulator type."""
+    """The kernel of a tile with `schedule cta=MxNxK warps=Wx1 stages=S mma=wgmma`: W = 4, 8 or 12 consumer
+    warps (1, 2 or 3 consumer warpgroups; a producer warpgroup is added), D = A*B + C in the accumulator type."""
     if static_metadata is not None:
         raise SpecError("mma=wgmma reads the metadata from memory (runtime metadata); this tile embeds it",
                         field="schedule.mma", hint="write 'metadata=runtime' or use mma=sync")
-    if schedule.warps_n != 1 or schedule.warps_m not in (4, 8):
-        raise SpecError(f"warps={schedule.warps_m}x{schedule.warps_n}: mma=wgmma takes 4 or 8 consumer warps "
-                        f"along M (1 or 2 warpgroups; each warp supplies the metadata of 16 rows, PTX 9.7.15.6.2)",
-                        field="schedule.warps", hint="write warps=8x1")
+    if schedule.warps_n != 1 or schedule.warps_m % 4 or not 1 <= schedule.warps_m // 4 <= MAX_CONSUMERS:
+        raise SpecError(f"warps={schedule.warps_m}x{schedule.warps_n}: mma=wgmma takes 4, 8 or 12 consumer warps "
+                        f"along M (1 to {MAX_CONSUMERS} warpgroups; each warp supplies the metadata of 16 rows, PTX "
+                        f"9.7.15.6.2)", field="schedule.warps", hint="write warps=8x1")
     if schedule.persistent not in ("none", "static"):
         raise SpecError(f"persistent={schedule.persistent}: the wgmma kernel's persistent CTAs are scheduled "
                         f"statically", field="schedule.persistent", hint="write persistent=static")

@@ -70,13 +70,14 @@ from math import gcd
 from ..diagnostics import SpecError
 from ..ir import Op
 from ..isa.tcgen05_kinds import mma_k
+from ..isa.tmem import LANE_GROUP, data_path
 from ..isa.types import TYPES
 from ..passes.warp_specialization import WsPlan, ws_plan
 from ..passes.epilogue_lowering import SCRATCH
 from .builder import PtxBuilder, launch_limits
 from .epilogue import element_steps
 from .pipeline import RingCode, RingPlan, ring_plan
-from .tcgen05_issue import commit, descriptor, descriptor_base, idesc_registers, issue_mmas
+from .tcgen05_issue import commit, descriptor, descriptor_base, idesc_registers, issue_mmas, trailing_operands
 
 KERNEL_KIND = "tcgen05_ws"
 TMA_MAP_BYTES = 128                                   # sizeof(CUtensorMap)
@@ -161,6 +162,10 @@ class _WsKernel:
         self.steps = self.plan.k_block // mma_k(self.kind, self.sparse, self.form.k96)
         self.d_type = TYPES[self.spec.operands["D"].dtype]
         self.pair = self.plan.cluster == 2
+        # where D lives in TMEM (PTX 9.7.16.10.5): `rows` rows per CTA; a folded layout (.ws M = 64 / 32: E, G)
+        # repeats them in 128 / rows lane groups, group g holding D columns [g N / folds, (g + 1) N / folds)
+        self.dp = data_path(self.spec.m, self.spec.cta_group, self.sparse,
+                            self.spec.ws)
         self.ops = {n: _Operand(n, op, smem_layout(tile, op, self.spec), operand_extents(self.spec, n)[0])
                     for n in ("A", "B") for op in [tile.op("tilec.smem_layout", n)]}
         self.kb = PtxBuilder(self.spec.name)
@@ -428,6 +433,10 @@ class _WsKernel:
         idesc_op = self.tile.op("tilec.instr_desc")
         step_values = [int(v) for v in idesc_op.attrs.get("step_values", (idesc_op.attrs["value"],) * self.steps)]
         idesc_regs = idesc_registers(kb, step_values)
+        # .ws: the zero-column mask descriptor (9.7.16.4.3), the last operand of every MMA (no collector:
+        # warp_specialization.check_ws_collector says why)
+        zcm_op = self.tile.op("tilec.zero_column_mask")
+        extra = trailing_operands(kb, spec, None if zcm_op is None else int(zcm_op.attrs["value"]))
         da, db = (self.tile.op("tilec.smem_desc", n).attrs["values"] for n in ("A", "B"))
         p_true, p_acc = kb.constant_pred(True), kb.reg("p")
         ring = self.ring("smem")
@@ -481,7 +490,7 @@ class _WsKernel:
                            b_operand=lambda s: descriptor(kb, sdesc, db[s]),
                            step_operands=step_operands, idesc=lambda s: idesc_regs[step_values[s]],
                            first_enable=p_acc, enable=p_true,
-                           extra={}, mbar=ring.empty_bar, cta_mask=self.cta_mask if self.pair else None)
+                           extra=extra, mbar=ring.empty_bar, cta_mask=self.cta_mask if self.pair else None)
                 kb.put(skip)
                 ring.advance()
 
@@ -521,6 +530,15 @@ class _WsKernel:
         p, p_row, p_store, p_el = kb.regs("p", 4)
         remote = kb.reg("r")
         e(f"shl.b32 {lane_field}, {self.warp}, 21;")     # (32 * warp) << 16: the lane field (9.7.16.1)
+        # warp w reads lanes 32w..32w+31: rows 32 (w mod g).. of lane group w div g, g = rows / 32 warps per group
+        # (one group, g = 4, unless the layout is folded)
+        warp_row, fold_col = self.warp, None
+        if self.dp.folds > 1:
+            per_group = self.dp.rows // LANE_GROUP
+            warp_row, fold_col = kb.regs("r", 2)
+            e(f"and.b32 {warp_row}, {self.warp}, {per_group - 1};")
+            e(f"shr.u32 {fold_col}, {self.warp}, {per_group.bit_length() - 1};")
+            e(f"mul.lo.u32 {fold_col}, {fold_col}, {plan.acc_columns};")
         e(f"add.u32 {tw}, {self.taddr}, {lane_field};")
         dmap = kb.reg("rd")
         kb.ld_param("u64", dmap, "tensor_maps")
@@ -619,11 +637,16 @@ class _WsKernel:
             if plan.d_buffers == 2:
                 e(f"xor.b32 {bi}, {bi}, 1;")
 
+        n0w = kb.reg("r") if fold_col else None
+
         def tile(m0: str, n0: str) -> None:
             self.n0 = n0
+            if fold_col:
+                e(f"add.u32 {n0w}, {n0}, {fold_col};")     # the first D column of this warp's lane group
+                self.n0 = n0w
             accs.wait_full()
             e("tcgen05.fence::after_thread_sync;")
-            e(f"mad.lo.u32 {row0}, {self.warp}, 32, {m0};")
+            e(f"mad.lo.u32 {row0}, {warp_row}, 32, {m0};")
             e(f"add.u32 {row}, {row0}, {self.lane};")
             e(f"setp.lt.u32 {p_row}, {row}, {self.m};")
             e(f"mad.lo.u32 {ta}, {accs.index}, {plan.acc_columns}, {tw};")

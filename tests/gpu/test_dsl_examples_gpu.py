@@ -42,7 +42,7 @@ def test_pre_blackwell_examples_are_the_sparse_ones():
     assert {"sparse_f16.tile", "sparse_gemm_f16.tile", "sparse_wgmma_f16.tile", "sparse_wgmma_f16_out_f16.tile",
             "sparse_wgmma_bf16_out_bf16.tile", "sparse_wgmma_e4m3_out_bf16.tile",
             "sparse_wgmma_s8_out_s32.tile", "sparse_wgmma_f16_persistent.tile",
-            "sparse_wgmma_f16_decode_split_k.tile"} <= set(PRE_BLACKWELL)
+            "sparse_wgmma_f16_decode_split_k.tile", "sparse_wgmma_setmaxnreg.tile"} <= set(PRE_BLACKWELL)
 
 
 @pytest.mark.parametrize("name", PRE_BLACKWELL)

@@ -1,6 +1,6 @@
 """The sparse wgmma GEMM (compiler/ptx/sparse_wgmma_kernel.py) on a Hopper GPU (sm_90a) against numpy:
 f16 (f16 D and f32 D + C), bf16, tf32, s8, u8 x s8 and e4m3; both consumer tilings (64 and 128 rows per
-warpgroup), 1, 2 and 4 k-steps per K block, the ring wrapping several times, direct and staged D, CTA
+warpgroup), 3 consumer warpgroups and the consumers' registers from the producer (setmaxnreg), 1, 2 and 4 k-steps per K block, the ring wrapping several times, direct and staged D, CTA
 pairs sharing B through TMA multicast; then every schedule benchmarks/sparse_wgmma.py times. (The DSL
 example is compiled from its file in tests/gpu/test_dsl_examples_gpu.py.) Inputs have 3 significant bits
 (compiler.sparse.random_values), so every sum is exact in f32 / s32 and the comparison is exact (f16 /
@@ -44,6 +44,17 @@ CASES = [
      (512, 128, 384)),
     ("s8", "s8", "s32", "m16n8k64", dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3, cluster_m=2), None,
      (384, 64, 320)),
+    # setmaxnreg (PTX 9.7.19): 2 consumers of 128 x 192 (producer .dec 24, consumers .inc 240), each large-shape
+    # input type, pairs and not, an edge in N; 3 consumers of 64 rows (512 threads: 32 / 160), f32 D + C
+    ("f16", "f16", "f32", "m16n8k32", dict(cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2), "f16",
+     (1024, 576, 704)),
+    ("bf16", "bf16", "f32", "m16n8k32", dict(cta_m=256, cta_n=192, cta_k=64, stages=4), "bf16", (512, 400, 384)),
+    ("e4m3", "e4m3", "f32", "m16n8k64", dict(cta_m=256, cta_n=192, cta_k=128, stages=4, cluster_m=2), "bf16",
+     (512, 384, 640)),
+    ("f16", "f16", "f32", "m16n8k32", dict(cta_m=192, cta_n=192, cta_k=64, consumers=3, stages=4, cluster_m=2),
+     None, (768, 384, 448)),
+    ("f16", "f16", "f32", "m16n8k32", dict(cta_m=192, cta_n=200, cta_k=64, consumers=3, stages=4), "f16",
+     (384, 400, 320)),
 ]
 
 
