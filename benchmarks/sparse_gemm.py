@@ -30,7 +30,10 @@ _cslt_sparse_mm_search and by timing every alg id up to torch.backends.cusparsel
 both as the transposed view of the N x K activations (column-major K x N) and as a contiguous K x N copy,
 output in the case's output type; the fastest configuration is reported. Dense: torch.mm (f16 / bf16, both
 B layouts), torch._scaled_mm (e4m3, B column-major as cuBLASLt requires, bf16 out, unit scales) with
-use_fast_accum True and False, torch._int_mm (s8 -> s32, both B layouts).
+use_fast_accum True and False, torch._int_mm (s8 -> s32, both B layouts). Like with like for fp8: an
+e4m3 tile with `schedule ... promote=N` (two-level accumulation: examples/sparse_wgmma_e4m3_bf16.tile) is
+timed as "tilec promoted" and compared with use_fast_accum=False, the fastest unpromoted one with
+use_fast_accum=True (PAIRED; a pairing whose tilec side is missing is "-").
 
 Operands: A random 2:4 (never-zero kept values) and B uniform, built on the GPU and packed into
 compiler/sparse.py's layouts there (tests/gpu/harness/sparse_kernels.sparse_operands, checked against
@@ -156,6 +159,11 @@ class Candidate:
     @property
     def reads_c(self) -> bool:
         return "c" in self.abi.get("buffers", {})
+
+    @property
+    def promoted(self) -> bool:
+        """fp8 sums promoted into f32 every N K blocks (`schedule promote=N`; the ABI's "promote")."""
+        return self.abi.get("promote") is not None
 
     def unlike(self, case: Case) -> str | None:
         """How the tile's product differs from the case's D = A*B in the case's output type (None: it is
@@ -308,18 +316,28 @@ def _ratio(x: float) -> str:
     return "-" if x != x else f"{x:.2f}"
 
 
+# dense peer -> the tilec entry of final_ms it is compared with (like with like; others: "tilec"): cuBLAS fp8
+# without fast accumulation promotes its sums into f32, as a `promote=` tile does
+PAIRED = {"cuBLAS fp8 no-fast acc": "tilec promoted"}
+TILEC_ENTRIES = ("tilec", "tilec promoted")
+
+
 def summarize(case: Case, row: dict) -> dict:
-    """The ratios of one measured row (`row["final_ms"]`: tilec, cusparselt, dense peers by name)."""
+    """The ratios of one measured row (`row["final_ms"]`: tilec, tilec promoted, cusparselt, dense peers by
+    name); each dense peer against its PAIRED tilec entry."""
     fin = row.get("final_ms", {})
     nan = float("nan")
     tilec = fin.get("tilec", nan)
-    dense = {name: ms for name, ms in fin.items() if name not in ("tilec", "cusparselt")}
+    dense = {name: ms for name, ms in fin.items() if name not in (*TILEC_ENTRIES, "cusparselt")}
     best_dense = min(dense, key=dense.get) if dense else None
     out = {"tilec": rate(case, tilec), "cusparselt": rate(case, fin.get("cusparselt", nan)),
            "dense": {name: rate(case, ms) for name, ms in dense.items()}, "best_dense": best_dense}
     out["tilec_over_dense"] = (dense[best_dense] / tilec) if best_dense and tilec == tilec else nan
     out["tilec_over_cusparselt"] = fin.get("cusparselt", nan) / tilec if tilec == tilec else nan
-    out["tilec_over_each_dense"] = {name: ms / tilec if tilec == tilec else nan for name, ms in dense.items()}
+    paired = {name: fin.get(PAIRED.get(name, "tilec"), nan) for name in dense}
+    out["tilec_over_each_dense"] = {name: ms / paired[name] if paired[name] == paired[name] else nan
+                                    for name, ms in dense.items()}
+    out["tilec_promoted"] = rate(case, fin.get("tilec promoted", nan))
     return out
 
 
@@ -338,6 +356,8 @@ def markdown_table(rows: list[dict]) -> str:
             tile = row["tilec_wrong"]
         else:
             tile = row.get("tilec_tile", "-")
+        if row.get("tilec_promoted_tile"):
+            tile += f"; promoted: {row['tilec_promoted_tile']} {_num(s['tilec_promoted'])}"
         cs = _num(s["cusparselt"])
         if row.get("cusparselt_config"):
             cs += f" ({row['cusparselt_config']})"
@@ -345,8 +365,9 @@ def markdown_table(rows: list[dict]) -> str:
             cs = row["cusparselt_note"]
         peers = ", ".join(f"{name} {_num(v)}" for name, v in s["dense"].items()) or row.get("dense_note", "-")
         over = _ratio(s["tilec_over_dense"])
-        if len(s["dense"]) > 1:         # e4m3: against fast and against no-fast accumulation, like with like
-            over = " · ".join(f"{_ratio(r)} ({name})" for name, r in s["tilec_over_each_dense"].items())
+        if len(s["dense"]) > 1:         # e4m3: unpromoted against fast, promoted against no-fast accumulation
+            over = " · ".join(f"{_ratio(r)} ({name}{', promoted' if name in PAIRED else ''})"
+                              for name, r in s["tilec_over_each_dense"].items())
         err = row.get("tilec_rel_err")
         lines.append(f"| {case.label} | {case.a} → {case.out}{unit} | {tile} | {_num(s['tilec'])} "
                      f"| {cs} | {peers} | {over} | {_ratio(s['tilec_over_cusparselt'])} "
@@ -564,6 +585,13 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
             runs.update(group_runs)
         row["tilec"] = res
         unlike = {c.name: c.unlike(case) for c in chosen}
+        promoted = {c.name for c in chosen if c.promoted}
+        best_promoted = fastest({name: r for name, r in res.items() if name in promoted and unlike[name] is None})
+        if best_promoted:                  # like with like: PAIRED with cuBLAS fp8 without fast accumulation
+            row["tilec_promoted_tile"] = best_promoted
+            row["tilec_promoted_rel_err"] = res[best_promoted]["rel_err"]
+            final["tilec promoted"] = runs[best_promoted]
+            res = {name: r for name, r in res.items() if name not in promoted}
         best = fastest({name: r for name, r in res.items() if unlike[name] is None}) or fastest(res)
         if best:
             row["tilec_tile"] = best + (f" ({unlike[best]})" if unlike[best] else "")

@@ -104,6 +104,7 @@ class CompileResult:
                      f"  roles: {roles}",
                      *([f"  setmaxnreg: {r['setmaxnreg']}"] if r.get("setmaxnreg") else []),
                      *([f"  form: {r['ws']}"] if r.get("ws") else []),
+                     *([f"  A: {r['a_tmem']}"] if r.get("a_tmem") else []),
                      f"  per CTA: D {r['cta_m']} x {r['cta_n']}, K block {r['k_block']}, {r['tx_bytes']} B copied "
                      f"per K block; {r['mma']}{' sparse' if r['sparse'] else ''}; copies "
                      f"{'overlap' if r['overlap'] else 'do not overlap'} the MMAs; "

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from .diagnostics import Loc
 from .isa.swizzle import MAJORS, SWIZZLE_MODES
-from .spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, METADATA_SOURCES, SCHEDULE_MMAS, SCHEDULE_PERSISTENT,
+from .spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_BIAS_TYPES, METADATA_SOURCES, SCHEDULE_MMAS, SCHEDULE_PERSISTENT,
                    SPACES, SPLIT_K_STREAM, SWIZZLES)
 
 
@@ -376,12 +376,15 @@ OP_DEFS: dict[str, OpDef] = {
                                    persistent=Opt(Enum(*SCHEDULE_PERSISTENT), blame="schedule.persistent"),
                                    raster=Opt(U32, blame="schedule.raster"),
                                    split_k=Opt(SplitK(), blame="schedule.split_k"),
-                                   accumulators=Opt(U32, blame="schedule.accumulators"))),
+                                   accumulators=Opt(U32, blame="schedule.accumulators"),
+                                   promote=Opt(U32, blame="schedule.promote"))),
     # alpha / beta: decimal literals as written, or "param" (absent: 1)
     "tilec.epilogue": OpDef(_attrs(alpha=Opt(Str(), blame="epilogue.alpha"), beta=Opt(Str(), blame="epilogue.beta"),
                                    bias=Opt(Enum(*EPILOGUE_BIAS), blame="epilogue.bias"),
                                    act=Opt(Enum(*EPILOGUE_ACTS), blame="epilogue.act"),
-                                   acc=Opt(Enum(*EPILOGUE_ACCS), blame="epilogue.acc"))),
+                                   acc=Opt(Enum(*EPILOGUE_ACCS), blame="epilogue.acc"),
+                                   scale=Opt(Str(), blame="epilogue.scale"),
+                                   bias_type=Opt(Enum(*EPILOGUE_BIAS_TYPES), blame="epilogue.bias_type"))),
     # ---- verify: the instruction form, a key into the ISA tables (compiler/isa/) ----
     # tcgen05: the fields of isa.tcgen05_forms.Tcgen05Mma; mma.sp: the arguments of isa.mma_sp.forms.find_form
     "tilec.mma_form": OpDef(_attrs(
@@ -416,7 +419,7 @@ OP_DEFS: dict[str, OpDef] = {
         cluster=Opt(U32, True, "schedule.cluster"), scheduler=Enum("static"), raster=Enum("m"), why=Opt(Str()),
         cp_operands=Opt(ListOf(Enum("META", "SFA", "SFB"))), cp_smem=Opt(ListOf(U32)), cp_bytes=Opt(ListOf(U32)),
         tmem_stage=Opt(U32), tmem_stage_columns=Opt(U32), stage_regions=Opt(ListOf(U32)),
-        sf_group_columns=Opt(ListOf(U32)), d_stage=U32, d_stage_bytes=U32, d_buffers=U32, d_chunk=U32,
+        sf_group_columns=Opt(ListOf(U32)), a_smem=Opt(U32), a_bytes=Opt(U32), a_region=Opt(U32), d_stage=U32, d_stage_bytes=U32, d_buffers=U32, d_chunk=U32,
         d_swizzle=Enum("none", "32B", "64B", "128B"))),
     # ---- sparse-metadata-packing: words = the periodic table, row-major over `period` ----
     "tilec.metadata": OpDef(_attrs(source=Enum(*METADATA_SOURCES), words_per_row=Opt(U32, blame="loop.K"),
@@ -434,6 +437,7 @@ OP_DEFS: dict[str, OpDef] = {
     "tilec.epilogue_plan": OpDef(_attrs(acc=Enum(*EPILOGUE_ACCS), out=Str(), c=Enum("none", "accumulate", "epilogue"),
                                         alpha=Opt(Str()), beta=Opt(Str()), bias=Enum(*EPILOGUE_BIAS),
                                         act=Enum(*EPILOGUE_ACTS), params=ListOf(Str()),
+                                        scale=Opt(Str()), bias_type=Opt(Enum(*EPILOGUE_BIAS_TYPES)),
                                         steps=ListOf(Record("epilogue_step", {"step": Str(), "ptx": ListOf(Str())})))),
     # ---- kernel-selection: the kernel that implements the tile and its configuration ----
     # The tcgen05 kernel's immediates derived from the loop K: the bytes of one row of A / B in global
@@ -450,14 +454,15 @@ OP_DEFS: dict[str, OpDef] = {
     # threads' loads and stores), whether copies overlap the MMAs (`overlap`)
     # and whether CTAs stay resident over several tiles (`persistent`); the warp-specialised tcgen05 kernel's
     # D staging buffers (`d_staging_bytes`, part of smem_bytes); a `.ws` tile's form choices (`ws`: data-path
-    # layout, accumulator columns, collector usage and why, zero-column mask).
+    # layout, accumulator columns, collector usage and why, zero-column mask; `a_tmem`: A's staging, copies and
+    # the TMEM budget).
     "tilec.resources": OpDef(_attrs(
         kernel=Str(), threads=U32, cluster=U32, stages=U32, stage_bytes=U32, smem_bytes=U32, smem_limit=U32,
         smem_space=Enum("none", "static", "dynamic"), tmem_columns=U32, mbarriers=U32, ctas_per_sm=U32,
         roles=ListOf(Record("role", {"name": Str(), "warps": U32, "registers": U32, "live": U32})),
         mma=Str(), mma_k=U32, sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
         d_bytes=U32, d_staging_bytes=Opt(U32), copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool(),
-        setmaxnreg=Opt(Str()), ws=Opt(Str()))),
+        setmaxnreg=Opt(Str()), ws=Opt(Str()), a_tmem=Opt(Str()))),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),
 }

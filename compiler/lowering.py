@@ -13,7 +13,7 @@ _DEFAULTS = {"cta_group": 1, "ws": False, "ashift": False, "negate_a": False, "n
              "saturate": False, "max_shift": 0}
 _SCHEDULE_FIELDS = ("cta_m", "cta_n", "cta_k", "warps_m", "warps_n", "stages", "mma", "cluster")
 # optional schedule fields: printed only when they differ from their defaults (no value: the kernel's own)
-_SCHEDULE_OPTIONAL = {"persistent": "none", "raster": None, "split_k": 1, "accumulators": None}
+_SCHEDULE_OPTIONAL = {"persistent": "none", "raster": None, "split_k": 1, "accumulators": None, "promote": None}
 
 
 def lower(spec: FileSpec) -> Op:
@@ -70,7 +70,8 @@ def lower_tile(t: TileSpec) -> Op:
         e = t.epilogue
         ea = {k: getattr(e, k) for k in ("alpha", "beta") if getattr(e, k) is not None}
         ea.update(bias=e.bias, act=e.act)
-        if e.acc is not None:
-            ea["acc"] = e.acc
+        for k in ("acc", "scale", "bias_type"):
+            if getattr(e, k) is not None:
+                ea[k] = getattr(e, k)
         tile.body.append(Op("tilec.epilogue", None, ea, loc=t.loc("epilogue")))
     return tile

@@ -156,9 +156,8 @@ def sparse_host(abi: dict, result, tile: str, m: int, n: int, k: int, seed: int)
 
         bias, scalars = epilogue_inputs(desc, m, n, rng)
         ref, bound, pre = epilogue_reference(form, p, d_type, desc, bias, scalars)
-        scale = epilogue_atol(bound, pre, desc["act"], d_type) / tolerance(d_type)
-        return SparseHost(p, bias, {k: scalars[k] for k in ("alpha", "beta") if desc[k] == "param"}, ref, scale,
-                          d_type)
+        scale = epilogue_atol(bound, pre, desc["act"], d_type, scalars.get("scale", 1.0)) / tolerance(d_type)
+        return SparseHost(p, bias, {k: v for k, v in scalars.items() if desc[k] == "param"}, ref, scale, d_type)
     ref = reference(form, p, d_type)
     scale = np.abs(p.a.astype(np.float64)) @ np.abs(p.b.astype(np.float64))
     if p.sfa is not None:          # error bound of the scaled products
@@ -184,7 +183,7 @@ def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int
     if h.scalars is not None:      # the fused epilogue's parameters
         kwargs = dict(h.scalars)
         if h.bias is not None:
-            kwargs["bias"] = upload(h.bias, lib.__name__, "f32")
+            kwargs["bias"] = upload(h.bias, lib.__name__, kernel.abi["buffers"]["bias"]["element"])
         return _Problem((a, b, c), kwargs, h.ref, h.scale, h.d_type, None)
     kwargs = {}
     if p.sfa is not None:          # block-scaled forms: the u8 scale bytes (PTX 9.7.14.3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .diagnostics import Loc
+from .isa.epilogue_outputs import ACCUMULATORS, BIAS_TYPES
 from .isa.swizzle import SWIZZLE_MODES
 
 # The words a spec's fields hold, read by the front end, the printer and the IR's attribute types alike.
@@ -67,25 +68,33 @@ class ScheduleSpec:
     # tcgen05 tiles: TMEM accumulators (1 or 2: the epilogue of one tile overlaps the MMAs of the next);
     # None = the warp-specialization pass chooses (2 where they fit in the 512 columns)
     accumulators: int | None = None
+    # fp8 sparse wgmma: every N K blocks the wgmma accumulators are added into f32 registers and restart
+    # (two-level accumulation: wgmma's fp8 accumulation keeps fewer bits than f32); None = no promotion
+    promote: int | None = None
 
 
-# The fused epilogue (README "DSL tour"): D = act(alpha*(A*B) + beta*C + bias), converted to D's type.
+# The fused epilogue (README "DSL tour"): D = convert(scale * act(alpha*(A*B) + beta*C + bias)), converted
+# to D's type (scale: the quantisation scale of an s8 / e4m3 D; compiler/isa/epilogue_outputs.py).
 EPILOGUE_BIAS = ("none", "row", "col")
 EPILOGUE_ACTS = ("none", "relu", "silu", "gelu_tanh", "gelu_erf")
-EPILOGUE_ACCS = ("f32", "s32")
-EPILOGUE_PARAM = "param"        # alpha=param / beta=param: an f32 kernel parameter instead of an immediate
+EPILOGUE_ACCS = ACCUMULATORS
+EPILOGUE_BIAS_TYPES = tuple(BIAS_TYPES)
+EPILOGUE_PARAM = "param"        # alpha= / beta= / scale=param: an f32 kernel parameter instead of an immediate
 
 
 @dataclass
 class EpilogueSpec:
-    """`epilogue [alpha=X|param] [beta=X|param] [bias=row|col] [act=...] [acc=f32|s32];`: what happens to
-    the accumulators between the last MMA and the store of D (whose declared type is the output type).
-    alpha and beta are decimal literals as written (None: 1; beta needs operand C) or "param"."""
+    """`epilogue [alpha=X|param] [beta=X|param] [bias=row|col] [bias_type=f32|f16|bf16] [act=...]
+    [acc=f32|s32] [scale=X|param];`: what happens to the accumulators between the last MMA and the store of D
+    (whose declared type is the output type). alpha, beta and scale are decimal literals as written (None: 1;
+    beta needs operand C; scale an s8 or e4m3 D) or "param"."""
     alpha: str | None = None
     beta: str | None = None
     bias: str = "none"              # none | row (one value per row of D: M values) | col (N values)
     act: str = "none"               # none | relu | silu | gelu_tanh | gelu_erf
     acc: str | None = None          # the accumulator type; None: C's type, else the MMA form's float/int one
+    scale: str | None = None        # the output scale (D = convert(scale * ...)); None: 1
+    bias_type: str | None = None    # the bias vector's element type; None: f32
 
 
 def field_loc(locs: dict[str, Loc], key: str | None = None, tile: Loc | None = None) -> Loc | None:

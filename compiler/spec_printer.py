@@ -290,7 +290,9 @@ def _schedule(t: TileSpec) -> list[str]:
                        None if s.cluster == 1 else f"cluster={_uint(s.cluster, 'schedule.cluster', 'cluster')}",
                        *_schedule_options(s),
                        None if getattr(s, "accumulators", None) is None else
-                       f"accumulators={_uint(s.accumulators, 'schedule.accumulators', 'accumulators', positive=True)}")]
+                       f"accumulators={_uint(s.accumulators, 'schedule.accumulators', 'accumulators', positive=True)}",
+                       None if getattr(s, "promote", None) is None else
+                       f"promote={_uint(s.promote, 'schedule.promote', 'promote', positive=True)}")]
 
 
 def _schedule_options(s: ScheduleSpec) -> list[str | None]:
@@ -320,28 +322,29 @@ def schedule_statement(schedule: ScheduleSpec) -> str:
 
 
 def _epilogue(t: TileSpec) -> list[str]:
-    from .spec import EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_PARAM
+    from .spec import EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_BIAS_TYPES, EPILOGUE_PARAM
 
     e = getattr(t, "epilogue", None)
     if e is None:
         return []
-    scalars = []
-    for key in ("alpha", "beta"):
-        v = getattr(e, key)
+    scalars: list[str] = []
+    scale: list[str] = []
+    for key in ("alpha", "beta", "scale"):
+        v = getattr(e, key, None)
         if v is None:
             continue
         whole, _, frac = v.partition(".") if isinstance(v, str) else ("", "", "")
         if v != EPILOGUE_PARAM and not (whole.isdigit() and (frac.isdigit() or not frac) and "." not in frac):
             raise SpecError(f"epilogue {key} must be a non-negative decimal literal (a string such as '0.5') or "
                             f"'{EPILOGUE_PARAM}', not {v!r}", f"epilogue.{key}")
-        scalars.append(f"{key}={v}")
+        (scale if key == "scale" else scalars).append(f"{key}={v}")
     words = []
-    for key, choices, default in (("bias", EPILOGUE_BIAS, "none"), ("act", EPILOGUE_ACTS, "none"),
-                                  ("acc", EPILOGUE_ACCS, None)):
-        v = getattr(e, key)
+    for key, choices, default in (("bias", EPILOGUE_BIAS, "none"), ("bias_type", EPILOGUE_BIAS_TYPES, None),
+                                  ("act", EPILOGUE_ACTS, "none"), ("acc", EPILOGUE_ACCS, None)):
+        v = getattr(e, key, default)
         if v != default:
             words.append(f"{key}={_word(v, choices, f'epilogue.{key}', f'epilogue {key}')}")
-    return [_statement("epilogue", *scalars, *words)]
+    return [_statement("epilogue", *scalars, *words, *scale)]
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,10 @@ def test_the_examples_in_the_repository(examples):
     # the plain wgmma tiles in the benchmark's output types are there; whatever else lands in examples/
     # must be a plain product too (discover's rule), of a type the benchmark knows
     assert {"sparse_wgmma_f16_out_f16.tile", "sparse_wgmma_bf16_out_bf16.tile", "sparse_wgmma_e4m3_out_bf16.tile",
-            "sparse_wgmma_s8_out_s32.tile"} <= names
+            "sparse_wgmma_s8_out_s32.tile", "sparse_wgmma_e4m3_bf16.tile"} <= names
+    # the fp8 pair: promoted (compared with cuBLAS without fast accumulation) and not (with it)
+    assert {c.name for c in found if c.promoted} == {"sparse_wgmma_e4m3_bf16.tile"}
+    assert skipped["examples/sparse_wgmma_s8_s8.tile:sparse_wgmma_s8_s8"] == "scales D (param)"
     assert all(SG["not_plain"](c.abi) is None and c.a_type in SG["OUTPUT"] for c in found)
     assert skipped["examples/sparse_wgmma_f16_silu_bias.tile:sparse_wgmma_f16_silu_bias"] == "adds a bias (col)"
     f32_c = next(c for c in found if c.name == "sparse_wgmma_f16.tile")       # f32 D = A*B + C: C as zeros
@@ -128,6 +131,16 @@ def test_examples_meant_for_some_shapes_time_only_those(examples):
         chosen, unmet = SG["select"](found, case)
         assert runs in {c.name for c in chosen} and not_meant not in {c.name for c in chosen}
         assert unmet[not_meant].startswith("meant for ")
+    # the bf16 and e4m3 (-> bf16) decode rows get their own split-K tiles, written in the case's output
+    # type (first in select's order), and not at 8192^3
+    decode = "sparse_wgmma_bf16_e4m3_decode_split_k.tile"
+    for a in ("bf16", "e4m3"):
+        tile = f"{decode}:sparse_wgmma_{a}_decode_split_k_n16"
+        chosen, _ = SG["select"](found, Case(8192, 16, 8192, a))
+        mine = next(c for c in chosen if c.name == tile)
+        assert mine.unlike(Case(8192, 16, 8192, a)) is None and mine.abi["split_k"] == 4
+        chosen, unmet = SG["select"](found, Case(8192, 8192, 8192, a))
+        assert tile not in {c.name for c in chosen} and unmet[tile].startswith("meant for ")
 
 
 def test_setmaxnreg_tiles_time_the_large_shapes(examples):
@@ -218,8 +231,9 @@ def test_the_table_and_its_ratios_from_fake_timings():
         {"case": f16, "tilec_tile": "sparse_wgmma_f16_out_f16.tile", "tilec_rel_err": 2.1e-4,
          "final_ms": {"tilec": 0.125, "cusparselt": 0.25, "cuBLAS": 0.1875}, "cusparselt_config": "alg 1, B view",
          "clocks": "1980 MHz, 400 W, 50 C"},
-        {"case": e4m3, "tilec_tile": "e.tile", "tilec_rel_err": 1e-3,
-         "final_ms": {"tilec": 1.0, "cusparselt": 1.1, "cuBLAS fp8 fast acc": 0.8, "cuBLAS fp8 no-fast acc": 1.2}},
+        {"case": e4m3, "tilec_tile": "e.tile", "tilec_rel_err": 1e-3, "tilec_promoted_tile": "p.tile",
+         "final_ms": {"tilec": 1.0, "tilec promoted": 1.5, "cusparselt": 1.1, "cuBLAS fp8 fast acc": 0.8,
+                      "cuBLAS fp8 no-fast acc": 1.2}},
         {"case": Case(8192, 16, 8192, "f16"), "unavailable": "n/a (w.tile: N % 256 == 0)",
          "final_ms": {"cuBLAS": 0.05}, "cusparselt_note": "no cuSPARSELt: RuntimeError"},
         {"case": s8, "tilec_wrong": "s.tile: wrong (rel err 1.0e+00 > 0e+00)", "final_ms": {"cuBLAS int8": 1.0}},
@@ -233,8 +247,10 @@ def test_the_table_and_its_ratios_from_fake_timings():
                          "550 (alg 1, B view)", "cuBLAS 733"]
     assert cells[6:9] == ["1.50", "2.00", "2.1e-04"]     # 0.1875 / 0.125, 0.25 / 0.125
     e = [c.strip() for c in table[3].split("|")[1:-1]]
-    # like with like: tilec / each fp8 peer, 0.8 / 1.0 and 1.2 / 1.0
-    assert e[6] == "0.80 (cuBLAS fp8 fast acc) · 1.20 (cuBLAS fp8 no-fast acc)" and e[7] == "1.10"
+    # like with like: the unpromoted tile against fast accumulation (0.8 / 1.0), the promoted one against
+    # cuBLAS without it (1.2 / 1.5); 2 * 8192^3 / 1.5 ms = 733 TFLOP/s for the promoted tile
+    assert e[6] == "0.80 (cuBLAS fp8 fast acc) · 0.80 (cuBLAS fp8 no-fast acc, promoted)" and e[7] == "1.10"
+    assert e[2] == "e.tile; promoted: p.tile 733"
     na = [c.strip() for c in table[4].split("|")[1:-1]]
     assert na[2] == "n/a (w.tile: N % 256 == 0)" and na[3] == "-" and na[4] == "no cuSPARSELt: RuntimeError"
     assert na[6] == na[7] == "-"
@@ -246,6 +262,11 @@ def test_the_table_and_its_ratios_from_fake_timings():
     s = SG["summarize"](f16, rows[0])
     assert s["best_dense"] == "cuBLAS" and s["tilec_over_dense"] == pytest.approx(1.5)
     assert SG["summarize"](e4m3, rows[1])["best_dense"] == "cuBLAS fp8 fast acc"
+    # without a promoted tile the no-fast pairing has no like: "-", not the unpromoted tile's ratio
+    unpaired = dict(rows[1], final_ms={k: v for k, v in rows[1]["final_ms"].items() if k != "tilec promoted"})
+    unpaired.pop("tilec_promoted_tile")
+    e = [c.strip() for c in SG["markdown_table"]([unpaired]).splitlines()[2].split("|")[1:-1]]
+    assert e[6] == "0.80 (cuBLAS fp8 fast acc) · - (cuBLAS fp8 no-fast acc, promoted)" and e[2] == "e.tile"
 
 
 def test_json_rows_are_plain_json():
@@ -383,3 +404,25 @@ def test_one_case_on_a_fake_gpu(monkeypatch):
     # where no tile writes the case's D without C, the row is the best other one, saying how it differs
     row = SG["run_case"](torch, case, tiles[3:], args, SG["Timer"](torch))
     assert row["tilec_tile"] == "f32_c.tile (f32 D, reads C)" and row["final_ms"]["tilec"] == pytest.approx(0.3)
+
+
+def test_promoted_fp8_tiles_pair_with_cublas_without_fast_accumulation(monkeypatch):
+    g = SG["run_case"].__globals__
+    fast, prom = _Launch(0.5), _Launch(0.4)        # the promoted tile faster here: still not the "tilec" entry
+    launches = {"fast.tile": fast, "prom.tile": prom}
+    peers = {"cuBLAS fp8 fast acc": {"view": _Launch(0.45)}, "cuBLAS fp8 no-fast acc": {"view": _Launch(0.8)}}
+    monkeypatch.setitem(g, "operands", lambda torch, case, seed: (None, None, None, None, "ref"))
+    monkeypatch.setitem(g, "tilec_contenders", lambda torch, case, group, *a: {c.name: launches[c.name] for c in group})
+    monkeypatch.setitem(g, "cusparselt", lambda *a: {"_keep": None})
+    monkeypatch.setitem(g, "dense_peers", lambda *a: peers)
+    monkeypatch.setitem(g, "checker", lambda torch, ref, d=None: (lambda fn: fn().err))
+    monkeypatch.setitem(g, "gpu_state", lambda: "-")
+    case = Case(4096, 4096, 4096, "e4m3")
+    tiles = [Candidate(f"examples/{n}.tile", n, fake_abi(a="e4m3", d="bf16", **kw))
+             for n, kw in (("fast", {}), ("prom", {"promote": 4}))]
+    args = type("Args", (), {"rounds": 1, "cslt_max_algs": 1})()
+    row = SG["run_case"](_fake_torch(), case, tiles, args, SG["Timer"](_fake_torch()))
+    assert row["tilec_tile"] == "fast.tile" and row["tilec_promoted_tile"] == "prom.tile"
+    assert row["final_ms"]["tilec"] == pytest.approx(0.5) and row["final_ms"]["tilec promoted"] == pytest.approx(0.4)
+    s = SG["summarize"](case, row)                # 0.45 / 0.5 (fast acc), 0.8 / 0.4 (no-fast, promoted)
+    assert s["tilec_over_each_dense"] == pytest.approx({"cuBLAS fp8 fast acc": 0.9, "cuBLAS fp8 no-fast acc": 2.0})

@@ -114,7 +114,7 @@ def test_misaligned_column_and_unmodelled_shape():
     with pytest.raises(EmulationError, match="multiple of 4"):
         run(COPIES.replace("add.u32 %r9, %r7, 4;", "add.u32 %r9, %r7, 2;"))
     with pytest.raises(EmulationError, match="not modelled"):
-        run("    tcgen05.cp.cta_group::1.128x256b [%r7], %rd1;")
+        run("    tcgen05.cp.cta_group::1.4x256b [%r7], %rd1;")
 
 
 def test_copy_read_outside_shared_memory():

@@ -4,14 +4,20 @@ its IR (tilec.epilogue, tilec.epilogue_plan), the `epilogue-lowering` pass
 (compiler/ptx/sparse_wgmma_kernel.py) and the pipelined mma.sp kernel (compiler/ptx/sparse_gemm_kernel.py),
 both through compiler/ptx/epilogue.py.
 
-Factors: act (none, relu, silu, gelu_tanh, gelu_erf) x D type (f32, f16, bf16) x C (absent; present with
-alpha = beta = 1, so preloaded into the accumulators; beta=0.25; beta=param) x bias (none, row, col) x
-alpha (none, 0.5, param) x kernel (wgmma, sync = the pipelined mma.sp GEMM; the one-instruction-tile kernel
-refuses an epilogue with a located diagnostic, tests/lit/diagnostics/epilogue_warp_kernel.tile). A pairwise covering set of the factors (every
-pair of values of every two factors in some case) is assembled by ptxas and run on the CPU emulator
-(compiler/emulator/warp.py, whose f32 epilogue instructions model the .approx functions by the exact
-function rounded to f32) against the numpy reference (compiler/emulator/sparse_host.py
-epilogue_reference, within epilogue_atol); the full product is assembled under `slow`.
+Factors: act (none, relu, silu, gelu_tanh, gelu_erf) x D type (f32, f16, bf16, s8, e4m3, s32) x C (absent;
+present with alpha = beta = 1, so preloaded into the accumulators; beta=0.25; beta=param) x bias (none, row,
+col) x alpha (none, 0.5, param) x kernel (wgmma, sync = the pipelined mma.sp GEMM; the one-instruction-tile
+kernel refuses an epilogue with a located diagnostic, tests/lit/diagnostics/epilogue_warp_kernel.tile) x A
+type (f16: f32 accumulators; s8: s32 accumulators; e4m3) x output scale (none, 0.375, param: s8 and e4m3 D)
+x bias type (f32, f16, bf16). Not every combination is legal (`legal`, the rules of
+compiler/isa/epilogue_outputs.py restated by hand: s8 inputs give s32 accumulators, whose D is s32 or s8 and
+whose C only enters the accumulators; scale= only on s8 / e4m3; bias_type= only with a bias; e4m3 inputs on
+the wgmma kernel only, as ptxas emulates fp8 mma.sp on sm_90a with spills). A pairwise covering set of the
+legal cases (every pair of values of every two factors that some legal case has, in some case) is assembled
+by ptxas and run on the CPU emulator (compiler/emulator/warp.py, whose f32 epilogue instructions model the
+.approx functions by the exact function rounded to f32, and the conversions into s8 / e4m3 from the ISA's
+text) against the numpy reference (compiler/emulator/sparse_host.py epilogue_reference, within
+epilogue_atol); a larger product (FULL) is assembled under `slow`.
 """
 from __future__ import annotations
 
@@ -32,12 +38,36 @@ from compiler.ptx.sparse_wgmma_kernel import SparseWgmmaConfig, emit_sparse_wgmm
 
 FACTORS = {
     "act": ("none", "relu", "silu", "gelu_tanh", "gelu_erf"),
-    "out": ("f32", "f16", "bf16"),
+    "out": ("f32", "f16", "bf16", "s8", "e4m3", "s32"),
     "c": ("none", "C", "beta", "beta_param"),
     "bias": ("none", "row", "col"),
     "alpha": ("none", "0.5", "param"),
     "kernel": ("wgmma", "sync"),
+    "a": ("f16", "s8", "e4m3"),
+    "scale": ("none", "lit", "param"),
+    "bias_type": ("f32", "f16", "bf16"),
 }
+DEFAULTS = {"a": "f16", "scale": "none", "bias_type": "f32", "kernel": "wgmma"}
+# scale=lit: a literal that keeps the test data's D inside s8's range (float inputs: |A*B| of a few tens; s8
+# inputs: of some 10^5), as epilogue_inputs' default for scale=param does (compiler/emulator/sparse_host.py)
+SCALE_LITERAL = {"f16": "0.375", "e4m3": "0.375", "s8": "0.0009765625"}
+
+
+def legal(case: dict) -> bool:
+    """The combinations the compiler lowers (the others are diagnostics: BAD below)."""
+    c = {**DEFAULTS, **case}
+    if c["a"] == "s8":                     # s32 accumulators
+        if c["out"] not in ("s32", "s8") or c["c"] in ("beta", "beta_param") or (c["c"] == "C" and c["alpha"] != "none"):
+            return False
+        if c["out"] == "s32" and (c["act"], c["bias"], c["alpha"], c["scale"]) != ("none", "none", "none", "none"):
+            return False
+    elif c["out"] == "s32":
+        return False
+    if c["a"] == "e4m3" and c["kernel"] != "wgmma":
+        return False
+    if c["scale"] != "none" and c["out"] not in ("s8", "e4m3"):
+        return False
+    return c["bias_type"] == "f32" or c["bias"] != "none"
 # the schedules of examples/sparse_wgmma_f16.tile and examples/sparse_gemm_f16.tile (the benchmark tiles);
 # small ones for the emulator: staged (the f32 tile fits the drained ring) and direct (it does not)
 SCHEDULES = {
@@ -50,26 +80,36 @@ SCHEDULES = {
 }
 
 
-def pairwise(factors: dict) -> list[dict]:
-    """A covering set: greedily the case of the full product (in its order) that covers the most pairs not
-    yet covered, until every pair of values of every two factors is covered."""
+def pairs(case: dict, names) -> set:
+    return {(a, case[a], b, case[b]) for a, b in itertools.combinations(names, 2)}
+
+
+def pairwise(factors: dict, keep=legal) -> list[dict]:
+    """A covering set: greedily the case of the (kept) product, in its order, that covers the most pairs not
+    yet covered, until every pair of values of every two factors that some kept case has is covered. Pairs
+    are bits of one integer per case (the product has some 12 000 legal cases)."""
     names = list(factors)
-    product = [dict(zip(names, values)) for values in itertools.product(*factors.values())]
-
-    def pairs(case):
-        return {(a, case[a], b, case[b]) for a, b in itertools.combinations(names, 2)}
-
-    todo = set().union(*(pairs(c) for c in product))
+    product = [c for c in (dict(zip(names, v)) for v in itertools.product(*factors.values())) if keep(c)]
+    bit: dict = {}
+    masks = []
+    for c in product:
+        m = 0
+        for p in pairs(c, names):
+            m |= 1 << bit.setdefault(p, len(bit))
+        masks.append(m)
+    todo = (1 << len(bit)) - 1
     chosen = []
     while todo:
-        best = max(product, key=lambda c: len(pairs(c) & todo))
-        chosen.append(best)
-        todo -= pairs(best)
+        best = max(range(len(product)), key=lambda i: (masks[i] & todo).bit_count())
+        chosen.append(product[best])
+        todo &= ~masks[best]
     return chosen
 
 
 PAIRWISE = pairwise(FACTORS)
-FULL = [dict(zip(FACTORS, v)) for v in itertools.product(*FACTORS.values())]
+# the slow full check: every legal case with f16 inputs, an f32 bias and a scale (if any) that is a parameter
+FULL = [c for c in (dict(zip(FACTORS, v)) for v in itertools.product(*FACTORS.values()))
+        if legal(c) and c["a"] == "f16" and c["bias_type"] == "f32" and c["scale"] != "lit"]
 
 
 def case_id(case: dict) -> str:
@@ -77,6 +117,7 @@ def case_id(case: dict) -> str:
 
 
 def tile_text(case: dict, size: str = "bench", name: str = "t") -> str:
+    case = {**DEFAULTS, **case}
     words = []
     if case["alpha"] != "none":
         words.append(f"alpha={case['alpha']}")
@@ -86,19 +127,32 @@ def tile_text(case: dict, size: str = "bench", name: str = "t") -> str:
         words.append("beta=param")
     if case["bias"] != "none":
         words.append(f"bias={case['bias']}")
+        if case["bias_type"] != "f32":
+            words.append(f"bias_type={case['bias_type']}")
     words.append(f"act={case['act']}")
-    c = "  C: f32 global;\n" if case["c"] != "none" else ""
-    return (f"target sm_90a;\ntile {name} {{\n  engine mma.sp;\n  shape M=16 N=8 K=32;\n  A: f16 global;\n"
-            f"  B: f16 global;\n{c}  D: {case['out']} global;\n  sparsity 2:4 metadata=runtime selector=0;\n"
-            f"  schedule {SCHEDULES[case.get('kernel', 'wgmma'), size]};\n  epilogue {' '.join(words)};\n}}\n")
+    if case["scale"] != "none":
+        words.append(f"scale={SCALE_LITERAL[case['a']] if case['scale'] == 'lit' else case['scale']}")
+    acc = "s32" if case["a"] == "s8" else "f32"
+    c = f"  C: {acc} global;\n" if case["c"] != "none" else ""
+    k = 32 if case["a"] == "f16" else 64          # 8-bit inputs: m16n8k64 / .m64nNk64
+    schedule = SCHEDULES[case["kernel"], size]
+    if k == 64:                                   # twice the elements in the same bytes per stage
+        schedule = re.sub(r"cta=(\d+)x(\d+)x(\d+)", lambda m: f"cta={m[1]}x{m[2]}x{2 * int(m[3])}", schedule)
+    return (f"target sm_90a;\ntile {name} {{\n  engine mma.sp;\n  shape M=16 N=8 K={k};\n  A: {case['a']} global;\n"
+            f"  B: {case['a']} global;\n{c}  D: {case['out']} global;\n  sparsity 2:4 metadata=runtime selector=0;\n"
+            f"  schedule {schedule};\n  epilogue {' '.join(words)};\n}}\n")
 
 
 def test_pairwise_set_covers_every_pair():
     names = list(FACTORS)
+    product = [c for c in (dict(zip(names, v)) for v in itertools.product(*FACTORS.values())) if legal(c)]
+    assert all(legal(c) for c in PAIRWISE)
     for a, b in itertools.combinations(names, 2):
         seen = {(c[a], c[b]) for c in PAIRWISE}
-        assert seen == set(itertools.product(FACTORS[a], FACTORS[b])), (a, b)
-    assert len(PAIRWISE) < len(FULL) // 20          # 1080 cases in the product
+        assert seen == {(c[a], c[b]) for c in product}, (a, b)
+    # some pairs are illegal everywhere (s32 D after silu, a scale on bf16): the covering set has none
+    assert ("silu", "s32") not in {(c["act"], c["out"]) for c in PAIRWISE}
+    assert len(PAIRWISE) < len(product) // 200      # 12 184 legal cases in the product
 
 
 # --------------------------------------------------------------------------------------------------
@@ -250,12 +304,16 @@ def outside(d, ref, atol) -> int:
     return int(np.count_nonzero(~(diff <= atol)))
 
 
+@pytest.mark.parametrize("tiles", [1, pytest.param(2, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("case", PAIRWISE, ids=case_id)
-def test_pairwise_cases_compute_the_epilogue(case):
-    if case["out"] == "bf16":
+def test_pairwise_cases_compute_the_epilogue(case, tiles):
+    if "bf16" in (case["out"], case.get("bias_type")) or case["out"] == "e4m3":
         pytest.importorskip("ml_dtypes")
-    # a CTA tile whose f32 accumulators fit the drained ring: the staged copy-out epilogue
-    cfg, d, ref, stats = emulate(tile_text(case, "staged"), 128, 128, 128)
+    # a CTA tile whose f32 accumulators fit the drained ring: the staged copy-out epilogue. One CTA in the
+    # default run (the arithmetic per element); tiles x tiles CTAs under slow (C and bias at other tile
+    # origins: also test_numeric_check_catches_broken_epilogues, tests/test_sparse_gemm_edges.py)
+    cta_m, cta_n = (128, 64) if case["kernel"] == "wgmma" else (64, 64)
+    cfg, d, ref, stats = emulate(tile_text(case, "staged"), tiles * cta_m, tiles * cta_n, 128)
     assert staged(cfg)
     assert outside(d, ref, stats["atol"]) == 0
 
@@ -265,11 +323,11 @@ DIRECT = [c for c in PAIRWISE if c["kernel"] == "wgmma"][:3] + [c for c in PAIRW
 
 @pytest.mark.parametrize("case", DIRECT, ids=case_id)
 def test_direct_stores_compute_the_epilogue(case):
-    if case["out"] == "bf16":
+    if "bf16" in (case["out"], case.get("bias_type")) or case["out"] == "e4m3":
         pytest.importorskip("ml_dtypes")
     # 128 x 64 x 32 with 2 stages: the f32 tile (128 rows of 272 or 288 B) does not fit the 18 KB ring;
     # fragment stores
-    cfg, d, ref, stats = emulate(tile_text(case, "direct"), 128, 128, 96)
+    cfg, d, ref, stats = emulate(tile_text(case, "direct"), 128, 128, 96 if case["a"] == "f16" else 192)
     assert not staged(cfg)
     assert outside(d, ref, stats["atol"]) == 0
 
@@ -305,8 +363,22 @@ def test_numeric_check_catches_broken_epilogues(name, kernel):
 BAD = [
     ("beta without C", dict(act="none", out="f32", c="none", bias="none", alpha="none"),
      ("epilogue act=none;", "epilogue beta=0.5;"), "beta scales C, and this tile has no operand C"),
-    ("e4m3 out", dict(act="relu", out="f32", c="none", bias="none", alpha="none"),
-     ("D: f32 global;", "D: e4m3 global;"), "D type e4m3 is not an output of the f32 epilogue"),
+    ("e5m2 out", dict(act="relu", out="f32", c="none", bias="none", alpha="none"),
+     ("D: f32 global;", "D: e5m2 global;"), "D type e5m2 is not an output of the epilogue on f32 accumulators"),
+    ("f16 out of s32", dict(act="none", out="s8", c="none", bias="none", alpha="none", a="s8"),
+     ("D: s8 global;", "D: f16 global;"), "D type f16 is not an output of the epilogue on s32 accumulators"),
+    ("scale on bf16", dict(act="none", out="bf16", c="none", bias="none", alpha="none"),
+     ("act=none;", "act=none scale=2;"), "scale= is the quantisation scale of a narrow D (s8, e4m3); D is bf16"),
+    ("bias_type without bias", dict(act="none", out="f32", c="none", bias="none", alpha="none"),
+     ("act=none;", "act=none bias_type=f16;"), "bias_type= without a bias"),
+    ("unknown bias_type", dict(act="none", out="f32", c="none", bias="col", alpha="none"),
+     ("bias=col", "bias=col bias_type=f64"), "unknown epilogue bias_type 'f64'"),
+    ("beta on s32 C", dict(act="none", out="s8", c="C", bias="none", alpha="none", a="s8"),
+     ("act=none;", "act=none beta=0.5;"), "C of s32 accumulators enters the accumulators before the first MMA"),
+    ("alpha on s32 out", dict(act="none", out="s32", c="none", bias="none", alpha="none", a="s8"),
+     ("act=none;", "alpha=0.5;"), "alpha= on s32 output"),
+    ("e4m3 out before sm_89", dict(act="none", out="e4m3", c="none", bias="none", alpha="none", kernel="sync"),
+     ("target sm_90a;", "target sm_86;"), "the conversion into e4m3 needs sm_89 or newer, not sm_86"),
     ("acc s32 for f16", dict(act="none", out="f32", c="none", bias="none", alpha="none"),
      ("act=none;", "acc=s32;"), "acc=s32: f16 products accumulate in f32"),
     ("C type", dict(act="none", out="f32", c="C", bias="none", alpha="none"),
@@ -332,3 +404,78 @@ def test_illegal_combinations_are_located(what, case, edit, message):
     out = str(e.value)
     assert message in out, out
     assert re.search(r"bad\.tile:\d+:\d+: error:", out), out
+
+
+TCGEN05_BAD = [
+    # the warp-specialised tcgen05 kernel's epilogue stores f32 / f16 / bf16 (passes/epilogue_lowering.py
+    # TCGEN05_OUTPUTS) and reads an f32 bias: the table's other legal combinations are refused there
+    ("D: f32 global;", "D: e4m3 global;", "epilogue act=relu scale=0.5;", "D.dtype",
+     "D type e4m3 is not an output of the f32 epilogue of the warp-specialised tcgen05 kernel"),
+    ("D: f32 global;", "D: bf16 global;", "epilogue bias=col bias_type=f16;", "epilogue.bias_type",
+     "bias_type=f16: the tcgen05 epilogue reads an f32 bias"),
+]
+
+
+@pytest.mark.parametrize("old,new,epi,field,message", TCGEN05_BAD, ids=["e4m3", "bias_type"])
+def test_tcgen05_epilogue_refuses_what_it_does_not_lower(old, new, epi, field, message):
+    text = ("target sm_100a;\ntile t {\n  engine tcgen05;\n  shape M=128 N=128 K=16;\n  A: f16 smem;\n"
+            f"  B: f16 smem;\n  {new}\n  schedule cta=128x128x64 stages=3;\n  {epi}\n}}\n")
+    with pytest.raises(CompileError) as e:
+        compile_source(text, filename="bad.tile")
+    out = str(e.value)
+    assert message in out, out
+    line, col = map(int, re.search(r"bad\.tile:(\d+):(\d+): error:", out).groups())
+    # the caret under the field's value: D's type, or bias_type='s
+    assert text.splitlines()[line - 1][:col - 1].endswith({"D.dtype": "D: ", "epilogue.bias_type": "bias_type="}[field])
+
+
+# --------------------------------------------------------------------------------------------------
+# 1-byte outputs (s8, e4m3): the example, edges and batches, the conversions' corner values
+# --------------------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("shape,batch", [pytest.param((200, 300, 200), 1, marks=pytest.mark.slow),
+                                         pytest.param((70, 100, 130), 2, marks=pytest.mark.slow), ((70, 40, 130), 1)])
+def test_s8_example_on_the_emulator(shape, batch):
+    # examples/sparse_wgmma_s8_s8.tile (scale=param): partial tiles byte by byte; a batch of two, whose D
+    # bytes between the batches and right of N (the guard band of run_sparse_wgmma) must stay untouched
+    import compiler
+
+    e = compiler.emulate(compiler.compile_file(ROOT / "examples" / "sparse_wgmma_s8_s8.tile"), shape=shape,
+                         batch=batch)
+    assert e.d.dtype == np.int8 and e.d.shape == ((batch,) if batch > 1 else ()) + shape[:2]
+    assert e.mismatches == 0
+    # the reference's scale (2^-10 for s32 accumulators) leaves D inside s8's range but not all of it zero
+    assert 0 < np.count_nonzero(e.d) and np.abs(e.d.astype(int)).max() > 32
+
+
+def test_conversions_saturate_and_round_to_even():
+    # the emulator's model of the conversions (compiler/emulator/warp.py, from PTX 9.7.9.21 / 9.7.9.22):
+    # rni rounds ties to even (2.5 -> 2, -3.5 -> -4), the pack saturates (300 -> 127, -129 -> -128) and puts
+    # a above b above c's low bits; e4m3 .satfinite clamps 1000 to 448 (0x7E: exponent 15, mantissa 6/8:
+    # 2^8 * 1.75 = 448) and rounds 3.125, halfway between 3 = 1.5 * 2 (0x44: exponent 8, mantissa 4/8) and
+    # 3.25 (0x45), to the even mantissa: 0x44
+    from compiler.emulator.warp import _CONVERSIONS
+
+    f = lambda *v: np.array(v, np.float32).view(np.uint32).astype(np.uint64)        # noqa: E731
+    rni = _CONVERSIONS["cvt.rni.s32.f32"](f(2.5, -3.5, 1e10, np.nan))
+    assert list(rni.astype(np.uint32).view(np.int32)) == [2, -4, 2**31 - 1, 0]
+    s32 = lambda *v: np.array(v, np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)  # noqa: E731
+    packed = _CONVERSIONS["cvt.pack.sat.s8.s32.b32"](s32(300), s32(-129), s32(0x1234))
+    assert int(packed[0]) == 0x1234 << 16 | 0x7F << 8 | 0x80
+    e4 = _CONVERSIONS["cvt.rn.satfinite.e4m3x2.f32"](f(1000.0), f(3.125))
+    assert int(e4[0]) == 0x7E << 8 | 0x44
+
+
+def test_one_byte_stores_are_vectorised(tmp_path, ptxas):
+    # a 1-byte D leaves in one 16-byte store per 16 elements (N a multiple of 16), else 8-byte ones; the
+    # direct path packs a fragment pair into one 2-byte store; ptxas takes all three
+    for sched, store in (("cta=128x64x128 warps=8x1 stages=2 mma=wgmma", "st.global.v4.b32"),
+                         ("cta=128x24x128 warps=8x1 stages=2 mma=wgmma", "st.global.v2.b32"),
+                         ("cta=128x256x64 warps=8x1 stages=2 mma=wgmma", "st.global.b16")):
+        text = tile_text(dict(act="relu", out="s8", c="none", bias="col", alpha="none", a="s8", scale="lit"))
+        r = compile_source(re.sub(r"schedule [^;]*;", f"schedule {sched};", text))
+        assert store in r.ptx, sched
+        _assemble(ptxas, r.ptx, tmp_path)

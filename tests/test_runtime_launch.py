@@ -242,7 +242,8 @@ def test_tilec_run_of_a_tcgen05_tile_on_hopper_says_it_cannot(h100, capsys):
 
 
 @pytest.mark.parametrize("name", ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile",
-                                  "tcgen05_gemm_mxf8f6f4.tile", "tcgen05_gemm_mxf4nvf4.tile"])
+                                  "tcgen05_gemm_mxf8f6f4.tile", "tcgen05_gemm_mxf4nvf4.tile",
+                                  "tcgen05_gemm_ws_f16.tile", "tcgen05_gemm_a_tmem_f16.tile"])
 def test_tilec_run_host_problem_fills_every_buffer(name):
     """`tilec run --check` uploads the emulator's host problem (compiler/emulator/tcgen05.py ws_host) as the
     ABI types each buffer: every buffer's bytes are the host image's (element bits x shape), so the upload

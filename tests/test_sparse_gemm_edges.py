@@ -250,3 +250,56 @@ def test_fused_epilogue_at_any_size(epi, size, shape, mode, batch):
     assert result.to_json()["tiles"]["t"]["kernel"]["requires"] == []
     e = compiler.emulate(result, shape=shape, seed=sum(shape), mode=mode, batch=batch)
     assert e.ok and e.d.shape == ((batch,) if batch > 1 else ()) + shape[:2]
+
+
+# 1-byte D (s8, e4m3: compiler/isa/epilogue_outputs.py) on edge tiles: the staged copy-out's packed chunks
+# (epilogue.byte_chunk with its edge guards) and the direct path's packed pairs (%hq, byte stores under the
+# element guards); 16-bit biases (epilogue.load_bias) and s32 accumulators (the f32 steps on %ev copies)
+ONE_BYTE_D = [
+    ("staged", (70, 45, 100), "eager", 1,
+     dict(a="s8", act="none", out="s8", c="C", bias="row", alpha="none", scale="param", bias_type="bf16")),
+    ("direct", (130, 37, 33), "random", 1,
+     dict(act="relu", out="s8", c="C", bias="col", alpha="0.5", scale="lit", bias_type="f16")),
+    pytest.param("staged", (70, 45, 50), "adversarial", 2,
+                 dict(act="relu", out="s8", c="C", bias="col", alpha="0.5", scale="lit", bias_type="f16"),
+                 marks=pytest.mark.slow),
+    pytest.param("direct", (130, 37, 100), "eager", 1,
+                 dict(a="s8", act="none", out="s8", c="C", bias="row", alpha="none", scale="param",
+                      bias_type="bf16"), marks=pytest.mark.slow),
+    pytest.param("staged", (70, 45, 50), "random", 1,
+                 dict(act="gelu_tanh", out="e4m3", c="none", bias="col", alpha="none", scale="param",
+                      bias_type="bf16"), marks=pytest.mark.slow),
+    pytest.param("direct", (130, 37, 33), "eager", 2,
+                 dict(act="gelu_tanh", out="e4m3", c="beta", bias="row", alpha="none", scale="lit",
+                      bias_type="f16"), marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("size,shape,mode,batch,epi", ONE_BYTE_D,
+                         ids=lambda v: "-".join(map(str, v.values())) if isinstance(v, dict) else None)
+def test_one_byte_d_at_any_size(size, shape, mode, batch, epi):
+    import compiler
+    from compiler.driver import compile_source
+    from tests.test_epilogue import tile_text
+
+    pytest.importorskip("ml_dtypes")
+    result = compile_source(tile_text(dict(epi, kernel="sync"), size), "e.tile")
+    assert "st.global.b8" in result.ptx                 # the edge's byte stores
+    e = compiler.emulate(result, shape=shape, seed=sum(shape), mode=mode, batch=batch)
+    assert e.ok and e.d.shape == ((batch,) if batch > 1 else ()) + shape[:2]
+    assert len(np.unique(e.d)) > 8                      # D is not a constant (saturated or zero) tile
+
+
+@pytest.mark.parametrize("size", ["staged", "direct"])
+def test_one_byte_d_edge_stores_stay_inside_d(size):
+    # the byte stores' element guards dropped: the guard band right of D's rows is written
+    import compiler
+    from compiler.driver import compile_source
+    from tests.test_epilogue import tile_text
+
+    result = compile_source(tile_text(dict(ONE_BYTE_D[1][4], kernel="sync"), size), "e.tile")
+    broken = re.sub(r"@%p\w+ st\.global\.b8", "st.global.b8", result.ptx)
+    assert broken != result.ptx
+    assert compiler.emulate(result, shape=(64, 37, 33), seed=1).ok
+    with pytest.raises(EmulationError, match="global write of 1 B at .* outside every writable buffer"):
+        compiler.emulate(result, shape=(64, 37, 33), seed=1, ptx=broken)

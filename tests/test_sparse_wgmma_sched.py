@@ -353,6 +353,21 @@ def test_split_k_example_on_the_emulator():
     assert compiler.emulate(result, shape=(200, 70, 200), mode="random", batch=2, seed=2).ok
 
 
+@pytest.mark.parametrize("tile,k", [pytest.param("sparse_wgmma_bf16_decode_split_k_n16", 200, marks=pytest.mark.slow),
+                                    ("sparse_wgmma_e4m3_decode_split_k_n16", 600)])
+def test_bf16_and_e4m3_split_k_decode_tiles_on_the_emulator(tile, k):
+    """examples/sparse_wgmma_bf16_e4m3_decode_split_k.tile: one M tile of a decode-like shape at a column
+    edge (N = 13 of the tile's 16), K blocks in 4 slices with a K tail (bf16: 4 blocks of 64, e4m3: 5 of
+    128), warps interleaved at random; bf16 D against the reference bit for bit. (The bf16 tile is the f16
+    n16 tile's twin, and test_emulator.py emulates it in the default run too: here under slow.)"""
+    import compiler
+
+    result = compiler.compile_file(str(REPO / "examples" / "sparse_wgmma_bf16_e4m3_decode_split_k.tile"))
+    assert result.tiles[tile].payload.schedule.split_k == 4
+    e = compiler.emulate(result, tile, shape=(100, 13, k), mode="random", seed=1)
+    assert e.ok and e.d.dtype.name == "bfloat16", e.mismatches
+
+
 PTXAS_SPLIT = [
     (F16, dict(cta_m=128, cta_n=64, cta_k=64, stages=6, d_type="f16", accumulate_c=False, split_k=4)),
     (F16, dict(cta_m=128, cta_n=16, cta_k=64, stages=8, d_type="f16", accumulate_c=False, split_k=8)),

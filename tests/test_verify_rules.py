@@ -59,6 +59,10 @@ PROBES["schedule_ws_collector"] = tc(engine="ws collector=b0::fill", shape="M=64
                                      extra="  schedule cta=64x128x64 stages=2;\n")
 PROBES["schedule_ws_zero_shift"] = tc(engine="ws", shape="M=64 N=128 K=16",
                                       extra="  zero_columns cols=[0..7] shift=2;\n  schedule cta=64x128x64 stages=2;\n")
+PROBES["schedule_a_tmem_rows"] = tc(engine="ws", shape="M=64 N=128 K=16", a="A: f16 tmem;", b="B: f16 smem;",
+                                    extra="  schedule cta=64x128x64 stages=2;\n")
+PROBES["schedule_a_tmem_bytes"] = tc(engine="kind=f8f6f4", shape="M=128 N=128 K=32", a="A: e2m1 tmem;",
+                                     b="B: e2m1 smem;", extra="  schedule cta=128x128x128 stages=2;\n")
 PROBES["k_stage_smem"] = tc(shape="M=128 N=256 K=16", extra="  loop K=400;\n")
 PROBES["mma_budget"] = sp("  schedule cta=1048576x256x64 warps=2x4 stages=3;\n", cd="C: f16 global; D: f16 global;")
 PROBES["schedule_cta_multiple"] = sp("  schedule cta=48x64x64 warps=2x2 stages=1;\n")

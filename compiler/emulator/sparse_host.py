@@ -29,25 +29,45 @@ def policy_of(mode: str) -> str | None:
 # unit of D's type, relative to sum_k |a||b| + |c| (the classic GEMM error bound's scale): one ulp
 # (2^-(mantissa bits)) for f16 (10 bits) and bf16 (7 bits); a few f32 ulps (2^-23) of accumulation for f32;
 # integer sums are exact (they wrap mod 2^32 like the reference). `tilec run --check` (compiler/run.py).
-TOLERANCE = {"f32": 2.0 ** -21, "f16": 2.0 ** -10, "bf16": 2.0 ** -7, "s32": 0.0}
+TOLERANCE = {"f32": 2.0 ** -21, "f16": 2.0 ** -10, "bf16": 2.0 ** -7, "s32": 0.0, "e4m3": 2.0 ** -3}
+# a quantised D (the epilogue's scale= into s8 or e4m3): where the kernel's f32 value and the reference's
+# differ at all (approximate activations, f32 rounding), the rounding to D may differ by one step of D: one
+# integer for s8, one e4m3 ulp (2^-3 relative; 2^-9, its subnormal step, near 0)
+QUANTUM = {"s8": 1.0, "e4m3": 2.0 ** -9}
 # the fused epilogue's activations (compiler/passes/epilogue_lowering.py), relative to |x| before the
 # activation: ex2.approx / rcp.approx are within a few f32 ulps (2^-20 covers silu's and the erf
 # polynomial's 1.5e-7); tanh.approx.f32's error is near 2^-11 (PTX ISA 9.7.4.13), so gelu_tanh gets 2^-10
 ACT_ERROR = {"none": 0.0, "relu": 0.0, "silu": 2.0 ** -20, "gelu_erf": 2.0 ** -20, "gelu_tanh": 2.0 ** -10}
 
 
-def epilogue_atol(bound, pre, act: str, out_type: str):
+def epilogue_atol(bound, pre, act: str, out_type: str, scale: float = 1.0):
     """Per element, the absolute error an epilogue's D may have: D's unit times the terms' magnitude, plus
-    the activation's error on the value before it."""
+    the activation's error on the value before it (times the output scale); a quantised D (QUANTUM) one
+    step of D more wherever the f32 values may differ (an exact epilogue: none, so D must match exactly)."""
+    err = (2.0 ** -21 * bound + ACT_ERROR[act] * np.abs(pre)) * abs(scale)
+    if out_type in QUANTUM:
+        step = QUANTUM[out_type] + (TOLERANCE.get(out_type, 0.0) * (bound + np.abs(pre)) * abs(scale))
+        return np.where(err > 0, err + step, 0.0) if ACT_ERROR[act] else np.zeros_like(np.asarray(bound, float))
     return TOLERANCE.get(out_type, 2.0 ** -7) * bound + ACT_ERROR[act] * np.abs(pre)
 
 
 def out_dtype(type_name: str):
-    np_type = {"f32": np.float32, "s32": np.int32, "f16": np.float16}.get(type_name)
+    np_type = {"f32": np.float32, "s32": np.int32, "f16": np.float16, "s8": np.int8}.get(type_name)
     if np_type is None:
         import ml_dtypes
-        np_type = {"bf16": ml_dtypes.bfloat16}[type_name]
+        np_type = {"bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn}[type_name]
     return np_type
+
+
+def quantise(y32: np.ndarray, out_type: str) -> np.ndarray:
+    """f32 values into a D type as the epilogue's conversions do (compiler/isa/epilogue_outputs.py): s8
+    round to nearest even and saturate (NaN -> 0); e4m3 round to nearest even, beyond +-448 -> +-448
+    (.satfinite); the others round to nearest even."""
+    if out_type == "s8":
+        return np.clip(np.nan_to_num(np.rint(y32.astype(np.float64)), nan=0.0), -128, 127).astype(np.int8)
+    if out_type == "e4m3":
+        y32 = np.where(np.isnan(y32), y32, np.clip(y32, -448.0, 448.0)).astype(np.float32)
+    return y32.astype(out_dtype(out_type))
 
 
 @dataclass
@@ -136,9 +156,13 @@ def epilogue_inputs(desc: dict, m: int, n: int, rng: np.random.Generator, scalar
 
     bias = None
     if desc["bias"] != "none":
+        # values with few significant bits: exact in every bias type (bf16 keeps 8 of them)
         bias = sparse.random_values(rng, (n if desc["bias"] == "col" else m,), "f16").astype(np.float32)
-    values = {"alpha": -1.25, "beta": 0.75, **(scalars or {})}
-    return bias, {k: (values[k] if desc[k] == "param" else desc[k]) for k in ("alpha", "beta")}
+        bias = bias.astype(out_dtype(desc.get("bias_type", "f32")))
+    # scale: keeps D in s8's range with these inputs (float: |A*B| of a few tens; s8: of some 10^5)
+    values = {"alpha": -1.25, "beta": 0.75, "scale": 0.375 if desc["acc"] == "f32" else 2.0 ** -10, **(scalars or {})}
+    keys = ("alpha", "beta", "scale") if "scale" in desc else ("alpha", "beta")
+    return bias, {k: (values[k] if desc[k] == "param" else desc[k]) for k in keys}
 
 
 def epilogue_reference(form, p: SparseProblem, out_type: str, desc: dict, bias, scalars: dict):
@@ -171,7 +195,10 @@ def epilogue_reference(form, p: SparseProblem, out_type: str, desc: dict, bias, 
         y = 0.5 * x * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2.0)))
     else:
         y = x
-    return y.astype(np.float32).astype(out_dtype(out_type)), bound, x
+    y32 = y.astype(np.float32)
+    if "scale" in scalars:         # the output scale, one f32 multiply (as the kernel's scale_out step)
+        y32 = (y32 * np.float32(scalars["scale"])).astype(np.float32)
+    return quantise(y32, out_type), bound, x
 
 
 def run_sparse_gemm(text: str, name: str, form, grid: int | tuple[int, int], threads: int, smem_bytes: int, m: int,
@@ -222,7 +249,7 @@ def _reference(mem, d, form, p, out_type: str, desc: dict | None, bias, scal, st
     if desc is None:
         return d, reference(form, p, out_type), stats
     ref, bound, pre = epilogue_reference(form, p, out_type, desc, bias, scal)
-    stats["atol"] = epilogue_atol(bound, pre, desc["act"], out_type)
+    stats["atol"] = epilogue_atol(bound, pre, desc["act"], out_type, scal.get("scale", 1.0))
     return d, ref, stats
 
 
@@ -231,7 +258,7 @@ def _epilogue_params(desc: dict, name: str, m: int, n: int, rng, scalars, mem, p
     bias, scal = epilogue_inputs(desc, m, n, rng, scalars)
     if bias is not None:
         params[f"{name}_bias"] = mem.add("bias", bias)
-    for key in ("alpha", "beta"):
+    for key in scal:
         params[f"{name}_{key}"] = int(np.float32(scal[key]).view(np.uint32))
     return bias, scal
 
@@ -291,7 +318,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
                      out_type: str, accumulate_c: bool, *, mode: str = "eager", order: str = "forward", seed: int = 0,
                      text: str | None = None, smem_window: int = 528, scalars: dict | None = None,
                      pad: dict[str, int] | None = None, batch: int = 1,
-                     multiprocessors: int = EMULATED_MULTIPROCESSORS):
+                     multiprocessors: int = EMULATED_MULTIPROCESSORS, fp8_acc_bits: int | None = None):
     """The TMA + mbarrier + wgmma.sp kernel: run `text` (default `kern.text`) on `batch` random problems of
     any M x N x K; returns (D, reference D, machine stats), D and reference `batch` x M x N when batch > 1.
     A is packed as the runtime packs it (compiler.sparse.compress_padded to the ABI's padded sizes); B, C
@@ -303,7 +330,8 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     dynamic window sits at `smem_window`, not 1024-aligned (the kernel rounds it up); TMA reads take the
     tensor-map parameters (compiler/ptx/sparse_wgmma_kernel.py `tensor_map_args`), not the opaque bytes.
     A persistent kernel's grid is that of a device with `multiprocessors` SMs (few: each CTA walks several
-    tiles)."""
+    tiles). `fp8_acc_bits`: the warp machine's model of fp8 wgmma's reduced-precision sums (default: exact
+    f32)."""
     from .. import sparse
     from ..ptx.sparse_wgmma_kernel import TMA_MAP_BYTES, TMA_SWIZZLE, padded_sizes, tensor_map_args
     from .parse import EmulationError
@@ -374,7 +402,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     gx, gy, _ = kern.grid(m, n, k, batch, multiprocessors)
     machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (gx, gy), threads,
                           order=order, land=land, late_mma=late, rng=rng, dynamic_smem=smem_bytes,
-                          dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode))
+                          dynamic_at=smem_window, tensor_maps=tmaps, policy=policy_of(mode), fp8_acc_bits=fp8_acc_bits)
     machine.run()
     if sems is not None and mem.array(sems).any():
         raise EmulationError("a split-K semaphore is not zero after the launch: the next launch would miscount")

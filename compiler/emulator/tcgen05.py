@@ -281,58 +281,66 @@ class Machine(WarpMachine):
                 raise EmulationError("tcgen05 instructions with different cta_group in one kernel")
 
     # ---- tcgen05.cp (9.7.16.8.2) ---------------------------------------------------------------
-    # rows of the shared-memory source and TMEM lane replicas of the shapes modelled: .128x128b row i -> lane
-    # i; .32x128b.warpx4 row i -> lanes i, 32 + i, 64 + i, 96 + i (the four lane quarters)
-    _CP = {("128x128b", None): (128, (0,)), ("32x128b", "warpx4"): (32, (0, 32, 64, 96))}
+    # rows of the shared-memory source, TMEM lane replicas and 32-bit columns of the shapes modelled:
+    # .128x128b row i -> lane i, 4 columns; .128x256b the same, 8 columns (two 16-byte chunks of each row, in
+    # K order); .32x128b.warpx4 row i -> lanes i, 32 + i, 64 + i, 96 + i (the four lane quarters)
+    _CP = {("128x128b", None): (128, (0,), 4), ("128x256b", None): (128, (0,), 8),
+           ("32x128b", "warpx4"): (32, (0, 32, 64, 96), 4)}
 
     def _cp_target(self, th: _Lane, ins: _Issued) -> tuple[int, int, int, tuple[int, ...], int]:
-        """(first lane, first column, source rows, lane replicas, descriptor) of a tcgen05.cp, checked."""
+        """(first lane, first column, source rows, lane replicas, descriptor) of a tcgen05.cp, checked; the
+        columns it writes are `_cp_columns(ins)`."""
         q = ins.op.split(".")
         shape = next(p for p in q if re.fullmatch(r"\d+x\d+b", p))
         multicast = next((p for p in q if p.startswith("warpx")), None)
         if (shape, multicast) not in self._CP or any(p.startswith("b8x16") for p in q):
             raise EmulationError(f"tcgen05.cp .{shape}{'.' + multicast if multicast else ''} not modelled")
-        rows, replicas = self._CP[(shape, multicast)]
+        rows, replicas, width = self._CP[(shape, multicast)]
         taddr = self._laddr(th, ins.args[0])
         lane0, col0 = taddr >> 16, taddr & 0xFFFF
         if lane0:
             raise EmulationError("tcgen05.cp: the TMEM address's lane field must be 0 for these shapes")
         if col0 % 4:
             raise EmulationError(f"tcgen05.cp to column {col0}: 128-bit columns start at a multiple of 4")
-        if col0 + 4 > th.cta.allocated:
-            raise EmulationError(f"tcgen05.cp to TMEM columns {col0}..{col0 + 3} outside the {th.cta.allocated} "
-                                 "allocated")
+        if col0 + width > th.cta.allocated:
+            raise EmulationError(f"tcgen05.cp to TMEM columns {col0}..{col0 + width - 1} outside the "
+                                 f"{th.cta.allocated} allocated")
         return lane0, col0, rows, replicas, self._lval(th, ins.args[1])
 
-    def _cp_source(self, cta: Cta, desc: int, rows: int) -> np.ndarray:
-        """The source's 16-byte rows (rows x 4 u32) read through its descriptor (compiler/sim/smem.py: a
-        K-major canonical layout, one 16-byte chunk per row)."""
+    def _cp_columns(self, ins: _Issued) -> int:
+        q = ins.op.split(".")
+        shape = next(p for p in q if re.fullmatch(r"\d+x\d+b", p))
+        return self._CP[(shape, next((p for p in q if p.startswith("warpx")), None))][2]
+
+    def _cp_source(self, cta: Cta, desc: int, rows: int, width: int = 4) -> np.ndarray:
+        """The source's rows (rows x width u32, `width` / 4 16-byte chunks per row, in K order) read through
+        its descriptor (compiler/sim/smem.py: a K-major canonical layout)."""
         from ..sim.smem import chunk_addresses
 
         try:
-            at = chunk_addresses(desc, "K", rows, 1)[:, 0]
+            at = chunk_addresses(desc, "K", rows, width // 4)
         except Exception as e:
             raise EmulationError(f"tcgen05.cp source descriptor {desc:#018x}: {e}") from None
         if not (self.in_shared(cta, int(at.min())) and self.in_shared(cta, int(at.max()) + 15)):
             raise EmulationError("tcgen05.cp source outside the CTA's shared memory")
-        a = at[:, None] + np.arange(16)
+        a = at[:, :, None] + np.arange(16)
         if cta.writing[a].any():
             self.check_shared(cta, a.reshape(-1), "read", self._who())
-        return cta.smem[a].copy().view(np.uint32).reshape(rows, 4)
+        return cta.smem[a.reshape(rows, -1)].copy().view(np.uint32).reshape(rows, width)
 
-    def _cp_check(self, cta: Cta, col0: int, who: str) -> None:
+    def _cp_check(self, cta: Cta, col0: int, who: str, width: int = 4) -> None:
         """At issue: no MMA issued before may still read the columns (the MMAs issued after read them)."""
         for first, end, reader in cta.tmem_reading.values():
-            if col0 < end and first < col0 + 4:
-                raise EmulationError(f"{who} overwrites TMEM columns {col0}..{col0 + 3} that {reader} still reads: "
-                                     "tcgen05.mma -> tcgen05.cp is not a pipelined pair (9.7.16.6.2); wait on the "
-                                     "MMA's tcgen05.commit first")
+            if col0 < end and first < col0 + width:
+                raise EmulationError(f"{who} overwrites TMEM columns {col0}..{col0 + width - 1} that {reader} still "
+                                     "reads: tcgen05.mma -> tcgen05.cp is not a pipelined pair (9.7.16.6.2); wait on "
+                                     "the MMA's tcgen05.commit first")
 
     @staticmethod
     def _cp_write(cta: Cta, col0: int, replicas, words: np.ndarray) -> None:
-        rows = words.shape[0]
+        rows, width = words.shape
         for r0 in replicas:
-            cta.tmem[r0:r0 + rows, col0:col0 + 4] = words.astype(np.uint64)
+            cta.tmem[r0:r0 + rows, col0:col0 + width] = words.astype(np.uint64)
 
     def _cp_ctas(self, th: _Lane, ins: _Issued) -> list:
         """The CTAs a copy writes: .cta_group::2 copies in both CTAs of the pair, each from its own shared
@@ -341,9 +349,10 @@ class Machine(WarpMachine):
 
     def _cp(self, th: _Lane, ins: _Issued) -> None:
         _, col0, rows, replicas, desc = self._cp_target(th, ins)
+        width = self._cp_columns(ins)
         for cta in self._cp_ctas(th, ins):
-            self._cp_check(cta, col0, self._who())
-            self._cp_write(cta, col0, replicas, self._cp_source(cta, desc, rows))
+            self._cp_check(cta, col0, self._who(), width)
+            self._cp_write(cta, col0, replicas, self._cp_source(cta, desc, rows, width))
 
     def _issue_cp(self, th: _Lane, ins: _Issued) -> None:
         """An asynchronous tcgen05.cp (the scheduling policies): it joins the thread's tcgen05 queue, so it
@@ -351,18 +360,19 @@ class Machine(WarpMachine):
         9.7.16.6.2) and before a later tcgen05.commit arrives; it reads shared memory when it completes, and
         a change of those bytes since the issue is an error (the slot refilled before the commit's wait)."""
         _, col0, rows, replicas, desc = self._cp_target(th, ins)
+        width = self._cp_columns(ins)
         who, ctas = self._who(), self._cp_ctas(th, ins)
         issued = []
         token = object()
         for cta in ctas:
-            self._cp_check(cta, col0, who)
-            issued.append(self._cp_source(cta, desc, rows))
-            cta.tmem_pending[id(token)] = (col0, col0 + 4, who)
+            self._cp_check(cta, col0, who, width)
+            issued.append(self._cp_source(cta, desc, rows, width))
+            cta.tmem_pending[id(token)] = (col0, col0 + width, who)
 
         def complete():
             for cta, then in zip(ctas, issued):
                 cta.tmem_pending.pop(id(token))
-                now = self._cp_source(cta, desc, rows)
+                now = self._cp_source(cta, desc, rows, width)
                 if not np.array_equal(now, then):
                     raise EmulationError(f"{who}: the shared memory it copies (CTA {cta.rank}) changed between its "
                                          "issue and its completion: a stage overwritten before the wait on its "
@@ -401,6 +411,14 @@ class Machine(WarpMachine):
         if sparse:
             meta_col = self._laddr(th, args[3]) & 0xFFFF
             reads.append((meta_col, meta_col + 2))
+        if args[1].startswith("["):
+            # A in TMEM: this MMA's K elements of A, read at completion too (a tcgen05.cp may not overwrite them
+            # before the commit's wait)
+            from ..sim.numerics import tmem_element_slots
+
+            a_col = self._laddr(th, args[1]) & 0xFFFF
+            k_a = f.k // 2 if f.sparse else f.k
+            reads.append((a_col, a_col + -(-k_a // tmem_element_slots(f.a_type, _qualifier(op, "kind"))[1])))
         if "block_scale" in op:
             # scale factors: one column per 32 rows of A (M) / columns of B (N) at each address (9.7.16.10.7)
             at = 5 if sparse else 4

@@ -88,6 +88,54 @@ _F32_OPS = {
     "copysign": lambda a, b: np.copysign(b, a),          # copysign d, a, b: b with a's sign (9.7.4.2)
 }
 
+
+def _as_f32(x) -> np.ndarray:
+    return (np.asarray(x, np.uint64) & M32).astype(np.uint32).view(np.float32)
+
+
+def _from_f32(x) -> np.ndarray:
+    return np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+
+
+def _rni_s32(x) -> np.ndarray:
+    """cvt.rni.s32.f32: nearest integer, ties to even; clamped to the s32 range, NaN -> 0 (PTX ISA 9.7.9.21:
+    a float-to-integer conversion saturates by default)."""
+    f = np.nan_to_num(np.rint(_as_f32(x).astype(np.float64)), nan=0.0)
+    return (np.clip(f, -2.0 ** 31, 2.0 ** 31 - 1).astype(np.int64) & 0xFFFFFFFF).astype(np.uint64)
+
+
+def _pack_s8(a, b, c) -> np.ndarray:
+    """cvt.pack.sat.s8.s32.b32 d, a, b, c: d = c << 16 | sat8(a) << 8 | sat8(b) (PTX ISA 9.7.9.22)."""
+    sat = lambda x: (np.clip((x & M32).astype(np.uint32).view(np.int32), -128, 127).astype(np.int64)  # noqa: E731
+                     & 0xFF).astype(np.uint64)
+    return ((c << np.uint64(16)) | (sat(a) << np.uint64(8)) | sat(b)) & M32
+
+
+def _e4m3(x) -> np.ndarray:
+    """One f32 -> e4m3 byte, round to nearest even, .satfinite: beyond +-448 (the largest finite e4m3)
+    -> +-448, NaN -> NaN (PTX ISA 9.7.9.21)."""
+    import ml_dtypes
+
+    f = _as_f32(x)
+    f = np.where(np.isnan(f), f, np.clip(f, -448.0, 448.0)).astype(np.float32)
+    return f.astype(ml_dtypes.float8_e4m3fn).view(np.uint8).astype(np.uint64)
+
+
+def _f16_to_f32(h) -> np.ndarray:
+    return _from_f32((np.asarray(h, np.uint64) & np.uint64(0xFFFF)).astype(np.uint16).view(np.float16)
+                     .astype(np.float32))
+
+
+_CONVERSIONS = {
+    "cvt.rn.f32.s32": lambda a: _from_f32((a & M32).astype(np.uint32).view(np.int32).astype(np.float32)),
+    "cvt.rni.s32.f32": _rni_s32,
+    "cvt.pack.sat.s8.s32.b32": _pack_s8,
+    # d, a, b: a into the upper byte (as the f16x2 / bf16x2 forms: a in the upper half)
+    "cvt.rn.satfinite.e4m3x2.f32": lambda a, b: (_e4m3(a) << np.uint64(8)) | _e4m3(b),
+    "cvt.f32.f16": _f16_to_f32,
+}
+
+
 _ORDERING = ("weak", "relaxed", "acquire", "release", "acq_rel", "volatile")    # memory-model qualifiers
 _SCOPES = ("cta", "cluster", "gpu", "sys")
 
@@ -177,7 +225,7 @@ class WarpMachine:
                  rng: np.random.Generator | int | None = None, dynamic_smem: int = 0,
                  dynamic_at: int | None = None, shared_base: int = 0, tensor_maps: dict | None = None,
                  garbage_smem: bool = True, max_rounds: int = 100_000, policy: str | None = None,
-                 smem_limit: int | None = None):
+                 smem_limit: int | None = None, fp8_acc_bits: int | None = None):
         if order not in ("forward", "reverse", "random"):
             raise ValueError(f"order {order!r}")
         if land not in ("eager", "lazy"):
@@ -194,6 +242,10 @@ class WarpMachine:
         self.dynamic_smem, self.dynamic_at, self.shared_base = dynamic_smem, dynamic_at, shared_base
         self.tmaps = tensor_maps or {}
         self.garbage_smem, self.max_rounds = garbage_smem, max_rounds
+        # a model of fp8 wgmma's reduced-precision sums (None: exact f32, the default): each fp8 wgmma's
+        # result keeps this many significant bits, the rest truncated toward zero (the DeepSeek-V3 report's
+        # "about 14 bits retained" on Hopper; PTX specifies nothing: compiler/isa/wgmma.py PROMOTED_A_TYPES)
+        self.fp8_acc_bits = fp8_acc_bits
         self.stats = {"cp.async": 0, "ldmatrix": 0, "mma": 0, "tma": 0, "wgmma": 0, "arrive": 0, "multicast": 0,
                       "async": 0}                                # operations completed after their issue
         self.pending: list[Pending] = []
@@ -783,7 +835,10 @@ class WarpMachine:
             old = w.r[reg] if op["scale_d"] else np.zeros(32, np.uint64)
             if form.c_type == "f32":
                 v = old.astype(np.uint32).view(np.float32).astype(np.float64) + prod[row, col]
-                w.r[reg] = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+                bits = v.astype(np.float32).view(np.uint32)
+                if self.fp8_acc_bits is not None and form.a_type in ("e4m3", "e5m2"):
+                    bits = bits & np.uint32(~((1 << (24 - self.fp8_acc_bits)) - 1) & 0xFFFFFFFF)
+                w.r[reg] = bits.astype(np.uint64)
             else:
                 v = old.astype(np.uint32).view(np.int32).astype(np.int64) + np.rint(prod[row, col]).astype(np.int64)
                 w.r[reg] = (v & 0xFFFFFFFF).astype(np.uint64)
@@ -972,6 +1027,20 @@ class WarpMachine:
             if name not in self.params:
                 raise EmulationError(f"no value for parameter {name}")
             self.setr(w, ops[0], np.full(32, self.params[name], np.uint64), act)
+        elif base == "mov" and (ops[0].startswith("{") or ops[1].startswith("{")):
+            # mov.b32 {lo, hi}, w / mov.b32 w, {lo, hi}: two 16-bit halves of a 32-bit register, lo the low
+            # half (PTX ISA 9.7.9.1 mov, vector operands)
+            if ops[0].startswith("{"):
+                w32 = v(ops[1])
+                for i, r in enumerate(vector(ops[0])):
+                    self.setr(w, r, (w32 >> np.uint64(16 * i)) & np.uint64(0xFFFF), act)
+            else:
+                lo, hi = (v(r) & np.uint64(0xFFFF) for r in vector(ops[1]))
+                self.setr(w, ops[0], (hi << np.uint64(16)) | lo, act)
+        elif op in _CONVERSIONS:
+            # the fused epilogue's conversions (compiler/isa/epilogue_outputs.py; PTX ISA 9.7.9.21 cvt,
+            # 9.7.9.22 cvt.pack), modelled from the ISA's text on numpy values
+            self.setr(w, ops[0], _CONVERSIONS[op](*(v(o) for o in ops[1:])), act)
         elif base in ("mov", "cvta") or (base == "cvt" and parts[1][0] in "usb"):
             # integer moves and conversions keep the destination's width (cvt: the first type)
             bits = _bits(parts[1] if base == "cvt" else parts[-1])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 from ..diagnostics import ECHO_CHARS, CompileError, Diagnostic, Loc, echo
-from ..spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_PARAM, METADATA_SOURCES, OPERAND_NAMES,
+from ..spec import (EPILOGUE_ACCS, EPILOGUE_ACTS, EPILOGUE_BIAS, EPILOGUE_BIAS_TYPES, EPILOGUE_PARAM, METADATA_SOURCES, OPERAND_NAMES,
                     SCHEDULE_MMAS, SCHEDULE_PERSISTENT, SPACES, SPLIT_K_STREAM, SWIZZLES, EpilogueSpec, FileSpec,
                     OperandSpec, ScheduleSpec, SparsitySpec, TileSpec, ZeroColumnsSpec)
 from ..isa.swizzle import MAJORS
@@ -440,9 +440,10 @@ class Builder:
 
     def schedule(self, st, f, locs):
         """schedule cta=128x128x64 warps=2x2 stages=3 [mma=sync|wgmma] [cluster=1|2]
-        [persistent=none|static|clc] [raster=G] [split_k=N|stream] [accumulators=1|2];"""
+        [persistent=none|static|clc] [raster=G] [split_k=N|stream] [accumulators=1|2] [promote=N];"""
         _, kv = self.split_args(st, {"cta": None, "warps": None, "stages": None, "mma": None, "cluster": None,
-                                     "persistent": None, "raster": None, "split_k": None, "accumulators": None})
+                                     "persistent": None, "raster": None, "split_k": None, "accumulators": None,
+                                     "promote": None})
         if "cta" not in kv:
             self.error("'schedule' needs cta=MxNxK", st.end_loc, "e.g. 'schedule cta=128x128x64 warps=2x2 stages=3;'")
 
@@ -486,6 +487,9 @@ class Builder:
         if "accumulators" in kv:
             sched.accumulators = self.int_value(kv["accumulators"].value, "accumulators")
             locs["schedule.accumulators"] = kv["accumulators"].value.loc
+        if "promote" in kv:
+            sched.promote = self.int_value(kv["promote"].value, "promote")
+            locs["schedule.promote"] = kv["promote"].value.loc
         f["schedule"] = sched
 
     def scalar(self, v: Value, what: str) -> str:
@@ -504,14 +508,17 @@ class Builder:
         return t
 
     def epilogue(self, st, f, locs):
-        """epilogue [alpha=X|param] [beta=X|param] [bias=none|row|col] [act=...] [acc=f32|s32];"""
-        _, kv = self.split_args(st, {"alpha": None, "beta": None, "bias": None, "act": None, "acc": None})
+        """epilogue [alpha=X|param] [beta=X|param] [bias=none|row|col] [bias_type=f32|f16|bf16] [act=...]
+        [acc=f32|s32] [scale=X|param];"""
+        _, kv = self.split_args(st, {"alpha": None, "beta": None, "bias": None, "act": None, "acc": None,
+                                     "scale": None, "bias_type": None})
         e = EpilogueSpec()
-        for key in ("alpha", "beta"):
+        for key in ("alpha", "beta", "scale"):
             if key in kv:
                 setattr(e, key, self.scalar(kv[key].value, key))
                 locs[f"epilogue.{key}"] = kv[key].value.loc
-        for key, choices in (("bias", EPILOGUE_BIAS), ("act", EPILOGUE_ACTS), ("acc", EPILOGUE_ACCS)):
+        for key, choices in (("bias", EPILOGUE_BIAS), ("act", EPILOGUE_ACTS), ("acc", EPILOGUE_ACCS),
+                             ("bias_type", EPILOGUE_BIAS_TYPES)):
             if key in kv:
                 setattr(e, key, self.word(kv[key].value, f"epilogue {key}", choices))
                 locs[f"epilogue.{key}"] = kv[key].value.loc

@@ -85,6 +85,12 @@ VERIFY_RULES: tuple[VerifyRule, ...] = (
                "collector::b0::fill: the scheduled tcgen05 kernel never reads one operand twice"),
     VerifyRule("schedule_ws_zero_shift", "tcgen05", "a scheduled `.ws` tile's zero-column mask has no column shift "
                "(it would read B rows past the tile's N)", TILEC_LIMIT, "a zero-column mask with column shift 2"),
+    VerifyRule("schedule_a_tmem_rows", "tcgen05", "a scheduled tile with A in TMEM has 128 rows per CTA (M = 128, or "
+               "256 with cluster=2: tcgen05.cp .128x256b copies row i to lane i)", TILEC_LIMIT,
+               "M = 64: A in TMEM is copied row i -> lane i"),
+    VerifyRule("schedule_a_tmem_bytes", "tcgen05", "a scheduled tile's A in TMEM is an 8-, 16- or 32-bit type (TMA "
+               "copies bytes; 4-/6-bit A takes a byte per value in TMEM)", TILEC_LIMIT,
+               "A in TMEM as e2m1: TMA copies bytes"),
     VerifyRule("schedule_cta_multiple", "mma.sp", "schedule cta is a multiple of instruction shape x warps",
                TILEC_LIMIT, "schedule cta M = 48 is not a multiple of 32"),
     VerifyRule("schedule_stages", "mma.sp", "schedule stages 1-8", TILEC_LIMIT, "schedule stages = 9; use 1..8"),

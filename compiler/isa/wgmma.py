@@ -65,6 +65,14 @@ DESCRIPTOR_SWIZZLE = {"none": 0, "128B": 1, "64B": 2, "32B": 3}
 SWIZZLE_FOR_ROW = {32: "32B", 64: "64B", 128: "128B"}
 MAX_ATOM_BYTES = 128
 WG_THREADS = 128               # a warpgroup (9.7.15.1)
+
+# fp8 (e4m3 / e5m2) wgmma sums keep fewer bits than the f32 accumulator registers they land in. PTX does not
+# say so; the DeepSeek-V3 technical report (arXiv 2412.19437, section 3.3.2) finds about 14 bits retained
+# on Hopper, and CUTLASS's sm90 fp8 GEMMs without fast accumulation add the wgmma accumulators into a second
+# set of f32 registers every few K blocks (its "promotion" interval, 4 by default). The A types whose sparse
+# wgmma tiles take `schedule promote=N` (compiler/ptx/sparse_wgmma_kernel.py):
+PROMOTED_A_TYPES = ("e4m3", "e5m2")
+FP8_ACCUMULATOR_BITS = 14      # the report's retained bits: the emulator's model of the fp8 sums
 WGMMA_M = 64                   # every wgmma shape is .m64 (9.7.15.5 Matrix Shape)
 
 

@@ -327,7 +327,7 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                      "add e.g. 'sparsity 2:4 metadata=runtime;'")
         ops = spec.operands
         scale_type, scale_vec = self._mma_sp_scale_words(spec)
-        check_epilogue(spec)
+        check_epilogue(spec, fspec.target)
         # the MMA's C and D are the accumulators: C's type (or, without C, the accumulator type), and D's
         # unless an epilogue converts them into D's type
         acc = accumulator_type(spec)
@@ -384,6 +384,20 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                                 "only (they share B by TMA multicast)", "schedule.cluster",
                                 "drop cluster=, or write mma=wgmma cluster=2")
             check_schedule_options(sc)
+            if sc.promote is not None:
+                from ..isa.wgmma import PROMOTED_A_TYPES
+
+                if sc.mma != "wgmma":
+                    raise SpecError("schedule promote=N is the two-level fp8 accumulation of the sparse wgmma kernel; "
+                                    "warp-level mma.sp accumulates its fp8 products in f32", "schedule.promote",
+                                    "drop promote=, or write mma=wgmma (sm_90a)")
+                if ops["A"].dtype not in PROMOTED_A_TYPES:
+                    raise SpecError(f"schedule promote=N adds fp8 wgmma accumulators into f32 every N K blocks; "
+                                    f"{ops['A'].dtype} sums are f32 (or s32) already", "schedule.promote",
+                                    f"drop promote= (it serves A {' / '.join(PROMOTED_A_TYPES)})")
+                if sc.promote < 1:
+                    raise SpecError(f"schedule promote = {sc.promote}: every N >= 1 K blocks", "schedule.promote",
+                                    "write promote=4 (CUTLASS's interval), or drop promote= for no promotion")
             if sc.mma == "wgmma":
                 # warpgroup wgmma.mma_async.sp (compiler/ptx/sparse_wgmma_kernel.py): sm_90a only, and only
                 # the forms one wgmma k-step matches (PTX 9.7.15.6.3 syntax and target notes)

@@ -29,6 +29,13 @@ about its structure that is not an instruction:
   four lane quarters, where PTX 9.7.16.10.7 wants every 32-row slice). A copy writes 4 columns, so each
   region is a multiple of 4 columns: an MMA's scale factors start a 4-column group (`sf_group_columns`).
   No thread touches them in registers.
+- A in TMEM: each ring slot also holds the block's A, unswizzled (`a_smem`, `a_bytes`), which the MMA warp copies
+  into the slot's TMEM columns (`a_region`, after META / SFA / SFB) with one `tcgen05.cp .128x256b` per MMA; the
+  TMEM columns (accumulators + `stages` x the slot's columns) must fit the 512 of a CTA, else one accumulator
+  (`why`), else a SpecError on the stages.
+- `.ws`: the accumulator is the folded data path's N / groups columns (M = 32 / 64, PTX 9.7.16.10.5); a
+  collector usage other than ::discard and a zero-column mask's column shift are refused (`check_ws_collector`,
+  `check_ws_zero_columns`).
 The dynamic shared memory asked for is the ring plus barriers plus 1024 bytes of alignment slack (the
 kernel rounds the window's base up to 1024); it must fit the target's per-CTA limit.
 
@@ -96,6 +103,12 @@ class WsPlan:
     tmem_stage_columns: int = 0           # columns per slot (slot s at tmem_stage + s * tmem_stage_columns)
     stage_regions: tuple[int, ...] = ()   # metadata, SFA, SFB column offsets within a slot's columns
     sf_group_columns: tuple[int, ...] = ()   # SFA, SFB: columns per 4-byte group (one MMA's factors or less)
+    # A in TMEM: each slot holds the block's A rows unswizzled (`a_smem`, `a_bytes`: one 16-byte K chunk of all
+    # rows after another), which the MMA thread copies into the slot's TMEM columns at `a_region` (within the
+    # slot's columns, after META / SFA / SFB) with tcgen05.cp .128x256b, one copy per MMA (`a_tmem_plan`)
+    a_smem: int | None = None
+    a_bytes: int = 0
+    a_region: int | None = None
     scheduler: str = "static"
     raster: str = "m"
     why: str | None = None     # why one accumulator
@@ -130,7 +143,8 @@ def ws_plan(tile: Op) -> WsPlan:
                   why=a.get("why"), cp_operands=tuple(a.get("cp_operands", ())), cp_smem=tuple(a.get("cp_smem", ())),
                   cp_bytes=tuple(a.get("cp_bytes", ())), tmem_stage=a.get("tmem_stage"),
                   tmem_stage_columns=a.get("tmem_stage_columns", 0), stage_regions=tuple(a.get("stage_regions", ())),
-                  sf_group_columns=tuple(a.get("sf_group_columns", ())), **{f: a[f] for f in _INT_FIELDS})
+                  sf_group_columns=tuple(a.get("sf_group_columns", ())), a_smem=a.get("a_smem"),
+                  a_bytes=a.get("a_bytes", 0), a_region=a.get("a_region"), **{f: a[f] for f in _INT_FIELDS})
 
 
 def cp_columns(tile: Op, spec, k_block: int) -> list[tuple[str, int, int]]:
@@ -180,7 +194,9 @@ def _gcd(a: int, b: int) -> int:
 
 def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
     """What a `schedule` on a tcgen05 tile may say (raises a SpecError on the field to blame). The
-    warp-specialised kernel serves dense tiles with A and B in shared memory, K-major, cta_group::1 so far."""
+    warp-specialised kernel serves dense, 2:4 / 1:2 / 4:8 sparse (runtime metadata) and block-scaled tiles,
+    cta_group::1 and ::2, `.ws` (dense and sparse, M = 32 / 64 / 128), B in shared memory and A in shared or
+    Tensor Memory (`check_a_in_tmem`), K-major."""
     sc = spec.schedule
     locs = spec.locs
     if "schedule.warps" in locs:
@@ -207,7 +223,7 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         raise SpecError(f"persistent={sc.persistent}: the warp-specialised tcgen05 kernel is static persistent "
                         "(grid = the SM count); cluster launch control is not lowered yet", "schedule.persistent",
                         "write persistent=static or leave persistent= out")
-    for field, unset in (("raster", None), ("split_k", 1)):
+    for field, unset in (("raster", None), ("split_k", 1), ("promote", None)):
         if getattr(sc, field, unset) != unset:
             raise SpecError(f"schedule {field}= is not lowered for tcgen05 tiles (the warp-specialised kernel walks "
                             "whole-K tiles along M)", f"schedule.{field}", f"leave {field}= out")
@@ -220,9 +236,7 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         (spec.sparsity is not None and spec.sparsity.metadata != "runtime", "sparse A with static metadata",
          "sparsity"),
         (spec.block_scale is not None and spec.sparsity is not None, "sparse block-scaled A", "block_scale"),
-        (spec.ws and spec.sparsity is not None, "sparse .ws (.ws.sp)", "engine.ws"),
         (spec.ashift, ".ashift", "engine"),
-        (spec.operands["A"].space != "smem", "A in tensor memory", "A.space"),
         (spec.disable_output_lane is not None, "disable-output-lane", "disable_output_lane"),
         (spec.scale_input_d is not None, "scale-input-d", "scale_input_d"),
         (spec.m != 128 * spec.cta_group and not spec.ws, f"M = {spec.m} with cta_group::{spec.cta_group} (the "
@@ -230,11 +244,12 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
     ) if cond]
     check_ws_collector(spec)
     check_ws_zero_columns(spec)
+    check_a_in_tmem(spec, kind)
     if unsupported:
         _, what, field = unsupported[0]
-        raise SpecError(f"the warp-specialised tcgen05 kernel serves dense tiles with A and B in "
-                        f"shared memory so far, not {what}", field, "drop the schedule to get the single-stage kernel")
-    for name in ("A", "B"):
+        raise SpecError(f"the warp-specialised tcgen05 kernel does not serve {what} yet", field,
+                        "drop the schedule to get the single-stage kernel")
+    for name in ("A", "B") if spec.operands["A"].space == "smem" else ("B",):
         if (spec.operands[name].major or "K") != "K":
             raise SpecError(f"operand {name}: the TMA producer loads K-major operands (one box per 128-byte "
                             "swizzle atom) so far", f"{name}.major", "write major=K")
@@ -256,6 +271,52 @@ def check_ws_collector(spec) -> None:
                     "K step of a tile reads its own K slice of A and B, each tile its own rows), so there is "
                     "nothing to keep in a collector buffer", "engine.collector",
                     "drop collector= (the default, ::discard), or drop the schedule for the single-stage kernel")
+
+
+# A in TMEM (tcgen05.mma [d-tmem], [a-tmem], b-desc, PTX 9.7.16.10.9.1): one tcgen05.cp (9.7.16.8.2) per MMA
+# copies the MMA's 128 rows x 256 bits of A (isa.tmem.a_columns_per_mma: 8 columns, row i in lane i) from the
+# slot; its source is a no-swizzle K-major canonical layout (9.7.16.4.1: 8-row x 16-byte core matrices, SBO =
+# 128 bytes between 8-row groups), each 16-byte K chunk of the 128 rows one TMA box after another (LBO = the
+# box's bytes between K-adjacent chunks)
+A_CP_SHAPE = "128x256b"
+A_CHUNK_BYTES = 16
+
+
+def check_a_in_tmem(spec, kind: str) -> None:
+    """What the scheduled kernel needs of A in Tensor Memory: the full data path (128 rows of a CTA in its 128
+    lanes, layouts A / D of PTX 9.7.16.10.5: tcgen05.cp .128x256b writes row i to lane i; the folded .ws M = 64 /
+    32 layouts want the rows repeated in every lane group), A stored at its own width (TMA copies bytes; the
+    f8f6f4 kinds' 4- / 6-bit A takes a byte per value in TMEM, 9.7.16.10.4.3), dense A, no .ashift."""
+    if spec.operands["A"].space != "tmem":
+        return
+    from ..isa.tmem import data_path
+    from ..layout import container_bits_for
+
+    a = spec.operands["A"].dtype
+    refusal = None
+    if data_path(spec.m, spec.cta_group, spec.sparsity is not None, spec.ws).rows != 128:
+        refusal = (f"M = {spec.m}: A in TMEM is copied row i -> lane i (tcgen05.cp .128x256b), but this data-path "
+                   "layout repeats the rows in several lane groups", "shape.M", "use M = 128 (or 256 with cluster=2)")
+    elif container_bits_for(a, kind) != TYPES[a].bits or TYPES[a].bits < 8:
+        refusal = (f"A in TMEM as {a}: TMA copies bytes, and {a} is not stored at its own width in whole bytes",
+                   "A.dtype", "use an 8-, 16- or 32-bit A, or A in smem")
+    elif spec.sparsity is not None:
+        refusal = ("sparse A in TMEM is not scheduled yet", "sparsity", "put A in smem")
+    elif spec.ashift:
+        refusal = (".ashift shifts A's rows in TMEM after each MMA; the scheduled kernel refills A per K block",
+                   "engine.ashift", "drop ashift")
+    if refusal:
+        raise SpecError(*refusal)
+
+
+def a_tmem_plan(spec, kind: str, k_block: int) -> tuple[int, int, int]:
+    """(bytes of a slot's A, TMEM columns of a slot's A, MMAs per K block) of a scheduled tile with A in TMEM."""
+    from ..isa.tcgen05_kinds import mma_k
+    from ..isa.tmem import a_columns_per_mma
+
+    rows = spec.m // spec.cta_group
+    steps = k_block // mma_k(kind, False, False)
+    return rows * k_block * TYPES[spec.operands["A"].dtype].bits // 8, steps * a_columns_per_mma(), steps
 
 
 def check_ws_zero_columns(spec) -> None:
@@ -327,6 +388,15 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
             end += nbytes
             tx += nbytes
             first += columns
+        a_smem = a_region = None
+        a_bytes = a_columns = 0
+        if spec.operands["A"].space == "tmem":      # A's staging after the images, its columns after theirs
+            a_bytes, a_columns, _ = a_tmem_plan(spec, tile.attrs["kind"], sc.cta_k)
+            a_smem = end = _align(end, CP_ALIGN)
+            end += a_bytes
+            tx += a_bytes
+            a_region = first
+            first += a_columns
         stage_bytes = _align(end, SLOT_ALIGN)
         # the leader's full barrier counts the bytes of both CTAs of a pair (their copies complete on it)
         tx *= spec.cta_group
@@ -335,7 +405,8 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         staged_columns = sc.stages * slot_columns
         fits_two = 2 * d_columns + staged_columns <= TMEM_COLUMNS
         why = None
-        extra = f" + {sc.stages} x {slot_columns} per-slot metadata / scale-factor columns" if regions else ""
+        what = " / ".join(["metadata / scale-factor"] * bool(regions) + ["A"] * bool(a_columns))
+        extra = f" + {sc.stages} x {slot_columns} per-slot {what} columns" if what else ""
         if sc.accumulators == 2 and not fits_two:
             raise SpecError(f"two accumulators need 2 x {d_columns} TMEM columns{extra}, more than the "
                             f"{TMEM_COLUMNS} of a CTA (PTX 9.7.16.1)", "schedule.accumulators", "write accumulators=1")
@@ -344,9 +415,9 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
             why = ("written accumulators=1" if sc.accumulators == 1 else
                    f"2 x {d_columns} D columns{extra} exceed the {TMEM_COLUMNS} TMEM columns")
         if d_columns + staged_columns > TMEM_COLUMNS:
-            raise SpecError(f"{d_columns} D columns + {sc.stages} x {slot_columns} per-slot metadata / scale-factor "
-                            f"columns exceed the {TMEM_COLUMNS} TMEM columns (PTX 9.7.16.1)", "schedule.stages",
-                            "use fewer stages")
+            raise SpecError(f"{d_columns} D columns{extra} exceed the {TMEM_COLUMNS} TMEM columns (PTX 9.7.16.1)",
+                            "schedule.stages", f"use stages={max(1, (TMEM_COLUMNS - d_columns) // slot_columns)} or "
+                            "less, or a smaller cta K")
         used = accumulators * d_columns + staged_columns
         cols = 32
         while cols < used:
@@ -391,10 +462,14 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         if why is not None:
             attrs["why"] = why
         if copies:
-            attrs.update({"cp_operands": [name for name, _, _ in copies], "cp_smem": cp_smem, "cp_bytes": cp_bytes,
-                          "tmem_stage": accumulators * d_columns, "tmem_stage_columns": slot_columns,
-                          "stage_regions": regions})
+            attrs.update({"cp_operands": [name for name, _, _ in copies], "cp_smem": cp_smem, "cp_bytes": cp_bytes})
+        if copies or a_columns:
+            attrs.update({"tmem_stage": accumulators * d_columns, "tmem_stage_columns": slot_columns})
+        if copies:
+            attrs["stage_regions"] = regions
             groups = [g for name, _, g in copies if name != "META"]
             if groups:
                 attrs["sf_group_columns"] = groups
+        if a_columns:
+            attrs.update({"a_smem": a_smem, "a_bytes": a_bytes, "a_region": a_region})
         tile.body.append(Op("tilec.ws_plan", None, attrs, loc=tile.locs.get("schedule", tile.loc)))

@@ -136,15 +136,26 @@ def _tcgen05_ws_form(tile: Op, spec) -> dict:
     """The MMA form choices of a scheduled tile beyond the plain one (only where made, so the plans of plain
     tiles stay as they were): `.ws` (PTX 9.7.16.10.9.3) with its data-path layout (9.7.16.10.5), the TMEM
     columns of one accumulator, the collector usage (warp_specialization.check_ws_collector) and the
-    zero-column mask."""
-    if not spec.ws:
-        return {}
+    zero-column mask; A in TMEM (`a_tmem`) with its staging, copies and the TMEM budget."""
     from ..isa.tmem import data_path
-    from ..passes.warp_specialization import ws_plan
+    from ..passes.warp_specialization import A_CP_SHAPE, ws_plan
 
+    out = {}
+    plan = ws_plan(tile)
+    if plan.a_region is not None:
+        # A in TMEM: its columns per slot and the whole TMEM budget (accumulators + per-slot columns, allocated as
+        # a power of two, PTX 9.7.16.7.1)
+        a_columns = plan.tmem_stage_columns - plan.a_region
+        used = plan.accumulators * plan.acc_columns + plan.stages * plan.tmem_stage_columns
+        out["a_tmem"] = (f"A in TMEM: per slot {plan.a_bytes} B of A in shared memory (no swizzle, a TMA box per "
+                         f"16-byte K chunk) copied by tcgen05.cp .{A_CP_SHAPE} (one per MMA) into {a_columns} TMEM "
+                         f"columns; TMEM {plan.accumulators} x {plan.acc_columns} accumulator + {plan.stages} x "
+                         f"{plan.tmem_stage_columns} per-slot columns = {used} of {plan.tmem_columns} allocated")
+    if not spec.ws:
+        return out
     dp = data_path(spec.m, spec.cta_group, spec.sparsity is not None, True)
     zcm = tile.op("tilec.zero_column_mask")
-    return {"ws": f"tcgen05.mma.ws: data-path layout {dp.layout} ({dp.rows} rows x {dp.folds} lane group(s), "
+    return {**out, "ws": f"tcgen05.mma.ws: data-path layout {dp.layout} ({dp.rows} rows x {dp.folds} lane group(s), "
                   f"{ws_plan(tile).acc_columns} TMEM columns per accumulator); collector none (::discard): every K "
                   "step reads its own K slice of B, so no MMA could reuse a buffer; zero-column mask " +
                   (f"{int(zcm.attrs['value']):#018x}" if zcm is not None else "none")}

@@ -408,13 +408,14 @@ def check_config(cfg: SparseGemmConfig) -> Version:
     if why is not None:
         raise SpecError(why, field="schedule.warps", hint=EMULATED_FP8_HINT)
     out = cfg.out_type
-    if out not in D_STORES or (out in ("f16", "bf16") and form.c_type != "f32") or \
-            (out in ("f32", "s32") and out != form.c_type):
+    ep = cfg.epilogue
+    packed = ep is not None and ep.packs          # a 1-byte D: the epilogue's conversions (isa/epilogue_outputs.py)
+    if not packed and (out not in D_STORES or (out in ("f16", "bf16") and form.c_type != "f32") or
+                       (out in ("f32", "s32") and out != form.c_type)):
         raise SpecError(f"D type {out} cannot be stored from {form.c_type} accumulators "
                         f"(use {form.c_type}{', f16 or bf16' if form.c_type == 'f32' else ''})", field="D.dtype")
-    ep = cfg.epilogue
-    if ep is not None and (ep.out != out or ep.acc != form.c_type or ep.convert != D_STORES[out][1] or
-                           (ep.c != "none") != cfg.accumulate_c):
+    if ep is not None and (ep.out != out or ep.acc != form.c_type or (not packed and ep.convert != D_STORES[out][1])
+                           or (ep.c != "none") != cfg.accumulate_c):
         raise SpecError(f"the epilogue plan (acc {ep.acc}, D {ep.out}, C {ep.c}) does not match the kernel "
                         f"(acc {form.c_type}, D {out}, C {'read' if cfg.accumulate_c else 'absent'})",
                         field="epilogue")
@@ -573,7 +574,7 @@ class _Writer(PtxBuilder):
         self.acc_type = ".f32" if self.form.c_type == "f32" else ".s32"
         self.abytes = TYPES[self.form.c_type].bits // 8
         self.dbytes = TYPES[cfg.out_type].bits // 8
-        self.store_type, self.convert = D_STORES[cfg.out_type]
+        self.store_type, self.convert = D_STORES.get(cfg.out_type, (None, None))   # a 1-byte D: epilogue.pack
         self.smem = f"{cfg.name}_smem"
         self.copies = copy_accesses(cfg)
         self.fbases, self.fwhere = _plan_bases(cfg, fragment_accesses(cfg), xor=True)
@@ -664,6 +665,8 @@ class _Writer(PtxBuilder):
         if cfg.epilogue is not None:
             epilogue.declare(self, cfg.epilogue, "%rbias")
             self.declare("u64", "%gbias")
+            if cfg.epilogue.packs and cfg.d_offset is None:
+                self.declare("b32", f"%hq<{tn}>")          # a 1-byte D: the packed pairs of one fragment row
 
     def sizes(self, *names: str) -> None:
         """Load parameters (%kp = Kp, %ldb, %ldc, %ldd) where they are used: parameters live in the constant
@@ -1052,6 +1055,7 @@ class _Writer(PtxBuilder):
             self.store_d_staged()
             return
         ins(f"// accumulators -> D ({cfg.out_type}, row-major M x N, rows ldd apart), fragment by fragment")
+        packs = ep is not None and ep.packs           # a 1-byte D: fragment_epilogue packs %hq{q}
 
         def interior() -> None:
             for i in range(cfg.tiles_m):
@@ -1060,6 +1064,9 @@ class _Writer(PtxBuilder):
                         self.fragment_epilogue(i, h)
                     self.row_pointer("%gd", i, h, self.dbytes, "%ldd")
                     for q in range(cfg.tiles_n):
+                        if packs:
+                            ins(f"st.global.b16 [%rp+{8 * q}], %hq{q};")
+                            continue
                         self.store_pair("global", f"[%rp+{8 * q * self.dbytes}]", *self.acc_regs(i, q, h),
                                         self.store_type, self.convert)
 
@@ -1071,6 +1078,13 @@ class _Writer(PtxBuilder):
                         self.fragment_epilogue(i, h, edge=True)
                     self.row_pointer("%gd", i, h, self.dbytes, "%ldd", edge=True)
                     for q in range(cfg.tiles_n):
+                        if packs:                  # byte e of the pair: bits 8e.. of %hq{q}
+                            for e in range(2):
+                                self.element_guard(8 * q + e)
+                                if e:
+                                    ins(f"shr.b32 %hq{q}, %hq{q}, 8;")
+                                ins(f"@%pq st.global.b8 [%rp+{8 * q + e}], %hq{q};")
+                            continue
                         for e, reg in enumerate(self.acc_regs(i, q, h)):
                             self.element_guard(8 * q + e)
                             self.store_element(f"[%rp+{(8 * q + e) * self.dbytes}]", reg)
@@ -1099,31 +1113,36 @@ class _Writer(PtxBuilder):
             ins("cvt.u64.u32 %off, %y;")
             ins("add.u64 %gq, %gq, %off;")
             ins(f"mad.lo.u64 %gq, %gq, {self.abytes}, %rc;")
+        bb = ep.bias_bytes
         if ep.bias != "none":
-            ins(f"mul.wide.u32 %gbias, {'%y' if ep.bias == 'col' else '%x'}, 4;")
+            ins(f"mul.wide.u32 %gbias, {'%y' if ep.bias == 'col' else '%x'}, {bb};")
             ins("add.u64 %gbias, %gbias, %rbias;")
+        raw = epilogue.raw_accumulators(ep)       # s32 accumulators: the f32 steps on %ev0, %ev1
         for q in range(cfg.tiles_n):
             lo, hi = self.acc_regs(i, q, h)
             if edge:
                 epilogue.zero_inputs(self, ep)
                 if ep.bias == "row":
-                    ins("@%pr ld.global.f32 %be0, [%gbias];")
+                    epilogue.load_bias(self, ep, "@%pr ", "[%gbias]", 1)
                 for e in range(2):
                     if ep.c == "epilogue" or ep.bias == "col":
                         self.element_guard(8 * q + e)
                     if ep.c == "epilogue":
                         ins(f"@%pq ld.global.f32 %ce{e}, [%gq+{(8 * q + e) * self.abytes}];")
                     if ep.bias == "col":
-                        ins(f"@%pq ld.global.f32 %be{e}, [%gbias+{(8 * q + e) * 4}];")
+                        epilogue.load_bias(self, ep, "@%pq ", f"[%gbias+{(8 * q + e) * bb}]", 1, e)
             else:
                 if ep.c == "epilogue":
                     ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{8 * q * self.abytes}];")
                 if ep.bias == "col":
-                    ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%gbias+{8 * q * 4}];")
+                    epilogue.load_bias(self, ep, "", f"[%gbias+{8 * q * bb}]", 2)
                 elif ep.bias == "row" and q == 0:
-                    ins("ld.global.f32 %be0, [%gbias];")
-            for k, x in enumerate((lo, hi)):
-                epilogue.element_steps(self, ep, x, f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
+                    epilogue.load_bias(self, ep, "", "[%gbias]", 1)
+            xs = ["%ev0", "%ev1"] if raw else [lo, hi]
+            for k, x in enumerate(xs):
+                epilogue.element_steps(self, ep, x, f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}", (lo, hi)[k])
+            if ep.packs:                          # a 1-byte D: the pair into the low half of %hq{q}
+                epilogue.pack(self, ep, f"%hq{q}", xs)
 
     def store_d_staged(self) -> None:
         """D through a padded cta_m x cta_n shared tile: fragments in, then 16-byte chunks out,
@@ -1154,6 +1173,38 @@ class _Writer(PtxBuilder):
         ins("bar.sync 0;")
         cpr = cfg.cta_n * dbytes // CHUNK                      # 16-byte chunks per D row
         chunks = cfg.cta_m * cpr
+        if ep is not None and ep.packs:                        # a 1-byte D: epilogue.byte_chunk
+            groups = epilogue.byte_groups(ep, cfg.cta_n)
+            per = epilogue.GROUP * groups
+            cpr = cfg.cta_n // per
+
+            c_stride = "%ldc" if cfg.accumulate_c else "%ldd"
+
+            def byte_body(edge: bool) -> None:
+                ins(f"div.u32 %pm, %z, {cpr};                        // tile row")
+                ins(f"rem.u32 %pn, %z, {cpr};                        // chunk in the row")
+                ins(f"mad.lo.u32 %x, %pm, {pitch}, %sm;")
+                ins(f"mad.lo.u32 %x, %pn, {CHUNK * groups}, %x;")
+                if cfg.d_offset:
+                    ins(f"add.u32 %x, %x, {cfg.d_offset};")
+                ins("add.u32 %pm, %pm, %m0;                      // row of D")
+                ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;              // column of D")
+                guards = None
+                if edge:                # the row exists; the whole chunk inside D (%pw), or part of it (%pz)
+                    ins("setp.lt.u32 %pr, %pm, %M;")
+                    ins(f"add.u32 %y, %pn, {per};")
+                    ins("setp.le.and.u32 %pw, %y, %N, %pr;")
+                    ins("setp.gt.and.u32 %pz, %y, %N, %pr;")
+                    guards = ("%pr", "%pw", "%pz", "%pq", "%y")
+                epilogue.byte_chunk(self, ep, groups, "%x", "%pm", "%pn", "%rbias", "%gd", c_stride, "%ldd", guards)
+
+            def byte_edge() -> None:
+                epilogue.zero_inputs(self, ep)
+                epilogue.chunk_loop(self, "%z", "%thr", T, cfg.cta_m * cpr, "%pj", lambda: byte_body(True))
+
+            self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%thr", T, cfg.cta_m * cpr, "%pj",
+                                                        lambda: byte_body(False)), byte_edge)
+            return
         if ep is not None:
             c_stride = "%ldc" if cfg.accumulate_c else "%ldd"
 

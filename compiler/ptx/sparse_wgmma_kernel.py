@@ -153,8 +153,8 @@ from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
 from ..passes.resources import check_shared_memory
 from ..spec import SPLIT_K_STREAM
-from ..isa.wgmma import (MAX_ATOM_BYTES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS, WGMMA_TARGET,
-                         WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
+from ..isa.wgmma import (MAX_ATOM_BYTES, PROMOTED_A_TYPES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS,
+                         WGMMA_TARGET, WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
 from . import epilogue
 from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head
@@ -191,6 +191,8 @@ MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 thre
 #   setmaxnreg gives the consumers later (ptxas C7602 "Insufficient registers (128) to compile instruction
 #   ... register target of 155 or higher" for an .m64n256k32 .f32 of 128 accumulators in a 512-thread CTA
 #   whose consumers setmaxnreg.inc to 160): 155 - 128.
+#   promote= doubles the accumulators and keeps the same rest (ptxas -v: 166 in all with promote=4 and 2 x 64
+#   accumulators at 128 x 128, 384 threads).
 CONSUMER_OTHER_REGS = 40
 WGMMA_OPERAND_REGS = 27
 
@@ -264,6 +266,7 @@ class SparseWgmmaConfig(RingGeometry):
     epilogue: EpiloguePlan | None = None # the DSL's epilogue (tilec.epilogue_plan): applied before D is stored
     persistent: bool = False             # static persistent CTAs: each walks tiles ctaid.x, += nctaid.x
     split_k: int = 1                     # K slices per output tile (one CTA each; f32/s32 partials, reduced)
+    promote: int | None = None           # fp8: every N K blocks %acc is added into %pacc (f32) and restarts
     # setmaxnreg (PTX 9.7.19): the producer warpgroup gives registers to the consumers. None: where the
     # consumers need more than the launch count (uses_setmaxnreg); True / False: always / never
     setmaxnreg: bool | None = None
@@ -419,8 +422,9 @@ class SparseWgmmaConfig(RingGeometry):
 
     @property
     def consumer_registers(self) -> int:
-        """Registers a consumer thread needs: its accumulators + CONSUMER_OTHER_REGS (measured)."""
-        return self.accumulators + CONSUMER_OTHER_REGS
+        """Registers a consumer thread needs: its accumulators (twice with promote=: the f32 sums %pacc) +
+        CONSUMER_OTHER_REGS (measured)."""
+        return (2 if self.promote is not None else 1) * self.accumulators + CONSUMER_OTHER_REGS
 
     @property
     def uses_setmaxnreg(self) -> bool:
@@ -586,6 +590,18 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
         raise SpecError(f"cta K = {cfg.cta_k} must be {form.k}, {2 * form.k} or {4 * form.k} (1, 2 or 4 wgmma "
                         f"k-steps: a compressed A row of 32, 64 or 128 bytes, one swizzle atom)",
                         field="schedule.cta", hint=f"cta K = {2 * form.k}")
+    if cfg.promote is not None:          # before check_registers: the doubled accumulators are promote='s
+        if form.a_type not in PROMOTED_A_TYPES or not _is_int(cfg.promote) or cfg.promote < 1:
+            raise SpecError(f"promote={cfg.promote}: the two-level accumulation takes fp8 A "
+                            f"({' / '.join(PROMOTED_A_TYPES)}) and N >= 1 K blocks", field="schedule.promote")
+        if cfg.consumer_registers > cfg.consumer_budget:
+            split = cfg.register_split
+            has = f"setmaxnreg.inc {split.high}" if split is not None else f".maxnreg {cfg.max_regs}"
+            raise SpecError(f"promote= doubles the accumulators: {cfg.wg_m} x {cfg.cta_n} per consumer warpgroup "
+                            f"needs 2 x {cfg.accumulators} f32 registers per thread, and a consumer thread has at "
+                            f"most {cfg.consumer_budget} ({has}, {cfg.threads} threads) with some "
+                            f"{CONSUMER_OTHER_REGS} for the rest", field="schedule.promote",
+                            hint="use cta=128x128x128 warps=8x1 (2 x 64 accumulators), or drop promote=")
     check_registers(cfg)
     if cfg.cta_m > TMA_MAX_BOX or cfg.cta_n > TMA_MAX_BOX:
         raise SpecError(f"cta {cfg.cta_m}x{cfg.cta_n}: a TMA box has at most {TMA_MAX_BOX} rows (cuTensorMapEncodeTiled "
@@ -605,12 +621,13 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
         raise SpecError(f"split_k={cfg.split_k!r}: the wgmma kernel cuts a tile's K blocks into 1..{MAX_SPLIT_K} "
                         f"slices", field="schedule.split_k", hint="write split_k=2, 4 or 8")
     out = cfg.out_type
-    if out not in D_STORES or (out in ("f16", "bf16") and cfg.acc_type != "f32") or \
-            (out in ("f32", "s32") and out != cfg.acc_type):
-        raise SpecError(f"D type {out} cannot be stored from {cfg.acc_type} accumulators", field="D.dtype")
     ep = cfg.epilogue
+    packed = ep is not None and ep.packs          # a 1-byte D: the epilogue's conversions (isa/epilogue_outputs.py)
+    if not packed and (out not in D_STORES or (out in ("f16", "bf16") and cfg.acc_type != "f32") or
+                       (out in ("f32", "s32") and out != cfg.acc_type)):
+        raise SpecError(f"D type {out} cannot be stored from {cfg.acc_type} accumulators", field="D.dtype")
     if ep is not None:
-        if ep.out != out or ep.acc != cfg.acc_type or ep.convert != D_STORES[out][1] or \
+        if ep.out != out or ep.acc != cfg.acc_type or (not packed and ep.convert != D_STORES[out][1]) or \
                 (ep.c != "none") != cfg.accumulate_c:
             raise SpecError(f"the epilogue plan (acc {ep.acc}, D {ep.out}, C {ep.c}) does not match the kernel "
                             f"(acc {cfg.acc_type}, D {out}, C {'read' if cfg.accumulate_c else 'absent'})",
@@ -667,7 +684,7 @@ class _Writer(PtxBuilder):
         self.acc = ".f32" if cfg.acc_type == "f32" else ".s32"
         self.abytes = TYPES[cfg.acc_type].bits // 8
         self.dbytes = TYPES[cfg.out_type].bits // 8
-        self.store_type, self.convert = D_STORES[cfg.out_type]
+        self.store_type, self.convert = D_STORES.get(cfg.out_type, (None, None))   # a 1-byte D: epilogue.pack
         self.smem = f"{cfg.name}_smem"
         self.dbase = "%ds" if cfg.persistent and cfg.staged_d else "%sb"     # the staged D tile's base
         self.ring = RingCode(self, cfg.ring, "%sb")
@@ -702,12 +719,15 @@ class _Writer(PtxBuilder):
             formula += {"none": "", "accumulate": " + C", "epilogue": " + beta*C" if ep.beta else " + C"}[ep.c]
             formula += {"none": "", "row": " + bias[row]", "col": " + bias[col]"}[ep.bias]
             formula = formula if ep.act == "none" else f"{ep.act}({formula})"
+            if ep.packs or ep.scale is not None:
+                formula = f"{cfg.out_type}({'scale*' if ep.scale is not None else ''}{formula})"
         out.append(f"// tilec sparse wgmma GEMM {cfg.name}: D = {formula}, A "
                    f"{self.form.granularity.name} structured-sparse {self.form.a_type}, {self.opcode()}")
         out.append(f"// CTA {cfg.cta_m}x{cfg.cta_n}x{cfg.cta_k}: 1 TMA producer + {cfg.consumers} consumer "
                    f"warpgroups of {cfg.wg_m} rows, {cfg.stages} stages of {cfg.stage_bytes} B [A {r['A'].bytes} B "
                    f"{r['A'].swizzle} | B {r['B'].bytes} B {r['B'].swizzle} | metadata {r['E'].bytes} B], D "
-                   f"{cfg.out_type} ({'staged' if cfg.staged_d else 'direct'}), raster group {cfg.raster_group}")
+                   f"{cfg.out_type} ({'staged' if cfg.staged_d else 'direct'}), raster group {cfg.raster_group}"
+                   + (f", fp8 sums promoted into f32 every {cfg.promote} K blocks" if cfg.promote else ""))
         if cfg.register_split is not None:
             out.append(f"// registers: {cfg.register_split.describe('producer', 'consumer')}")
         out += target_lines(format_version(self.ptx), cfg.target)
@@ -729,6 +749,9 @@ class _Writer(PtxBuilder):
             self.declare("u64", "%gw", "%gs")
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
+        if cfg.promote is not None:      # the promoted f32 sums; %pk: K blocks since the last promotion
+            self.declare("f32", f"%pacc<{cfg.accumulators}>")
+            self.declare("u32", "%pk")
         if cfg.epilogue is not None:
             epilogue.declare(self, cfg.epilogue, "%rb")
 
@@ -1071,6 +1094,8 @@ class _Writer(PtxBuilder):
                 self.count_up("%kb", 1, "%p1", self.k_end, done, exit_at_limit=True)
         self.put(done)
         ins("wgmma.wait_group.sync.aligned 0;")
+        if cfg.promote is not None:
+            self.promote_final()
         if cfg.persistent:
             # the tile's last block is read: free its slot now, so that the producer loads the next tile's
             # K blocks while the consumers store this tile's D
@@ -1103,6 +1128,8 @@ class _Writer(PtxBuilder):
                 ins(f"ld.shared.b32 %meta{(buf * mb + j) * ks + s}, [%y+{d}];")
         ins(f"shr.u32 %x, %x, 4;")
         ins("cvt.u64.u32 %sd, %x;")
+        if cfg.promote is not None:
+            ins("setp.ne.u32 %p13, %pk, 0;                  // scale-d of k-step 0: false right after a promotion")
         ins("wgmma.fence.sync.aligned;                   // accumulators and metadata registers before wgmma")
         opcode = self.opcode()
         for s in range(ks):
@@ -1117,7 +1144,8 @@ class _Writer(PtxBuilder):
                     ins(f"add.u64 %da, %da, {a_off};")
                 base = j * cfg.acc_per_block
                 accs = "{" + ", ".join(f"%acc{base + i}" for i in range(cfg.acc_per_block)) + "}"
-                ins(f"{opcode} {accs}, %da, %db, %meta{(buf * mb + j) * ks + s}, {cfg.selector}, %p4{self.tail()};")
+                scale_d = "%p13" if cfg.promote is not None and s == 0 else "%p4"
+                ins(f"{opcode} {accs}, %da, %db, %meta{(buf * mb + j) * ks + s}, {cfg.selector}, {scale_d}{self.tail()};")
         ins("wgmma.commit_group.sync.aligned;")
         ins("wgmma.wait_group.sync.aligned 1;             // the previous block's group is complete")
         ins(f"setp.ne.u32 %p5, %kb, {'%k0' if cfg.split_k > 1 else 0};")
@@ -1129,7 +1157,35 @@ class _Writer(PtxBuilder):
         # (388 vs 952 TFLOP/s)
         self.ring.release("%pn", "%p5", "%x", "%y", cfg.cluster_m)
         ins("mov.u32 %pn, %st;")
+        if cfg.promote is not None:
+            self.promote_every(buf)
         self.ring.advance(self.state, "%p1")
+
+    # -- fp8 promotion (schedule promote=N) ------------------------------------------------------------
+    def promote_every(self, buf: int) -> None:
+        """After K block %kb's wgmma group was committed: every `promote` blocks wait for it (wait_group 0),
+        add the wgmma accumulators into the f32 sums %pacc and let the next block's first k-step overwrite
+        them (scale-d = 0, %p13): the two-level accumulation of fp8 (compiler/isa/wgmma.py PROMOTED_A_TYPES).
+        The block counter %pk is uniform over the CTA, so the branch is too."""
+        cfg, ins = self.cfg, self.ins
+        skip = self.label(f"NO_PROMOTION{buf}")
+        ins("add.u32 %pk, %pk, 1;")
+        ins(f"setp.lt.u32 %p12, %pk, {cfg.promote};")
+        ins(f"@%p12 bra.uni {skip};")
+        ins("wgmma.wait_group.sync.aligned 0;             // this block's sums are in %acc")
+        for r in range(cfg.accumulators):
+            ins(f"add.f32 %pacc{r}, %pacc{r}, %acc{r};")
+        ins("mov.u32 %pk, 0;")
+        self.put(skip)
+
+    def promote_final(self) -> None:
+        """After the last K block: the sums since the last promotion (%pk blocks, maybe none) into %pacc,
+        and %pacc back into %acc, where the epilogue reads the accumulators."""
+        cfg, ins = self.cfg, self.ins
+        ins("setp.ne.u32 %p12, %pk, 0;                  // K blocks since the last promotion")
+        for r in range(cfg.accumulators):
+            ins(f"@%p12 add.f32 %pacc{r}, %pacc{r}, %acc{r};")
+            ins(f"mov.f32 %acc{r}, %pacc{r};")
 
     # -- accumulators and D ---------------------------------------------------------------------------
     def thread_row(self) -> None:
@@ -1222,9 +1278,20 @@ class _Writer(PtxBuilder):
     def init_acc(self) -> None:
         cfg, ins = self.cfg, self.ins
         zero = "0f00000000" if self.acc == ".f32" else "0"
+        if cfg.promote is not None:      # C (or 0) starts the f32 sums; the first block overwrites %acc
+            ins("mov.u32 %pk, 0;")
+            for r in range(cfg.accumulators):
+                ins(f"mov.f32 %acc{r}, {zero};")
+            self.init_registers("%pacc", zero)
+            return
+        self.init_registers("%acc", zero)
+
+    def init_registers(self, regs: str, zero: str) -> None:
+        """`regs`{0..} = the C fragments of the tile (preload_c; split-K: slice 0's partial only) or zero."""
+        cfg, ins, acc = self.cfg, self.ins, self.acc
         if not cfg.preload_c or cfg.split_k > 1:
             for r in range(cfg.accumulators):
-                ins(f"mov{self.acc} %acc{r}, {zero};")
+                ins(f"mov{acc} {regs}{r}, {zero};")
             if not cfg.preload_c:
                 return
         skip = None
@@ -1239,15 +1306,15 @@ class _Writer(PtxBuilder):
         def interior() -> None:
             for _j, i, r, c in self.pairs():
                 ins(f"mad.wide.u32 %gd, %ldc, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
-                ins(f"ld.global.v2{self.acc} {{%acc{i}, %acc{i + 1}}}, [%gd+{c * self.abytes}];")
+                ins(f"ld.global.v2{acc} {{{regs}{i}, {regs}{i + 1}}}, [%gd+{c * self.abytes}];")
 
         def edge() -> None:            # C outside D reads as 0 (those accumulators are never stored)
             for _j, i, r, c in self.pairs():
                 self.pair_guards(r, c)
                 ins(f"mad.wide.u32 %gd, %ldc, {r * self.abytes}, %rp;" if r else "mov.u64 %gd, %rp;")
                 for e in range(2):
-                    ins(f"mov{self.acc} %acc{i + e}, {zero};")
-                    ins(f"@%p{8 + e} ld.global{self.acc} %acc{i + e}, [%gd+{(c + e) * self.abytes}];")
+                    ins(f"mov{acc} {regs}{i + e}, {zero};")
+                    ins(f"@%p{8 + e} ld.global{acc} {regs}{i + e}, [%gd+{(c + e) * self.abytes}];")
 
         self.edge_split(interior, edge)
         if skip:
@@ -1268,16 +1335,32 @@ class _Writer(PtxBuilder):
                     ins(f"@%p{8 + e} ld.global.f32 %ce{e}, [%gq+{(c + e) * self.abytes}];")
             else:
                 ins(f"ld.global.v2.f32 {{%ce0, %ce1}}, [%gq+{c * self.abytes}];")
+        bb = ep.bias_bytes
         if ep.bias == "col":
             if edge:
                 for e in range(2):
-                    ins(f"@%p{8 + e} ld.global.f32 %be{e}, [%rb+{(c + e) * 4}];")
+                    epilogue.load_bias(self, ep, f"@%p{8 + e} ", f"[%rb+{(c + e) * bb}]", 1, e)
             else:
-                ins(f"ld.global.v2.f32 {{%be0, %be1}}, [%rb+{c * 4}];")
+                epilogue.load_bias(self, ep, "", f"[%rb+{c * bb}]", 2)
         elif ep.bias == "row":
-            ins(f"{'@%p10 ' if edge else ''}ld.global.f32 %be0, [%rb+{r * 4}];")
+            epilogue.load_bias(self, ep, "@%p10 " if edge else "", f"[%rb+{r * bb}]", 1)
+        raw = epilogue.raw_accumulators(ep)         # s32 accumulators: the f32 steps on %ev0, %ev1
         for k in range(2):
-            epilogue.element_steps(self, ep, f"%acc{i + k}", f"%ce{k}", f"%be{k if ep.bias == 'col' else 0}")
+            epilogue.element_steps(self, ep, f"%ev{k}" if raw else f"%acc{i + k}", f"%ce{k}",
+                                   f"%be{k if ep.bias == 'col' else 0}", f"%acc{i + k}")
+
+    def store_packed_pair(self, i: int, c: int, edge: bool) -> None:
+        """A 1-byte D from the direct path: the pair (columns c, c + 1 of the row at %gc) packed into the low
+        half of %hw0 and stored as one b16 (an edge: byte by byte, %p8 and %p9)."""
+        ep, ins = self.cfg.epilogue, self.ins
+        xs = ["%ev0", "%ev1"] if epilogue.raw_accumulators(ep) else [f"%acc{i}", f"%acc{i + 1}"]
+        epilogue.pack(self, ep, "%hw0", xs)
+        if not edge:
+            ins(f"st.global.b16 [%gc+{c}], %hw0;")
+            return
+        ins(f"@%p8 st.global.b8 [%gc+{c}], %hw0;")
+        ins("shr.b32 %hw0, %hw0, 8;")
+        ins(f"@%p9 st.global.b8 [%gc+{c + 1}], %hw0;")
 
     def direct_epilogue_pointers(self) -> None:
         """Direct D stores: %rc and %rb advanced to the thread's pair 0 (row thread_row, column 2*(lane%4))."""
@@ -1293,18 +1376,18 @@ class _Writer(PtxBuilder):
         if ep.bias != "none":
             self.thread_row()
             ins("add.u32 %y, %y, %n0;" if ep.bias == "col" else "add.u32 %x, %x, %m0;")
-            ins(f"mul.wide.u32 %gq, {'%y' if ep.bias == 'col' else '%x'}, 4;")
+            ins(f"mul.wide.u32 %gq, {'%y' if ep.bias == 'col' else '%x'}, {ep.bias_bytes};")
             ins("add.u64 %rb, %rb, %gq;")
 
-    def chunk_origin(self, cpr: int, pitch: int) -> None:
-        """Copy-out item %z of this warpgroup: %pm = its row in the tile, %pn its 16-byte chunk, %x its
-        shared address in the staged tile."""
+    def chunk_origin(self, cpr: int, pitch: int, chunk: int = CHUNK) -> None:
+        """Copy-out item %z of this warpgroup: %pm = its row in the tile, %pn its chunk (of `chunk` staged
+        bytes), %x its shared address in the staged tile."""
         cfg, ins = self.cfg, self.ins
         ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
-        ins(f"rem.u32 %pn, %z, {cpr};                      // 16-byte chunk within the row")
+        ins(f"rem.u32 %pn, %z, {cpr};                      // {'16-byte ' if chunk == CHUNK else ''}chunk within the row")
         ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
         ins(f"mad.lo.u32 %x, %pm, {pitch}, {self.dbase};")
-        ins(f"mad.lo.u32 %x, %pn, {CHUNK}, %x;")
+        ins(f"mad.lo.u32 %x, %pn, {chunk}, %x;")
 
     def chunk_guards(self, per: int) -> None:
         """For the chunk at D row %pm, column %pn of `per` elements: %p8 = the row exists, %p9 = the whole
@@ -1349,6 +1432,9 @@ class _Writer(PtxBuilder):
         cpr = cfg.cta_n * ab // CHUNK
         self.global_pointer("%gd", "d")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
+        if ep.packs:
+            self.staged_byte_out(pitch)
+            return
 
         def body(edge: bool) -> None:
             self.chunk_origin(cpr, pitch)
@@ -1364,6 +1450,32 @@ class _Writer(PtxBuilder):
                                c_stride="%ldc", d_stride="%ldd")
 
         total = cfg.wg_m * cpr
+
+        def edge() -> None:
+            epilogue.zero_inputs(self, ep)
+            epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(True))
+
+        self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(False)),
+                        edge)
+
+    def staged_byte_out(self, pitch: int) -> None:
+        """The copy-out of a 1-byte D (compiler/ptx/epilogue.byte_chunk): per D chunk of `groups` x 4
+        elements (16 bytes where cta N allows), one packed vector store; an edge tile checks each chunk."""
+        cfg, ep = self.cfg, self.cfg.epilogue
+        groups = epilogue.byte_groups(ep, cfg.cta_n)
+        per = epilogue.GROUP * groups
+        cpr = cfg.cta_n // per
+        total = cfg.wg_m * cpr
+
+        def body(edge: bool) -> None:
+            self.chunk_origin(cpr, pitch, CHUNK * groups)
+            self.ins("add.u32 %pm, %pm, %m0;                      // row of D")
+            self.ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;              // column of D")
+            guards = None
+            if edge:
+                self.chunk_guards(per)
+                guards = ("%p8", "%p9", "%p10", "%p11", "%y")
+            epilogue.byte_chunk(self, ep, groups, "%x", "%pm", "%pn", "%rb", "%gd", "%ldc", "%ldd", guards)
 
         def edge() -> None:
             epilogue.zero_inputs(self, ep)
@@ -1420,6 +1532,9 @@ class _Writer(PtxBuilder):
                     if cfg.epilogue is not None:
                         self.apply_epilogue(i, r, c, edge)
                     ins(f"mad.wide.u32 %gc, %ldd, {r * self.dbytes}, %rp;" if r else "mov.u64 %gc, %rp;")
+                    if cfg.epilogue is not None and cfg.epilogue.packs:
+                        self.store_packed_pair(i, c, edge)
+                        continue
                     if not edge:
                         self.store_acc_pair("global", f"[%gc+{c * self.dbytes}]", i)
                         continue
@@ -1590,6 +1705,7 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (_Writer.raster)
         "limits": launch_limits("MNK", [work, "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"] + limits
                   + metadata_coordinate_limit(cfg),
+        **({"promote": cfg.promote} if cfg.promote is not None else {}),
         "batch": "grid y: the batch index; C and D at batch_stride_c / batch_stride_d elements per batch, A, "
                  "metadata and B through rank-3 tensor maps (their batch strides in the maps)",
         **extra,
@@ -1693,4 +1809,4 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
                              consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
                              ptx_version=ptx_version, cluster_m=schedule.cluster, accumulate_c=accumulate_c,
                              d_type=d_type, epilogue=epilogue, persistent=schedule.persistent == "static",
-                             split_k=schedule.split_k, **raster)
+                             promote=getattr(schedule, "promote", None), split_k=schedule.split_k, **raster)

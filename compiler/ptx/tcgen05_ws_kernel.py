@@ -38,6 +38,15 @@ CTAs' shared memory and write both CTAs' TMEM) and its commits multicast to the 
 data is its own (B is split by N, not shared), so no copy is multicast. Block-scaled and sparse pairs: each
 CTA loads its 128 rows' SFA / META image and the pair's SFB image (every CTA's TMEM holds SFB for all N,
 9.7.16.10.7), and the leader's tcgen05.cp.cta_group::2 copies in both CTAs, each from its own shared memory.
+The MMA form follows the tile. `.ws` (`engine tcgen05 ws`, tcgen05.mma.ws{.sp}, 9.7.16.10.9.3-4): M = 32 / 64
+accumulate in the folded data-path layouts G / E (9.7.16.10.5: the rows repeated in 4 / 2 lane groups, group g
+holding D columns [g N / groups, (g + 1) N / groups)), so an accumulator is N / groups columns and epilogue warp w
+stores rows 32 (w mod M/32).. of lane group w div (M/32); a sparse tile's metadata image repeats its rows in every
+lane group (`tmem_image`); the zero-column mask is every MMA's last operand; no collector usage
+(warp_specialization.check_ws_collector says why). A in TMEM (`A: T tmem`, tcgen05.mma [d], [a-tmem], b-desc,
+9.7.16.10.9.1): the producer loads the block's A unswizzled into the slot (`_StagedA`: a box per 16-byte K chunk
+of the 128 rows, the no-swizzle K-major canonical layout) and the MMA thread copies it into the slot's TMEM
+columns, one tcgen05.cp .128x256b per MMA, before the block's MMAs (`copy_a`).
 Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
 (t mod tiles_m, (t div tiles_m) mod tiles_n, t div (tiles_m tiles_n)) (along M first, then N, then the batch);
 tiles_m = ceil(M / tile M), tiles_n = ceil(N / tile N), ceil(K / cta K) K blocks: TMA loads fill the parts
@@ -109,6 +118,23 @@ class _Operand:
         self.atom_stride = layout.offset(0, width * 8 // layout.elem_bits) if self.atoms > 1 else 0
 
 
+class _StagedA(_Operand):
+    """A in TMEM on its way there: its TMA boxes write the K block unswizzled into the slot at `plan.a_smem`,
+    one box per 16-byte K chunk of all the CTA's rows (inner = 16 bytes of elements, rows = 128), so the
+    chunks form the no-swizzle K-major canonical layout tcgen05.cp reads (warp_specialization A_CP_SHAPE)."""
+
+    def __init__(self, plan: WsPlan, dtype: str, rows: int):
+        from ..passes.warp_specialization import A_CHUNK_BYTES
+
+        self.name, self.rows = "A", rows
+        self.elem_bits = self.bits = TYPES[dtype].bits
+        self.offset, self.swizzle = plan.a_smem, "none"
+        self.k_block = plan.k_block
+        self.inner = A_CHUNK_BYTES * 8 // self.bits
+        self.atoms = self.k_block // self.inner
+        self.atom_stride = rows * A_CHUNK_BYTES
+
+
 class _RoleRing:
     """One role's walk over a ring of compiler/ptx/pipeline.py (RingCode): its pipeline state and the
     registers its protocol steps write. `slot_addr`, `full_bar` and `empty_bar` are the current slot's,
@@ -166,7 +192,10 @@ class _WsKernel:
         # repeats them in 128 / rows lane groups, group g holding D columns [g N / folds, (g + 1) N / folds)
         self.dp = data_path(self.spec.m, self.spec.cta_group, self.sparse,
                             self.spec.ws)
-        self.ops = {n: _Operand(n, op, smem_layout(tile, op, self.spec), operand_extents(self.spec, n)[0])
+        self.a_tmem = self.plan.a_region is not None        # A copied into TMEM per slot (tcgen05.cp)
+        self.ops = {n: _StagedA(self.plan, self.spec.operands["A"].dtype, operand_extents(self.spec, n)[0])
+                    if n == "A" and self.a_tmem else
+                    _Operand(n, op, smem_layout(tile, op, self.spec), operand_extents(self.spec, n)[0])
                     for n in ("A", "B") for op in [tile.op("tilec.smem_layout", n)]}
         self.kb = PtxBuilder(self.spec.name)
         self.e = self.kb.emit
@@ -437,12 +466,14 @@ class _WsKernel:
         # warp_specialization.check_ws_collector says why)
         zcm_op = self.tile.op("tilec.zero_column_mask")
         extra = trailing_operands(kb, spec, None if zcm_op is None else int(zcm_op.attrs["value"]))
-        da, db = (self.tile.op("tilec.smem_desc", n).attrs["values"] for n in ("A", "B"))
+        da, db = (None if n == "A" and self.a_tmem else self.tile.op("tilec.smem_desc", n).attrs["values"]
+                  for n in ("A", "B"))
         p_true, p_acc = kb.constant_pred(True), kb.reg("p")
         ring = self.ring("smem")
         accs = self.ring("accumulator")
         d, cols = kb.reg("r"), kb.reg("r")
-        cp_at = kb.reg("r") if plan.cp_operands else None
+        cp_at = kb.reg("r") if plan.tmem_stage is not None else None
+        a_cols = kb.regs("r", self.steps) if self.a_tmem else None
         fmt = None
         if self.sparse:
             from ..isa.tmem import metadata_format
@@ -481,12 +512,15 @@ class _WsKernel:
                 e(f"@!{self.p_lane0} bra {skip};")
                 e(f"setp.ne.u32 {p_acc}, {i}, 0;")
                 sdesc = descriptor_base(kb, ring.slot_addr)
-                if plan.cp_operands:                        # slot s's TMEM operands, copied from its images
+                if plan.tmem_stage is not None:             # slot s's TMEM operands, copied from its images
                     e(f"mad.lo.u32 {cols}, {ring.index}, {plan.tmem_stage_columns}, {self.taddr};")
                     e(f"add.u32 {cols}, {cols}, {plan.tmem_stage};")
                     self.copy_tmem_operands(sdesc, cols, cp_at)
+                if self.a_tmem:
+                    self.copy_a(sdesc, cols, a_cols)
                 issue_mmas(kb, self.form, f"[{d}]", self.steps,
-                           a_operand=lambda s: descriptor(kb, sdesc, da[s]),
+                           a_operand=(lambda s: f"[{a_cols[s]}]") if self.a_tmem else
+                           (lambda s: descriptor(kb, sdesc, da[s])),
                            b_operand=lambda s: descriptor(kb, sdesc, db[s]),
                            step_operands=step_operands, idesc=lambda s: idesc_regs[step_values[s]],
                            first_enable=p_acc, enable=p_true,
@@ -607,7 +641,7 @@ class _WsKernel:
                         e(f"and.pred {p_el}, {p_el}, {p_row};")
                         e(f"add.u64 {at}, {col4}, {4 * i};")
                         load_guarded(creg, at, p_el)
-                    element_steps(kb, epi, x, creg, breg, scratch, scalars)
+                    element_steps(kb, epi, x, creg, breg, scratch=scratch, scalars=scalars)
             if out.bits == 16:
                 for i, w in enumerate(words):
                     if epi is not None:
@@ -698,6 +732,32 @@ class _WsKernel:
                 value = SmemDesc(offset + q * chunk, lbo=chunk, sbo=8 * 16).encode()
                 e(f"add.u32 {at}, {cols}, {region + q * CP_COLUMNS};")
                 e(tcgen05_cp(at, descriptor(kb, sdesc, value), shape, plan.cluster, multicast))
+
+    def copy_a(self, sdesc: str, cols: str, at: list[str]) -> None:
+        """A in TMEM: the MMA thread copies the slot's A into the slot's A columns, one tcgen05.cp .128x256b per
+        MMA (9.7.16.8.2; `.cta_group::2` in both CTAs of a pair, each from its own slot): MMA s's 256 bits of each
+        of the 128 rows, row i -> lane i (isa.tmem: A shares D's lanes, 8 columns per MMA). Its source is the
+        MMA's two 16-byte K chunks of the no-swizzle K-major layout the producer's boxes wrote (`_StagedA`): SBO
+        128 bytes between 8-row core matrices, LBO the 128 rows x 16 bytes between the two chunks (9.7.16.4.1).
+        tcgen05.cp -> tcgen05.mma issued by one thread is a pipelined pair, executed in order (9.7.16.6.2), so
+        the MMA reads the copied columns without a wait; the slot's tcgen05.commit to its empty barrier tracks
+        the copies too, and the columns are overwritten only when the slot comes round, after that commit's
+        arrival (the MMAs that read them are done), as for the metadata (`copy_tmem_operands`). `at[s]` is MMA
+        s's A address."""
+        from ..descriptors.smem import SmemDesc
+        from ..isa.tcgen05_forms import CP_GEOMETRY, tcgen05_cp
+        from ..isa.tmem import a_columns_per_mma
+        from ..passes.warp_specialization import A_CHUNK_BYTES, A_CP_SHAPE
+
+        kb, e, plan, op = self.kb, self.e, self.plan, self.ops["A"]
+        width = CP_GEOMETRY[A_CP_SHAPE][1]
+        chunks = width * 32 // (8 * A_CHUNK_BYTES)              # 16-byte K chunks per copy (2)
+        kb.comment(f"A: {self.steps} tcgen05.cp .{A_CP_SHAPE} (one per MMA) -> TMEM columns +{plan.a_region}.."
+                   f"+{plan.a_region + self.steps * a_columns_per_mma() - 1} of the slot")
+        for s, reg in enumerate(at):
+            value = SmemDesc(op.offset + s * chunks * op.atom_stride, lbo=op.atom_stride, sbo=8 * A_CHUNK_BYTES)
+            e(f"add.u32 {reg}, {cols}, {plan.a_region + s * a_columns_per_mma()};")
+            e(tcgen05_cp(reg, descriptor(kb, sdesc, value.encode()), A_CP_SHAPE, plan.cluster))
 
     # ---- ABI ------------------------------------------------------------------------------------
     @property
@@ -921,7 +981,10 @@ def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
                 for q in range(columns // 4):
                     for lane in range(lanes):
                         for c in range(4 * q, 4 * q + 4):
-                            out.append(metadata_cell(fmt, lane, lambda r: int(natural[rt * extent + r][kb * words + c]))
+                            # lane -> logical lane: a folded data path (.ws M = 64 / 32, PTX 9.7.16.10.5) repeats
+                            # the tile's rows in every lane group of `extent` lanes (isa.tmem DataPath)
+                            out.append(metadata_cell(fmt, lane % extent,
+                                                     lambda r: int(natural[rt * extent + r][kb * words + c]))
                                        if c < words else 0)
         return out
     group, slices, nsf, step_bytes = image["group_columns"], image["slices"], image["nsf"], image["step_bytes"]

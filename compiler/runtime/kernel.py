@@ -503,7 +503,7 @@ class Kernel:
 
     # ------------------------------------------------------------------ the launch
     def __call__(self, A, B, C=None, *, out=None, stream=None, scale_a=None, scale_b=None, metadata=None,
-                 bias=None, alpha=None, beta=None):
+                 bias=None, alpha=None, beta=None, scale=None):
         sparse_a = isinstance(A, SparseA)
         a = A if sparse_a or not self.dense_a else view(A, "A")      # _sizes refuses an unpacked sparse A
         b = view(B, "B")
@@ -602,7 +602,7 @@ class Kernel:
             ptrs[cname] = v.ptr
         elif C is not None:
             raise ArgumentError("C", "value", f"None ({self.entry} computes D = A*B, without C)", "an array")
-        if "bias" in want:               # the fused epilogue's bias: f32, one per column (N) or row (M) of D
+        if "bias" in want:               # the fused epilogue's bias (its bias_type), one per column (N) or row (M) of D
             if bias is None:
                 raise ArgumentError("bias", "value", f"an array ({self.entry}'s epilogue adds a bias)", "None")
             v = view(bias, "bias")
@@ -610,7 +610,7 @@ class Kernel:
             ptrs["bias"] = v.ptr
         elif bias is not None:
             raise ArgumentError("bias", "value", f"None ({self.entry}'s epilogue adds no bias)", "an array")
-        scalars = {"alpha": alpha, "beta": beta}
+        scalars = {"alpha": alpha, "beta": beta, "scale": scale}
         for key, value in scalars.items():
             if value is not None and not any(p == (key, "f32") for p in self.params):
                 raise ArgumentError(key, "value", f"None ({self.entry} takes no {key} parameter: its value, if "
@@ -654,7 +654,7 @@ class Kernel:
                 args.append(ctypes.c_uint64(ptrs[name] if name in ptrs else sizes[name]))
             elif typ == "u32":
                 args.append(ctypes.c_uint32(sizes[name]))
-            elif typ == "f32":           # the epilogue's alpha / beta (epilogue alpha=param / beta=param)
+            elif typ == "f32":           # the epilogue's alpha / beta / scale (epilogue alpha=param ...)
                 if scalars.get(name) is None:
                     raise ArgumentError(name, "value", f"a number ({self.entry}'s epilogue takes {name} at launch)",
                                         "None")

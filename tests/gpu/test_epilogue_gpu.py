@@ -16,8 +16,8 @@ SHAPE = (512, 512, 384)           # 4 x 2 CTA tiles of 128 x 256, 6 K blocks of 
 
 def check_on_gpu(case: dict, seed: int = 0) -> None:
     pytest.importorskip("lark", reason="tilec's parser compiles the tile")
-    if case["out"] == "bf16":
-        pytest.importorskip("ml_dtypes", reason="bf16 host data needs ml_dtypes")
+    if "bf16" in (case["out"], case.get("bias_type")) or case["out"] == "e4m3":
+        pytest.importorskip("ml_dtypes", reason="bf16 / e4m3 host data needs ml_dtypes")
     from compiler import compile_source
     from compiler.run import RunError, run_tile
 

@@ -73,3 +73,14 @@ def test_split_k_semaphores_are_zero_after_each_launch(sm90, torch_cuda):
         run(torch_cuda, SPLIT, 2048, 64, 4096, seed=seed, kernel=kernel)
         (held,) = kernel._scratch.values()
         assert int(held["semaphores"].count_nonzero()) == 0
+
+
+# the bf16 and e4m3 (-> bf16) N = 16 split-K tiles (examples/sparse_wgmma_bf16_e4m3_decode_split_k.tile):
+# the benchmark's 8192 x 16 x 8192 decode rows, and an edge shape with a K tail and an empty slice
+DECODE_BF16_E4M3 = "sparse_wgmma_bf16_e4m3_decode_split_k.tile"
+
+
+@pytest.mark.parametrize("tile", ["sparse_wgmma_bf16_decode_split_k_n16", "sparse_wgmma_e4m3_decode_split_k_n16"])
+@pytest.mark.parametrize("shape", [(8192, 16, 8192), (300, 13, 330)], ids=lambda s: "x".join(map(str, s)))
+def test_bf16_and_e4m3_split_k_decode_tiles(sm90, torch_cuda, tile, shape):
+    run(torch_cuda, DECODE_BF16_E4M3, *shape, tile=tile)

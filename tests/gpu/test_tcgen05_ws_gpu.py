@@ -1,6 +1,6 @@
 """The persistent warp-specialised tcgen05 GEMM (compiler/ptx/tcgen05_ws_kernel.py) on the GPU through the
 runtime (issue 18): on a B200 (sm_100), `tilec run --check` of every scheduled tcgen05 example (dense f16,
-2:4-sparse f16 with META, block-scaled mxf8f6f4 and mxf4nvf4 with SFA / SFB) and of a CTA pair (clusters of
+2:4-sparse f16 with META, block-scaled mxf8f6f4 and mxf4nvf4 with SFA / SFB, .ws M = 64, A in TMEM) and of a CTA pair (clusters of
 two, also block-scaled and sparse) must match numpy, with more tiles than CTAs (the persistent loop wraps); on an H100 (sm_90) the same
 command must say the tile cannot run there (exit 1, --emulate named, no traceback). The launch plan itself
 (grid, cluster, dynamic shared memory, tensor maps, parameters) is checked without a GPU in
@@ -20,7 +20,8 @@ pytest.importorskip("cuda.core", reason="the runtime runs on cuda-core")
 ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
 WS_EXAMPLES = ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
-               "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_f16_bias_relu.tile"]
+               "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_f16_bias_relu.tile", "tcgen05_gemm_ws_f16.tile",
+               "tcgen05_gemm_a_tmem_f16.tile"]
 PAIR = """target sm_100a;
 tile pair {
   engine tcgen05 cta_group=2;
