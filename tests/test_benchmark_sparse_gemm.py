@@ -411,7 +411,7 @@ def test_promoted_fp8_tiles_pair_with_cublas_without_fast_accumulation(monkeypat
     fast, prom = _Launch(0.5), _Launch(0.4)        # the promoted tile faster here: still not the "tilec" entry
     launches = {"fast.tile": fast, "prom.tile": prom}
     peers = {"cuBLAS fp8 fast acc": {"view": _Launch(0.45)}, "cuBLAS fp8 no-fast acc": {"view": _Launch(0.8)}}
-    monkeypatch.setitem(g, "operands", lambda torch, case, seed: (None, None, None, None, "ref"))
+    monkeypatch.setitem(g, "operands", lambda torch, case, seed, rows: (None, None, None, None, "ref"))
     monkeypatch.setitem(g, "tilec_contenders", lambda torch, case, group, *a: {c.name: launches[c.name] for c in group})
     monkeypatch.setitem(g, "cusparselt", lambda *a: {"_keep": None})
     monkeypatch.setitem(g, "dense_peers", lambda *a: peers)
