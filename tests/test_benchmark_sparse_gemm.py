@@ -121,13 +121,16 @@ def test_the_examples_in_the_repository(examples):
 
 
 def test_examples_meant_for_some_shapes_time_only_those(examples):
-    """`// benchmark shapes: COND` in an example: the split-K decode tiles time N <= 256, the persistent tile
+    """`// benchmark shapes: COND` in an example: the split-K and stream-K decode tiles time N <= 256, the persistent tile
     4096 <= min(M, N); elsewhere they are listed as meant for their shapes."""
     found, _ = examples
     split = "sparse_wgmma_f16_decode_split_k.tile"
+    stream = "sparse_wgmma_f16_decode_stream_k.tile"
     persistent = "sparse_wgmma_f16_persistent.tile"
     for case, runs, not_meant in ((Case(8192, 16, 8192, "f16"), split, persistent),
-                                  (Case(8192, 8192, 8192, "f16"), persistent, split)):
+                                  (Case(8192, 16, 8192, "f16"), stream, persistent),
+                                  (Case(8192, 8192, 8192, "f16"), persistent, split),
+                                  (Case(8192, 8192, 8192, "f16"), persistent, stream)):
         chosen, unmet = SG["select"](found, case)
         assert runs in {c.name for c in chosen} and not_meant not in {c.name for c in chosen}
         assert unmet[not_meant].startswith("meant for ")
@@ -377,7 +380,7 @@ def test_one_case_on_a_fake_gpu(monkeypatch):
     wrong, good, slow, f32_c = _Launch(0.1, err=0.9), _Launch(0.5), _Launch(0.6), _Launch(0.3, err=1e-6)
     launches = {"wrong.tile": wrong, "good.tile": good, "slow.tile": slow, "f32_c.tile": f32_c}
     sparse_lib, view, contig = _Launch(0.8), _Launch(1.0), _Launch(1.25)
-    monkeypatch.setitem(g, "operands", lambda torch, case, seed, rows: (None, None, None, None, "ref"))
+    monkeypatch.setitem(g, "operands", lambda torch, case, seed, **kw: (None, None, None, None, "ref"))
     monkeypatch.setitem(g, "tilec_contenders", lambda torch, case, group, *a: {c.name: launches[c.name] for c in group})
     monkeypatch.setitem(g, "cusparselt", lambda *a: {"alg 0, B view": sparse_lib, "_keep": None})
     monkeypatch.setitem(g, "dense_peers", lambda *a: {"cuBLAS": {"view": view, "contig": contig}})
@@ -411,7 +414,7 @@ def test_promoted_fp8_tiles_pair_with_cublas_without_fast_accumulation(monkeypat
     fast, prom = _Launch(0.5), _Launch(0.4)        # the promoted tile faster here: still not the "tilec" entry
     launches = {"fast.tile": fast, "prom.tile": prom}
     peers = {"cuBLAS fp8 fast acc": {"view": _Launch(0.45)}, "cuBLAS fp8 no-fast acc": {"view": _Launch(0.8)}}
-    monkeypatch.setitem(g, "operands", lambda torch, case, seed, rows: (None, None, None, None, "ref"))
+    monkeypatch.setitem(g, "operands", lambda torch, case, seed, **kw: (None, None, None, None, "ref"))
     monkeypatch.setitem(g, "tilec_contenders", lambda torch, case, group, *a: {c.name: launches[c.name] for c in group})
     monkeypatch.setitem(g, "cusparselt", lambda *a: {"_keep": None})
     monkeypatch.setitem(g, "dense_peers", lambda *a: peers)

@@ -115,8 +115,9 @@ def _holds(cond: str, spec) -> bool:
         return spec.cta_group == int(value)
     if field == "persistent":           # the sparse wgmma kernel's persistent CTAs
         return (spec.schedule.persistent if spec.schedule else "none") == value
-    if field == "split_k":              # split_k=S: any slice count S >= 2
-        return (spec.schedule.split_k if spec.schedule else 1) != 1
+    if field == "split_k":              # split_k=S: any slice count S >= 2; split_k=stream: stream-K
+        split = spec.schedule.split_k if spec.schedule else 1
+        return split == "stream" if value == "stream" else split not in (1, "stream")
     return (spec.schedule.cluster if spec.schedule else 1) == int(value)
 
 
@@ -156,7 +157,7 @@ def test_launch_table_matches_emit_json(path):
                      "N": 5 * abi.get("tile_n", spec.n), "K": 2 * abi.get("tile_k", spec.k)}
         if spec.engine == "tcgen05" and abi.get("kernel_kind") != "tcgen05_ws":
             env = {"M": spec.m, "N": spec.n, "m_total": 6 * spec.m, "n_total": 10 * spec.n}
-        env.update({k: abi[k] for k in ("tile_m", "tile_n", "consumers", "split_k") if k in abi})
+        env.update({k: abi[k] for k in ("tile_m", "tile_n", "tile_k", "consumers", "split_k") if k in abi})
         env["batch"] = 3                  # the sparse wgmma kernel's batch (grid y)
         env["multiprocessors"] = 148    # a persistent kernel's grid: the device's multiprocessors
         env["max_ctas_per_sm"] = abi.get("max_ctas_per_sm", 1)

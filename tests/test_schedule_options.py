@@ -124,9 +124,30 @@ def test_split_k_reaches_the_kernel():
     assert "atom.acq_rel.gpu.global.add.u32" in res.ptx
 
 
-@pytest.mark.parametrize("extra,field", [(" split_k=stream", "split_k"), (" persistent=static split_k=stream", "split_k")])
-def test_what_the_kernel_lacks_is_refused_where_written(extra, field):
-    out = _error(extra)
-    line = "  schedule cta=128x256x64 warps=8x1 stages=4 mma=wgmma" + extra + ";"
-    assert out.startswith(f"t.tile:10:{line.index(field + '=') + len(field) + 2}: error:"), out
-    assert "not implemented yet" in out
+def test_stream_k_reaches_the_kernel():
+    """split_k=stream (with or without persistent=static: stream-K CTAs are persistent): grid min(tiles x K
+    blocks, SMs), the workspace and semaphores; tests/test_sparse_wgmma_sched.py runs it."""
+    for extra in (" split_k=stream", " persistent=static split_k=stream"):
+        res = compile_source(TILE.format(extra=extra), "t.tile")
+        abi = res.to_json()["tiles"]["t"]["kernel"]
+        assert abi["split_k"] == "stream" and abi["persistent"] and set(abi["scratch"]) == {"workspace", "semaphores"}
+        assert abi["grid"][0] == "min(tiles * ((K + 63) // 64), multiprocessors * max_ctas_per_sm)"
+        assert "atom.acq_rel.gpu.global.add.u32" in res.ptx
+
+
+def test_stream_k_with_cta_pairs_reaches_the_kernel():
+    """cluster=2 split_k=stream: ranges of pair tiles; the grid in whole pairs."""
+    res = compile_source(TILE.format(extra=" cluster=2 split_k=stream"), "t.tile")
+    abi = res.to_json()["tiles"]["t"]["kernel"]
+    assert abi["cluster"] == [2, 1, 1] and abi["split_k"] == "stream"
+    assert abi["grid"][0] == "2 * min(tiles * ((K + 63) // 64) // 2, multiprocessors * max_ctas_per_sm // 2)"
+
+
+def test_stream_k_on_the_sync_kernel_is_refused_where_written():
+    text = TILE.format(extra="").replace("warps=8x1 stages=4 mma=wgmma", "warps=2x4 stages=3 split_k=stream")
+    with pytest.raises(CompileError) as e:
+        compile_source(text, "t.tile")
+    out = e.value.render()
+    line = "  schedule cta=128x256x64 warps=2x4 stages=3 split_k=stream;"
+    assert out.startswith(f"t.tile:10:{line.index('split_k=') + len('split_k=') + 1}: error:"), out
+    assert "schedule split_k= is a schedule of the sparse wgmma kernel" in out and line in out

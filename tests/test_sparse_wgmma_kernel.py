@@ -331,6 +331,27 @@ SETMAXNREG_MUTATIONS = {
 }
 
 
+# The large-shape tiles of examples/sparse_wgmma_setmaxnreg.tile as they are (setmaxnreg from need: 2 x 128 x
+# 192 and 3 x 64 x 192), CTA pairs, persistent CTAs walking several tiles, under the adversarial policy
+SETMAXNREG_SLOW = [
+    (F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2, accumulate_c=False, d_type="f16"), 512, 384, 320),
+    (F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=3, cluster_m=2, persistent=True, accumulate_c=False,
+               d_type="f16"), 1024, 384, 192),
+    (F16, dict(cta_m=192, cta_n=192, cta_k=64, stages=4, consumers=3, cluster_m=2), 384, 384, 320),
+    (E4M3, dict(cta_m=256, cta_n=192, cta_k=128, stages=4, accumulate_c=False, d_type="bf16"), 300, 200, 300),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form,kw,m,n,k", SETMAXNREG_SLOW, ids=lambda x: getattr(x, "name", None) or str(x))
+def test_setmaxnreg_tiles_adversarially(form, kw, m, n, k):
+    pytest.importorskip("ml_dtypes")
+    cfg = cfg_of(form, **kw)
+    assert cfg.register_split is not None
+    d, ref, _ = run_model(cfg, m, n, k, mode="adversarial", seed=m + n + k)
+    assert np.array_equal(d.view(np.uint8), ref.view(np.uint8))
+
+
 @pytest.mark.parametrize("name", list(SETMAXNREG_MUTATIONS))
 def test_model_catches_broken_register_handover(name):
     mutate, needle = SETMAXNREG_MUTATIONS[name]
@@ -476,6 +497,8 @@ def test_ptxas_assembles_without_spills(ptxas, tmp_path, form, kw):
     regs = int(re.search(r"Used (\d+) registers", log).group(1))
     assert regs <= cfg.max_regs                     # one CTA of cfg.threads fits the register file
     split = cfg.register_split                      # the consumers' registers come from the producer's
+    if split is not None:       # ptxas pins the launch count to .maxnreg: the pool the split's counts assume
+        assert regs == cfg.max_regs == split.launch, log
     moved = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32 (\d+);", kern.text)
     assert moved == ([] if split is None else [("dec", str(split.low)), ("inc", str(split.high))])
     assert f"wgmma.mma_async.sp.sync.aligned.m64n{cfg.cta_n}k{form.k}" in kern.text
@@ -499,6 +522,35 @@ def test_register_rules_are_ptxas_s(ptxas, tmp_path, monkeypatch):
     res = subprocess.run([ptxas, "-arch=sm_90a", str(src), "-o", str(tmp_path / "k.cubin")], capture_output=True,
                          text=True)
     assert res.returncode != 0 and "C7602" in res.stderr and "register target of 131" in res.stderr, res.stderr
+
+
+def _silu_bias_with(schedule: str):
+    """examples/sparse_wgmma_f16_silu_bias.tile (D = silu(A*B + bias[col]), bf16 D) with another schedule."""
+    from compiler import compile_source
+
+    src = (REPO / "examples" / "sparse_wgmma_f16_silu_bias.tile").read_text()
+    return compile_source(re.sub(r"(?m)^(\s*)schedule [^;]*;", lambda m: m.group(1) + schedule, src))
+
+
+def test_persistent_epilogue_on_registers_takes_the_producers(ptxas, tmp_path):
+    """Persistent CTAs with a staged D run the fused epilogue on the registers first: with 2 m64 blocks of 128
+    accumulators it needs more than the 168 of the launch (ptxas spilled 48 bytes there), so setmaxnreg gives
+    the consumers 240 and nothing spills; one m64 block of 128 fits 168 as it is (EPILOGUE_OTHER_REGS)."""
+    wide = _silu_bias_with("schedule cta=256x128x64 warps=8x1 stages=2 mma=wgmma persistent=static;")
+    assert "setmaxnreg.inc.sync.aligned.u32 240;" in wide.ptx
+    assert "0 bytes spill stores" in _assemble(ptxas, wide.ptx, tmp_path)
+    tall = _silu_bias_with("schedule cta=128x256x64 warps=8x1 stages=2 mma=wgmma persistent=static;")
+    assert "setmaxnreg" not in tall.ptx
+
+
+@pytest.mark.slow
+def test_persistent_epilogue_with_setmaxnreg_on_the_emulator():
+    pytest.importorskip("ml_dtypes")
+    import compiler
+
+    result = _silu_bias_with("schedule cta=256x128x64 warps=8x1 stages=2 mma=wgmma persistent=static;")
+    e = compiler.emulate(result, shape=(300, 200, 150), mode="adversarial")
+    assert e.ok
 
 
 @pytest.mark.slow
@@ -532,6 +584,8 @@ def test_emission_is_deterministic():
     (dict(consumers=3, cta_m=192, cta_n=256), "schedule.cta", "it needs 155"),
     # 2 x 64 x 256 needs 168 = the launch count of 384 threads: fits without setmaxnreg; 3 x 64 x 200 does not
     (dict(consumers=3, cta_m=192, cta_n=200, setmaxnreg=False), "schedule.warps", "only setmaxnreg"),
+    # 1 consumer of 128 x 256 (256 + 40 registers): 256 threads launch with 255, no count setmaxnreg moves from
+    (dict(consumers=1, cta_m=128, cta_n=256), "schedule.warps", "not a multiple of 8"),
     (dict(cta_k=96), "schedule.cta", "cta K"),
     (dict(stages=9), "schedule.stages", "2..8"),
     (dict(cta_m=256, cta_n=128, cta_k=128, stages=4), "schedule.stages", "exceed"),

@@ -414,7 +414,7 @@ def test_tune_searches_persistent_and_split_k():
     view = r.tiles["sparse_wgmma_f16_out_f16"]
     legal = schedules.legal_schedules(view, r.module)
     assert any(c.schedule.persistent == "static" for c in legal)
-    assert {c.schedule.split_k for c in legal} == {1, 2, 4, 8}
+    assert {c.schedule.split_k for c in legal} == {1, 2, 4, 8, "stream"}
     assert schedules.ranked(legal, view, 8192, 16, 8192, 132)[0].schedule.split_k > 1
     assert schedules.ranked(legal, view, 4096, 4096, 4096, 132)[0].schedule.persistent == "static"
     form = view.facts["form"]
@@ -506,3 +506,282 @@ def test_runtime_gives_each_stream_its_own_split_k_scratch(monkeypatch):
     names = [p["name"] for p in kernel.abi["params"]]
     pointers = [tuple(args[names.index(x)] for x in ("workspace", "semaphores")) for _, _, args, _ in fake.launches]
     assert pointers[0] != pointers[1] and pointers[0] == pointers[2]
+
+
+# --------------------------------------------------------------------------------------------------
+# stream-K (split_k=stream)
+# --------------------------------------------------------------------------------------------------
+
+def stream_ranges(tiles: int, nkb: int, ctas: int) -> list[tuple[int, int]]:
+    """CTA c's (tile, K block) iterations [c Q + min(c, R), (c + 1) Q + min(c + 1, R)), Q, R = divmod(W, G)
+    (the kernel's stream_bound, restated)."""
+    w = tiles * nkb
+    q, r = divmod(w, ctas)
+    return [(c * q + min(c, r), (c + 1) * q + min(c + 1, r)) for c in range(ctas)]
+
+
+def sharers(tiles: int, nkb: int, ctas: int) -> list[list[int]]:
+    """Per tile, the CTAs whose ranges hold some of its K blocks."""
+    ranges = stream_ranges(tiles, nkb, ctas)
+    return [[c for c, (b, e) in enumerate(ranges) if b < (t + 1) * nkb and e > t * nkb] for t in range(tiles)]
+
+
+def test_stream_ranges_cover_the_iterations():
+    """Contiguous, covering, sizes differing by at most one, none empty (G <= W), and stream_owner's formula
+    (max(i / (Q + 1) + G, (i + Q G - R) / Q) - G) finds the CTA of every iteration; a CTA's segments other
+    than its first and last are whole tiles (so two workspace slots a CTA suffice)."""
+    for w in range(1, 60):
+        for g in range(1, w + 1):
+            ranges = stream_ranges(w, 1, g)
+            assert ranges[0][0] == 0 and ranges[-1][1] == w
+            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+            sizes = [e - b for b, e in ranges]
+            assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+            q, r = divmod(w, g)
+            for i in range(w):
+                owner = max(i // (q + 1) + g, (i + q * g - r) // q) - g
+                b, e = ranges[owner]
+                assert b <= i < e
+    for tiles, nkb, g in ((2, 7, 5), (6, 3, 4), (3, 5, 4), (1, 9, 9)):
+        for b, e in stream_ranges(tiles, nkb, g):
+            inner = [t for t in range(tiles) if b < t * nkb and (t + 1) * nkb < e]
+            assert all(b <= t * nkb and (t + 1) * nkb <= e for t in inner)
+
+
+def run_stream(cfg, m, n, k, mode, seed, ctas, batch=1, pad=None, transform=None):
+    """run_sparse_wgmma with the grid of a device of `ctas` SMs (grid x = min(W, ctas))."""
+    from compiler.emulator.sparse_host import run_sparse_wgmma
+
+    kern = emit_sparse_wgmma(cfg)
+    text = transform(kern.text) if transform else kern.text
+    return run_sparse_wgmma(kern, cfg.name, cfg.form, cfg.cluster_m, cfg.threads, cfg.smem_bytes, m, n, k,
+                            cfg.out_type, cfg.accumulate_c, mode=mode, seed=seed, text=text, pad=pad, batch=batch,
+                            multiprocessors=ctas)
+
+
+def stream_cfg(form=F16, **kw):
+    return cfg_of(form, split_k="stream", persistent=True, **kw)
+
+
+SMALL_STREAM = dict(cta_m=64, cta_n=16, cta_k=32, consumers=1, stages=2)
+# (form, config, M, N, K, batch, pad, SMs): 2 tiles of 7 K blocks (K = 200: a tail of 8, shorter than a
+# k-step) on 5 CTAs: ranges [0,3) [3,6) [6,9) [9,12) [12,14), each tile over 3 CTAs, CTA 2 finishing tile 0
+# and starting tile 1, C preloaded by the segment from K block 0 only; whole tiles next to shared ones (6 tiles
+# of 3 blocks on 4 CTAs); a batch; f16 D, direct D; two consumers of 64 rows with staged f32 D + C; fewer
+# iterations than SMs (one K block a CTA: a tile over nkb CTAs); s32 partials (s8); CTA pairs (ranges of pair
+# tiles: 2 pair tiles of 7 blocks on 3 pairs, each tile over 2 pairs; 9 pair tiles of 6 blocks on 2 pairs);
+# three consumer warpgroups (the fix-up's barrier and partial layout over 384 consumer threads); fp8 with
+# promote=2 (each segment promotes every 2 of its K blocks; the partial is the promoted f32 sum)
+STREAM_CASES = [
+    (F16, SMALL_STREAM, 128, 16, 200, 1, None, 5),
+    (F16, dict(SMALL_STREAM, accumulate_c=False, d_type="f16"), 190, 40, 90, 1, dict(d=8), 4),
+    (F16, dict(cta_m=128, cta_n=64, cta_k=64, stages=3), 256, 100, 300, 2, dict(c=4, d=4), 3),
+    (F16, dict(cta_m=128, cta_n=96, cta_k=64, stages=3, stage_d=False, accumulate_c=False, d_type="f16"), 130, 96,
+     260, 1, None, 16),
+    (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3), 128, 32, 450, 1, None, 3),
+    (F16, dict(SMALL_STREAM, cluster_m=2), 256, 16, 200, 1, dict(d=4), 6),
+    (S8, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=3, cluster_m=2), 300, 70, 330, 1, None, 4),
+    (F16, dict(cta_m=192, cta_n=16, cta_k=32, consumers=3, stages=2), 200, 16, 150, 1, None, 3),
+    (E4M3, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=2, promote=2, accumulate_c=False, d_type="f16"),
+     128, 32, 450, 1, None, 3),
+]
+STREAM_RUNS = [pytest.param(i, mode, seed, id=f"{i}-{mode}-{seed}",
+                            marks=() if (i, mode, seed) == (0, "adversarial", 1) else pytest.mark.slow)
+               for i in range(len(STREAM_CASES)) for mode in POLICIES for seed in (1, 2)]
+
+
+@pytest.mark.parametrize("i,mode,seed", STREAM_RUNS)
+def test_stream_k_computes_the_gemm(i, mode, seed):
+    form, kw, m, n, k, batch, pad, sms = STREAM_CASES[i]
+    cfg = stream_cfg(form, **kw)
+    kern = emit_sparse_wgmma(cfg)
+    tiles, blocks = _tiles(cfg, m, n), -(-k // cfg.cta_k)
+    gx, gy, _ = kern.grid(m, n, k, batch, sms)
+    cm = cfg.cluster_m
+    assert gy == batch and gx == cm * min(tiles * blocks // cm, sms // cm)
+    if i == 0:          # what the case is for: each tile over 3 CTAs, one CTA in both
+        assert sharers(tiles, blocks, gx) == [[0, 1, 2], [2, 3, 4]]
+    if i == 5:          # ranges of pairs: each pair tile over 2 pairs
+        assert sharers(tiles // 2, blocks, gx // 2) == [[0, 1], [1, 2]]
+    d, ref, stats = run_stream(cfg, m, n, k, mode, seed, sms, batch=batch, pad=pad)
+    # every K block of every tile is loaded once, whichever CTA's range it falls in
+    assert stats["tma"] == batch * tiles * blocks * len(tma_boxes(cfg))
+    assert _same(d, ref), f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
+
+
+def test_stream_k_is_deterministic(monkeypatch):
+    """Same input, same bits under any timing: C of magnitude 2^20 makes the f32 sum of the partials round (so
+    another order of summation would show), and two schedules of the emulator (every copy and wgmma group
+    eager, or as late as possible with the warps interleaved) give identical D. 2 tiles of 4 K blocks on 3
+    CTAs (ranges [0,3) [3,6) [6,8): CTA 1 in both tiles)."""
+    from compiler.emulator import sparse_host
+
+    plain = sparse_host.edge_problem
+
+    def big_c(form, m, n, k, rng, accumulate_c):
+        p = plain(form, m, n, k, rng, accumulate_c)
+        p.c = (p.c * np.float32(1 << 20) + np.float32(0.375)).astype(np.float32)
+        return p
+
+    monkeypatch.setattr(sparse_host, "edge_problem", big_c)
+    cfg = stream_cfg(F16, **SMALL_STREAM)
+    runs = [run_stream(cfg, 128, 16, 100, mode, 3, 3)[0] for mode in ("eager", "adversarial")]
+    assert _same(runs[0], runs[1])
+    assert np.abs(runs[0]).max() >= 1 << 20
+
+
+@pytest.mark.slow
+def test_stream_k_is_deterministic_slow(monkeypatch):
+    """As above, more schedules (random, reversed warp order) and the 3-CTA tiles of STREAM_CASES[0]."""
+    from compiler.emulator import sparse_host
+
+    plain = sparse_host.edge_problem
+    monkeypatch.setattr(sparse_host, "edge_problem", lambda *a: _scaled_c(plain(*a)))
+    cfg = stream_cfg(F16, **SMALL_STREAM)
+    runs = [run_stream(cfg, 128, 16, 200, mode, 4, 5)[0] for mode in POLICIES]
+    from compiler.emulator.sparse_host import run_sparse_wgmma
+
+    kern = emit_sparse_wgmma(cfg)
+    runs.append(run_sparse_wgmma(kern, cfg.name, cfg.form, 1, cfg.threads, cfg.smem_bytes, 128, 16, 200, "f32", True,
+                                 mode="random", order="reverse", seed=4, multiprocessors=5)[0])
+    assert all(_same(runs[0], r) for r in runs[1:])
+
+
+def _scaled_c(p):
+    p.c = (p.c * np.float32(1 << 20) + np.float32(0.375)).astype(np.float32)
+    return p
+
+
+# Broken stream-K kernels: the first CTA to arrive at a shared tile reducing (and, the semaphore reset left
+# out, only it), not the last: it reads partials not yet written (the fix-up CTA not waiting for the others);
+# the last-arrival test waiting for one arrival too many (nobody reduces); C preloaded by every segment; a
+# CTA's two partial segments in one slot; the semaphore never reset. (A kernel where every sharer reduces,
+# the last one too, is not caught: the last D written is the right one on this machine.)
+STREAM_MUTATIONS = {
+    "first_arrival_reduces": lambda t: t.replace("setp.ne.u32 %p2, %x, %nr;", "setp.ne.u32 %p2, %x, 0;").replace(
+        "@%p1 st.relaxed.gpu.global.u32 [%gs], 0;", ""),
+    "one_arrival_too_many": lambda t: t.replace("setp.ne.u32 %p2, %x, %nr;",
+                                                "sub.u32 %x, %x, 1;\n    setp.ne.u32 %p2, %x, %nr;"),
+    "c_in_every_segment": lambda t: re.sub(r"setp\.ne\.u32 %p1, %k0, 0;(\s+@%p1 bra\.uni C_DONE)",
+                                           r"setp.ne.u32 %p1, %k0, %k0;\1", t),
+    "one_slot_per_cta": lambda t: t.replace("min.u32 %z, %k0, 1;", "min.u32 %z, %k0, 0;"),
+    "semaphore_not_reset": lambda t: t.replace("@%p1 st.relaxed.gpu.global.u32 [%gs], 0;", ""),
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "first_arrival_reduces" else pytest.mark.slow)
+                                  for n in sorted(STREAM_MUTATIONS)])
+def test_model_catches_broken_stream_k(name):
+    cfg = stream_cfg(F16, **SMALL_STREAM)
+    text = emit_sparse_wgmma(cfg).text
+    mutate = STREAM_MUTATIONS[name]
+    assert mutate(text) != text, "the mutation applies"
+    try:
+        d, ref, _ = run_stream(cfg, 128, 16, 100, "adversarial", 5, 3, transform=mutate)
+    except EmulationError:
+        return                            # a semaphore left non-zero, a read of an unwritten partial, ...
+    assert not _same(d, ref), f"{name} went unnoticed"
+
+
+def test_stream_k_abi_scratch_and_grid():
+    """ABI: grid x = min(tiles x K blocks, SMs); the workspace holds two partials per CTA of the grid and
+    batch, the semaphores one u32 per tile and batch; limits keep the iteration index u32."""
+    from compiler.runtime import abi as rabi
+
+    kern = emit_sparse_wgmma(stream_cfg(F16, cta_m=128, cta_n=64, cta_k=64, stages=6, accumulate_c=False,
+                                        d_type="f16"))
+    abi = kern.abi
+    assert abi["split_k"] == "stream" and abi["persistent"]
+    assert abi["grid"][0] == "min(tiles * ((K + 63) // 64), multiprocessors * max_ctas_per_sm)"
+    assert [p["name"] for p in abi["params"]][:4] == ["tensor_maps", "d", "workspace", "semaphores"]
+    assert rabi.grid_blocks(abi, 8192, 16, 8192, 132) == (132, 1, 1)          # 64 tiles x 128 blocks
+    assert rabi.grid_blocks(abi, 128, 16, 200, 132) == (4, 1, 1)              # 1 tile x 4 blocks
+    env = rabi.names(abi, 8192, 16, 8192, 132, batch=2)
+    ws, sem = abi["scratch"]["workspace"], abi["scratch"]["semaphores"]
+    assert [rabi.eval_expr(x, env) for x in ws["shape"]] == [2, 264, 128 * 64] and ws["element"] == "f32"
+    assert [rabi.eval_expr(x, env) for x in sem["shape"]] == [2, 64] and sem["zeroed"] and not ws["zeroed"]
+    assert not rabi.unmet(abi, 8192, 16, 8192, 2)
+    assert rabi.unmet(abi, 1 << 30, 1 << 20, 1 << 20)                         # (tiles + 1) x blocks >= 2^31
+
+
+def test_stream_k_config_errors():
+    from compiler.diagnostics import SpecError
+
+    with pytest.raises(SpecError) as e:
+        emit_sparse_wgmma(cfg_of(F16, **dict(BENCH[1], split_k="stream", persistent=False)))
+    assert e.value.field == "schedule.split_k"
+
+
+PTXAS_STREAM = [
+    (F16, dict(BENCH[0], d_type="f16", accumulate_c=False)),                  # 128 accumulators, direct D
+    (F16, dict(cta_m=128, cta_n=64, cta_k=64, stages=6, d_type="f16", accumulate_c=False)),
+    (S8, dict(cta_m=128, cta_n=128, cta_k=128, stages=3, accumulate_c=True)),   # s32 partials + C
+    (TF32, dict(cta_m=128, cta_n=128, cta_k=32, stages=4)),                   # staged f32 D + C
+    (E4M3, dict(cta_m=128, cta_n=256, cta_k=128, stages=4, d_type="f16", accumulate_c=False)),
+    (F16, dict(BENCH[1], cluster_m=2, d_type="f16", accumulate_c=False)),    # CTA pairs
+    (F16, dict(cta_m=192, cta_n=128, cta_k=64, consumers=3, stages=4, d_type="f16", accumulate_c=False)),
+    (F16, dict(cta_m=256, cta_n=192, cta_k=64, stages=3, d_type="f16", accumulate_c=False)),   # setmaxnreg
+]
+
+
+@pytest.mark.parametrize("form,kw", PTXAS_STREAM, ids=lambda x: getattr(x, "name", None) or str(x))
+def test_ptxas_assembles_stream_k_kernels(ptxas, tmp_path, form, kw):
+    cfg = stream_cfg(form, **kw)
+    text = emit_sparse_wgmma(cfg).text
+    assert "atom.acq_rel.gpu.global.add.u32" in text and "st.relaxed.gpu.global.u32" in text
+    log = _assemble(ptxas, text, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    assert int(re.search(r"Used (\d+) registers", log).group(1)) <= cfg.max_regs
+
+
+@pytest.mark.slow
+def test_stream_k_fused_epilogue_with_c_and_bias():
+    """The fused epilogue (relu(alpha (A*B) + beta C + bias[row]), f16 D) runs once per tile, by the CTA that
+    reduces a shared tile or the one that holds a whole tile: 9 tiles of 2 K blocks on 2 CTAs (tile 4 shared:
+    9 iterations each), an edge shape and a batch, adversarially and randomly."""
+    import compiler
+
+    src = EPILOGUE_C.replace("persistent=static", "split_k=stream")
+    result = compiler.compile_source(src, "ep.tile")
+    abi = result.to_json()["tiles"]["ep"]["kernel"]
+    assert abi["split_k"] == "stream" and abi["epilogue"]["c"] == "epilogue"
+    for shape, mode, batch in (((300, 260, 72), "adversarial", 2), ((300, 260, 150), "random", 1)):
+        assert compiler.emulate(result, shape=shape, mode=mode, batch=batch, seed=4).ok
+
+
+@pytest.mark.slow
+def test_stream_k_example_on_the_emulator():
+    """examples/sparse_wgmma_f16_decode_stream_k.tile, both tiles: 3 tiles x 5 K blocks on 2 CTAs (tile 1
+    shared), adversarially; an odd batch randomly."""
+    import compiler
+
+    result = compiler.compile_file(str(REPO / "examples" / "sparse_wgmma_f16_decode_stream_k.tile"))
+    assert len(result.tiles) == 2
+    for tile in result.tiles:
+        assert compiler.emulate(result, tile, shape=(384, 16, 320), mode="adversarial", seed=1).ok
+    assert compiler.emulate(result, shape=(200, 70, 200), mode="random", batch=2, seed=2).ok
+
+
+def test_ptxas_assembles_the_stream_k_fused_epilogue(ptxas, tmp_path):
+    import compiler
+
+    log = _assemble(ptxas, compiler.compile_source(EPILOGUE_C.replace("persistent=static", "split_k=stream"),
+                                                   "p.tile").ptx, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
+def test_runtime_sizes_stream_k_scratch_with_the_sm_count(monkeypatch):
+    """The stream-K tile on a fake H100 (132 SMs): grid 132 CTAs, the workspace two 128 x 64 f32 partials a
+    CTA ([1, 264, 8192]), the semaphores one per tile ([1, 64], zeroed), allocated once."""
+    from compiler.runtime import driver
+
+    m, n, k = 8192, 64, 8192
+    kernel, fake, (a, b, d), allocated, previous = _fake_launch(monkeypatch, "sparse_wgmma_f16_decode_stream_k.tile",
+                                                                "sparse_wgmma_f16_decode_stream_k", m, n, k)
+    try:
+        kernel(a, b, out=d)
+        kernel(a, b, out=d)
+    finally:
+        driver.use(previous)
+    assert allocated == [((1, 2 * 132, 128 * 64), "f32", False), ((1, 64), "s32", True)]
+    assert fake.launches[-1][0].grid == (132, 1, 1)

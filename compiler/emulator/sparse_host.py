@@ -379,13 +379,12 @@ class _GuardedD:
         return np.stack(ds), np.stack(refs), stats
 
 
-def _scratch_dim(expr, abi: dict, m: int, n: int, k: int) -> int:
-    """A dimension of an ABI scratch buffer (an int or an expression of the tile count `tiles`)."""
-    if isinstance(expr, int):
-        return expr
-    tm, tn, cm = abi["tile_m"], abi["tile_n"], abi["cluster"][0]
-    tiles = -(-m // (tm * cm)) * cm * -(-n // tn)
-    return int(eval(str(expr), {"__builtins__": {}}, {"tiles": tiles}))
+def _scratch_dim(expr, abi: dict, m: int, n: int, k: int, multiprocessors: int, batch: int) -> int:
+    """A dimension of an ABI scratch buffer (an int or an ABI expression of the tile count `tiles`, K and,
+    for stream-K's workspace, the grid: `multiprocessors`)."""
+    from ..runtime import abi as abi_mod
+
+    return int(abi_mod.eval_expr(expr, abi_mod.names(abi, m, n, k, multiprocessors, batch)))
 
 
 def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_bytes: int, m: int, n: int, k: int,
@@ -431,7 +430,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
         bias, scal = _epilogue_params(desc, name, m, n, rng, scalars, mem, params)
     sems = None
     for key, spec in kern.abi.get("scratch", {}).items():      # split-K: workspace and semaphores
-        count = int(np.prod([batch if d == "batch" else _scratch_dim(d, kern.abi, m, n, k) for d in spec["shape"]]))
+        count = int(np.prod([_scratch_dim(d, kern.abi, m, n, k, multiprocessors, batch) for d in spec["shape"]]))
         # the workspace starts as poison (a partial read before it is written shows), the semaphores as zeros
         arr = np.zeros(count, np.uint32)
         params[f"{name}_{key}"] = mem.add(key, arr, writable=True, fill=None if spec["zeroed"] else 0x7F)

@@ -59,6 +59,9 @@ class RegisterSplit:
     def problems(self) -> list[str]:
         """Why this split is not a legal use of setmaxnreg (empty: it is)."""
         out = []
+        if self.launch % SETMAXNREG_STEP:
+            out.append(f"the launch count {self.launch} is not a multiple of {SETMAXNREG_STEP} (registers are "
+                       f"allocated in steps of {SETMAXNREG_STEP} a thread: the pool would not be what the counts say)")
         for what, n in (("setmaxnreg.dec", self.low), ("setmaxnreg.inc", self.high)):
             if not (SETMAXNREG_MIN <= n <= SETMAXNREG_MAX and n % SETMAXNREG_STEP == 0):
                 out.append(f"{what} {n}: the count is a multiple of {SETMAXNREG_STEP} in "

@@ -22,8 +22,9 @@ tried decides (compiler/tune.py).
 The ranking (estimate_cycles) is a deliberately small throughput model used only to order the search:
 whole waves of CTAs over the SMs, per K block the slowest of tensor-core work, operand bytes into
 shared memory, shared-memory traffic (the warp-level kernel's fragment reads; the wgmma kernel's operand
-reads and the copy engine's writes), and the copy latency the ring's stages do not hide. Its constants are
-round figures for a Hopper SM, not measurements; the timings of `tilec tune` decide.
+reads and the copy engine's writes), and the copy latency the ring's stages do not hide (stream-K: one wave,
+each CTA its equal share of all tiles' K blocks, plus the partial tiles' workspace round trip). Its constants
+are round figures for a Hopper SM, not measurements; the timings of `tilec tune` decide.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from ..bits import is_pow2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N
 from ..isa.wgmma import WG_THREADS, WGMMA_M, WGMMA_SP_FORMS
-from ..spec import ScheduleSpec
+from ..spec import SPLIT_K_STREAM, ScheduleSpec
 from .sparse_wgmma_kernel import MAX_CONSUMERS
 
 WHOLE_GEMM_KERNELS = ("sparse_gemm", "sparse_wgmma")
@@ -70,7 +71,7 @@ AXES: dict[str, tuple[Axis, ...]] = {
         Axis("stages", lambda form: STAGES),
         Axis("cluster", lambda form: (1, 2)),
         Axis("persistent", lambda form: ("none", "static")),
-        Axis("split_k", lambda form: (1, 2, 4, 8)),
+        Axis("split_k", lambda form: (1, 2, 4, 8, SPLIT_K_STREAM)),
     ),
     # warp-level mma.sp: power-of-two warp grids and CTA tiles (multiples of the m16n8 instruction
     # tile times the warps, check_config), K 1, 2, 4 or 8 k-steps.
@@ -169,8 +170,10 @@ def _plausible(kernel: str, w: dict, form) -> bool:
     if kernel == "sparse_gemm":
         return (w["cta_m"] % (SHAPE_M * w["warps_m"]) == 0 and w["cta_n"] % (SHAPE_N * w["warps_n"]) == 0
                 and w["warps_m"] * w["warps_n"] <= 32)
-    # each consumer warpgroup (4 warps) takes 1 or 2 m64 blocks of rows
-    return w["warps_m"] % 4 == 0 and w["cta_m"] in (WGMMA_M * w["warps_m"] // 4, 2 * WGMMA_M * w["warps_m"] // 4)
+    # each consumer warpgroup (4 warps) takes 1 or 2 m64 blocks of rows; stream-K CTAs are persistent whatever
+    # persistent= says: one candidate (persistent=none), not two
+    return w["warps_m"] % 4 == 0 and w["cta_m"] in (WGMMA_M * w["warps_m"] // 4, 2 * WGMMA_M * w["warps_m"] // 4) \
+        and not (w.get("split_k") == SPLIT_K_STREAM and w.get("persistent") == "static")
 
 
 # ---- ranking -----------------------------------------------------------------------------------------
@@ -190,7 +193,9 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
     a_bits = form.layout.storage_bits
     rate = TENSOR_FLOPS_PER_CYCLE * 16 // a_bits
     cluster = getattr(c, "cluster_m", 1)
-    split = getattr(c, "split_k", 1)            # K slices, one CTA each
+    split = getattr(c, "split_k", 1)            # K slices, one CTA each (or stream-K, below)
+    stream = split == SPLIT_K_STREAM
+    split = 1 if stream else split
     tiles = -(-m // c.cta_m) * -(-n // c.cta_n) * split
     per_sm = max(1, min(SMEM_PER_SM // max(1, c.smem_bytes), THREADS_PER_SM // c.threads))
     if kernel == "sparse_wgmma":    # its .maxnreg hands one CTA the whole register file (ABI max_ctas_per_sm)
@@ -220,6 +225,13 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
     block = max(per_sm * mma, per_sm * load, per_sm * smem_read, COPY_LATENCY / (c.stages - 1))
     # split-K: every slice writes its f32/s32 partial tile, the last one reads them all back
     reduce = 2 * c.cta_m * c.cta_n * 4 * per_sm / L2_BYTES_PER_CYCLE if split > 1 else 0.0
+    if stream:     # one wave: every CTA an equal share of all tiles' K blocks; a tile split between CTAs
+        work = tiles * k_blocks            # costs its partials' round trip (at most 2 per CTA)
+        ctas = min(work, sms * per_sm)
+        share = -(-work // ctas)
+        split_tiles = work % ctas or share % k_blocks
+        partials = 2 * 2 * c.cta_m * c.cta_n * 4 * per_sm / L2_BYTES_PER_CYCLE if split_tiles else 0.0
+        return share * block + partials + COPY_LATENCY
     if getattr(c, "persistent", False):        # a CTA fills its ring once and walks its tiles
         return waves * (k_blocks * block + reduce) + COPY_LATENCY
     return waves * (k_blocks * block + reduce + COPY_LATENCY)

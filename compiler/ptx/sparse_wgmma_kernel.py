@@ -36,7 +36,8 @@ producer warpgroup, which holds a few addresses, gives its registers to the cons
 branch (before warps 1-3 leave), the consumers `setmaxnreg.inc` first thing, which waits until the pool has
 them; the consumers take the most the CTA's registers allow with the producer at 24 (240 for 2 consumers: 2 x
 128 rows x 192 = 192 accumulators; 160 for 3). ptxas compiles each single wgmma within the launch count
-(WGMMA_OPERAND_REGS), so 3 consumers (512 threads, 128 a thread) take N <= 200.
+(WGMMA_OPERAND_REGS), so 3 consumers (512 threads, 128 a thread) take N <= 200. Persistent CTAs running a
+fused epilogue on the registers of 2 m64 blocks (EPILOGUE_OTHER_REGS) turn setmaxnreg on as well.
 
 Persistent CTAs (`persistent=True`; DSL `schedule ... mma=wgmma persistent=static`). The grid is
 min(tiles, multiprocessors x max_ctas_per_sm) per batch (CTA pairs: whole pairs; the runtime evaluates the
@@ -67,6 +68,36 @@ shared word after the barriers. The CTA that saw S - 1 arrived last: it resets t
 the epilogue and stores D; the others go on (next work item, or exit). No CTA waits for another, so any
 launch order and residency works. The ABI's `scratch` gives both buffers' shapes; compiler.runtime
 allocates them once per problem size (the semaphores zeroed).
+
+Stream-K (`split_k=stream`; DSL `schedule ... mma=wgmma split_k=stream`, persistent whatever `persistent=`
+says). A batch's work is its W = tiles x nkb (tile, K block) iterations, tile-major (t * nkb + kb, tiles in
+the raster order above). The grid is G = min(W, multiprocessors x max_ctas_per_sm) per batch, and CTA c
+takes the contiguous range [c Q + min(c, R), (c + 1) Q + min(c + 1, R)), Q = W / G, R = W % G: every CTA
+Q or Q + 1 iterations, one wave. A CTA walks its range in segments, one per tile it touches (tile %t / nkb,
+K blocks [%t % nkb, the tile's or the range's end)); producer and consumers walk the same segments and the
+ring's stage and phase carry across them as across persistent tiles; only the segment from K block 0
+preloads C. A segment that is a whole tile goes straight to the epilogue. Otherwise the tile is shared by
+the CTAs ca..cb whose ranges hold its first and last K block, and the split-K fix-up above runs with two
+changes: the partial goes to a slot of the CTA's own (at most two partial segments per CTA: only its first
+segment can start inside a tile, slot 2c + 1, and only its last can end inside one, slot 2c; the segments
+between are whole tiles), and the CTA that sees cb - ca earlier arrivals at the tile's semaphore sums the
+slots 2ca, 2(ca + 1) + 1, .., 2cb + 1: in K order, starting from zero, its own partial read back, so D is
+bit-reproducible for a problem size and grid (the grid follows the device's SM count: another GPU may cut
+the tiles elsewhere and round differently). CTA pairs (`cluster=2`) walk ranges of pair tiles (both CTAs of
+a pair the same range, so their B halves and slot releases match; ranges count pairs) and each CTA fixes
+up its own half of a shared pair tile. Memory model as for split-K (PTX ISA chapter 8 "Memory
+Consistency Model": the atom.add RMWs on one semaphore are morally strong and form a release sequence, so
+the last arrival's acquire sees every earlier CTA's released partial; 9.7.13.5 atom .acq_rel .gpu; 9.7.13.4
+fence.acq_rel.gpu orders each thread's partial stores before the CTA barrier and the arrival).
+Why pure stream-K rather than CUTLASS's hybrid (data-parallel whole tiles for the full waves, stream-K for
+the remainder): the tile sharing costs at most two partial round trips per CTA through L2, against a CTA's
+W / G K blocks; the hybrid pays off where tiles fill several waves, which `persistent=static` (and `tilec
+tune`, compiler/ptx/schedules.py) already covers, while stream-K is for the shapes whose tiles fill less
+than one or two waves (decode: 64 tiles on 132 SMs; 2048^3: 128). And no CTA ever waits for another (the
+last arrival reduces; CUTLASS's fix-up CTA spins on its peers' flags instead), so the kernel needs no
+co-residency guarantee: any launch order, batches beyond one wave, and MPS or other kernels sharing the SMs
+are safe. Workspace: [batch, 2 G, cta_m x cta_n] partials, semaphores [batch, tiles] (the ABI's `scratch`;
+compiler.runtime sizes G with the device's SM count).
 
 Sparse operands (9.7.15.6). For the 2:4 forms (f16/bf16 .m64nNk32; e4m3/e5m2/s8/u8 .m64nNk64) and 1:2
 tf32 (.m64nNk16), the compressed A of one instruction is 64 rows x 32 bytes in shared memory (a
@@ -193,8 +224,13 @@ MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 thre
 #   whose consumers setmaxnreg.inc to 160): 155 - 128.
 #   promote= doubles the accumulators and keeps the same rest (ptxas -v: 166 in all with promote=4 and 2 x 64
 #   accumulators at 128 x 128, 384 threads).
+# - EPILOGUE_OTHER_REGS: persistent CTAs with a staged D run the fused epilogue (C, bias, activation) on the
+#   registers of both m64 blocks of a 128-row consumer before staging (stage_after_epilogue): ptxas spills
+#   there with 40 beyond the accumulators (48 B: 128 in 168), 80 (4 B: 160 in 240) and 64 (24 B: 176 in 240),
+#   not with 96 (144 in 240) or 112 (128 in 240); one m64 block needs no more than the main loop (128 in 168).
 CONSUMER_OTHER_REGS = 40
 WGMMA_OPERAND_REGS = 27
+EPILOGUE_OTHER_REGS = 96
 
 
 def _align(x: int, a: int) -> int:
@@ -265,13 +301,30 @@ class SparseWgmmaConfig(RingGeometry):
     cluster_m: int = 1                   # 2: CTA pairs along M share B (each loads half, multicast to both)
     epilogue: EpiloguePlan | None = None # the DSL's epilogue (tilec.epilogue_plan): applied before D is stored
     persistent: bool = False             # static persistent CTAs: each walks tiles ctaid.x, += nctaid.x
-    split_k: int = 1                     # K slices per output tile (one CTA each; f32/s32 partials, reduced)
+    split_k: int | str = 1               # K slices per output tile (one CTA each; f32/s32 partials, reduced),
+                                         # or SPLIT_K_STREAM: stream-K (persistent CTAs, even shares of K blocks)
     promote: int | None = None           # fp8: every N K blocks %acc is added into %pacc (f32) and restarts
     # setmaxnreg (PTX 9.7.19): the producer warpgroup gives registers to the consumers. None: where the
     # consumers need more than the launch count (uses_setmaxnreg); True / False: always / never
     setmaxnreg: bool | None = None
 
     # -- derived ------------------------------------------------------------------------------------
+    @property
+    def stream_k(self) -> bool:
+        """Stream-K (`split_k=stream`): each persistent CTA walks an equal contiguous range of the batch's
+        (tile, K block) iterations (module docstring)."""
+        return self.split_k == SPLIT_K_STREAM
+
+    @property
+    def sliced(self) -> bool:
+        """split_k=S with S >= 2: S fixed K slices per tile."""
+        return not self.stream_k and _is_int(self.split_k) and self.split_k > 1
+
+    @property
+    def reduces(self) -> bool:
+        """Partial tiles go through the `workspace` and a per-tile semaphore (split-K or stream-K)."""
+        return self.sliced or self.stream_k
+
     @property
     def wg_form(self) -> WgmmaSpForm:
         return WGMMA_SP_FORMS[self.form.a_type]
@@ -326,7 +379,7 @@ class SparseWgmmaConfig(RingGeometry):
         e = Region("E", self.cta_m // SHAPE_M, META_STEP_BYTES * ks, e_off, "none")
         return {"A": a, "B": b, "E": e}
 
-    @property
+    @cached_property          # tilec tune checks tens of thousands of configurations
     def stage_bytes(self) -> int:
         e = self.regions["E"]
         return _align(e.offset + e.bytes, SMEM_ALIGN)
@@ -349,7 +402,7 @@ class SparseWgmmaConfig(RingGeometry):
     @property
     def ring_tail(self) -> int:
         """Ring base -> the end of the ring, its barriers and the split-K flag word."""
-        return self.ring.bytes + (FLAG_BYTES if self.split_k > 1 else 0)
+        return self.ring.bytes + (FLAG_BYTES if self.reduces else 0)
 
     @property
     def d_offset(self) -> int:
@@ -364,6 +417,13 @@ class SparseWgmmaConfig(RingGeometry):
         return self.cta_m * self.cta_n * TYPES[self.acc_type].bits // 8
 
     @property
+    def stream_limits(self) -> list[str]:
+        """Stream-K's u32 quantities: the iteration index (tile * K blocks + block) up to one tile past the
+        last (a segment's end is min(range end, (tile + 1) * K blocks)) and, in stream_owner, an index plus
+        Q G - R <= W: below 2^31 keeps both u32; the semaphore index batch * tiles + tile."""
+        return [f"(tiles + 1) * ((K + {self.cta_k - 1}) // {self.cta_k}) < {1 << 31}", f"batch * tiles < {1 << 32}"]
+
+    @property
     def d_region_bytes(self) -> int:
         """Shared bytes of the persistent CTAs' own staged-D region (0: none)."""
         return self.cta_m * self.d_pitch if self.persistent and self.staged_d else 0
@@ -376,7 +436,7 @@ class SparseWgmmaConfig(RingGeometry):
             return SMEM_ALIGN + self.d_offset + self.d_region_bytes
         return SMEM_ALIGN + self.ring_tail
 
-    @property
+    @cached_property          # tilec tune checks tens of thousands of configurations
     def ring(self) -> RingPlan:
         """The smem ring (compiler/ptx/pipeline.py): full[s] completes on the producer's expect_tx and the
         slot's bytes; empty[s] on one arrival per consumer warp of each CTA that reads the slot (a CTA
@@ -427,11 +487,21 @@ class SparseWgmmaConfig(RingGeometry):
         return (2 if self.promote is not None else 1) * self.accumulators + CONSUMER_OTHER_REGS
 
     @property
+    def epilogue_registers(self) -> int:
+        """Registers a consumer thread needs in a fused epilogue that runs on the registers of 2 m64 blocks
+        before staging D (persistent CTAs; EPILOGUE_OTHER_REGS, measured); 0 where no such epilogue runs."""
+        ep = self.epilogue
+        on_registers = ep is not None and self.persistent and self.staged_d and bool(ep.element_steps)
+        return self.accumulators + EPILOGUE_OTHER_REGS if on_registers and self.m_blocks > 1 else 0
+
+    @property
     def uses_setmaxnreg(self) -> bool:
         """The producer hands registers to the consumers: asked for, or (None) needed because the consumers'
-        registers exceed the launch count."""
+        registers (main loop, or the fused epilogue on the registers) exceed the launch count. The epilogue's
+        need only turns setmaxnreg on (where even its budget is short ptxas spills a few bytes there);
+        the main loop's is a limit (check_registers)."""
         if self.setmaxnreg is None:
-            return self.consumer_registers > self.max_regs
+            return max(self.consumer_registers, self.epilogue_registers) > self.max_regs
         return bool(self.setmaxnreg)
 
     @property
@@ -617,9 +687,13 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
                         fixed=cfg.smem_bytes - cfg.stages * (cfg.stage_bytes + 2 * MBARRIER_BYTES))
     if not isinstance(cfg.persistent, bool):
         raise SpecError(f"persistent must be True or False, not {cfg.persistent!r}", field="schedule.persistent")
-    if not _is_int(cfg.split_k) or not 1 <= cfg.split_k <= MAX_SPLIT_K:
+    if cfg.stream_k:
+        if not cfg.persistent:
+            raise SpecError("split_k=stream: stream-K CTAs are persistent (each walks its share of the K blocks)",
+                            field="schedule.split_k", hint="set persistent=True with split_k='stream'")
+    elif not _is_int(cfg.split_k) or not 1 <= cfg.split_k <= MAX_SPLIT_K:
         raise SpecError(f"split_k={cfg.split_k!r}: the wgmma kernel cuts a tile's K blocks into 1..{MAX_SPLIT_K} "
-                        f"slices", field="schedule.split_k", hint="write split_k=2, 4 or 8")
+                        f"slices, or split_k=stream", field="schedule.split_k", hint="write split_k=2, 4 or 8")
     out = cfg.out_type
     ep = cfg.epilogue
     packed = ep is not None and ep.packs          # a 1-byte D: the epilogue's conversions (isa/epilogue_outputs.py)
@@ -657,7 +731,10 @@ class SparseWgmmaPTX(KernelPTX):
         if min(m, n, k, batch) <= 0:
             raise SpecError(f"M, N, K, batch = {m}, {n}, {k}, {batch}: each must be at least 1", field="shape")
         cm = a["cluster"][0]
-        tiles = -(-m // (a["tile_m"] * cm)) * cm * -(-n // a["tile_n"]) * a.get("split_k", 1)
+        split = a.get("split_k", 1)
+        # stream-K: the work is every (tile, K block) iteration; split-K: every (tile, slice)
+        per_tile = -(-k // a["tile_k"]) if split == SPLIT_K_STREAM else split
+        tiles = -(-m // (a["tile_m"] * cm)) * cm * -(-n // a["tile_n"]) * per_tile
         if a.get("persistent"):
             if multiprocessors is None:
                 raise SpecError("a persistent kernel's grid depends on the device's multiprocessor count",
@@ -690,7 +767,7 @@ class _Writer(PtxBuilder):
         self.ring = RingCode(self, cfg.ring, "%sb")
         self.state = PipelineState("%st", "%ph")
         self.add_params("u64", "tensor_maps", *(("c",) if cfg.accumulate_c else ()), "d",
-                        *(("workspace", "semaphores") if cfg.split_k > 1 else ()))
+                        *(("workspace", "semaphores") if cfg.reduces else ()))
         ep = cfg.epilogue
         if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
             self.add_params("u64", *(p for p in ep.params if p == "bias"))
@@ -743,9 +820,13 @@ class _Writer(PtxBuilder):
                      "%st", "%ph", "%pst", "%bar", "%pm", "%pn", "%m0", "%n0", "%eb", "%c0", "%c1", "%c2", "%q", "%rk")
         self.declare("u64", "%bc", "%bd", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
         if cfg.persistent:       # the work loop: item, items, stride; the staged D region's base
-            self.declare("u32", "%t", "%nt", *(("%ds",) if cfg.staged_d else ()))
-        if cfg.split_k > 1:      # slice, its K blocks [%k0, %kbe), the tile's semaphore index; workspace, semaphore
+            self.declare("u32", "%t", *(() if cfg.stream_k else ("%nt",)), *(("%ds",) if cfg.staged_d else ()))
+        if cfg.sliced:           # slice, its K blocks [%k0, %kbe), the tile's semaphore index; workspace, semaphore
             self.declare("u32", "%sl", "%k0", "%kbe", "%wi")
+            self.declare("u64", "%gw", "%gs")
+        if cfg.stream_k:         # range end, the segment's K blocks [%k0, %kbe), semaphore index, first and
+            # last CTA sharing the tile, partials left to sum; workspace slot, semaphore
+            self.declare("u32", "%te", "%k0", "%kbe", "%wi", "%ca", "%cb", "%nr")
             self.declare("u64", "%gw", "%gs")
         self.declare("b32", f"%meta<{2 * mb * ks}>", "%h", "%v<4>")
         self.declare(self.acc, f"%acc<{cfg.accumulators}>")
@@ -761,13 +842,15 @@ class _Writer(PtxBuilder):
         tile rows, walked column by column (CTAs running together share A and B panels in L2)."""
         cfg, ins = self.cfg, self.ins
         G = cfg.raster_group
-        if cfg.persistent:           # %t counts pair tiles already (work_loop)
+        if cfg.stream_k:             # %q, %k0, %kbe: the segment of work item %t (stream_segment)
+            self.stream_segment()
+        elif cfg.persistent:         # %t counts pair tiles already (work_loop)
             ins("mov.u32 %q, %t;")
         else:
             ins("mov.u32 %q, %ctaid.x;")
             if cfg.cluster_m > 1:    # the pair (cluster) walks the raster; its rank picks the M tile
                 ins(f"div.u32 %q, %q, {cfg.cluster_m};                // cluster: consecutive CTAs (PTX .reqnctapercluster)")
-        if cfg.split_k > 1:          # work item = tile * split_k + slice: a tile's slices run side by side
+        if cfg.sliced:               # work item = tile * split_k + slice: a tile's slices run side by side
             ins(f"rem.u32 %sl, %q, {cfg.split_k};                // K slice")
             ins(f"div.u32 %q, %q, {cfg.split_k};")
         ins(f"add.u32 %x, %N, {cfg.cta_n - 1};")
@@ -797,7 +880,7 @@ class _Writer(PtxBuilder):
         ins(f"add.u32 %nt, %N, {cfg.cta_n - 1};")
         ins(f"div.u32 %nt, %nt, {cfg.cta_n};")
         ins("mul.lo.u32 %nt, %nt, %x;                   // work items (tiles) of the batch")
-        if cfg.split_k > 1:
+        if cfg.sliced:
             ins(f"mul.lo.u32 %nt, %nt, {cfg.split_k};                // x K slices")
 
     def work_loop(self) -> str:
@@ -805,18 +888,28 @@ class _Writer(PtxBuilder):
         for CTA pairs (both CTAs of a pair walk the same items, so their B halves and releases match).
         Returns the loop's top label; the ring's pipeline state is NOT reset per item."""
         cfg, ins = self.cfg, self.ins
-        ins("mov.u32 %t, %ctaid.x;")
-        if cfg.cluster_m > 1:
+        if cfg.stream_k:
+            ins("// stream-K: CTA (pair) c of G takes iterations [c Q + min(c, R), (c + 1) Q + min(c + 1, R)), Q, R = W / G, W % G")
+            self.stream_bound("%t", 0)
+        else:
+            ins("mov.u32 %t, %ctaid.x;")
+        if cfg.cluster_m > 1 and not cfg.stream_k:
             ins(f"div.u32 %t, %t, {cfg.cluster_m};                // the pair's first item")
         top = self.label("WORK")
         self.put(top)
-        ins("setp.ge.u32 %p1, %t, %nt;")
+        if cfg.stream_k:             # the range's end, recomputed per item (one register less in the mainloop)
+            self.stream_bound("%te", 1)
+        ins(f"setp.ge.u32 %p1, %t, {'%te' if cfg.stream_k else '%nt'};")
         ins(f"@%p1 bra.uni {self.end};")
         ins("// work item %t: a new tile; the ring's stage and phase carry on from the last one")
         return top
 
     def next_work(self, top: str) -> None:
-        """%t += the grid's CTAs (pairs), read again here rather than held in a register across the tile."""
+        """%t += the grid's CTAs (pairs), read again here rather than held in a register across the tile
+        (stream-K: %t = the segment's end, the next iteration of the CTA's range)."""
+        if self.cfg.stream_k:        # %t moved on already (stream_next)
+            self.ins(f"bra.uni {top};")
+            return
         self.ins("mov.u32 %x, %nctaid.x;")
         if self.cfg.cluster_m > 1:
             self.ins(f"div.u32 %x, %x, {self.cfg.cluster_m};")
@@ -827,14 +920,17 @@ class _Writer(PtxBuilder):
     @property
     def k_end(self) -> str:
         """The register the K loops count up to: all K blocks, or (split-K) the end of the slice's."""
-        return "%kbe" if self.cfg.split_k > 1 else "%nkb"
+        return "%kbe" if self.cfg.reduces else "%nkb"
 
     def first_block(self) -> None:
         """%kb = the first K block of the work item: 0, or (split-K, slice %sl of S) blocks
         [%sl * nkb / S, (%sl + 1) * nkb / S): slices differ by at most one block, and one may have none
         when there are fewer blocks than slices (it contributes a zero partial)."""
         cfg, ins = self.cfg, self.ins
-        if cfg.split_k == 1:
+        if cfg.stream_k:
+            ins("mov.u32 %kb, %k0;")
+            return
+        if not cfg.sliced:
             ins("mov.u32 %kb, 0;")
             return
         S = cfg.split_k
@@ -845,7 +941,7 @@ class _Writer(PtxBuilder):
         ins("mov.u32 %kb, %k0;")
 
     def skip_empty_slice(self, label: str) -> None:
-        if self.cfg.split_k > 1:
+        if self.cfg.sliced:
             self.ins("setp.ge.u32 %p1, %kb, %kbe;")
             self.ins(f"@%p1 bra.uni {label};                  // a slice without K blocks")
 
@@ -926,6 +1022,188 @@ class _Writer(PtxBuilder):
         ins(f"add.u64 %gw, %gw, {cfg.partial_bytes};")
         self.count_up("%kb", 1, "%p1", S, top)
 
+    # -- stream-K -------------------------------------------------------------------------------------
+    def stream_work(self, dst: str) -> None:
+        """dst = W, the batch's (tile, K block) iterations: tiles x nkb (CTA pairs: pair tiles; from M, N:
+        recomputed where needed rather than held in a register across the mainloop)."""
+        cfg, ins = self.cfg, self.ins
+        tm = cfg.cta_m * cfg.cluster_m
+        ins(f"add.u32 %x, %M, {tm - 1};")
+        ins(f"div.u32 %x, %x, {tm};")
+        ins(f"add.u32 {dst}, %N, {cfg.cta_n - 1};")
+        ins(f"div.u32 {dst}, {dst}, {cfg.cta_n};")
+        ins(f"mul.lo.u32 {dst}, {dst}, %x;")
+        ins(f"mul.lo.u32 {dst}, {dst}, %nkb;               // W: the batch's (tile, K block) iterations")
+
+    def stream_bound(self, dst: str, which: int) -> None:
+        """dst = the first iteration of CTA c + `which` (c = ctaid.x): with G = nctaid.x <= W, Q = W / G and
+        R = W % G, CTA c starts at c * Q + min(c, R), so the first R CTAs take Q + 1 iterations and the
+        others Q: contiguous, covering, sizes differing by at most one, none empty. u32 throughout (a 64-bit
+        division is a called subroutine in SASS, and the consumers' accumulators would be spilled around it)."""
+        ins = self.ins
+        self.stream_work("%z")
+        self.stream_ctas("%y", "%nctaid.x")
+        ins("div.u32 %x, %z, %y;                         // Q")
+        ins("rem.u32 %c2, %z, %y;                        // R")
+        self.stream_ctas("%y", "%ctaid.x")
+        if which:
+            ins(f"add.u32 %y, %y, {which};")
+        ins("min.u32 %c2, %y, %c2;")
+        ins(f"mad.lo.u32 {dst}, %y, %x, %c2;")
+        # <= W already; the min tells the address-range proof (intervals: R anywhere in 0..G-1) that the
+        # tile index %t / nkb stays below the tile count
+        ins(f"min.u32 {dst}, {dst}, %z;")
+
+    def stream_ctas(self, dst: str, sreg: str) -> None:
+        """dst = special register `sreg` (%ctaid.x, %nctaid.x) counted in the units that walk a range: CTAs,
+        or CTA pairs (both CTAs of a pair walk the same range: their B halves and slot releases match)."""
+        self.ins(f"mov.u32 {dst}, {sreg};")
+        if self.cfg.cluster_m > 1:
+            self.ins(f"div.u32 {dst}, {dst}, {self.cfg.cluster_m};")
+
+    def stream_segment(self) -> None:
+        """The segment of the CTA's range that starts at iteration %t: tile %q = %t / nkb, its K blocks
+        [%k0, %kbe) (%k0 = %t % nkb; the segment ends with the tile or with the range %te, whichever is
+        first; 1 <= %kbe <= nkb)."""
+        ins = self.ins
+        ins("div.u32 %q, %t, %nkb;                       // the tile")
+        ins("rem.u32 %k0, %t, %nkb;                      // the segment's first K block")
+        ins("mad.lo.u32 %x, %q, %nkb, %nkb;")
+        ins("min.u32 %x, %x, %te;                        // the segment ends with the tile or the range")
+        ins("sub.u32 %kbe, %x, 1;")
+        ins("rem.u32 %kbe, %kbe, %nkb;")
+        ins("add.u32 %kbe, %kbe, 1;                      // its end block (1..nkb)")
+
+    def stream_owner(self, dst: str) -> None:
+        """dst = the CTA whose range holds iteration dst (stream_bound's ranges): i / (Q + 1) below R (Q + 1)
+        (the iterations of the first R CTAs), else R + (i - R (Q + 1)) / Q = (i - R) / Q; and the larger of
+        the two is the right one on either side, so owner = max(i / (Q + 1), (i - R) / Q), computed as
+        max(i / (Q + 1) + G, (i + (Q G - R)) / Q) - G: no intermediate below zero, so the address-range proof
+        (tests/test_address_ranges.py: intervals, not relations) sees no wrap. %x = Q, %y = G, %z = Q G - R;
+        scratch %c0, %c1."""
+        ins = self.ins
+        ins("add.u32 %c0, %x, 1;")
+        ins(f"div.u32 %c0, {dst}, %c0;")
+        ins("add.u32 %c0, %c0, %y;                       // i / (Q + 1) + G")
+        ins(f"add.u32 %c1, {dst}, %z;")
+        ins("div.u32 %c1, %c1, %x;                       // (i - R) / Q + G")
+        ins(f"max.u32 {dst}, %c0, %c1;")
+        ins(f"sub.u32 {dst}, {dst}, %y;")
+
+    def stream_batch_base(self, reg: str) -> None:
+        """reg = the workspace's slot 0 of this batch (2 G slots of cta_m x cta_n partials a batch), at this
+        consumer thread's first v4 group."""
+        ins = self.ins
+        self.global_pointer(reg, "workspace")
+        ins("mov.u32 %x, %nctaid.x;")
+        ins("shl.b32 %x, %x, 1;                          // two partial slots per CTA of the batch")
+        ins("mul.wide.u32 %off, %bz, %x;")
+        ins(f"mul.lo.u64 %off, %off, {self.cfg.partial_bytes};")
+        ins(f"add.u64 {reg}, {reg}, %off;")
+        # max first: the address-range proof (not path-sensitive) sees no wrap below zero (split_k_reduce)
+        ins(f"max.u32 %x, %thr, {WG_THREADS};")
+        ins(f"sub.u32 %x, %x, {WG_THREADS};                // consumer thread")
+        ins(f"mul.wide.u32 %off, %x, {CHUNK};")
+        ins(f"add.u64 {reg}, {reg}, %off;")
+
+    def stream_next(self) -> None:
+        """%t = the segment's end, the CTA's next iteration: tile %q * nkb + %kbe (%q = %t / nkb kept for the
+        fix-up; from here on only %t lives on to the next work item)."""
+        self.ins("div.u32 %q, %t, %nkb;                       // the tile")
+        self.ins("mad.lo.u32 %t, %q, %nkb, %kbe;               // the next segment starts where this one ends")
+
+    def stream_k_fixup(self, epilogue_label: str, not_last: str) -> None:
+        """Stream-K, after a segment's mainloop (module docstring). A segment that is the whole tile (K blocks
+        0..nkb) jumps to `epilogue_label`. Otherwise the CTAs ca..cb whose ranges hold the tile's first and
+        last K block share it (ca < cb: ranges are contiguous), and each wrote, or will write, its segment's
+        partial to a workspace slot of its own: CTA c's segment starting inside a tile (it can only be c's
+        first) at slot 2c + 1, its segment from K block 0 that ends inside a tile (only c's last) at slot 2c;
+        so ca's is at 2ca, the others' at 2c + 1. As in split_k_reduce: the partial is stored, ordered before
+        the CTA's arrival (fence.acq_rel.gpu, bar.sync), the first consumer thread arrives with
+        atom.acq_rel.gpu.global.add.u32 at the tile's semaphore (PTX ISA 8 memory consistency model: the RMWs
+        on one word form a release sequence, so the last arrival acquires every earlier partial), and the CTA
+        that sees cb - ca earlier arrivals resets the semaphore, sums the partials of ca, ca + 1, .., cb in
+        that order (its own read back too: the sum does not depend on who came last) and falls through to
+        the epilogue; the others jump to `not_last`. Nobody waits for another CTA. CTA pairs: ranges, and so
+        ca and cb, count pairs; each CTA reduces its own half of the pair tile (its own semaphore) from the
+        slots of the same rank's CTAs 2p + rank."""
+        cfg, ins = self.cfg, self.ins
+        ct = WG_THREADS * cfg.consumers
+        groups = cfg.accumulators // 4
+        acc, pb = self.acc, cfg.partial_bytes
+        ins("// ---- stream-K: a tile wholly inside this CTA's range needs no fix-up")
+        self.stream_next()
+        ins("setp.eq.u32 %p1, %k0, 0;")
+        ins("setp.eq.and.u32 %p1, %kbe, %nkb, %p1;")
+        ins(f"@%p1 bra.uni {epilogue_label};")
+        ins("// the tile is shared: this segment's partial -> this CTA's slot (2c, or 2c + 1 from inside the tile)")
+        self.stream_batch_base("%gw")
+        ins("mov.u32 %x, %ctaid.x;")
+        ins("shl.b32 %x, %x, 1;")
+        ins("min.u32 %z, %k0, 1;")
+        ins("add.u32 %x, %x, %z;")
+        ins(f"mul.wide.u32 %off, %x, {pb};")
+        ins("add.u64 %gw, %gw, %off;")
+        for g in range(groups):
+            regs = ", ".join(f"%acc{4 * g + e}" for e in range(4))
+            ins(f"st.global.v4{acc} [%gw+{g * ct * CHUNK}], {{{regs}}};")
+        ins("fence.acq_rel.gpu;                          // the partial before the CTA's arrival")
+        ins(f"bar.sync 1, {ct};")
+        ins("// CTAs ca..cb share the tile (ca's range holds its K block 0, cb's its last)")
+        ins("sub.u32 %x, %t, 1;")
+        ins("div.u32 %q, %x, %nkb;                       // the tile (%t: the segment's end)")
+        self.semaphore_index()
+        self.stream_work("%z")
+        self.stream_ctas("%y", "%nctaid.x")
+        ins("div.u32 %x, %z, %y;                         // Q")
+        ins("rem.u32 %z, %z, %y;                         // R")
+        ins("mul.lo.u32 %c0, %x, %y;")
+        ins("sub.u32 %z, %c0, %z;                        // Q G - R")
+        ins("mul.lo.u32 %ca, %q, %nkb;")
+        self.stream_owner("%ca")
+        ins("mad.lo.u32 %cb, %q, %nkb, %nkb;")
+        ins("sub.u32 %cb, %cb, 1;")
+        self.stream_owner("%cb")
+        self.global_pointer("%gs", "semaphores")
+        ins("mul.wide.u32 %off, %wi, 4;")
+        ins("add.u64 %gs, %gs, %off;")
+        ins(f"setp.eq.u32 %p1, %thr, {WG_THREADS};              // the first consumer thread arrives")
+        ins("@%p1 atom.acq_rel.gpu.global.add.u32 %x, [%gs], 1;")
+        ins(f"add.u32 %z, %sb, {cfg.flag_offset};")
+        ins("@%p1 st.shared.u32 [%z], %x;")
+        ins(f"bar.sync 1, {ct};")
+        ins("ld.shared.u32 %x, [%z];")
+        ins("sub.u32 %nr, %cb, %ca;                      // the arrivals before the last one: partials after ca's")
+        ins("setp.ne.u32 %p2, %x, %nr;")
+        ins(f"@%p2 bra.uni {not_last};                  // another CTA of the tile is still running")
+        ins("fence.acq_rel.gpu;                          // every partial of the tile is visible")
+        ins("@%p1 st.relaxed.gpu.global.u32 [%gs], 0;   // the semaphore is 0 again for the next launch")
+        zero = "0f00000000" if acc == ".f32" else "0"
+        for r in range(cfg.accumulators):
+            ins(f"mov{acc} %acc{r}, {zero};")
+        self.stream_batch_base("%gw")
+        cm = cfg.cluster_m
+        if cm > 1:           # owners are pairs: this rank's CTA of pair p is CTA 2p + rank
+            ins(f"mad.lo.u32 %x, %ca, {cm}, %rk;")
+            ins("shl.b32 %x, %x, 1;")
+        else:
+            ins("shl.b32 %x, %ca, 1;")
+        ins(f"mul.wide.u32 %off, %x, {pb};")
+        ins("add.u64 %gw, %gw, %off;                     // slot 2ca: the partial from K block 0")
+        ins("setp.eq.u32 %p9, %thr, %thr;                // the first step: to slot 2(ca + 1) + 1")
+        top = self.label("REDUCE")
+        self.put(top)
+        for g in range(groups):
+            ins(f"ld.global.v4{acc} {{%v0, %v1, %v2, %v3}}, [%gw+{g * ct * CHUNK}];")
+            for e in range(4):
+                ins(f"add{acc} %acc{4 * g + e}, %acc{4 * g + e}, %v{e};")
+        ins(f"add.u64 %gw, %gw, {2 * cm * pb};                 // slot 2c + 1 of the next CTA c: its segment from inside the tile")
+        ins(f"@%p9 add.u64 %gw, %gw, {pb};")
+        ins("setp.ne.u32 %p9, %thr, %thr;")
+        ins("setp.ne.u32 %p1, %nr, 0;")
+        ins("sub.u32 %nr, %nr, 1;")
+        ins(f"@%p1 bra.uni {top};")
+
     def slot_regs(self) -> None:
         """%pst = shared address of ring slot %st; %bar = its full barrier."""
         self.ring.locate(self.state, "%pst", "%bar", "%x")
@@ -948,7 +1226,7 @@ class _Writer(PtxBuilder):
         ins(f"and.b32 %sb, %sb, {-SMEM_ALIGN};")
         ins(f"add.u32 %nkb, %K, {cfg.cta_k - 1};")
         ins(f"shr.u32 %nkb, %nkb, {log2(cfg.cta_k)};          // K blocks, the last one partial (TMA zero fill)")
-        if cfg.persistent:
+        if cfg.persistent and not cfg.stream_k:        # stream-K: stream_work, where needed
             self.work_count()
         ins("setp.eq.u32 %p0, %thr, 0;                  // thread 0 initialises the barriers")
         self.ring.init("%p0", "%x", f"full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: "
@@ -1027,6 +1305,8 @@ class _Writer(PtxBuilder):
         self.count_up("%kb", 1, "%p1", self.k_end, loop)
         if cfg.persistent:
             self.put(produced)
+            if cfg.stream_k:
+                self.stream_next()
             self.next_work(top)
         ins(f"bra.uni {self.end};")
 
@@ -1039,7 +1319,7 @@ class _Writer(PtxBuilder):
         ins("sub.u32 %wg, %wg, 1;")
         if not cfg.persistent:
             self.raster()
-            if cfg.split_k > 1:
+            if cfg.reduces:
                 self.semaphore_index()
         self.batch_offsets()
         if not cfg.persistent:
@@ -1074,7 +1354,7 @@ class _Writer(PtxBuilder):
             self.ring.start(self.state)
             top = self.work_loop()
             self.raster()
-            if cfg.split_k > 1:
+            if cfg.sliced:
                 self.semaphore_index()
             self.init_acc()
         self.first_block()
@@ -1082,7 +1362,7 @@ class _Writer(PtxBuilder):
             self.ring.start(self.state)
         ins("mov.u32 %pn, 0;                              // slot of the previous K block")
         loop, done = self.label("CONSUME"), self.label("MAINLOOP_DONE")
-        no_blocks = self.label("NO_BLOCKS") if cfg.split_k > 1 else None
+        no_blocks = self.label("NO_BLOCKS") if cfg.sliced else None
         if no_blocks:
             self.skip_empty_slice(no_blocks)
         self.put(loop)
@@ -1105,6 +1385,12 @@ class _Writer(PtxBuilder):
             self.put(no_blocks)
             not_last = self.label("NOT_LAST")
             self.split_k_reduce(not_last)
+            self.epilogue()
+            self.put(not_last)
+        elif cfg.stream_k:
+            not_last, epi = self.label("NOT_LAST"), self.label("EPILOGUE")
+            self.stream_k_fixup(epi, not_last)
+            self.put(epi)
             self.epilogue()
             self.put(not_last)
         else:
@@ -1148,7 +1434,7 @@ class _Writer(PtxBuilder):
                 ins(f"{opcode} {accs}, %da, %db, %meta{(buf * mb + j) * ks + s}, {cfg.selector}, {scale_d}{self.tail()};")
         ins("wgmma.commit_group.sync.aligned;")
         ins("wgmma.wait_group.sync.aligned 1;             // the previous block's group is complete")
-        ins(f"setp.ne.u32 %p5, %kb, {'%k0' if cfg.split_k > 1 else 0};")
+        ins(f"setp.ne.u32 %p5, %kb, {'%k0' if cfg.reduces else 0};")
         ins("and.pred %p5, %p5, %p3;")
         # the slot is free once the consumers of every CTA reading it (both of a pair) are done with it.
         # A pair's remote arrive has default semantics (.release, .cta scope), as CUTLASS's
@@ -1287,17 +1573,17 @@ class _Writer(PtxBuilder):
         self.init_registers("%acc", zero)
 
     def init_registers(self, regs: str, zero: str) -> None:
-        """`regs`{0..} = the C fragments of the tile (preload_c; split-K: slice 0's partial only) or zero."""
+        """`regs`{0..} = the C fragments of the tile (preload_c; split-K: slice 0's partial only, stream-K: the segment's from K block 0) or zero."""
         cfg, ins, acc = self.cfg, self.ins, self.acc
-        if not cfg.preload_c or cfg.split_k > 1:
+        if not cfg.preload_c or cfg.reduces:
             for r in range(cfg.accumulators):
                 ins(f"mov{acc} {regs}{r}, {zero};")
             if not cfg.preload_c:
                 return
         skip = None
-        if cfg.split_k > 1:        # C enters one slice's partial only: slice 0's
+        if cfg.reduces:            # C enters one partial only: slice 0's (stream-K: the one from K block 0)
             skip = self.label("C_DONE")
-            ins("setp.ne.u32 %p1, %sl, 0;")
+            ins(f"setp.ne.u32 %p1, {'%k0' if cfg.stream_k else '%sl'}, 0;")
             ins(f"@%p1 bra.uni {skip};")
         ins("// C fragments into the accumulators (Figure 149 layout)")
         self.global_pointer("%gc", "c")
@@ -1667,13 +1953,28 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
     # split-K: split_k CTAs per tile; persistent: as many CTAs (pairs) per batch as run at once, never more
     # than there are work items
     work = "tiles" if S == 1 else f"tiles * {S}"
+    if cfg.stream_k:       # stream-K: as many CTAs as run at once share the batch's (tile, K block) iterations
+        work = f"tiles * ((K + {cfg.cta_k - 1}) // {cfg.cta_k})"
     grid_x = work
     if cfg.persistent:
         grid_x = (f"min({work}, multiprocessors * max_ctas_per_sm)" if cm == 1 else
                   f"{cm} * min({work} // {cm}, multiprocessors * max_ctas_per_sm // {cm})")
     scratch = {}
     limits = []
-    if S > 1:
+    if cfg.stream_k:
+        scratch = {"scratch": {
+            "workspace": {"element": cfg.acc_type, "shape": ["batch", f"2 * {grid_x}", cfg.cta_m * cfg.cta_n],
+                          "zeroed": False,
+                          "layout": f"per (batch, CTA c of the grid's x) two {cfg.cta_m} x {cfg.cta_n} partials (the "
+                                    "kernel's fragment order): slot 2c for c's segment from K block 0 that ends "
+                                    "inside a tile, 2c + 1 for its segment that starts inside one; no initial "
+                                    "contents needed"},
+            "semaphores": {"element": "u32", "shape": ["batch", "tiles"], "zeroed": True,
+                           "layout": "one arrival counter per (batch, tile): zero before the first launch; every "
+                                     "launch leaves it zero (the reducing CTA resets it). Launches sharing the "
+                                     "scratch must not run concurrently"}}}
+        limits = cfg.stream_limits
+    elif cfg.sliced:
         scratch = {"scratch": {
             "workspace": {"element": cfg.acc_type, "shape": ["batch", f"tiles * {S}", cfg.cta_m * cfg.cta_n],
                           "zeroed": False,
@@ -1703,7 +2004,7 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "dynamic_smem_bytes": cfg.smem_bytes,
         "requires": [],
         # the raster's tiles per group (N / cta_n) * raster_group is a u32 product (_Writer.raster)
-        "limits": launch_limits("MNK", [work, "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"] + limits
+        "limits": launch_limits("MNK", ["tiles" if cfg.stream_k else work, "batch"]) + [f"{tiles_n} * {cfg.raster_group} < {1 << 32}"] + limits
                   + metadata_coordinate_limit(cfg),
         **({"promote": cfg.promote} if cfg.promote is not None else {}),
         "batch": "grid y: the batch index; C and D at batch_stride_c / batch_stride_d elements per batch, A, "
@@ -1800,13 +2101,10 @@ def config_from_schedule(name: str, form: Form, target: str, ptx_version: Versio
     if schedule.persistent not in ("none", "static"):
         raise SpecError(f"persistent={schedule.persistent}: the wgmma kernel's persistent CTAs are scheduled "
                         f"statically", field="schedule.persistent", hint="write persistent=static")
-    if schedule.split_k == SPLIT_K_STREAM:
-        raise SpecError("split_k=stream: stream-K (CTAs walking an even share of all tiles' K blocks) is not "
-                        "implemented yet for the wgmma kernel", field="schedule.split_k",
-                        hint="write split_k=N (N K slices per tile, reduced in slice order) or persistent=static")
     raster = {} if schedule.raster is None else {"raster_group": schedule.raster}
     return SparseWgmmaConfig(name, form, target, cta_m=schedule.cta_m, cta_n=schedule.cta_n, cta_k=schedule.cta_k,
                              consumers=schedule.warps_m // 4, stages=schedule.stages, selector=selector,
                              ptx_version=ptx_version, cluster_m=schedule.cluster, accumulate_c=accumulate_c,
-                             d_type=d_type, epilogue=epilogue, persistent=schedule.persistent == "static",
+                             d_type=d_type, epilogue=epilogue,
+                             persistent=schedule.persistent == "static" or schedule.split_k == SPLIT_K_STREAM,
                              promote=getattr(schedule, "promote", None), split_k=schedule.split_k, **raster)

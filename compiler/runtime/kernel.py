@@ -459,7 +459,8 @@ class Kernel:
         key = (m, n, k, count, lead.device, _stream_key(stream))
         held = self._scratch.get(key)
         if held is None:
-            env = abi_mod.names(self.abi, m, n, k, batch=count)
+            # stream-K's workspace has two partial slots per CTA of the grid, which counts the device's SMs
+            env = abi_mod.names(self.abi, m, n, k, self._sms, batch=count)
             held = {}
             for name, spec in self.abi["scratch"].items():
                 shape = tuple(int(abi_mod.eval_expr(d, env)) for d in spec["shape"])

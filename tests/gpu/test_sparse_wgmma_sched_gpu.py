@@ -84,3 +84,52 @@ DECODE_BF16_E4M3 = "sparse_wgmma_bf16_e4m3_decode_split_k.tile"
 @pytest.mark.parametrize("shape", [(8192, 16, 8192), (300, 13, 330)], ids=lambda s: "x".join(map(str, s)))
 def test_bf16_and_e4m3_split_k_decode_tiles(sm90, torch_cuda, tile, shape):
     run(torch_cuda, DECODE_BF16_E4M3, *shape, tile=tile)
+
+
+# stream-K (examples/sparse_wgmma_f16_decode_stream_k.tile): min(tiles x K blocks, SMs) CTAs, each an equal
+# range of (tile, K block) iterations. The decode shapes (64 tiles of 128 x 64 and 128 K blocks at N <= 64:
+# every tile shared by 2 or 3 CTAs), the N = 16 tile, K tails, fewer iterations than SMs (a tile over as many
+# CTAs as it has K blocks), a tile count that does not divide the SMs, odd edges; D bit for bit numpy's (the
+# partials are summed in K order) and the guard band around D untouched.
+STREAM = "sparse_wgmma_f16_decode_stream_k.tile"
+
+
+@pytest.mark.parametrize("tile,shape", [
+    ("sparse_wgmma_f16_decode_stream_k", (8192, 64, 8192)),
+    ("sparse_wgmma_f16_decode_stream_k", (8192, 256, 8192)),
+    ("sparse_wgmma_f16_decode_stream_k", (8192, 16, 8192)),
+    ("sparse_wgmma_f16_decode_stream_k_n16", (8192, 16, 8192)),
+    ("sparse_wgmma_f16_decode_stream_k", (2048, 2048, 2048)),
+    ("sparse_wgmma_f16_decode_stream_k", (1000, 50, 1000)),       # 8 x 1 tiles of 16 K blocks, a K tail
+    ("sparse_wgmma_f16_decode_stream_k_n16", (300, 16, 130)),     # 3 tiles x 3 blocks: 9 CTAs of 1 block
+    ("sparse_wgmma_f16_decode_stream_k", (5, 7, 3)),
+    ("sparse_wgmma_f16_decode_stream_k", (4100, 130, 3000)),
+], ids=lambda x: x if isinstance(x, str) else "x".join(map(str, x)))
+def test_stream_k_shapes_and_guard_band(sm90, torch_cuda, tile, shape):
+    run(torch_cuda, STREAM, *shape, tile=tile)
+
+
+def test_stream_k_batch(sm90, torch_cuda):
+    run(torch_cuda, STREAM, 700, 64, 900, batch=3, seed=3)
+
+
+def test_stream_k_semaphores_zero_and_bits_repeat(sm90, torch_cuda):
+    """The reducing CTAs reset their semaphores (zero after every launch, the same scratch reused), and the
+    same input gives the same bits launch after launch (the workspace sums do not depend on timing)."""
+    from compiler.runtime import load
+
+    kernel = load(str(Path(__file__).resolve().parents[2] / "examples" / STREAM))
+    for seed in (1, 2, 1):
+        run(torch_cuda, STREAM, 2048, 64, 4096, seed=seed, kernel=kernel)
+        (held,) = kernel._scratch.values()
+        assert int(held["semaphores"].count_nonzero()) == 0
+
+
+def test_stream_k_grid_is_the_sm_count(sm90, torch_cuda):
+    from compiler.runtime import load
+
+    kernel = load(str(Path(__file__).resolve().parents[2] / "examples" / STREAM)).load()
+    sms = torch_cuda.cuda.get_device_properties(0).multi_processor_count
+    grid, cluster, _, _ = kernel.launch_dims(8192, 64, 8192)
+    assert cluster == (1, 1, 1) and grid == (sms, 1, 1)
+    assert kernel.launch_dims(128, 16, 200)[0] == (4, 1, 1)       # 1 tile x 4 K blocks: 4 CTAs

@@ -71,6 +71,11 @@ SPARSE_WGMMA_SCHEDULES: dict[str, dict] = {
     "128x256x64_s4_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=4, cluster_m=2),
     "128x256x64_s3_c2": dict(cta_m=128, cta_n=256, cta_k=64, stages=3, cluster_m=2),
     "256x128x64_s4_c2": dict(cta_m=256, cta_n=128, cta_k=64, stages=4, cluster_m=2),
+    # the consumers' registers from the producer (setmaxnreg): 2 x 128 rows x 192 (240 each), 3 x 64 x 192 (160)
+    "256x192x64_s4": dict(cta_m=256, cta_n=192, cta_k=64, stages=4),
+    "256x192x64_s4_c2": dict(cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2),
+    "256x192x64_s5_c2": dict(cta_m=256, cta_n=192, cta_k=64, stages=5, cluster_m=2),
+    "192x192x64_s4_c2": dict(cta_m=192, cta_n=192, cta_k=64, consumers=3, stages=4, cluster_m=2),
 }
 
 
@@ -253,14 +258,15 @@ def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int |
                                                  for name in ("a_values", "a_metadata", "b")})
         dev["tensor_maps"] = cp.asarray(np.frombuffer(maps, np.uint8))
         assert int(dev["tensor_maps"].data.ptr) % 64 == 0
-    env = runtime_abi.names(abi, m, n, k)
-    for name, spec in abi.get("scratch", {}).items():       # split-K: workspace and (zeroed) semaphores
+    if multiprocessors is None:
+        multiprocessors = cp.cuda.Device().attributes["MultiProcessorCount"]
+    # stream-K's workspace has two partial slots per CTA of the grid, which counts the multiprocessors
+    env = runtime_abi.names(abi, m, n, k, multiprocessors)
+    for name, spec in abi.get("scratch", {}).items():       # split-K, stream-K: workspace and (zeroed) semaphores
         count = int(np.prod([runtime_abi.eval_expr(x, env) for x in spec["shape"]]))
         dev[name] = (cp.zeros if spec["zeroed"] else cp.empty)(count, dtype=cp.uint32)
     smem = abi.get("dynamic_smem_bytes", 0)
     fn = load_function(cp, text, entry, smem)
-    if multiprocessors is None:
-        multiprocessors = cp.cuda.Device().attributes["MultiProcessorCount"]
     grid = abi_grid(abi, m, n, k, multiprocessors)
     fn(grid, tuple(abi["block"]), abi_arguments(abi, dev, m, n, k), shared_mem=smem)
     cp.cuda.runtime.deviceSynchronize()
