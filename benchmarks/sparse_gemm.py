@@ -453,10 +453,21 @@ def poison(torch, d) -> None:
         d.fill_(torch.iinfo(d.dtype).min)
 
 
-def operands(torch, case: Case, seed: int):
-    """Dense 2:4 A, its packing, B^T (N x K), the f32 reference A @ B."""
+def packed_rows(c: Candidate, case: Case) -> tuple[int, int]:
+    """Rows of the packed A values and 16-row metadata tiles `c`'s kernel reads for the case: more than M
+    where its ABI pads A to whole CTA tiles (a 192-row tile, or CTA pairs, that M is no multiple of)."""
+    from compiler.runtime import abi as rabi
+
+    return (rabi.buffer_shape(c.abi, "a_values", case.m, case.k)[0],
+            rabi.buffer_shape(c.abi, "a_metadata", case.m, case.k)[0])
+
+
+def operands(torch, case: Case, seed: int, rows: int | None = None):
+    """Dense 2:4 A (M x K), its packing for `rows` >= M rows (the padding rows random 2:4 too: legal
+    metadata; a kernel reads them and never writes their D rows), B^T (N x K), the f32 reference A @ B."""
     dt = getattr(torch, TORCH_TYPE[case.a])
-    dense, vals, meta = sparse_operands(torch, case.m, case.k, dt, seed=seed)
+    dense, vals, meta = sparse_operands(torch, rows or case.m, case.k, dt, seed=seed)
+    dense = dense[:case.m]
     g = torch.Generator(device="cuda").manual_seed(seed + 1)
     if dt.is_floating_point:
         bt = (torch.rand((case.n, case.k), device="cuda", generator=g) * 2 - 1).to(dt)
@@ -476,7 +487,8 @@ def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt,
         kernel = getattr(c, "kernel", None)
         if kernel is None:
             kernel = c.kernel = Kernel(c.abi, c.target, ptx=c.result.ptx, tile=c.tile)
-        a = SparseA(vals, meta, case.a, case.m, case.k)
+        value_rows, meta_tiles = packed_rows(c, case)
+        a = SparseA(vals[:value_rows], meta[:meta_tiles], case.a, case.m, case.k)
         b, zero = bt.t(), None
         if c.reads_c:
             element = c.abi["buffers"]["c"]["element"]
@@ -556,7 +568,8 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
     row: dict = {"case": case}
     chosen, unmet = select(candidates, case)
     row["tilec_unmet"] = unmet
-    dense, vals, meta, bt, ref = operands(torch, case, seed=case.m + case.n + case.k)
+    rows = max([case.m] + [max(packed_rows(c, case)[0], 16 * packed_rows(c, case)[1]) for c in chosen])
+    dense, vals, meta, bt, ref = operands(torch, case, seed=case.m + case.n + case.k, rows=-(-rows // 16) * 16)
     tol = tolerance(case.out)
     final: dict[str, object] = {}
     # tilec: every runnable example, checked then timed; the fastest to the rounds

@@ -152,9 +152,11 @@ def _parser(argv: list[str] | None = None):
     r.add_argument("file", help="input .tile file, or - for stdin")
     r.add_argument("--tile", help="run only this tile (default: every tile of the file)")
     r.add_argument("--shape", metavar="M,N,K",
-                   help="problem size (default: two kernel tiles along M and N, K = the tile's loop K). M and N are "
-                        "multiples of the kernel's tile. K may differ from the tile's `loop K` for the mma.sp "
-                        "kernels (any multiple of their K step); a tcgen05 kernel takes only its loop K")
+                   help="problem size (default: two kernel tiles along M and N, K = the tile's loop K). The "
+                        "scheduled kernels (sparse wgmma, the pipelined mma.sp kernel, dense warp-specialised tcgen05 "
+                        "tiles) take any M and N, and any K (tcgen05: a multiple of its K block); the other "
+                        "kernels take multiples of their tile, K a multiple of their K step (tcgen05: its loop K). "
+                        "The kernel's ABI says which (`requires`), and a size it does not take is an error")
     r.add_argument("--check", action="store_true", help="compare D with the numpy reference (the default)")
     r.add_argument("--bench", action="store_true", help="time the kernel: median of --iters launches after --warmup")
     r.add_argument("--emulate", nargs="?", const="eager", default=None, choices=EMULATE_POLICIES,

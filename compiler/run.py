@@ -156,7 +156,10 @@ def sparse_host(abi: dict, result, tile: str, m: int, n: int, k: int, seed: int)
 
         bias, scalars = epilogue_inputs(desc, m, n, rng)
         ref, bound, pre = epilogue_reference(form, p, d_type, desc, bias, scalars)
-        scale = epilogue_atol(bound, pre, desc["act"], d_type, scalars.get("scale", 1.0)) / tolerance(d_type)
+        atol, tol = epilogue_atol(bound, pre, desc["act"], d_type, scalars.get("scale", 1.0)), tolerance(d_type)
+        # mismatches() allows tolerance(d_type) * scale: an exact type (s32, tolerance 0) must match exactly,
+        # whatever the scale (atol / 0 would be NaN, and every element would fail)
+        scale = atol / tol if tol else np.zeros_like(np.asarray(atol, np.float64))
         return SparseHost(p, bias, {k: v for k, v in scalars.items() if desc[k] == "param"}, ref, scale, d_type)
     ref = reference(form, p, d_type)
     scale = np.abs(p.a.astype(np.float64)) @ np.abs(p.b.astype(np.float64))

@@ -20,7 +20,8 @@ Case, Candidate = SG["Case"], SG["Candidate"]
 
 def fake_abi(a="f16", d="f16", requires=("M % 256 == 0", "N % 256 == 0", "K % 64 == 0"), limits=(), **extra):
     """The parts of a sparse wgmma kernel's ABI the selection reads (CompileResult.to_json() shape)."""
-    buffers = {"a_values": {"element": a, "shape": ["M", "K/2"]}, "a_metadata": {"element": "u32"},
+    buffers = {"a_values": {"element": a, "shape": ["M", "K/2"]},
+               "a_metadata": {"element": "u32", "shape": ["M/16", "K/32", 32]},
                "b": {"element": a}, "d": {"element": d, "shape": ["M", "N"]}, "tensor_maps": {"element": "CUtensorMap"}}
     params = [{"name": x, "type": "u64"} for x in ("tensor_maps", "d")] + \
         [{"name": x, "type": "u32"} for x in ("M", "N", "K")]
@@ -360,6 +361,18 @@ def _fake_torch():
     cuda = SimpleNamespace(Event=_Event, synchronize=lambda: None, CUDAGraph=_Graph, Stream=_Stream,
                            current_stream=_Stream, stream=lambda s: nullcontext(), graph=_Capture)
     return SimpleNamespace(cuda=cuda, empty=lambda *a, **k: "D", float16="f16", bfloat16="bf16", float32="f32")
+
+
+def test_a_tile_that_pads_a_gets_a_packing_of_its_rows(examples):
+    """A 192-row tile on CTA pairs pads A's metadata to whole pairs of tiles: at M = 8192 it reads 528 metadata
+    tiles of 16 rows (ceil(8192 / 384) * 384 = 8448 rows; the runtime refuses fewer) beside M rows of values; the
+    benchmark packs A for the most rows any chosen tile reads and gives each tile its rows (the first M are A's)."""
+    found, _ = examples
+    case = Case(8192, 8192, 8192, "f16")
+    chosen, _ = SG["select"](found, case)
+    rows = {c.name: SG["packed_rows"](c, case) for c in chosen if "a_metadata" in c.abi["buffers"]}
+    assert rows["sparse_wgmma_setmaxnreg.tile:sparse_wgmma_f16_192x192"] == (8192, 8448 // 16)
+    assert rows["sparse_wgmma_f16_out_f16.tile"] == (8192, 8192 // 16)
 
 
 def test_one_case_on_a_fake_gpu(monkeypatch):

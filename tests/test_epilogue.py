@@ -479,3 +479,25 @@ def test_one_byte_stores_are_vectorised(tmp_path, ptxas):
         r = compile_source(re.sub(r"schedule [^;]*;", f"schedule {sched};", text))
         assert store in r.ptx, sched
         _assemble(ptxas, r.ptx, tmp_path)
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", "sync"])
+def test_the_run_check_of_an_exact_output_compares_exactly(kernel):
+    """`tilec run --check` (compiler.run.sparse_host) on an s8 -> s32 epilogue tile: s32's tolerance is 0, so
+    the per-element bound must be zeros (an exact compare), not atol / 0 = NaN, which failed every element of a
+    right D on the H100 (test_pairwise_epilogues_on_gpu, the s32 cases)."""
+    import numpy as np
+
+    from compiler import compile_source
+    from compiler.run import mismatches, sparse_host
+
+    case = {"act": "none", "out": "s32", "c": "C", "bias": "none", "alpha": "none", "kernel": kernel, "a": "s8",
+            "scale": "none", "bias_type": "f32"}
+    result = compile_source(tile_text(case))
+    abi = result.to_json()["tiles"]["t"]["kernel"]
+    host = sparse_host(abi, result, "t", 64, 64, 128, 0)
+    assert np.isfinite(host.scale).all() and not np.asarray(host.scale).any()
+    assert mismatches(host.ref, host.ref, host.scale, "s32")[0] == 0
+    off = np.asarray(host.ref).copy()
+    off[0, 0] += 1
+    assert mismatches(off, host.ref, host.scale, "s32")[0] == 1

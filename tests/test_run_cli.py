@@ -82,8 +82,9 @@ def test_no_gpu_is_a_clear_error_naming_emulate():
 def test_help_says_where_shape_may_differ_from_loop_k(capsys):
     assert main(["run", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "K may differ from the tile's `loop K` for the mma.sp kernels" in text
-    assert "a tcgen05 kernel takes only its loop K" in text
+    # the scheduled kernels take edges; the unscheduled ones whole tiles (their ABIs' `requires`)
+    assert "take any M and N, and any K (tcgen05: a multiple of its K block)" in text
+    assert "the other kernels take multiples of their tile, K a multiple of their K step (tcgen05: its loop K)" in text
 
 
 # `--emulate[=POLICY]` and `--seed N`: the emulator's scheduling policy (compiler.emulate's `mode`)

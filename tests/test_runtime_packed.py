@@ -116,3 +116,29 @@ def test_the_torch_ops_rules_take_the_packers_arrays(packed):
         args.update(scale_a=FakeTensor((M, K // 64)), scale_b=FakeTensor((N, K // 64)))
     m, n, k, _, want = Rules(kernel.abi).check(args, out=FakeTensor((M, N), acc))
     assert (m, n, k) == (M, N, K) and want["a_values"].shape == values.shape
+
+
+def test_the_pipelined_kernels_4bit_operands_are_packed_too():
+    """The pipelined block-scaled kernel (schedule ... stages=3, examples/sparse_gemm_nvf4.tile) packs A and B
+    like the single-tile kernel: its ABI marks them packed, so the runtime checks the bytes compress_padded
+    and pack_b produce (it used to check M x K/2 and N x K element counts against byte arrays), and a launch
+    with those arrays passes every argument check."""
+    import os
+
+    from compiler.ptx.sparse_gemm_kernel import padded_sizes
+
+    kernel = load(os.path.join(os.path.dirname(__file__), "..", "examples", "sparse_gemm_nvf4.tile"))
+    m, n, k = 128, 128, 256
+    rng = np.random.default_rng(0)
+    a = sparse.random_sparse(rng, m, k, "e2m1", "m16n8k128")
+    ps = padded_sizes(kernel.abi, m, k)
+    values, meta = sparse.compress_padded(a, "e2m1", "m16n8k128", ps["k_values"], ps["meta_rows"] * 16,
+                                          ps["meta_words"] // 32 * 128, value_rows=ps["value_rows"])
+    bt = sparse.pack_b(sparse.random_values(rng, (k, n), "e2m1"), "e2m1", "m16n8k128")
+    want = rabi.buffers(kernel.abi, m, n, k)
+    assert want["a_values"].packed and want["b"].packed
+    assert want["a_values"].shape == values.shape == (m, k // 4) and want["b"].shape == bt.shape == (n, k // 2)
+    sa = SparseA(Fake(values.shape, "<u1"), Fake(meta.shape, "<u4"), "e2m1", m, k)
+    scales = {"scale_a": Fake(want["sfa"].shape, "<u1"), "scale_b": Fake(want["sfb"].shape, "<u1")}
+    with pytest.raises(DeviceError):          # every argument check passed; no GPU here to load the module
+        kernel(sa, Fake(bt.shape, "<u1").T, Fake((m, n), "<f4"), out=Fake((m, n), "<f4"), **scales)

@@ -489,6 +489,25 @@ def test_runtime_allocates_split_k_scratch_once(monkeypatch):
     assert ws and sem and ws != sem and fake.launches[0][2] == args
 
 
+def test_runtime_gives_each_stream_its_own_split_k_scratch(monkeypatch):
+    """Launches on two streams may overlap: each stream gets its own workspace and semaphores (shared
+    semaphores would let one launch's CTAs count the other's slices); a stream's later launch reuses its own."""
+    from compiler.runtime import driver
+
+    m, n, k = 8192, 16, 8192
+    kernel, fake, (a, b, d), allocated, previous = _fake_launch(monkeypatch, "sparse_wgmma_f16_decode_split_k.tile",
+                                                                "sparse_wgmma_f16_decode_split_k", m, n, k)
+    try:
+        for stream in (1, 2, 1):
+            kernel(a, b, out=d, stream=stream)
+    finally:
+        driver.use(previous)
+    assert len(allocated) == 4                                   # workspace + semaphores, for streams 1 and 2
+    names = [p["name"] for p in kernel.abi["params"]]
+    pointers = [tuple(args[names.index(x)] for x in ("workspace", "semaphores")) for _, _, args, _ in fake.launches]
+    assert pointers[0] != pointers[1] and pointers[0] == pointers[2]
+
+
 # --------------------------------------------------------------------------------------------------
 # stream-K (split_k=stream)
 # --------------------------------------------------------------------------------------------------

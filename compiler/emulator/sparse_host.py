@@ -305,6 +305,80 @@ def stacked(images: list[np.ndarray], fill: int) -> tuple[np.ndarray, int]:
     return out, stride
 
 
+def _row_pitch(pad: dict[str, int] | None, what: str, cols: int, itemsize: int) -> int:
+    """Elements between rows of operand `what`: the least that keeps rows 16-byte multiples, plus
+    `pad[what]` (a guard band the tests poison)."""
+    least = -(-cols * itemsize // 16) * 16 // itemsize
+    return least + (pad or {}).get(what, 0)
+
+
+def _edge_problems(form, m: int, n: int, k: int, batch: int, rng, accumulate_c: bool, compress) -> tuple[list, list]:
+    """`batch` random edge problems, each A packed by `compress(a)` -> (values, metadata) (the kernel's
+    padding) and B packed by sparse.pack_b (K padded to the instruction K, then cut back to K columns)."""
+    from .. import sparse
+
+    problems, bts = [], []
+    for _ in range(batch):
+        p = edge_problem(form, m, n, k, rng, accumulate_c)
+        p.values, p.meta = compress(p.a)
+        bts.append(sparse.pack_b(np.concatenate([p.b, np.zeros((-k % form.k, n), p.b.dtype)]), form.b_type,
+                                 form.shape)[:, :k])
+        problems.append(p)
+    return problems, bts
+
+
+class _GuardedD:
+    """D for `batch` problems in one image: rows `ldd` elements apart, batches BATCH_GAP bytes apart, the
+    guard band (columns N..ldd, the gaps) 0xA5 and the elements the kernel must write poisoned (0xFF); C (if
+    the kernel reads it) pitched alike with 0x7F padding. Sets the d / c parameters and their strides."""
+
+    def __init__(self, mem: FlatMemory, params: dict, name: str, problems: list, m: int, n: int, out_np,
+                 ldd: int, pad: dict[str, int] | None, accumulate_c: bool):
+        batch = len(problems)
+        self.m, self.n, self.ldd, self.out_np = m, n, ldd, out_np
+        self.dsize = np.dtype(out_np).itemsize
+        d_img, self.stride = stacked([pitched(np.zeros((m, n), out_np), ldd, 0xA5) for _ in range(batch)], 0xA5)
+        params[f"{name}_d"] = mem.add("d", d_img, writable=True)
+        self.written = np.zeros(d_img.size, bool)
+        for i in range(batch):
+            block = self.written[i * self.stride:i * self.stride + m * ldd * self.dsize].reshape(m, -1)
+            block[:, :n * self.dsize] = True
+        mem.array("d")[self.written] = 0xFF                         # poison where D is written
+        params[f"{name}_batch_stride_d"] = self.stride // self.dsize
+        if accumulate_c:
+            ldc = _row_pitch(pad, "c", n, problems[0].c.itemsize)
+            c_img, c_stride = stacked([pitched(p.c, ldc, 0x7F) for p in problems], 0x7F)
+            params[f"{name}_c"] = mem.add("c", c_img)
+            params[f"{name}_ldc"] = ldc
+            params[f"{name}_batch_stride_c"] = c_stride // problems[0].c.itemsize
+
+    def read_back(self, mem: FlatMemory, stats: dict, form, problems: list, out_type: str, desc, bias, scal):
+        """(D, reference D, stats) after the launch, batch x M x N when there are several problems;
+        EmulationError if the kernel wrote into the guard band."""
+        from .parse import EmulationError
+
+        out = mem.array("d")
+        if (out[~self.written] != 0xA5).any():
+            raise EmulationError("the kernel wrote into the guard band around D (columns N..ldd, between batches)")
+        m, n, dsize = self.m, self.n, self.dsize
+        ds, refs = [], []
+        for i, p in enumerate(problems):
+            rows = out[i * self.stride:i * self.stride + m * self.ldd * dsize].reshape(m, -1)
+            d = rows[:, :n * dsize].copy().view(self.out_np).reshape(m, n)
+            d, ref, one = _reference(mem, d, form, p, out_type, desc, bias, scal, stats)
+            ds.append(d)
+            refs.append(ref)
+            atol = one.pop("atol", None)
+            if atol is not None:
+                one.setdefault("atols", []).append(atol)
+        if "atols" in stats:
+            atols = stats.pop("atols")
+            stats["atol"] = atols[0] if len(problems) == 1 else np.stack(atols)
+        if len(problems) == 1:
+            return ds[0], refs[0], stats
+        return np.stack(ds), np.stack(refs), stats
+
+
 def _scratch_dim(expr, abi: dict, m: int, n: int, k: int, multiprocessors: int, batch: int) -> int:
     """A dimension of an ABI scratch buffer (an int or an ABI expression of the tile count `tiles`, K and,
     for stream-K's workspace, the grid: `multiprocessors`)."""
@@ -338,42 +412,17 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     rng = np.random.default_rng(seed)
     ps = padded_sizes(kern.abi, m, k)
     out_np = out_dtype(out_type)
-    dsize = np.dtype(out_np).itemsize
-
-    def pitch_of(what: str, cols: int, itemsize: int) -> int:
-        least = -(-cols * itemsize // 16) * 16 // itemsize
-        return least + (pad or {}).get(what, 0)
-
-    problems, bts = [], []
-    for _ in range(batch):
-        p = edge_problem(form, m, n, k, rng, accumulate_c)
-        p.values, p.meta = sparse.compress_padded(p.a, form.a_type, form.shape, ps["k_values"],
-                                                  ps["meta_rows"] * 16, ps["meta_words"] // 32 * form.k)
-        bts.append(sparse.pack_b(np.concatenate([p.b, np.zeros((-k % form.k, n), p.b.dtype)]), form.b_type,
-                                 form.shape)[:, :k])
-        problems.append(p)
-    ldb = pitch_of("b", k, bts[0].dtype.itemsize)
-    ldd = pitch_of("d", n, dsize)
+    problems, bts = _edge_problems(form, m, n, k, batch, rng, accumulate_c, lambda a: sparse.compress_padded(
+        a, form.a_type, form.shape, ps["k_values"], ps["meta_rows"] * 16, ps["meta_words"] // 32 * form.k))
+    ldb = _row_pitch(pad, "b", k, bts[0].dtype.itemsize)
+    ldd = _row_pitch(pad, "d", n, np.dtype(out_np).itemsize)
     mem = FlatMemory()
     images = {"a_values": stacked([p.values for p in problems], 0x7F),
               "a_metadata": stacked([p.meta for p in problems], 0x00),
               "b": stacked([pitched(np.ascontiguousarray(bt), ldb, 0x7F) for bt in bts], 0x7F)}
     addr = {key: mem.add(key, img, loadable=False) for key, (img, _) in images.items()}
     params = {}
-    d_img, d_stride = stacked([pitched(np.zeros((m, n), out_np), ldd, 0xA5) for _ in range(batch)], 0xA5)
-    params[f"{name}_d"] = mem.add("d", d_img, writable=True)
-    written = np.zeros(d_img.size, bool)
-    for i in range(batch):
-        block = written[i * d_stride:i * d_stride + m * ldd * dsize].reshape(m, -1)
-        block[:, :n * dsize] = True
-    mem.array("d")[written] = 0xFF                                  # poison where D is written
-    params[f"{name}_batch_stride_d"] = d_stride // dsize
-    if accumulate_c:
-        ldc = pitch_of("c", n, problems[0].c.itemsize)
-        c_img, c_stride = stacked([pitched(p.c, ldc, 0x7F) for p in problems], 0x7F)
-        params[f"{name}_c"] = mem.add("c", c_img)
-        params[f"{name}_ldc"] = ldc
-        params[f"{name}_batch_stride_c"] = c_stride // problems[0].c.itemsize
+    d = _GuardedD(mem, params, name, problems, m, n, out_np, ldd, pad, accumulate_c)
     params[f"{name}_ldd"] = ldd
     desc = kern.abi.get("epilogue")
     bias = scal = None
@@ -405,25 +454,7 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     machine.run()
     if sems is not None and mem.array(sems).any():
         raise EmulationError("a split-K semaphore is not zero after the launch: the next launch would miscount")
-    out = mem.array("d")
-    if (out[~written] != 0xA5).any():
-        raise EmulationError("the kernel wrote into the guard band around D (columns N..ldd, between batches)")
-    ds, refs = [], []
-    for i, p in enumerate(problems):
-        rows = out[i * d_stride:i * d_stride + m * ldd * dsize].reshape(m, -1)
-        d = rows[:, :n * dsize].copy().view(out_np).reshape(m, n)
-        d, ref, stats = _reference(mem, d, form, p, out_type, desc, bias, scal, machine.stats)
-        ds.append(d)
-        refs.append(ref)
-        atol = stats.pop("atol", None)
-        if atol is not None:
-            stats.setdefault("atols", []).append(atol)
-    if "atols" in machine.stats:
-        atols = machine.stats.pop("atols")
-        machine.stats["atol"] = atols[0] if batch == 1 else np.stack(atols)
-    if batch == 1:
-        return ds[0], refs[0], machine.stats
-    return np.stack(ds), np.stack(refs), machine.stats
+    return d.read_back(mem, machine.stats, form, problems, out_type, desc, bias, scal)
 
 
 def run_sparse_gemm_edges(kern, form, m: int, n: int, k: int, out_type: str, accumulate_c: bool, *, mode: str = "eager",
@@ -439,50 +470,24 @@ def run_sparse_gemm_edges(kern, form, m: int, n: int, k: int, out_type: str, acc
     D (the memory model refuses it). A persistent kernel runs on `ctas` CTAs per batch (default 3)."""
     from .. import sparse
     from ..ptx.sparse_gemm_kernel import padded_sizes
-    from .parse import EmulationError
 
     abi = kern.abi
     name = abi.get("entry") or abi["kernel"]
     rng = np.random.default_rng(seed)
     ps = padded_sizes(abi, m, k)
     out_np = out_dtype(out_type)
-    dsize = np.dtype(out_np).itemsize
-
-    def pitch_of(what: str, cols: int, itemsize: int) -> int:
-        least = -(-cols * itemsize // 16) * 16 // itemsize
-        return least + (pad or {}).get(what, 0)
-
-    problems, bts = [], []
-    for _ in range(batch):
-        p = edge_problem(form, m, n, k, rng, accumulate_c)
-        p.values, p.meta = sparse.compress_padded(p.a, form.a_type, form.shape, ps["k_values"],
-                                                  ps["meta_rows"] * 16, ps["meta_words"] // 32 * form.k,
-                                                  abi.get("selector", 0), value_rows=ps["value_rows"])
-        bts.append(sparse.pack_b(np.concatenate([p.b, np.zeros((-k % form.k, n), p.b.dtype)]), form.b_type,
-                                 form.shape)[:, :k])
-        problems.append(p)
-    ldb = pitch_of("b", k, bts[0].dtype.itemsize)
-    ldd = pitch_of("d", n, dsize)
+    problems, bts = _edge_problems(form, m, n, k, batch, rng, accumulate_c, lambda a: sparse.compress_padded(
+        a, form.a_type, form.shape, ps["k_values"], ps["meta_rows"] * 16, ps["meta_words"] // 32 * form.k,
+        abi.get("selector", 0), value_rows=ps["value_rows"]))
+    ldb = _row_pitch(pad, "b", k, bts[0].dtype.itemsize)
+    ldd = _row_pitch(pad, "d", n, np.dtype(out_np).itemsize)
     mem = FlatMemory()
     images = {"a_values": stacked([p.values for p in problems], 0x7F),
               "a_metadata": stacked([p.meta for p in problems], 0x00),
               "b": stacked([pitched(np.ascontiguousarray(bt), ldb, 0x7F) for bt in bts], 0x7F)}
     params = {f"{name}_{key}": mem.add(key, img) for key, (img, _) in images.items()}
     params.update({f"{name}_batch_stride_{key}": stride for key, (_, stride) in images.items()})
-    d_img, d_stride = stacked([pitched(np.zeros((m, n), out_np), ldd, 0xA5) for _ in range(batch)], 0xA5)
-    params[f"{name}_d"] = mem.add("d", d_img, writable=True)
-    written = np.zeros(d_img.size, bool)
-    for i in range(batch):
-        block = written[i * d_stride:i * d_stride + m * ldd * dsize].reshape(m, -1)
-        block[:, :n * dsize] = True
-    mem.array("d")[written] = 0xFF                                  # poison where D is written
-    params[f"{name}_batch_stride_d"] = d_stride // dsize
-    if accumulate_c:
-        ldc = pitch_of("c", n, problems[0].c.itemsize)
-        c_img, c_stride = stacked([pitched(p.c, ldc, 0x7F) for p in problems], 0x7F)
-        params[f"{name}_c"] = mem.add("c", c_img)
-        params[f"{name}_ldc"] = ldc
-        params[f"{name}_batch_stride_c"] = c_stride // problems[0].c.itemsize
+    d = _GuardedD(mem, params, name, problems, m, n, out_np, ldd, pad, accumulate_c)
     params.update({f"{name}_ldb": ldb, f"{name}_ldd": ldd, f"{name}_M": m, f"{name}_N": n, f"{name}_K": k,
                    f"{name}_Kp": ps["k_values"]})
     desc = abi.get("epilogue")
@@ -495,23 +500,5 @@ def run_sparse_gemm_edges(kern, form, m: int, n: int, k: int, out_type: str, acc
                           order=order, land=land, rng=rng, dynamic_smem=abi["dynamic_smem_bytes"],
                           policy=policy_of(mode))
     machine.run()
-    out = mem.array("d")
-    if (out[~written] != 0xA5).any():
-        raise EmulationError("the kernel wrote into the guard band around D (columns N..ldd, between batches)")
-    ds, refs = [], []
-    for i, p in enumerate(problems):
-        rows = out[i * d_stride:i * d_stride + m * ldd * dsize].reshape(m, -1)
-        d = rows[:, :n * dsize].copy().view(out_np).reshape(m, n)
-        d, ref, stats = _reference(mem, d, form, p, out_type, desc, bias, scal, machine.stats)
-        ds.append(d)
-        refs.append(ref)
-        atol = stats.pop("atol", None)
-        if atol is not None:
-            stats.setdefault("atols", []).append(atol)
-    if "atols" in machine.stats:
-        atols = machine.stats.pop("atols")
-        machine.stats["atol"] = atols[0] if batch == 1 else np.stack(atols)
-    if batch == 1:
-        return ds[0], refs[0], machine.stats
-    return np.stack(ds), np.stack(refs), machine.stats
+    return d.read_back(mem, machine.stats, form, problems, out_type, desc, bias, scal)
 

@@ -1010,12 +1010,14 @@ def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0,
         args[name] = stacked([np.ascontiguousarray(np.asarray(p.args[name])[:rows]) for p in problems])
     d_type = spec.operands["D"].dtype
     args["D"] = np.full(((batch,) if batch > 1 else ()) + (m, n * TYPES[d_type].bits // 8), 0x5A, np.uint8)
-    # the per-K-block TMEM operands (META, SFA, SFB) as the kernel's tcgen05.cp reads them: their images
-    # (sparse and block-scaled kernels take whole tiles and one problem)
+    # the per-K-block TMEM operands (META, SFA, SFB) as the kernel's tcgen05.cp reads them: each problem's
+    # images, one after another, from its natural layout (drawn for whole tiles: tmem_image pads the rows past
+    # M / N with its legal values, not these)
     from ..ptx.tcgen05_ws_kernel import tmem_image
 
     for name, spec_ in abi.get("tmem_images", {}).items():
-        image = tmem_image(spec_, np.asarray(args[name]).tolist(), n if name == "SFB" else m, k)
+        image = [v for p in problems
+                 for v in tmem_image(spec_, np.asarray(p.args[name]).tolist(), n if name == "SFB" else m, k)]
         args[name] = np.array(image, np.uint32 if name == "META" else np.uint8)
     desc = abi.get("epilogue")
     bias = scalars = cs = None

@@ -164,6 +164,13 @@ class MetadataFormat:
 
 
 METADATA_FORMATS = {"shared16": MetadataFormat("shared16", 1), "row8": MetadataFormat("row8", 2)}
+# The natural metadata word of rows past a problem's edge (a ws kernel's image covers whole tiles): every nibble
+# 0b0100, indices (0, 1), legal for every granularity (2:4, 4:8 pairs, tf32 1:2: PTX 9.7.16.10.8.1); A's rows
+# there are TMA zero fill, so whatever it selects multiplies zeros.
+METADATA_PAD_WORD = 0x44444444
+# The scale-factor byte of rows past the edge: 1.0 (ue8m0: 2^(127 - 127); ue4m3: exponent 7 = bias, mantissa 0;
+# PTX 9.7.16.10.7), finite, so zero-filled A / B rows stay zero (0xFF ue8m0 would be NaN).
+SCALE_ONE = {"ue8m0": 0x7F, "ue4m3": 0x38}
 _KIND_METADATA = {"f16": "shared16", "tf32": "shared16", "f8f6f4": "row8", "i8": "row8",
                   "mxf8f6f4": "row8", "mxf4": "row8", "mxf4nvf4": "row8"}
 # Dense elements per metadata chunk (one nibble): 9.7.16.10.8 granularities 2:4 (4), 1:2 (2), 4:8 (8).

@@ -1473,7 +1473,7 @@ def padded_sizes(abi: dict, m: int, k: int) -> dict[str, int]:
 def operand_buffers(form: Form, d_type: str) -> dict:
     """ABI buffers a_values, a_metadata, b, d of the pipelined kernels (the layouts of compiler/sparse.py)."""
     bits = form.layout.storage_bits
-    return {
+    buffers = {
         "a_values": {"element": form.a_type, "shape": ["M", "K/2"], "bytes": f"M*K*{bits}/16",
                      "layout": "row-major compressed A (sparse.compress values)"},
         "a_metadata": {"element": "u32", "shape": ["M/16", f"K/{form.k}", 32],
@@ -1482,6 +1482,12 @@ def operand_buffers(form: Form, d_type: str) -> dict:
               "layout": "B transposed: row n holds column n of B (sparse.pack_b)"},
         "d": {"element": d_type, "shape": ["M", "N"], "layout": "row-major (written); 16-byte aligned"},
     }
+    if bits == 4:
+        # shapes count elements; 4-bit ones (e2m1) share a byte two at a time, so the arrays hold half as many
+        # bytes a row: the runtime reads `packed` (as for mma_sp_kernel's ABI)
+        for name in ("a_values", "b"):
+            buffers[name]["packed"] = True
+    return buffers
 
 
 def _abi(cfg: SparseGemmConfig, ptx: Version, params) -> dict:

@@ -51,7 +51,12 @@ Every role walks the same static persistent schedule: CTA b takes tiles b, b + n
 (t mod tiles_m, (t div tiles_m) mod tiles_n, t div (tiles_m tiles_n)) (along M first, then N, then the batch);
 tiles_m = ceil(M / tile M), tiles_n = ceil(N / tile N), ceil(K / cta K) K blocks: TMA loads fill the parts
 of a box outside A and B with zeros and the TMA store clips D at its extents, so dense tiles take any
-M, N, K >= 1. With `persistent=clc` (cluster launch control, PTX 9.7.13.17-18) the grid is one CTA (pair)
+M, N, K >= 1. Sparse and block-scaled tiles take any M, N and a batch too: their META / SFA / SFB images
+(`tmem_image`) cover whole CTA (pair) tiles of rows, those past M / N padded with legal values (metadata
+nibbles 0b0100 selecting A's zero fill, scale factors 1.0), one problem's images after another's, and the
+producer's image row is (batch index * row tiles + row tile) * K blocks + K block; K stays a multiple of the
+K block (`requires`: the images and the natural layouts they come from count whole K blocks).
+With `persistent=clc` (cluster launch control, PTX 9.7.13.17-18) the grid is one CTA (pair)
 per tile and a seventh warp schedules: CTA b starts on tile ctaid.x (a pair: ctaid.x / 2) and every role
 then takes, in order, the tile of each cluster the scheduler warp canceled (`clusterlaunchcontrol.try_cancel`,
 a pair: `.multicast::cluster::all`), reading each 16-byte answer from a 2-slot ring (clc_full / clc_empty
@@ -72,8 +77,7 @@ cuTensorMapEncodeTiled arguments (rank 3; the runtime's driver encodes them, the
 writes through them). `buffers` states every array (element type, shape in M, N, K) as
 compiler/runtime/abi.py's buffers family does, so compiler/runtime launches this kernel by the path of the
 TMA + wgmma.sp kernels (`tilec run --check` on a B200). Sparse and
-block-scaled tiles (whose images are laid out by whole tiles) require whole tiles and K
-blocks and batch 1 (`requires`).
+block-scaled tiles require whole K blocks (`requires`).
 With an `epilogue` statement D's type is the output's and the TMEM accumulator is f32 (s32 for integer A:
 epilogue-lowering's accumulator_type), C is read in the epilogue (never preloaded into TMEM).
 """
@@ -531,7 +535,7 @@ class _WsKernel:
         if self.pair:
             e(f"mov.u32 {zero}, 0;")
         if plan.cp_operands:            # the per-K-block TMEM operands' images (META, SFA, SFB)
-            tile_index, image_row = kb.reg("r"), kb.reg("r")
+            tile_index, image_row, batch_tiles = kb.regs("r", 3)
 
         def block(kreg: str, m0: str, n0: str) -> None:
             ring.wait_empty()
@@ -559,7 +563,14 @@ class _WsKernel:
                 # tensor map's 16-byte rows, loaded like A and B (a pair: each CTA its own rows' SFA / META
                 # and the pair's SFB, completing on the leader's barrier)
                 row0, extent = (n0, self.spec.n) if name == "SFB" else (m0, self.spec.m // plan.cluster)
+                # the image's row tiles of one problem: ceil(rows / tile) CTA (pair) tiles of tile / extent
+                # row tiles each (tmem_image pads the last); problem z's come after z such sets
+                row_tiles, per_tile = ((self.tiles_n, 1) if name == "SFB" else (self.tiles_m, plan.cluster))
+                e(f"mul.lo.u32 {batch_tiles}, {self.z}, {row_tiles};")
+                if per_tile > 1:
+                    e(f"mul.lo.u32 {batch_tiles}, {batch_tiles}, {per_tile};")
                 e(f"div.u32 {tile_index}, {row0}, {extent};")
+                e(f"add.u32 {tile_index}, {tile_index}, {batch_tiles};")
                 e(f"mad.lo.u32 {tile_index}, {tile_index}, {self.kblocks}, {kreg};")
                 rows = nbytes // IMAGE_ROW_BYTES
                 for j in range(0, rows, IMAGE_BOX_ROWS):
@@ -884,9 +895,15 @@ class _WsKernel:
     # ---- ABI ------------------------------------------------------------------------------------
     @property
     def any_size(self) -> bool:
-        """Dense tiles take any M, N, K >= 1 and a batch; the staging warps' META / SFA / SFB reads assume
-        whole tiles and one problem."""
-        return not (self.sparse or self.scaled)
+        """Every tile takes any M, N >= 1 and a batch; dense tiles any K >= 1 too. Sparse and block-scaled
+        tiles take K in whole K blocks: their META / SFA / SFB images are per K block, and the natural
+        layouts they come from count whole metadata words / scale-factor vectors per row."""
+        return True
+
+    @property
+    def whole_k(self) -> bool:
+        """K a multiple of the K block (`requires`): sparse and block-scaled tiles (`any_size`)."""
+        return bool(self.sparse or self.scaled)
 
     def buffers(self) -> dict:
         """Every array the kernel reads or writes, as compiler/runtime/abi.py's `buffers` family states
@@ -932,7 +949,7 @@ class _WsKernel:
         the row tile and K block; metadata: the natural words per block and the cell format; scale
         factors: columns per 4-byte group, 32-row slices, factors per MMA and stream bytes per MMA)."""
         from ..isa.tcgen05_forms import CP_GEOMETRY
-        from ..isa.tmem import metadata_format
+        from ..isa.tmem import METADATA_PAD_WORD, SCALE_ONE, metadata_format
         from ..passes.warp_specialization import CP_FORMS
 
         plan = self.plan
@@ -940,14 +957,16 @@ class _WsKernel:
         lanes = CP_GEOMETRY[shape][0]
         out = {"copy": shape + (f".{multicast}" if multicast else ""), "lanes": lanes,
                "columns": plan.cp_bytes[plan.cp_operands.index(name)] // (lanes * 4),
-               "row_tile": self.spec.n if name == "SFB" else self.spec.m // plan.cluster, "k_block": plan.k_block}
+               "row_tile": self.spec.n if name == "SFB" else self.spec.m // plan.cluster, "k_block": plan.k_block,
+               # rows are padded up to whole CTA (pair) tiles with `pad` (a legal, finite natural value)
+               "tile_rows": self.spec.n if name == "SFB" else self.spec.m}
         if name == "META":
             fmt = metadata_format(self.kind)
-            return {**out, "words": self.steps * fmt.words_per_mma, "format": fmt.name}
+            return {**out, "words": self.steps * fmt.words_per_mma, "format": fmt.name, "pad": METADATA_PAD_WORD}
         i = 0 if name == "SFA" else 1
         lay = self.tile.facts["scale_layouts"][i]
         return {**out, "group_columns": plan.sf_group_columns[i], "slices": lay.slices, "nsf": lay.nsf,
-                "step_bytes": lay.step_bytes}
+                "step_bytes": lay.step_bytes, "pad": SCALE_ONE[self.tile.facts.get("scale_type") or "ue8m0"]}
 
     def image_buffer(self, name: str) -> dict:
         """META / SFA / SFB as the kernel reads them: per (row tile, K block) the bytes its tcgen05.cp
@@ -955,14 +974,17 @@ class _WsKernel:
         plan = self.plan
         nbytes = plan.cp_bytes[plan.cp_operands.index(name)]
         rows, extent = ("N", self.spec.n) if name == "SFB" else ("M", self.spec.m // plan.cluster)
+        tile = self.spec.n if name == "SFB" else self.spec.m
+        row_tiles = f"(({rows} + {tile - 1}) // {tile})" + (f" * {tile // extent}" if tile != extent else "")
         element = "u32" if name == "META" else self.tile.facts.get("scale_type") or "ue8m0"
         count = nbytes // 4 if name == "META" else nbytes
         natural = (f"[{rows}][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32 words (word w of row r = "
                    "the 4-bit codes of chunks 8w..8w+7)" if name == "META" else
                    f"[{rows}][K / {mma_k(self.kind, self.sparse, self.form.k96)} * "
                    f"{self.tile.facts['scale_layouts'][0].nsf}] {element} (each MMA's factors in K order)")
-        return {"element": element, "shape": [f"{rows} / {extent}", f"K / {plan.k_block}", count],
-                "layout": f"per {extent}-row tile of {rows} and {plan.k_block}-deep K block, the TMEM image its "
+        return {"element": element, "shape": [row_tiles, f"K / {plan.k_block}", count],
+                "layout": f"per {extent}-row tile of {rows} (padded to whole {tile}-row tiles; a batch: the "
+                          f"problems' images one after another) and {plan.k_block}-deep K block, the TMEM image its "
                           f"tcgen05.cp copies (Kernel.host_image / pack_image, tcgen05_ws_kernel.tmem_image with "
                           f"`tmem_images`, of the natural {natural})"}
 
@@ -1018,18 +1040,18 @@ class _WsKernel:
             "buffers": self.buffers(),
             "tensor_maps": maps,
             **({"tmem_images": {n: self.image_spec(n) for n in plan.cp_operands}} if plan.cp_operands else {}),
-            "requires": [] if self.any_size else [f"M % {spec.m} == 0", f"N % {spec.n} == 0",
-                                                  f"K % {plan.k_block} == 0", "batch == 1"],
-            **({"batch": "the tile loop walks the batch after M and N; A, B and D through rank-3 tensor maps "
-                         "(their batch strides in the maps), C at M * N elements per batch, one bias for all"}
-               if self.any_size else {}),
+            "requires": [f"K % {plan.k_block} == 0"] if self.whole_k else [],
+            "batch": "the tile loop walks the batch after M and N; A, B and D through rank-3 tensor maps "
+                     "(their batch strides in the maps), C at M * N elements per batch, one bias for all"
+                     + ("; META / SFA / SFB: each problem's images after the previous one's (rank-2 maps)"
+                        if plan.cp_operands else ""),
             # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)
             # below 2^32
             # persistent=clc: the grid itself (a CTA per tile) within CUDA's limits
             "limits": launch_limits(("M", "N", "K"), grid if plan.clc else []) + [
                 "batch <= 65535", f"{tiles} <= {(1 << 32) - (1 << 16)}"] + [
                 # an image's TMA row coordinate is a signed 32-bit integer (cp.async.bulk.tensor)
-                f"({'N' if t['operand'] == 'SFB' else 'M'} // {t['row_tile']}) * (K // {plan.k_block}) * "
+                f"{self.image_buffer(t['operand'])['shape'][0]} * (K // {plan.k_block}) * batch * "
                 f"{t['image_rows']} < {1 << 31}" for t in maps if "image_rows" in t],
             "grid": grid,
             "persistent": plan.scheduler,
@@ -1076,12 +1098,14 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int, batch: int = 1,
     is `row_bytes[operand]` bytes apart (a multiple of 16, cuTensorMapEncodeTiled's rule for globalStrides),
     default its bytes rounded up to 16, or with `packed_rows` exactly its bytes (contiguous arrays;
     ValueError when they are not a multiple of 16); a batch `rows` rows apart. An image is rows of 16 bytes
-    (UINT8, no swizzle, rank 2: sparse and block-scaled kernels take one problem): `image_rows` per (row
-    tile, K block), in that order."""
+    (UINT8, no swizzle, rank 2): `image_rows` per (problem, row tile, K block), in that order, the row tiles
+    of whole CTA (pair) tiles (`tmem_image` pads them)."""
     out = []
     for t in abi["tensor_maps"]:
         if "image_rows" in t:
-            rows = (n if t["operand"] == "SFB" else m) // t["row_tile"] * (k // abi["tile_k"]) * t["image_rows"]
+            spec = abi["tmem_images"][t["operand"]]
+            tiles = -(-(n if t["operand"] == "SFB" else m) // spec["tile_rows"]) * spec["tile_rows"] // t["row_tile"]
+            rows = tiles * (k // abi["tile_k"]) * t["image_rows"] * batch
             out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (IMAGE_ROW_BYTES, rows),
                         "strides": (IMAGE_ROW_BYTES,), "box": tuple(t["box"]), "element_strides": (1, 1),
                         "swizzle": TMA_SWIZZLE["none"], "l2_promotion": TMA_L2_PROMOTION_256B})
@@ -1114,10 +1138,17 @@ def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
 
     lanes, columns, extent = image["lanes"], image["columns"], image["row_tile"]
     kblocks = k // image["k_block"]
+    # whole CTA (pair) tiles of rows: those past `rows` read image["pad"] (legal metadata selecting A's TMA zero
+    # fill, scale factor 1.0: isa.tmem METADATA_PAD_WORD, SCALE_ONE), whatever `natural` holds there
+    tile_rows = image["tile_rows"]
+    row_tiles = -(-rows // tile_rows) * tile_rows // extent
+
+    def value(row: int, i: int) -> int:
+        return int(natural[row][i]) if row < rows else image["pad"]
     out: list[int] = []
     if "format" in image:                       # metadata: one natural word per column, cells per the format
         fmt, words = METADATA_FORMATS[image["format"]], image["words"]
-        for rt in range(rows // extent):
+        for rt in range(row_tiles):
             for kb in range(kblocks):
                 for q in range(columns // 4):
                     for lane in range(lanes):
@@ -1125,12 +1156,12 @@ def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
                             # lane -> logical lane: a folded data path (.ws M = 64 / 32, PTX 9.7.16.10.5) repeats
                             # the tile's rows in every lane group of `extent` lanes (isa.tmem DataPath)
                             out.append(metadata_cell(fmt, lane % extent,
-                                                     lambda r: int(natural[rt * extent + r][kb * words + c]))
+                                                     lambda r: value(rt * extent + r, kb * words + c))
                                        if c < words else 0)
         return out
     group, slices, nsf, step_bytes = image["group_columns"], image["slices"], image["nsf"], image["step_bytes"]
     stage_groups = columns // group
-    for rt in range(rows // extent):
+    for rt in range(row_tiles):
         for kb in range(kblocks):
             for q in range(columns // 4):
                 for lane in range(lanes):
@@ -1140,5 +1171,5 @@ def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
                         for b in range(4 * (kb * stage_groups + g), 4 * (kb * stage_groups + g) + 4):
                             step, j = divmod(b, step_bytes)
                             live = r1 < slices and row < extent and j < nsf
-                            out.append(int(natural[rt * extent + row][step * nsf + j]) if live else 0)
+                            out.append(value(rt * extent + row, step * nsf + j) if live else 0)
     return out

@@ -137,6 +137,18 @@ def _unbatch(v: ArrayView, rank: int) -> tuple[ArrayView, int | None, int]:
     return first, v.shape[0], v.strides[0]
 
 
+def _stream_key(stream):
+    """A hashable identity of a launch stream: a cuda.core Stream's handle as an int (one stream, however
+    the caller named it), else the driver's own stream object."""
+    handle = getattr(stream, "handle", None)
+    if handle is not None:
+        try:
+            return int(handle)
+        except (TypeError, ValueError):
+            pass
+    return stream
+
+
 class Kernel:
     """One compiled tile. `kernel(A, B, C=None, *, out=None, stream=None)` launches it and returns D.
 
@@ -268,7 +280,7 @@ class Kernel:
         per row tile and K block the TMEM image its tcgen05.cp copies), built on the host
         (tcgen05_ws_kernel.tmem_image, from the ABI's `tmem_images`) from the natural layout: META rows of
         u32 words (word w = the 4-bit codes of chunks 8w..8w+7), SFA / SFB rows of scale-factor bytes, each
-        MMA's factors in K order. A numpy array shaped as the buffer (synchronising for a device input)."""
+        MMA's factors in K order; any number of rows (M, or N for SFB: the image pads them to whole tiles). A numpy array shaped as the buffer (synchronising for a device input)."""
         import numpy as np
 
         from ..ptx.tcgen05_ws_kernel import tmem_image
@@ -285,12 +297,12 @@ class Kernel:
             per_block = spec["words"]
         else:
             per_block = spec["columns"] // spec["group_columns"] * 4 // spec["step_bytes"] * spec["nsf"]
-        if rows % spec["row_tile"] or cols % per_block or cols == 0:
-            raise ArgumentError(name, "shape", f"rows a multiple of {spec['row_tile']} and {per_block} values per "
+        if rows == 0 or cols % per_block or cols == 0:
+            raise ArgumentError(name, "shape", f"rows >= 1 and {per_block} values per "
                                 f"{spec['k_block']}-deep K block", f"shape {host.shape}")
         k = cols // per_block * spec["k_block"]
-        image = tmem_image(spec, host.tolist(), rows, k)
-        shape = (rows // spec["row_tile"], k // spec["k_block"], -1)
+        image = tmem_image(spec, host.tolist(), rows, k)      # rows padded to whole tiles (legal values)
+        shape = (-(-rows // spec["tile_rows"]) * spec["tile_rows"] // spec["row_tile"], k // spec["k_block"], -1)
         return np.array(image, np.uint32 if "format" in spec else np.uint8).reshape(shape)
 
     def pack_image(self, name: str, natural, library: str | None = None):
@@ -435,13 +447,16 @@ class Kernel:
         return self
 
     # ------------------------------------------------------------------ scratch (split-K)
-    def _scratch_pointers(self, lead: ArrayView, m: int, n: int, k: int, count: int) -> dict[str, int]:
+    def _scratch_pointers(self, lead: ArrayView, m: int, n: int, k: int, count: int, stream) -> dict[str, int]:
         """Device pointers of the ABI's `scratch` buffers (the split-K wgmma kernel's partial workspace and
-        per-tile semaphores) for this problem size, allocated with the inputs' library on first use and
-        kept: the semaphores are zeroed once (the kernel leaves them zero), that first allocation is
-        synchronised so the zeros are in place whatever stream launches. Launches of this Kernel that share
-        a problem size must not run concurrently (they share the semaphores)."""
-        key = (m, n, k, count, lead.device)
+        per-tile semaphores) for this problem size and launch stream, allocated with the inputs' library on
+        first use and kept: the semaphores are zeroed once (the kernel leaves them zero), that first
+        allocation is synchronised so the zeros are in place whatever stream launches. One set per stream:
+        launches on one stream run in order, so they may share it; launches on two streams may overlap,
+        and sharing the semaphores would let one launch's CTAs count another's slices (a wrong D). A CUDA
+        graph captured on a stream keeps that stream's set: replaying it concurrently with launches on the
+        same stream is the caller's race, as for any buffer the graph reads."""
+        key = (m, n, k, count, lead.device, _stream_key(stream))
         held = self._scratch.get(key)
         if held is None:
             # stream-K's workspace has two partial slots per CTA of the grid, which counts the device's SMs
@@ -552,7 +567,8 @@ class Kernel:
         if ldb is not None and want[bname].pitch == "tensor map":
             pitches["b"] = ldb * b.itemsize          # the tensor map's row stride (bytes)
         elif ldb is not None:
-            pitches[want[bname].pitch] = ldb         # a kernel parameter (ldb, elements)
+            # a kernel parameter (ldb, elements): a packed 4-bit B's rows are bytes of two elements each
+            pitches[want[bname].pitch] = ldb * (2 if want[bname].packed else 1)
         if batch is not None and (bb["b"] % ALIGN or bb["b"] <= 0):
             raise ArgumentError("B", "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (TMA "
                                 "strides, 16-byte cp.async copies)", f"{bb['b']} bytes")
@@ -621,8 +637,9 @@ class Kernel:
         if dev is not None and dev != self._device:
             raise ArgumentError("A", "device", f"cuda:{self._device} (where this kernel was loaded)", f"cuda:{dev}")
         count = batch or 1
+        launch_stream = self._stream(stream, lead.library)
         if "scratch" in self.abi:
-            ptrs.update(self._scratch_pointers(lead, m, n, k, count))
+            ptrs.update(self._scratch_pointers(lead, m, n, k, count, launch_stream))
         if "tensor_maps" in self.abi.get("buffers", {}):
             ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
                                                     {x: bb[x] for x in ("a_values", "a_metadata", "b") if bb.get(x)})
@@ -651,5 +668,5 @@ class Kernel:
 
             config = self._configs[(m, n, k, count)] = self._driver.config(
                 LaunchPlan(*self.launch_dims(m, n, k, self._sms, count)))
-        self._driver.launch(self._stream(stream, lead.library), config, self._fn, args)
+        self._driver.launch(launch_stream, config, self._fn, args)
         return out

@@ -124,6 +124,16 @@ def test_ws_fused_epilogue_partial_tiles(sm100):
     assert "D matches numpy" in proc.stdout
 
 
+@pytest.mark.parametrize("name", ["tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
+                                  "tcgen05_gemm_mxf4nvf4.tile"])
+def test_ws_sparse_and_block_scaled_partial_tiles(sm100, name):
+    """Sparse and block-scaled tiles at M, N off the tile (1000 x 1000, K = 1024 whole K blocks): the META /
+    SFA / SFB images padded to whole tiles with legal values (tcgen05_ws_kernel.tmem_image)."""
+    proc = _tilec("run", "--check", "--shape", "1000,1000,1024", str(EX / name))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout
+
+
 # ---- persistent=clc: cluster launch control (a CTA per tile; running CTAs cancel waiting ones) ----------
 
 def test_clc_many_more_tiles_than_sms_and_bench(sm100):
