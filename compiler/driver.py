@@ -108,7 +108,8 @@ class CompileResult:
                      f"  per CTA: D {r['cta_m']} x {r['cta_n']}, K block {r['k_block']}, {r['tx_bytes']} B copied "
                      f"per K block; {r['mma']}{' sparse' if r['sparse'] else ''}; copies "
                      f"{'overlap' if r['overlap'] else 'do not overlap'} the MMAs; "
-                     f"{'persistent' if r['persistent'] else 'one tile per CTA'}"]
+                     f"{'persistent' if r['persistent'] else 'one tile per CTA'}"
+                     f"{' (cluster launch control: a CTA per tile, tiles taken from canceled CTAs)' if r.get('scheduler') == 'clc' else ''}"]
             b = r["bound"]
             plan = {k: v for k, v in r.items() if k != "bound"}
             est = estimate(plan, target, tuple(b["problem"])) if b is not None else None

@@ -416,11 +416,12 @@ OP_DEFS: dict[str, OpDef] = {
         stages=Opt(U32, True, "schedule.stages"), k_block=Opt(U32, True, "schedule.cta"), stage_bytes=U32,
         tx_bytes=U32, full=U32, empty=U32, acc_full=U32, acc_empty=U32, tmem_slot=U32,
         accumulators=Opt(U32, True, "schedule.accumulators"), acc_columns=U32, tmem_columns=U32, smem_bytes=U32,
-        cluster=Opt(U32, True, "schedule.cluster"), scheduler=Enum("static"), raster=Enum("m"), why=Opt(Str()),
+        cluster=Opt(U32, True, "schedule.cluster"), scheduler=Enum("static", "clc"), raster=Enum("m"), why=Opt(Str()),
         cp_operands=Opt(ListOf(Enum("META", "SFA", "SFB"))), cp_smem=Opt(ListOf(U32)), cp_bytes=Opt(ListOf(U32)),
         tmem_stage=Opt(U32), tmem_stage_columns=Opt(U32), stage_regions=Opt(ListOf(U32)),
         sf_group_columns=Opt(ListOf(U32)), a_smem=Opt(U32), a_bytes=Opt(U32), a_region=Opt(U32), d_stage=U32, d_stage_bytes=U32, d_buffers=U32, d_chunk=U32,
-        d_swizzle=Enum("none", "32B", "64B", "128B"))),
+        d_swizzle=Enum("none", "32B", "64B", "128B"), sched_warp=Opt(U32), clc_stages=Opt(U32),
+        clc_response=Opt(U32), clc_full=Opt(U32), clc_empty=Opt(U32))),
     # ---- sparse-metadata-packing: words = the periodic table, row-major over `period` ----
     "tilec.metadata": OpDef(_attrs(source=Enum(*METADATA_SOURCES), words_per_row=Opt(U32, blame="loop.K"),
                                    period=Opt(ListOf(U32)), words=Opt(ListOf(B32)))),
@@ -462,6 +463,7 @@ OP_DEFS: dict[str, OpDef] = {
         roles=ListOf(Record("role", {"name": Str(), "warps": U32, "registers": U32, "live": U32})),
         mma=Str(), mma_k=U32, sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
         d_bytes=U32, d_staging_bytes=Opt(U32), copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool(),
+        scheduler=Opt(Enum("static", "clc")),
         setmaxnreg=Opt(Str()), ws=Opt(Str()), a_tmem=Opt(Str()))),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),

@@ -207,7 +207,12 @@ def test_static_metadata_tile():
 # --------------------------------------------------------------------------------------------------
 # compiler.emulate on every example (every engine)
 
-@pytest.mark.parametrize("path", [p if p.stem != "tcgen05_k96" else pytest.param(p, marks=pytest.mark.slow)
+# slow: tcgen05_k96's 256 x 256 x 1536 problem; the cluster-launch-control example (its default run is
+# tests/test_tcgen05_clc.py's small one)
+SLOW_EXAMPLES = ("tcgen05_k96", "tcgen05_gemm_f16_clc")
+
+
+@pytest.mark.parametrize("path", [p if p.stem not in SLOW_EXAMPLES else pytest.param(p, marks=pytest.mark.slow)
                                   for p in EXAMPLES], ids=lambda p: p.stem)
 def test_emulate_every_example(path):
     result = compile_file(path)

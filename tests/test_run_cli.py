@@ -31,7 +31,10 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "tcgen05_k96.tile" else n
+# slow: tcgen05_k96's big problem, and the cluster-launch-control example (tests/test_tcgen05_clc.py runs a
+# small one by default)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
+                                  if n in ("tcgen05_k96.tile", "tcgen05_gemm_f16_clc.tile") else n
                                   for n in EXAMPLES])
 def test_emulate_passes_on_every_example(capsys, name):
     rc, out, err = run(capsys, "--emulate", os.path.join(EX, name))

@@ -154,6 +154,18 @@ def test_ws_pair_launches_clusters_of_two(b200):
     assert b200.launches[-1][0].grid == (4, 1, 1)
 
 
+def test_ws_clc_launches_a_cta_per_tile(b200):
+    """persistent=clc (examples/tcgen05_gemm_f16_clc.tile): the grid is every tile, not the SM count (M = N =
+    4096: 32 * 32 = 1024 CTAs on the 148-SM B200, most of them canceled and taken by running CTAs); 224
+    threads (the scheduler warp); the same maps and parameters as the static kernel's."""
+    kernel = load(os.path.join(EX, "tcgen05_gemm_f16_clc.tile"))
+    a, b, d, kw = ws_args(kernel.abi, 4096, 4096, 256)
+    kernel(a, b, out=d, **kw)
+    plan, _, values, _ = b200.launches[-1]
+    assert plan == LaunchPlan((1024, 1, 1), (1, 1, 1), (224, 1, 1), kernel.abi["dynamic_smem_bytes"])
+    assert values == [b200._next_map, 4096, 4096, 256, 1]
+
+
 @pytest.mark.parametrize("name, extras", [("tcgen05_gemm_sparse_f16.tile", ["META"]),
                                           ("tcgen05_gemm_mxf8f6f4.tile", ["SFA", "SFB"]),
                                           ("tcgen05_gemm_mxf4nvf4.tile", ["SFA", "SFB"])])

@@ -126,7 +126,8 @@ def _tcgen05(result, text: str, tile: str, shape, seed: int, mode: str, batch: i
 def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str, batch: int = 1) -> Emulation:
     """The persistent warp-specialised tcgen05 kernel (default shape: 2 x 3 tiles and two K blocks), on a
     third as many CTAs as tiles (at least one), so that each CTA loops over three tiles or more and its ring
-    and both accumulators wrap. Dense tiles take any M, N, K >= 1 and a batch (the ABI's `requires` is
+    and both accumulators wrap; scheduled by cluster launch control, its grid has a CTA (pair) per tile of
+    which half run at once (run_ws_problem). Dense tiles take any M, N, K >= 1 and a batch (the ABI's `requires` is
     empty); sparse and block-scaled ones whole tiles and K blocks."""
     from ..runtime.abi import unmet
     from .tcgen05 import run_ws_problem
@@ -145,8 +146,11 @@ def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str, batch
     if mode not in ("eager", "adversarial", "random"):
         raise EmulationError(f"mode {mode}: the tcgen05 machine takes eager, adversarial or random")
     tiles = -(-m // tm) * -(-n // tn) * batch
+    # static: a third as many CTAs as tiles; cluster launch control: a CTA (pair) per tile in the grid, half
+    # as many running at once, so that running ones cancel waiting ones and take their tiles
+    per = 2 if abi.get("persistent") == "clc" else 3
     out, ref, machine = run_ws_problem(result, tile, text, abi, m, n, k,
-                                       ctas=abi.get("cluster", [1])[0] * max(1, tiles // 3), seed=seed,
+                                       ctas=abi.get("cluster", [1])[0] * max(1, tiles // per), seed=seed,
                                        policy=None if mode == "eager" else mode, batch=batch)
     return Emulation(tile, "tcgen05", "tcgen05_ws", (m, n, k), out, ref, machine.stats, batch)
 

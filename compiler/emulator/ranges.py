@@ -269,6 +269,10 @@ class _Analysis:
             dst = _type_bits(parts[-2]) if len(parts) >= 3 else None
             src = self.value(st, args[1]) if len(args) > 1 else None
             return src, (dst[0] if dst else None), (dst[1] if dst else False)
+        if base == "clusterlaunchcontrol" and len(parts) > 2 and parts[2].startswith("get_first_ctaid::"):
+            # the first ctaid of the canceled cluster (PTX ISA 9.7.13.18, clusterlaunchcontrol.query_cancel):
+            # a CTA of this launch's grid, so within %ctaid's range along that dimension
+            return self.special.get("%ctaid." + parts[2].split("::")[1]), 32, False
         if tb is None:
             return None, None, False
         bits, signed = tb

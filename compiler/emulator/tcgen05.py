@@ -79,7 +79,7 @@ class Machine(WarpMachine):
     def __init__(self, kernel: Kernel, args: dict[str, np.ndarray | int], grid: tuple[int, int],
                  sim_options: dict | None = None, shared_base: int = 0, record_ashift: bool = False,
                  order: str = "forward", seed: int = 0, policy: str | None = None, dynamic_smem: int = 0,
-                 dynamic_at: int | None = None, tensor_maps: list[dict] | None = None):
+                 dynamic_at: int | None = None, tensor_maps: list[dict] | None = None, resident: int | None = None):
         mem = FlatMemory()
         params: dict[str, int] = {}
         # operands read through tensor maps (TMA) only: no thread may load them
@@ -106,7 +106,7 @@ class Machine(WarpMachine):
         # reserved shared memory of sm_90+ parts) checks that addresses baked into descriptors are relocated
         super().__init__(kernel, mem, params, grid, threads, order=order, rng=seed, shared_base=shared_base,
                          garbage_smem=False, policy=policy, dynamic_smem=dynamic_smem, dynamic_at=dynamic_at,
-                         tensor_maps=tmaps)
+                         tensor_maps=tmaps, resident=resident)
         self.gmem = mem
         self.sim_options = sim_options or {}
         self.cta_groups: set[int] = set()
@@ -206,13 +206,13 @@ class Machine(WarpMachine):
             self._cta_group(op)
             for lane in np.flatnonzero(act):
                 th = _Lane(w, int(lane))
-                for c in (self.ctas if "cta_group::2" in op else [cta]):
+                for c in (cta.cluster if "cta_group::2" in op else [cta]):
                     self.smem_snapshots.append((c.ctaid, c.smem.copy()))
                 addr = self._laddr(th, ops[0])
                 targets = [cta]
                 if "multicast" in op:
                     mask = self._lval(th, ops[1])
-                    targets = [c for c in self.ctas if mask >> c.rank & 1]
+                    targets = [c for c in cta.cluster if mask >> c.rank & 1]
                 if self.policy is None:
                     for c in targets:
                         self.bar_arrive(c, addr)
@@ -227,7 +227,7 @@ class Machine(WarpMachine):
                                 self.bar_arrive(c, addr)
                         except EmulationError as e:
                             raise EmulationError(f"{who}: {e}") from None
-                    self.pending.append(Pending(("tcgen05", cta.rank), arrive, who))
+                    self.pending.append(Pending(("tcgen05", id(cta)), arrive, who))
         else:
             raise EmulationError(f"unsupported tcgen05 instruction {op}")
 
@@ -345,7 +345,7 @@ class Machine(WarpMachine):
     def _cp_ctas(self, th: _Lane, ins: _Issued) -> list:
         """The CTAs a copy writes: .cta_group::2 copies in both CTAs of the pair, each from its own shared
         memory at the descriptor's address into its own TMEM (9.7.16.8.2)."""
-        return self.ctas if "cta_group::2" in ins.op else [th.cta]
+        return th.cta.cluster if "cta_group::2" in ins.op else [th.cta]
 
     def _cp(self, th: _Lane, ins: _Issued) -> None:
         _, col0, rows, replicas, desc = self._cp_target(th, ins)
@@ -378,7 +378,7 @@ class Machine(WarpMachine):
                                          "issue and its completion: a stage overwritten before the wait on its "
                                          "tcgen05.commit")
                 self._cp_write(cta, col0, replicas, now)
-        self.pending.append(Pending(("tcgen05", th.cta.rank), complete, who))
+        self.pending.append(Pending(("tcgen05", id(th.cta)), complete, who))
 
     # ---- the MMA -------------------------------------------------------------------------------
     def _issue_mma(self, th: _Lane, ins: _Issued) -> None:
@@ -390,7 +390,7 @@ class Machine(WarpMachine):
 
         op = ins.op
         cta_group = int(_qualifier(op, "cta_group"))
-        ctas = self.ctas if cta_group == 2 else [th.cta]
+        ctas = th.cta.cluster if cta_group == 2 else [th.cta]
         args = list(ins.args)
         d_col = self._laddr(th, args[0]) & 0xFFFF
         idesc = self._lval(th, args[4 if "sp" in op.split(".") else 3])
@@ -461,7 +461,7 @@ class Machine(WarpMachine):
                     self._mma(th, ins)
             except EmulationError as e:
                 raise EmulationError(f"{who}: {e}") from None
-        self.pending.append(Pending(("tcgen05", th.cta.rank), complete, who))
+        self.pending.append(Pending(("tcgen05", id(th.cta)), complete, who))
 
     def _mma(self, th, ins) -> None:
         from ..sim.tcgen05 import decode_instr_desc
@@ -489,7 +489,7 @@ class Machine(WarpMachine):
         enable = bool(self._lval(th, args.pop(0)))
         scale_input_d = int(args.pop(0), 0) if args and not args[0].startswith("%") else 0
         zcm = self._lval(th, args.pop(0)) if args else None
-        ctas = self.ctas if cta_group == 2 else [th.cta]
+        ctas = th.cta.cluster if cta_group == 2 else [th.cta]
         # collector bookkeeping (9.7.16.10.9.1 .collector_usage)
         coll = re.search(r"collector::(\w+)::(\w+)", op)
         if coll:
@@ -1057,7 +1057,9 @@ def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0,
 def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: int, *, ctas: int, seed: int = 0,
                    policy: str | None = None, dynamic_at: int | None = None, batch: int = 1):
     """`ws_host`'s problems run on `ctas` persistent CTAs; returns (D, reference D, machine), batch x M x N
-    (M x N for one problem). A, B and D are reached by TMA only, through the tensor-map parameters
+    (M x N for one problem). A kernel scheduled by cluster launch control (ABI `persistent` "clc") is
+    launched with its ABI grid (a CTA, or pair, per tile) of which `ctas` CTAs run at once: the others wait
+    to start, and the running ones cancel them (clusterlaunchcontrol.try_cancel) and take their tiles. A, B and D are reached by TMA only, through the tensor-map parameters
     `tensor_map_args` gives the driver's encoder; their rows are 16 bytes further apart than their bytes
     rounded up to 16 (a pitch that is not the packed size), and D's padding is poisoned and must stay so.
     The dynamic window starts at `dynamic_at` (default: a 16-byte offset the kernel must round up to
@@ -1079,9 +1081,15 @@ def run_ws_problem(result, tile: str, ptx: str, abi: dict, m: int, n: int, k: in
     d_row = np.asarray(host.args["D"]).shape[-1]
     args.update({"tensor_maps": np.zeros(128 * len(abi["tensor_maps"]), np.uint8), "M": m, "N": n, "K": k,
                  "batch": batch})
-    machine = Machine(parse_kernel(ptx, abi["entry"]), args, (ctas, 1), seed=seed, policy=policy,
+    grid, resident = (ctas, 1), None
+    if abi.get("persistent") == "clc":
+        from ..runtime.abi import grid_blocks
+
+        cluster = abi.get("cluster", [1])[0]
+        grid, resident = (grid_blocks(abi, m, n, k, batch=batch)[0], 1), max(1, ctas // cluster)
+    machine = Machine(parse_kernel(ptx, abi["entry"]), args, grid, seed=seed, policy=policy,
                       dynamic_smem=abi["dynamic_smem_bytes"], dynamic_at=16 if dynamic_at is None else dynamic_at,
-                      tensor_maps=tensor_map_args(abi, m, n, k, batch, row_bytes=pitches))
+                      tensor_maps=tensor_map_args(abi, m, n, k, batch, row_bytes=pitches), resident=resident)
     machine.run()
     raw = machine.gmem.array("D").reshape(batch, m, pitches["D"])
     if (raw[:, :, d_row:] != 0x5A).any():

@@ -22,6 +22,15 @@ warp can move, in issue order) and interleaves warps 1-8 instructions at a time 
 choice comes from the seeded generator, so a run is reproducible from its seed. Pending operations are
 `Pending` entries of one list; the oldest of each queue may complete next.
 
+Cluster launch control (PTX 9.7.13.17-18): with `resident` set, that many clusters of the grid run at once
+(interleaved like the CTAs of one cluster) and the others wait to start; `clusterlaunchcontrol.try_cancel`
+cancels a waiting cluster (under a policy any of them; adversarial: the answer completes only when nothing
+else can) or fails when none is left, writing a 16-byte answer (`_clc`) and completing 16 tx bytes on the
+mbarrier (with .multicast::cluster::all in every CTA of the cluster); `query_cancel` decodes it. Checks: an
+answer read before it landed (the claim of its bytes), 16 bytes that are no answer, a ctaid decoded from a
+failed answer, a request after the CTA observed a failure, a multicast answer to an exited CTA, a cluster
+exiting with its own asynchronous operations in flight.
+
 Protocol checks, each naming the instruction, its PTX line and warp (CTA rank, warp index):
   * deadlock: every live warp waits and nothing in flight can release it; the report says where each
     warp waits (bar.sync with the threads arrived; try_wait with the mbarrier's phase, missing arrivals
@@ -154,10 +163,11 @@ POLICIES = (None, "adversarial", "random")
 class Pending:
     """One asynchronous operation in flight: `complete()` makes its effects visible. Operations with the
     same `queue` complete in issue order (one thread's tcgen05 pipe); different queues in any order."""
-    __slots__ = ("queue", "complete", "what")
+    __slots__ = ("queue", "complete", "what", "owner")
 
     def __init__(self, queue, complete, what: str):
         self.queue, self.complete, self.what = queue, complete, what
+        self.owner = None               # id of the issuing warp's cluster (its CTA list; WarpMachine._round)
 
 
 def where(ins, w: "Warp") -> str:
@@ -202,6 +212,8 @@ class Cta:
         self.rank, self.ctaid, self.smem, self.lo, self.symbols = rank, ctaid, smem, lo, symbols
         self.mbar: dict[int, dict] = {}
         self.warps: list[Warp] = []
+        self.cluster: list[Cta] = [self]        # the CTAs of its cluster, by rank (set when the cluster starts)
+        self.clc_failed = False                 # it observed a failed clusterlaunchcontrol.try_cancel answer
         self.reg_pool = 0                    # registers setmaxnreg.dec gave back and no .inc took yet
         # asynchronous claims on shared memory bytes: how many in-flight writers (copies not landed) and
         # readers (wgmma groups not retired) hold each byte, and who they are (for the error message)
@@ -225,7 +237,7 @@ class WarpMachine:
                  rng: np.random.Generator | int | None = None, dynamic_smem: int = 0,
                  dynamic_at: int | None = None, shared_base: int = 0, tensor_maps: dict | None = None,
                  garbage_smem: bool = True, max_rounds: int = 100_000, policy: str | None = None,
-                 smem_limit: int | None = None, fp8_acc_bits: int | None = None):
+                 smem_limit: int | None = None, fp8_acc_bits: int | None = None, resident: int | None = None):
         if order not in ("forward", "reverse", "random"):
             raise ValueError(f"order {order!r}")
         if land not in ("eager", "lazy"):
@@ -235,6 +247,9 @@ class WarpMachine:
         if policy is not None:                 # every asynchronous operation completes late, warps interleave
             order, land, late_mma = "random", "lazy", True
         self.policy = policy
+        # clusters running at once (None: one after another); the clusters of the grid not started yet
+        self.resident = resident
+        self.unlaunched: list[tuple[int, int]] = []
         self.k, self.mem, self.params = kernel, memory, params
         self.grid, self.threads = grid, threads
         self.order, self.land, self.late_mma = order, land, late_mma
@@ -262,7 +277,9 @@ class WarpMachine:
     def run(self) -> None:
         """Clusters run one after another: in grid order, or under a scheduling policy in a seeded random
         order (CTAs of one launch may run in any order: a protocol between them, such as split-K's "the
-        last CTA of a tile reduces", must not depend on it)."""
+        last CTA of a tile reduces", must not depend on it). With `resident` clusters at once (the machine's
+        `resident`), a cluster starts whenever one of those has exited, in the same launch order: the
+        clusters not started yet are what `clusterlaunchcontrol.try_cancel` may cancel (`_try_cancel`)."""
         gx, gy = self.grid
         size = self.k.cluster_size
         if gx % size:
@@ -270,7 +287,12 @@ class WarpMachine:
         clusters = [(x0, y) for y in range(gy) for x0 in range(0, gx, size)]
         if self.policy is not None:
             clusters = [clusters[i] for i in self.rng.permutation(len(clusters))]
-        for x0, y in clusters:
+        self.unlaunched = clusters
+        if self.resident is not None:
+            self._run_resident(size)
+            return
+        while self.unlaunched:
+            x0, y = self.unlaunched.pop(0)
             self.run_cluster([(x0 + r, y) for r in range(size)])
 
     def _layout_shared(self) -> tuple[dict[str, int], int, int]:
@@ -300,7 +322,7 @@ class WarpMachine:
             at = where + self.dynamic_smem
         return symbols, lo, at
 
-    def run_cluster(self, ids) -> None:
+    def _new_cluster(self, ids) -> tuple[list[Cta], list[Warp]]:
         symbols, lo, hi = self._layout_shared()
         # a launch's dynamic bytes count whether or not the kernel declares the window
         self._check_smem_size(hi - self.shared_base + (0 if any(d.extern for d in self.k.shared) else self.dynamic_smem))
@@ -309,34 +331,27 @@ class WarpMachine:
             smem = (self.rng.integers(0, 256, hi, dtype=np.uint8) if self.garbage_smem
                     else np.zeros(hi, np.uint8))
             ctas.append(self.new_cta(rank, cid, smem, lo, dict(symbols)))
+        for cta in ctas:
+            cta.cluster = ctas
         self.ctas = ctas
-        self.pending = []
-        self.cluster_arrived, self.cluster_generation = 0, 0
         warps = []
         for cta in ctas:
             cta.warps = [Warp(cta, i) for i in range(self.threads // 32)]
             for w in cta.warps:
                 w.regs = self.k.maxnreg
             warps += cta.warps
+        return ctas, warps
+
+    def run_cluster(self, ids) -> None:
+        ctas, warps = self._new_cluster(ids)
+        self.pending = []
+        self.cluster_arrived, self.cluster_generation = 0, 0
         rounds = 0
         while not all(w.done for w in warps):
             rounds += 1
             if rounds > self.max_rounds:
                 raise EmulationError("runaway: the kernel does not finish")
-            if self.order == "forward":
-                order = warps
-            elif self.order == "reverse":
-                order = warps[::-1]
-            else:
-                order = [warps[i] for i in self.rng.permutation(len(warps))]
-            progressed = False
-            for w in order:
-                if w.done or w.bar is not None:
-                    continue
-                budget = int(self.rng.integers(1, 9)) if self.policy else None
-                state, moved = self.step_warp(w, budget)
-                progressed |= moved
-                w.done = state == "ret"
+            progressed = self._round(warps)
             progressed |= self._release_barriers(warps)
             if self.policy == "random" and self.pending and self.rng.random() < 0.25:
                 self.complete_one()
@@ -347,6 +362,30 @@ class WarpMachine:
         if self.pending:
             raise EmulationError("asynchronous operations still in flight when every warp has exited: "
                                  + "; ".join(p.what for p in self.pending))
+        self._finish_cluster(ctas, warps)
+
+    def _round(self, warps) -> bool:
+        """One round: every warp that can run, in the round's order, until it blocks or its budget ends."""
+        if self.order == "forward":
+            order = warps
+        elif self.order == "reverse":
+            order = warps[::-1]
+        else:
+            order = [warps[i] for i in self.rng.permutation(len(warps))]
+        progressed = False
+        for w in order:
+            if w.done or w.bar is not None:
+                continue
+            budget = int(self.rng.integers(1, 9)) if self.policy else None
+            issued = len(self.pending)
+            state, moved = self.step_warp(w, budget)
+            for p in self.pending[issued:]:         # step_warp only appends: these are the warp's cluster's
+                p.owner = id(w.cta.cluster)
+            progressed |= moved
+            w.done = state == "ret"
+        return progressed
+
+    def _finish_cluster(self, ctas, warps) -> None:
         self.cluster_done(ctas)
         for w in warps:
             if w.groups or w.open:
@@ -358,6 +397,55 @@ class WarpMachine:
             if any(w.bulk_groups) or w.bulk_open:
                 raise EmulationError(f"{w.name()} exits with TMA stores still reading its shared memory: a "
                                      "cp.async.bulk.wait_group after the last commit_group is missing")
+
+    def _run_resident(self, size: int) -> None:
+        """`resident` clusters run at once, interleaved warp by warp like the CTAs of one cluster; when every
+        warp of one has exited, the next cluster not yet started (and not canceled) starts. Each
+        asynchronous operation belongs to the cluster whose warp issued it; a cluster may not exit with
+        one of its own in flight."""
+        live: list[tuple[list, list[Cta], list[Warp]]] = []
+
+        def launch() -> None:
+            x0, y = self.unlaunched.pop(0)
+            ids = [(x0 + r, y) for r in range(size)]
+            ctas, warps = self._new_cluster(ids)
+            live.append((ids, ctas, warps))
+            self.stats["launched"] = self.stats.get("launched", 0) + 1
+
+        self.pending = []
+        while self.unlaunched and len(live) < self.resident:
+            launch()
+        rounds, limit = 0, self.max_rounds * max(1, len(self.unlaunched) + len(live))
+        while live:
+            rounds += 1
+            if rounds > limit:
+                raise EmulationError("runaway: the kernel does not finish")
+            warps = [w for _, _, ws in live for w in ws]
+            progressed = self._round(warps)
+            for _, _, ws in live:
+                progressed |= self._release_barriers(ws)
+            for entry in [c for c in live if all(w.done for w in c[2])]:
+                ids, ctas, ws = entry
+                mine = [p.what for p in self.pending if p.owner == id(ctas)]
+                if mine:
+                    raise EmulationError(f"asynchronous operations of CTAs {ids} still in flight when every warp "
+                                         "of their cluster has exited: " + "; ".join(mine))
+                self._finish_cluster(ctas, ws)
+                live.remove(entry)
+                progressed = True
+            while self.unlaunched and len(live) < self.resident:
+                launch()
+                progressed = True
+            if self.policy == "random" and self.pending and self.rng.random() < 0.25:
+                self.complete_one()
+            elif not progressed or self._every_live_warp_stuck([w for _, _, ws in live for w in ws]):
+                if not self.pending:
+                    raise Deadlock(self._deadlock_report([i for ids, _, _ in live for i in ids],
+                                                         [w for _, _, ws in live for w in ws]))
+                self.complete_one()
+        if self.pending:
+            raise EmulationError("asynchronous operations still in flight when every warp has exited: "
+                                 + "; ".join(p.what for p in self.pending))
 
     def _every_live_warp_stuck(self, warps) -> bool:
         """Every live warp waits at a barrier or on an mbarrier phase that is still incomplete after this
@@ -381,10 +469,13 @@ class WarpMachine:
 
     def complete_one(self) -> None:
         """Complete one pending operation the seeded generator picks among those whose turn it is (the
-        oldest of each queue)."""
+        oldest of each queue). Under the adversarial policy a cluster-launch-control answer comes last: only
+        when nothing else in flight can complete (the readers that skip its wait then read it early)."""
         heads: dict = {}
         for i, p in enumerate(self.pending):
             heads.setdefault(p.queue, i)
+        if self.policy == "adversarial" and any(q[0] == "clc" for q in heads) and any(q[0] != "clc" for q in heads):
+            heads = {q: i for q, i in heads.items() if q[0] != "clc"}
         pick = sorted(heads.values())[int(self.rng.integers(len(heads)))]
         self.stats["async"] += 1
         self.pending.pop(pick).complete()
@@ -608,7 +699,7 @@ class WarpMachine:
     def cluster_target(self, w: Warp, a: int) -> tuple[Cta, int]:
         """(CTA, local address) of a shared::cluster address (a plain shared address is the own CTA's)."""
         rank, local = divmod(int(a), 1 << CLUSTER_BIT)
-        cta = self.ctas[rank - 1] if rank else w.cta
+        cta = w.cta.cluster[rank - 1] if rank else w.cta
         if cta.exited:
             raise EmulationError("shared::cluster access to a CTA that has exited")
         return cta, local
@@ -690,7 +781,7 @@ class WarpMachine:
         xor_bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[spec["swizzle"]]
         phys = logical ^ (((logical >> 7) & ((1 << xor_bits) - 1)) << 4)
         # multicast: the same offsets (data and mbarrier) in every CTA of the mask
-        targets = [w.cta] if mask is None else [c for c in self.ctas if mask >> c.rank & 1]
+        targets = [w.cta] if mask is None else [c for c in w.cta.cluster if mask >> c.rank & 1]
         self.stats["tma"] += 1
         self.stats["multicast"] += mask is not None
         who = where(self.ins, w) if self.ins is not None else "cp.async.bulk.tensor"
@@ -951,7 +1042,7 @@ class WarpMachine:
                 if op == "bar.sync":
                     w.bar = (w.cta.rank, int(self.val(w, ops[0])[0]), int(ops[1]) if len(ops) > 1 else None)
                 else:                              # arrive + the wait that follows: the whole cluster
-                    w.bar = ("cluster", 0, self.threads * len(self.ctas))
+                    w.bar = ("cluster", 0, self.threads * len(w.cta.cluster))
                 return "bar", True
             if op.startswith("setmaxnreg."):
                 if not (act.all() and w.alive.all() and w.lane_pc is None):
@@ -992,6 +1083,111 @@ class WarpMachine:
                 if budget == 0:
                     return "yield", True
 
+    # -- cluster launch control (PTX ISA 9.7.13.17 try_cancel, 9.7.13.18 query_cancel) -----------------
+    # The 16-byte answer is opaque in PTX; here it is word 0 = CLC_MAGIC | canceled, words 1-3 = the
+    # canceled cluster's first ctaid (x, y, 0). A query of 16 bytes without the magic is an error: they are
+    # not an answer (the wait for it was skipped, or the slot is not the one written).
+    CLC_MAGIC = 0xC1C0_0000
+    _TRY_CANCEL = re.compile(r"clusterlaunchcontrol\.try_cancel\.async\.shared::cta\.mbarrier::complete_tx::bytes"
+                             r"(\.multicast::cluster::all)?\.b128")
+
+    def _clc(self, w: Warp, op: str, ops, act) -> None:
+        cta = w.cta
+        if op == "ld.shared.b128":                     # the answer into a 128-bit register: two u64 per lane
+            a = self.addr(w, ops[1])
+            old = w.r.get(ops[0])
+            value = np.zeros((32, 2), np.uint64) if old is None or old.ndim != 2 else old.copy()
+            for lane in np.flatnonzero(act):
+                if int(a[lane]) % 16:
+                    raise EmulationError("ld.shared.b128 of an address that is not 16-byte aligned")
+                value[lane] = self.sread(cta, int(a[lane]), 16).copy().view(np.uint64)
+            w.r[ops[0]] = value
+            return
+        if op.startswith("clusterlaunchcontrol.try_cancel"):
+            m = self._TRY_CANCEL.fullmatch(op)
+            if m is None:
+                raise EmulationError(f"unsupported try_cancel form {op}")
+            for lane in np.flatnonzero(act):
+                self._try_cancel(w, int(self.addr(w, ops[0])[lane]), int(self.addr(w, ops[1])[lane]),
+                                 multicast=m.group(1) is not None)
+            return
+        answer = w.r.get(ops[1])
+        if answer is None or answer.ndim != 2:
+            raise EmulationError(f"{ops[1]} holds no 16-byte value (ld.shared.b128 of the answer first)")
+        words = answer.view(np.uint32).reshape(32, 4)
+        lanes = np.flatnonzero(act)
+        bad = [i for i in lanes if int(words[i, 0]) & ~1 != self.CLC_MAGIC]
+        if bad:
+            raise EmulationError(f"clusterlaunchcontrol.query_cancel of 16 bytes that are no try_cancel answer "
+                                 f"(lane {bad[0]}: {words[bad[0]].tolist()}): read before its mbarrier completed, "
+                                 "or from the wrong slot")
+        canceled = (words[:, 0] & 1).astype(bool)
+        if op == "clusterlaunchcontrol.query_cancel.is_canceled.pred.b128":
+            if (~canceled[lanes]).any():
+                cta.clc_failed = True                  # observed: a later try_cancel from this CTA is undefined
+            self.setr(w, ops[0], canceled, act)
+            return
+        m = re.fullmatch(r"clusterlaunchcontrol\.query_cancel\.get_first_ctaid(?:::([xyz])\.b32|\.v4\.b32)\.b128", op)
+        if m is None:
+            raise EmulationError(f"unsupported query_cancel form {op}")
+        if (~canceled[lanes]).any():
+            raise EmulationError("clusterlaunchcontrol.query_cancel.get_first_ctaid of a failed answer (undefined, "
+                                 "PTX 9.7.13.18): guard it with is_canceled")
+        dims = "xyz".index(m.group(1)) if m.group(1) else None
+        if dims is not None:
+            self.setr(w, ops[0], words[:, 1 + dims].astype(np.uint64), act)
+            return
+        for i, reg in enumerate(vector(ops[0])[:3]):
+            if reg != "_":
+                self.setr(w, reg, words[:, 1 + i].astype(np.uint64), act)
+
+    def _try_cancel(self, w: Warp, at: int, bar: int, multicast: bool) -> None:
+        """One try_cancel: the answer (16 bytes at `at`, and a complete-tx of 16 on the mbarrier at `bar`; with
+        multicast in every CTA of the cluster at the same offsets) is decided and written when the request
+        completes: eagerly at issue, or under a policy when the machine completes it (adversarially late).
+        It cancels a cluster not started yet (under a policy any of them, else the next one), or fails when
+        none is left. Checks: 16-byte aligned shared::cta addresses, an initialised mbarrier, no request from
+        a CTA that observed a failure (undefined, 9.7.13.17), no multicast answer to an exited CTA."""
+        cta = w.cta
+        who = where(self.ins, w) if self.ins is not None else "clusterlaunchcontrol.try_cancel"
+        if at % 16 or at >= 1 << CLUSTER_BIT or bar >= 1 << CLUSTER_BIT:
+            raise EmulationError("try_cancel: the answer needs a 16-byte aligned shared::cta address and the "
+                                 "mbarrier a shared::cta one")
+        if cta.clc_failed:
+            raise EmulationError("try_cancel from a CTA that already observed a failed answer: undefined "
+                                 "(PTX 9.7.13.17); stop requesting after the first failure")
+        targets = cta.cluster if multicast else [cta]
+        for c in targets:
+            self.bar_state(c, bar)
+            if not self.in_shared(c, at, 16):
+                raise EmulationError("try_cancel answer outside the CTA's shared memory")
+        self.stats["clc_requests"] = self.stats.get("clc_requests", 0) + 1
+
+        def complete(tokens) -> None:
+            if multicast and any(c.exited for c in targets):
+                raise EmulationError(f"{who}: a multicast answer to a cluster with an exited CTA (undefined, "
+                                     "PTX 9.7.13.17)")
+            if self.unlaunched:
+                pick = int(self.rng.integers(len(self.unlaunched))) if self.policy else 0
+                x0, y = self.unlaunched.pop(pick)
+                words = np.array([self.CLC_MAGIC | 1, x0, y, 0], np.uint32)
+                self.stats["clc_canceled"] = self.stats.get("clc_canceled", 0) + 1
+            else:
+                words = np.array([self.CLC_MAGIC, 0, 0, 0], np.uint32)
+            for c, token in zip(targets, tokens):
+                if token is not None:
+                    self.release(c, token)
+                c.smem[at:at + 16] = words.view(np.uint8)
+                self.bar_complete_tx(c, bar, 16)
+
+        if self.land == "eager":
+            for c in targets:
+                self.check_shared(c, np.arange(at, at + 16), "write", who)
+            complete([None] * len(targets))
+            return
+        tokens = [self.claim(c, np.arange(at, at + 16), "write", who) for c in targets]
+        self.pending.append(Pending(("clc", id(tokens)), lambda: complete(tokens), who))
+
     def _land_cp(self, cta: Cta, group) -> None:
         self.stats["async"] += len(group)
         for d, data, token in group:
@@ -1022,6 +1218,9 @@ class WarpMachine:
             # ld/st .relaxed/.acquire/.release with a scope (PTX ISA 8 memory consistency model): one CTA
             # runs at a time here, so a strong access is an ordinary one
             parts = [parts[0]] + [p for p in parts[1:] if p not in _ORDERING and p not in _SCOPES]
+        if base == "clusterlaunchcontrol" or op == "ld.shared.b128":
+            self._clc(w, op, ops, act)
+            return
         if base == "ld" and parts[1] == "param":
             name = ops[1].strip("[]")
             if name not in self.params:

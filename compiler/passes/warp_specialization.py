@@ -18,7 +18,19 @@ about its structure that is not an instruction:
   transaction count, 9.7.13.15.2), empty 1 and acc_full 1 (a `tcgen05.commit ... mbarrier::arrive::one`,
   9.7.16.12.1), acc_empty 4 (one arrive per epilogue warp);
 - the tile scheduler: static persistent (grid = the SM count; CTA b takes tiles b, b + grid, ...), tiles
-  walked along M first (`raster = "m"`: consecutive CTAs share one B tile in L2).
+  walked along M first (`raster = "m"`: consecutive CTAs share one B tile in L2); or, with
+  `schedule ... persistent=clc`, cluster launch control (`scheduler = "clc"`, PTX 9.7.13.17-18): the grid is
+  one CTA (pair) per tile, a CTA starts on its own tile (ctaid.x) and then takes the tiles of clusters it
+  cancels before they launch. A seventh warp (`sched_warp`, 224 threads) issues the requests: per request it
+  waits until slot s of a ring of `clc_stages` 16-byte responses (at `clc_response`) is free (clc_empty[s]),
+  arms clc_full[s] (one arrival with expect_tx of 16 bytes; a pair's leader arms both CTAs') and issues
+  `clusterlaunchcontrol.try_cancel` (a pair: `.multicast::cluster::all`, the answer lands in both CTAs),
+  then reads the answer itself and stops after the first failure. Every role reads each answer from its
+  own CTA's slot after waiting clc_full[s] and releases it on the (leader's) clc_empty[s]: the TMA warp,
+  the MMA warp (the leader's only, in a pair) and each epilogue warp, one arrival per warp (clc_empty counts
+  (1 + epilogue warps) x cluster + 1). Two slots: the producer, at most a tile or so ahead of the epilogue
+  (the accumulators and the ring hold it back), rarely waits for an answer, and a CTA never holds more
+  than two tiles it canceled while other CTAs may run dry.
 - a CTA pair (cta_group::2, cluster=2): the leader's full barrier expects both CTAs' bytes, acc_empty counts
   the epilogue warps of both CTAs (`cluster` = 2).
 - per-K-block TMEM operands (sparse metadata, block-scale factors SFA / SFB): each ring slot also holds the
@@ -63,6 +75,8 @@ CP_COLUMNS = 4               # both shapes are 128 bits = 4 TMEM columns wide (i
 CP_ALIGN = 128               # a TMA destination is 128-byte aligned (and a tcgen05.cp source 16-byte aligned)
 SLOT_ALIGN = 1024            # the 128-byte swizzle repeat: every region on it has base offset 0
 MBARRIER_BYTES = 8           # an mbarrier object is a .b64 in shared memory (9.7.13.15.1)
+SCHED_WARP = 6               # persistent=clc: the warp that issues clusterlaunchcontrol.try_cancel
+CLC_STAGES = 2               # persistent=clc: slots of the response ring (module docstring)
 TMEM_SLOT_BYTES = 4          # tcgen05.alloc writes the 32-bit TMEM address (9.7.16.7.1)
 TMEM_COLUMNS = 512           # columns of a CTA's Tensor Memory (9.7.16.1)
 MAX_STAGES = 8
@@ -120,11 +134,27 @@ class WsPlan:
     d_buffers: int = 0
     d_chunk: int = 0
     d_swizzle: str = "none"
+    # persistent=clc (scheduler "clc"): the scheduler warp and the response ring (responses of 16 bytes at
+    # clc_response + 16 s, clc_full[s] at clc_full + 8 s, clc_empty[s] at clc_empty + 8 s)
+    sched_warp: int | None = None
+    clc_stages: int = 0
+    clc_response: int = 0
+    clc_full: int = 0
+    clc_empty: int = 0
+
+    @property
+    def clc(self) -> bool:
+        return self.scheduler == "clc"
 
     def barrier_counts(self) -> dict[str, int]:
         """Arrivals per phase: the leader's MMA commits multicast to both CTAs' empty and acc_full barriers;
-        every epilogue warp of the pair arrives on the leader's acc_empty."""
-        return {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps) * self.cluster}
+        every epilogue warp of the pair arrives on the leader's acc_empty. clc_full: the scheduler's
+        arrive.expect_tx (the 16 response bytes complete it); clc_empty: one arrival per reading warp, on the
+        leader's barrier (module docstring)."""
+        out = {"full": 1, "empty": 1, "acc_full": 1, "acc_empty": len(self.epilogue_warps) * self.cluster}
+        if self.clc:
+            out.update(clc_full=1, clc_empty=(1 + len(self.epilogue_warps)) * self.cluster + 1)
+        return out
 
 
 _INT_FIELDS = ("threads", "mma_warp", "tma_warp", "stages", "k_block", "stage_bytes", "tx_bytes", "full", "empty",
@@ -133,13 +163,14 @@ _INT_FIELDS = ("threads", "mma_warp", "tma_warp", "stages", "k_block", "stage_by
 
 
 _D_STAGE_FIELDS = ("d_stage", "d_stage_bytes", "d_buffers", "d_chunk", "d_swizzle")
+_CLC_FIELDS = ("sched_warp", "clc_stages", "clc_response", "clc_full", "clc_empty")
 
 
 def ws_plan(tile: Op) -> WsPlan:
     op = required(tile, "tilec.ws_plan", "warp-specialization")
     a = op.attrs
     return WsPlan(epilogue_warps=tuple(a["epilogue_warps"]), scheduler=a["scheduler"], raster=a["raster"],
-                  **{f: a[f] for f in _D_STAGE_FIELDS if f in a},
+                  **{f: a[f] for f in _D_STAGE_FIELDS + _CLC_FIELDS if f in a},
                   why=a.get("why"), cp_operands=tuple(a.get("cp_operands", ())), cp_smem=tuple(a.get("cp_smem", ())),
                   cp_bytes=tuple(a.get("cp_bytes", ())), tmem_stage=a.get("tmem_stage"),
                   tmem_stage_columns=a.get("tmem_stage_columns", 0), stage_regions=tuple(a.get("stage_regions", ())),
@@ -217,12 +248,23 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
         raise SpecError(f"schedule cluster = {sc.cluster}: a tcgen05 tile's cluster is its CTA group "
                         f"(cta_group={spec.cta_group})", "schedule.cluster",
                         f"write cluster={spec.cta_group} or drop cluster=")
-    # persistent / raster / split_k (the wgmma kernel's schedule words): this kernel is always static persistent
-    # and walks its tiles along M; getattr keeps the check valid whichever schedule fields the spec has
-    if "schedule.persistent" in locs and getattr(sc, "persistent", "static") != "static":
-        raise SpecError(f"persistent={sc.persistent}: the warp-specialised tcgen05 kernel is static persistent "
-                        "(grid = the SM count); cluster launch control is not lowered yet", "schedule.persistent",
-                        "write persistent=static or leave persistent= out")
+    # persistent / raster / split_k (the wgmma kernel's schedule words): this kernel is static persistent or
+    # scheduled by cluster launch control, and walks its tiles along M; getattr keeps the check valid whichever
+    # schedule fields the spec has
+    persistent = getattr(sc, "persistent", "static")
+    if "schedule.persistent" in locs and persistent not in ("static", "clc"):
+        raise SpecError(f"persistent={persistent}: the warp-specialised tcgen05 kernel is persistent, static "
+                        "(grid = the SM count) or by cluster launch control (grid = the tiles)",
+                        "schedule.persistent", "write persistent=static or persistent=clc, or leave persistent= out")
+    if persistent == "clc":
+        from ..isa.clc import target_problem
+
+        # a pair's answer must reach both CTAs: the multicast form (isa/clc.py)
+        problem = target_problem(target, multicast=spec.cta_group == 2)
+        if problem:
+            raise SpecError(f"persistent=clc: {problem}", "schedule.persistent",
+                            "write persistent=static, or target sm_100a" +
+                            (" (or use cta_group=1)" if spec.cta_group == 2 else ""))
     for field, unset in (("raster", None), ("split_k", 1), ("promote", None)):
         if getattr(sc, field, unset) != unset:
             raise SpecError(f"schedule {field}= is not lowered for tcgen05 tiles (the warp-specialised kernel walks "
@@ -433,7 +475,13 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         d_swizzle = D_SWIZZLE.get(row_bytes, "none")
         d_stage_bytes = _align(32 * row_bytes, SLOT_ALIGN)
         warps = len(EPILOGUE_WARPS)
-        fixed = 2 * sc.stages * MBARRIER_BYTES + 2 * accumulators * MBARRIER_BYTES + TMEM_SLOT_BYTES + SLOT_ALIGN
+        clc = getattr(sc, "persistent", "static") == "clc"
+        from ..isa.clc import RESPONSE_ALIGN, RESPONSE_BYTES
+
+        # persistent=clc: the response ring after the TMEM slot (16-byte aligned responses, then their barriers)
+        clc_bytes = RESPONSE_ALIGN + CLC_STAGES * (RESPONSE_BYTES + 2 * MBARRIER_BYTES) if clc else 0
+        fixed = (2 * sc.stages * MBARRIER_BYTES + 2 * accumulators * MBARRIER_BYTES + TMEM_SLOT_BYTES + SLOT_ALIGN
+                 + clc_bytes)
         # two staging buffers per warp (one drains through its TMA store while the next chunk is written)
         # where they fit, else one
         d_buffers = 2 if ring + 2 * warps * d_stage_bytes + fixed <= smem_limit else 1
@@ -444,21 +492,31 @@ class WarpSpecialization(Pass, name="warp-specialization", requires=("layouts",)
         acc_full = empty + sc.stages * MBARRIER_BYTES
         acc_empty = acc_full + accumulators * MBARRIER_BYTES
         slot = acc_empty + accumulators * MBARRIER_BYTES
-        smem = slot + TMEM_SLOT_BYTES + SLOT_ALIGN
+        end = slot + TMEM_SLOT_BYTES
+        clc_attrs = {}
+        if clc:
+            response = _align(end, RESPONSE_ALIGN)
+            clc_full = response + CLC_STAGES * RESPONSE_BYTES
+            clc_empty = clc_full + CLC_STAGES * MBARRIER_BYTES
+            end = clc_empty + CLC_STAGES * MBARRIER_BYTES
+            clc_attrs = {"sched_warp": SCHED_WARP, "clc_stages": CLC_STAGES, "clc_response": response,
+                         "clc_full": clc_full, "clc_empty": clc_empty}
+        smem = end + SLOT_ALIGN
         if smem > smem_limit:
             raise SpecError(f"{sc.stages} stages of {stage_bytes} bytes need {smem} bytes of shared memory with "
                             f"their barriers and the epilogue's D staging ({warps} x {d_stage_bytes}), more than "
                             f"the {smem_limit} a CTA may have on this target", "schedule.stages",
                             f"use stages={max(1, (smem_limit - (smem - sc.stages * stage_bytes)) // stage_bytes)}"
                             " or less, or a smaller cta K")
-        attrs = {"threads": THREADS,
+        attrs = {"threads": THREADS + 32 * bool(clc),
                  "epilogue_warps": list(EPILOGUE_WARPS), "mma_warp": MMA_WARP,
                  "tma_warp": TMA_WARP, "stages": sc.stages, "k_block": sc.cta_k, "stage_bytes": stage_bytes,
                  "tx_bytes": tx, "full": full, "empty": empty, "acc_full": acc_full, "acc_empty": acc_empty,
                  "tmem_slot": slot, "accumulators": accumulators, "acc_columns": d_columns, "tmem_columns": cols,
-                 "smem_bytes": smem, "cluster": spec.cta_group, "scheduler": "static", "raster": "m",
+                 "smem_bytes": smem, "cluster": spec.cta_group, "scheduler": "clc" if clc else "static", "raster": "m",
                  "d_stage": d_stage, "d_stage_bytes": d_stage_bytes, "d_buffers": d_buffers, "d_chunk": chunk,
                  "d_swizzle": d_swizzle}
+        attrs.update(clc_attrs)
         if why is not None:
             attrs["why"] = why
         if copies:

@@ -37,7 +37,7 @@ def require_kernel_name(name: str) -> None:
 
 
 # register class prefix -> PTX type used in its declaration (numbered registers)
-REG_TYPES = {"p": "pred", "r": "b32", "rd": "b64", "f": "f32", "h": "b16"}
+REG_TYPES = {"p": "pred", "r": "b32", "rd": "b64", "f": "f32", "h": "b16", "q": "b128"}   # b128: PTX ISA 8.3+
 
 # `.param` symbol spellings: nvcc's `<function>_param_<name>` and the sparse kernels' `<kernel>_<name>`
 PARAM_NVCC = "{function}_param_{name}"
@@ -229,11 +229,14 @@ class PtxBuilder:
                 guard = f"@{pred} "
             yield guard
 
-    def wait_parity(self, pred: str, barrier: str, parity: str, label: str, *, uni: bool) -> None:
+    def wait_parity(self, pred: str, barrier: str, parity: str, label: str, *, uni: bool,
+                    scope: str | None = None) -> None:
         """Spin until the phase of parity `parity` of the mbarrier at `barrier` completed (PTX ISA
-        mbarrier.try_wait.parity); `label` is the loop's (fresh) label."""
+        mbarrier.try_wait.parity); `label` is the loop's (fresh) label. `scope` "cluster": .acquire.cluster
+        (the default is .acquire.cta), for completions tracked at cluster scope."""
         self.put(label)
-        self.ins(f"mbarrier.try_wait.parity.shared::cta.b64 {pred}, [{barrier}], {parity};")
+        sem = f".acquire.{scope}" if scope else ""
+        self.ins(f"mbarrier.try_wait.parity{sem}.shared::cta.b64 {pred}, [{barrier}], {parity};")
         self.ins(f"@!{pred} bra{'.uni' if uni else ''} {label};")
 
     def cta_sync(self, cluster: bool) -> None:

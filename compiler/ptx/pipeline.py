@@ -145,14 +145,16 @@ class RingCode:
         b.ins(f"add.u32 {full}, {self.base}, {p.barrier_offset};")
         b.ins(f"add.u32 {full}, {full}, {scratch};")
 
-    def acquire(self, state: PipelineState, full: str, empty: str, parity: str, pred: str) -> None:
+    def acquire(self, state: PipelineState, full: str, empty: str, parity: str, pred: str,
+                scope: str | None = None) -> None:
         """Producer: wait until the consumers released slot `stage` in the previous pass (empty[stage],
-        parity phase ^ 1); `full` from `locate`, `empty` and `parity` scratch."""
+        parity phase ^ 1); `full` from `locate`, `empty` and `parity` scratch; `scope` "cluster" when
+        consumers of other CTAs release it (acquire at cluster scope)."""
         b = self.b
         b.ins(f"add.u32 {empty}, {full}, {self.plan.stages * MBARRIER_BYTES};    // empty[st]")
         b.ins(f"xor.b32 {parity}, {state.phase}, 1;                          // a fresh barrier counts its "
               f"phase -1 as done")
-        self.spin(pred, empty, parity)
+        self.spin(pred, empty, parity, scope)
 
     def arm(self, full: str, pred: str) -> None:
         """Producer (thread `pred`): the one arrival on full[stage], announcing the stage's bytes; the
@@ -169,8 +171,8 @@ class RingCode:
         """Consumer: wait until slot `stage` is filled in this pass (full[stage], parity `phase`)."""
         self.spin(pred, full, state.phase)
 
-    def spin(self, pred: str, bar: str, parity: str) -> None:
-        self.b.wait_parity(pred, bar, parity, self.b.label("WAIT"), uni=True)
+    def spin(self, pred: str, bar: str, parity: str, scope: str | None = None) -> None:
+        self.b.wait_parity(pred, bar, parity, self.b.label("WAIT"), uni=True, scope=scope)
 
     def empty_address(self, dst: str, stage: str) -> None:
         """dst = the offset of empty[stage] less the barriers' offset: base + 8 * stage (the caller adds

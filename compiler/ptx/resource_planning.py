@@ -94,20 +94,23 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
     """The warp-specialised tcgen05 kernel of a scheduled tile (helper `bwk`'s `tcgen05_ws_kernel.py`), from
     its `tilec.ws_plan` (the `warp-specialization` pass): epilogue warps, one MMA warp, one
     TMA warp; a ring of `stages` slots with full/empty barriers, `accumulators` TMEM accumulators with
-    acc_full/acc_empty barriers; static persistent scheduler."""
+    acc_full/acc_empty barriers; a static persistent scheduler, or with persistent=clc a scheduler warp and
+    its ring of cluster-launch-control answers (clc_full/clc_empty barriers)."""
     spec = tile_spec(tile)
     ws = required(tile, "tilec.ws_plan", "warp-specialization").attrs
     target = module.attrs["target"]
     stages, stage, smem = ws["stages"], ws["stage_bytes"], ws["smem_bytes"]
     # a CTA pair's full barrier expects both CTAs' bytes; each CTA's shared memory receives its half
     tx = ws["tx_bytes"] // ws.get("cluster", 1)
-    barriers = 2 * stages + 2 * ws["accumulators"]          # full, empty; acc_full, acc_empty
+    # full, empty; acc_full, acc_empty; clc_full, clc_empty
+    barriers = 2 * stages + 2 * ws["accumulators"] + 2 * ws.get("clc_stages", 0)
     check_shared_memory(target, stages, stage, smem, per_stage=2 * MBARRIER_BYTES, fixed=smem - stages * stage -
                         2 * stages * MBARRIER_BYTES)
     epi = len(ws["epilogue_warps"])
     threads = ws["threads"]
     cta_m = spec.m // spec.cta_group
-    role_of = {**{w: "epilogue" for w in ws["epilogue_warps"]}, ws["mma_warp"]: "MMA", ws["tma_warp"]: "TMA"}
+    role_of = {**{w: "epilogue" for w in ws["epilogue_warps"]}, ws["mma_warp"]: "MMA", ws["tma_warp"]: "TMA",
+               **({ws["sched_warp"]: "scheduler"} if "sched_warp" in ws else {})}
     problems = warpgroup_problems(threads // 32, role_of)
     # setmaxnreg (PTX 9.7.19): a per-role register budget needs whole single-role warpgroups; here it would not
     # pay either, which the refusal says too
@@ -122,14 +125,17 @@ def _tcgen05_ws(tile: Op, module: Op) -> dict:
             "tmem_columns": ws["tmem_columns"], "mbarriers": barriers, "setmaxnreg": setmaxnreg,
             "ctas_per_sm": ctas_per_sm(target, threads, MAX_REGISTERS, smem, ws["tmem_columns"]),
             "roles": [_role("epilogue", epi, MAX_REGISTERS, 8), _role("mma", 1, MAX_REGISTERS, 0),
-                      _role("tma", 1, MAX_REGISTERS, 0)],
+                      _role("tma", 1, MAX_REGISTERS, 0),
+                      *([_role("scheduler", 1, MAX_REGISTERS, 0)] if "sched_warp" in ws else [])],
             **_tcgen05_mma(tile), "sparse": spec.sparsity is not None, **_bits(spec), "cta_m": cta_m,
             "cta_n": spec.n,
             "k_block": ws["k_block"], "tx_bytes": tx,
             "d_bytes": cta_m * spec.n * TYPES[spec.operands["D"].dtype].bits // 8,
             # the epilogue warps' D staging buffers (in smem_bytes; drained by TMA stores)
             "d_staging_bytes": epi * ws["d_buffers"] * ws["d_stage_bytes"],
-            "copy": "tma", "overlap": True, "persistent": True, **_tcgen05_ws_form(tile, spec)}
+            "copy": "tma", "overlap": True, "persistent": True,
+            # the tile scheduler: static (grid = the SMs) or cluster launch control (grid = the tiles)
+            "scheduler": ws["scheduler"], **_tcgen05_ws_form(tile, spec)}
 
 
 def _tcgen05_ws_form(tile: Op, spec) -> dict:

@@ -55,7 +55,13 @@ M, N, K >= 1. Sparse and block-scaled tiles take any M, N and a batch too: their
 (`tmem_image`) cover whole CTA (pair) tiles of rows, those past M / N padded with legal values (metadata
 nibbles 0b0100 selecting A's zero fill, scale factors 1.0), one problem's images after another's, and the
 producer's image row is (batch index * row tiles + row tile) * K blocks + K block; K stays a multiple of the
-K block (`requires`: the images and the natural layouts they come from count whole K blocks). Ring slots and accumulators advance with a phase bit that
+K block (`requires`: the images and the natural layouts they come from count whole K blocks).
+With `persistent=clc` (cluster launch control, PTX 9.7.13.17-18) the grid is one CTA (pair)
+per tile and a seventh warp schedules: CTA b starts on tile ctaid.x (a pair: ctaid.x / 2) and every role
+then takes, in order, the tile of each cluster the scheduler warp canceled (`clusterlaunchcontrol.try_cancel`,
+a pair: `.multicast::cluster::all`), reading each 16-byte answer from a 2-slot ring (clc_full / clc_empty
+barriers, `scheduler_role`, `clc_tile_loop`) until the first failed answer. Ring slots and accumulators
+advance with a phase bit that
 flips each time their index wraps (mbarrier phases, 9.7.13.15.16 try_wait.parity); a producer waiting on
 a fresh empty barrier waits for parity 1 ("the phase before the first"), which completes at once.
 
@@ -64,7 +70,8 @@ aligned CUtensorMaps, A, B, the META / SFA / SFB images, then D, in global memor
 TMEM images, `tmem_image`], [C], [bias, alpha, beta], M, N, K,
 batch (u32); A is [batch][M][K] and B [batch][N][K] row-major (K-major), D [batch][M][N] row-major in D's type
 (rows of each any multiple of 16 bytes apart: the maps' strides), C [batch][M][N] dense in the accumulator
-type; grid (min(tiles, SM count), 1, 1), block (192, 1, 1), dynamic shared memory `dynamic_smem_bytes`,
+type; grid (min(tiles, SM count), 1, 1) (persistent=clc: (tiles, 1, 1)), block (192, 1, 1) (persistent=clc:
+224), dynamic shared memory `dynamic_smem_bytes`,
 clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `tensor_map_args` gives each map's
 cuTensorMapEncodeTiled arguments (rank 3; the runtime's driver encodes them, the CPU emulator reads and
 writes through them). `buffers` states every array (element type, shape in M, N, K) as
@@ -166,10 +173,11 @@ class _RoleRing:
         self.code.wait(self.state, self.full_bar, self.ready)
         self.kb.ins(f"add.u32 {self.empty_bar}, {self.full_bar}, {self.plan.empty(0) - self.plan.full(0)};")
 
-    def wait_empty(self) -> None:
-        """Producer: until the consumers released the current slot."""
+    def wait_empty(self, scope: str | None = None) -> None:
+        """Producer: until the consumers released the current slot (`scope` "cluster": some of them in the
+        other CTA of a pair)."""
         self.code.locate(self.state, self.slot_addr, self.full_bar, self.scratch)
-        self.code.acquire(self.state, self.full_bar, self.empty_bar, self.scratch, self.ready)
+        self.code.acquire(self.state, self.full_bar, self.empty_bar, self.scratch, self.ready, scope)
 
     def advance(self) -> None:
         self.code.advance(self.state, self.wrap)
@@ -222,11 +230,23 @@ class _WsKernel:
                  "accumulator": RingPlan(plan.accumulators, 0, 0, counts["acc_full"], counts["acc_empty"],
                                          plan.acc_full)}
         rings["accumulator"].check()
+        if plan.clc:
+            from ..isa.clc import RESPONSE_BYTES
+
+            # persistent=clc: the response ring, relative to its first response (`clc_base`): slot s = response
+            # s (16 bytes), full[s] = clc_full[s] (the scheduler's expect_tx and the 16 response bytes), empty[s]
+            # = clc_empty[s] (one arrival per reading warp)
+            rings["clc"] = RingPlan(plan.clc_stages, RESPONSE_BYTES, RESPONSE_BYTES, counts["clc_full"],
+                                    counts["clc_empty"], plan.clc_full - plan.clc_response)
+            rings["clc"].check()
         return rings
+
+    def ring_base(self, name: str) -> str:
+        return self.clc_base if name == "clc" else self.base
 
     def ring(self, name: str) -> _RoleRing:
         """A role's walk over ring `name`, started at slot 0, phase 0."""
-        r = _RoleRing(self.kb, self.rings[name], self.base)
+        r = _RoleRing(self.kb, self.rings[name], self.ring_base(name))
         r.start()
         return r
 
@@ -256,8 +276,16 @@ class _WsKernel:
         e(f"@{p} bra.uni {to_tma};")
         e(f"setp.eq.u32 {p}, {self.warp}, {plan.mma_warp};")
         e(f"@{p} bra.uni {to_mma};")
+        if plan.clc:
+            to_sched = kb.label("sched_role")
+            e(f"setp.eq.u32 {p}, {self.warp}, {plan.sched_warp};")
+            e(f"@{p} bra.uni {to_sched};")
         self.epilogue_role()
         e(f"bra.uni {end};")
+        if plan.clc:
+            kb.put(to_sched)
+            self.scheduler_role()
+            e(f"bra.uni {end};")
         kb.put(to_mma)
         self.mma_role()
         e(f"bra.uni {end};")
@@ -308,8 +336,11 @@ class _WsKernel:
         e(f"mul.lo.u32 {self.tiles}, {self.tiles}, {self.batch};")
         p0, x = kb.reg("p"), kb.reg("r")
         e(f"setp.eq.u32 {p0}, {self.tid}, 0;")
+        if plan.clc:
+            self.clc_base = kb.reg("r")
+            e(f"add.u32 {self.clc_base}, {self.base}, {plan.clc_response};")
         for name, ring in self.rings.items():
-            RingCode(kb, ring, self.base).init(p0, x, f"thread 0 initialises the {name} ring's barriers: full x"
+            RingCode(kb, ring, self.ring_base(name)).init(p0, x, f"thread 0 initialises the {name} ring's barriers: full x"
                                                       f"{ring.stages} (count {ring.full_arrivals}), empty x"
                                                       f"{ring.stages} (count {ring.empty_arrivals})")
         self.slot = kb.reg("r")
@@ -350,9 +381,13 @@ class _WsKernel:
     def tile_loop(self, stem: str, body) -> None:
         """for (t = ctaid.x; t < tiles; t += nctaid.x) body(m0, n0): the static persistent schedule, tiles
         along M first, then N, then the batch (`self.z` = the tile's batch index while the body is emitted).
-        A pair walks pair tiles (cluster index = ctaid.x / 2); m0 is this CTA's first row."""
+        A pair walks pair tiles (cluster index = ctaid.x / 2); m0 is this CTA's first row. persistent=clc:
+        `clc_tile_loop`."""
+        if self.plan.clc:
+            self.clc_tile_loop(stem, body)
+            return
         kb, e = self.kb, self.e
-        t, stride, mi, ni, m0, n0, z = kb.regs("r", 7)
+        t, stride = kb.regs("r", 2)
         p = kb.reg("p")
         e(f"mov.u32 {t}, %ctaid.x;")
         e(f"mov.u32 {stride}, %nctaid.x;")
@@ -363,6 +398,97 @@ class _WsKernel:
         kb.put(top)
         e(f"setp.ge.u32 {p}, {t}, {self.tiles};")
         e(f"@{p} bra.uni {done};")
+        self.tile_body(t, body)
+        e(f"add.u32 {t}, {t}, {stride};")
+        e(f"bra.uni {top};")
+        kb.put(done)
+
+    def clc_tile_loop(self, stem: str, body) -> None:
+        """persistent=clc: body(m0, n0) for this CTA's own tile (ctaid.x; a pair: ctaid.x / 2), then for the
+        tile of each cluster the scheduler warp canceled, in the order of its answers, until the first
+        failed answer (no cluster is left to cancel). Per answer the warp waits for clc_full[s] (acquire at
+        cluster scope: the try_cancel completion is tracked there, PTX 9.7.13.17), loads the 16 bytes into a
+        .b128 register, decodes them (clusterlaunchcontrol.query_cancel, 9.7.13.18: the ctaid only when
+        canceled), fences the generic-proxy read against the next async-proxy write of the slot
+        (fence.proxy.async.shared::cta) and lane 0 releases the slot on the (leader's) clc_empty[s]."""
+        from ..isa.clc import first_ctaid_x, is_canceled, load_response
+
+        kb, e = self.kb, self.e
+        t, x = kb.regs("r", 2)
+        p_more = kb.reg("p")
+        answer = kb.reg("q")
+        e(f"mov.u32 {t}, %ctaid.x;")
+        if self.pair:
+            e(f"shr.u32 {t}, {t}, 1;")
+        clc = self.ring("clc")
+        top, done = kb.label(f"{stem}_tile"), kb.label(f"{stem}_tiles_done")
+        kb.put(top)
+        self.tile_body(t, body)
+        kb.comment("the next tile: the scheduler warp's next answer")
+        clc.code.locate(clc.state, clc.slot_addr, clc.full_bar, clc.scratch)
+        kb.wait_parity(clc.ready, clc.full_bar, clc.state.phase, kb.label("WAIT"), uni=True, scope="cluster")
+        e(load_response(answer, clc.slot_addr))
+        e(is_canceled(p_more, answer))
+        e(f"@{p_more} {first_ctaid_x(x, answer)}")
+        e("fence.proxy.async.shared::cta;")
+        self.release_answer(clc)
+        clc.advance()
+        e(f"@!{p_more} bra.uni {done};")
+        e(f"shr.u32 {t}, {x}, 1;" if self.pair else f"mov.u32 {t}, {x};")
+        e(f"bra.uni {top};")
+        kb.put(done)
+
+    def release_answer(self, clc: _RoleRing) -> None:
+        """Lane 0 of the warp arrives on clc_empty[s] (a pair: the leader's, through mapa)."""
+        kb, e = self.kb, self.e
+        e(f"add.u32 {clc.empty_bar}, {clc.full_bar}, {clc.plan.empty(0) - clc.plan.full(0)};")
+        if not self.pair:
+            e(f"@{self.p_lane0} mbarrier.arrive.shared::cta.b64 _, [{clc.empty_bar}];")
+            return
+        # release at cluster scope: the reads (and the proxy fence) happen before the leader's next
+        # multicast answer rewrites this CTA's slot
+        e(f"mapa.shared::cluster.u32 {clc.empty_bar}, {clc.empty_bar}, 0;")
+        e(f"@{self.p_lane0} mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{clc.empty_bar}];")
+
+    def scheduler_role(self) -> None:
+        """persistent=clc: the scheduler warp (lane 0 issues; a pair: the leader's only). Per request: wait
+        until slot s of the response ring is free (clc_empty[s]: every reading warp released its previous
+        answer), arm clc_full[s] with expect_tx of the 16 response bytes (a pair: both CTAs' barriers, the
+        peer's through mapa), issue clusterlaunchcontrol.try_cancel (PTX 9.7.13.17; a pair
+        .multicast::cluster::all: the answer and its complete-tx reach both CTAs), then read the answer
+        itself: after the first failure no further request is issued (undefined once a failure was
+        observed), and every request issued has completed before the warp leaves."""
+        from ..isa.clc import RESPONSE_BYTES, is_canceled, load_response, try_cancel
+
+        kb, e, plan = self.kb, self.e, self.plan
+        kb.comment(f"---- tile scheduler (warp {plan.sched_warp}, lane 0 issues clusterlaunchcontrol.try_cancel"
+                   f"{'; the leader CTA of the pair' if self.pair else ''})")
+        idle = kb.label("sched_idle")
+        if self.pair:
+            e(f"@!{self.p_leader} bra.uni {idle};")
+        p_more = kb.reg("p")
+        answer = kb.reg("q")
+        clc = self.ring("clc")
+        top = kb.label("sched_request")
+        kb.put(top)
+        clc.wait_empty("cluster" if self.pair else None)
+        e(f"@{self.p_lane0} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{clc.full_bar}], {RESPONSE_BYTES};")
+        if self.pair:
+            e(f"mapa.shared::cluster.u32 {clc.scratch}, {clc.full_bar}, 1;")
+            e(f"@{self.p_lane0} mbarrier.arrive.expect_tx.shared::cluster.b64 _, [{clc.scratch}], {RESPONSE_BYTES};")
+        e(f"@{self.p_lane0} {try_cancel(clc.slot_addr, clc.full_bar, multicast=self.pair)}")
+        kb.wait_parity(clc.ready, clc.full_bar, clc.state.phase, kb.label("WAIT"), uni=True, scope="cluster")
+        e(load_response(answer, clc.slot_addr))
+        e(is_canceled(p_more, answer))
+        e("fence.proxy.async.shared::cta;")
+        clc.advance()
+        e(f"@{p_more} bra.uni {top};")
+        kb.put(idle)
+
+    def tile_body(self, t: str, body) -> None:
+        """Tile t's coordinates (along M first, then N, then the batch), then body(m0, n0)."""
+        kb, e = self.kb, self.e
+        mi, ni, m0, n0, z = kb.regs("r", 5)
         e(f"rem.u32 {mi}, {t}, {self.tiles_m};")
         e(f"div.u32 {ni}, {t}, {self.tiles_m};")
         e(f"div.u32 {z}, {ni}, {self.tiles_n};")
@@ -373,9 +499,6 @@ class _WsKernel:
         e(f"mul.lo.u32 {n0}, {ni}, {self.spec.n};")
         self.z = z
         body(m0, n0)
-        e(f"add.u32 {t}, {t}, {stride};")
-        e(f"bra.uni {top};")
-        kb.put(done)
 
     def k_loop(self, stem: str, body) -> None:
         """for (kb = 0; kb < K / k_block; kb++) body(kb)."""
@@ -865,6 +988,18 @@ class _WsKernel:
                           f"tcgen05.cp copies (Kernel.host_image / pack_image, tcgen05_ws_kernel.tmem_image with "
                           f"`tmem_images`, of the natural {natural})"}
 
+    def scheduler_plan(self) -> dict:
+        """persistent=clc: what the ABI says of the tile scheduler (the plan's `scheduler` entry)."""
+        from ..isa.clc import RESPONSE_BYTES
+
+        plan = self.plan
+        return {"kind": "clc", "warp": plan.sched_warp, "responses": plan.clc_stages,
+                "response_bytes": RESPONSE_BYTES,
+                "request": "clusterlaunchcontrol.try_cancel" + (".multicast::cluster::all" if self.pair else ""),
+                "first_tile": "ctaid.x / 2" if self.pair else "ctaid.x",
+                "next_tile": "first ctaid.x of the canceled cluster" + (" / 2" if self.pair else ""),
+                "end": "the first failed answer (no cluster left to cancel)"}
+
     def abi(self) -> dict:
         spec, plan = self.spec, self.plan
         maps = [{"operand": n, "elem_bits": op.bits, "data_type": TMA_DATA_TYPE[op.bits], "swizzle": op.swizzle,
@@ -878,8 +1013,12 @@ class _WsKernel:
         maps.append({"operand": "D", "elem_bits": self.d_type.bits, "data_type": TMA_DATA_TYPE[self.d_type.bits],
                      "swizzle": plan.d_swizzle, "box": [plan.d_chunk, 32, 1]})
         d = spec.operands["D"].dtype
-        # persistent: one CTA (pair) per multiprocessor (pair), never more than there are tiles
-        grid = ["2 * min(tiles, multiprocessors // 2)" if self.pair else "min(tiles, multiprocessors)", 1, 1]
+        # static persistent: one CTA (pair) per multiprocessor (pair), never more than there are tiles;
+        # persistent=clc: one CTA (pair) per tile, those not launched yet are canceled and taken by running ones
+        if plan.clc:
+            grid = ["2 * tiles" if self.pair else "tiles", 1, 1]
+        else:
+            grid = ["2 * min(tiles, multiprocessors // 2)" if self.pair else "min(tiles, multiprocessors)", 1, 1]
         tiles = f"((M + {spec.m - 1}) // {spec.m}) * ((N + {spec.n - 1}) // {spec.n}) * batch"
         epi = self.epi
         c_param = epi is not None and epi.c == "epilogue"
@@ -908,8 +1047,9 @@ class _WsKernel:
                         if plan.cp_operands else ""),
             # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)
             # below 2^32
-            "limits": launch_limits(("M", "N", "K"), []) + ["batch <= 65535",
-                                                            f"{tiles} <= {(1 << 32) - (1 << 16)}"] + [
+            # persistent=clc: the grid itself (a CTA per tile) within CUDA's limits
+            "limits": launch_limits(("M", "N", "K"), grid if plan.clc else []) + [
+                "batch <= 65535", f"{tiles} <= {(1 << 32) - (1 << 16)}"] + [
                 # an image's TMA row coordinate is a signed 32-bit integer (cp.async.bulk.tensor)
                 f"{self.image_buffer(t['operand'])['shape'][0]} * (K // {plan.k_block}) * batch * "
                 f"{t['image_rows']} < {1 << 31}" for t in maps if "image_rows" in t],
@@ -926,10 +1066,12 @@ class _WsKernel:
                      "accumulators": plan.accumulators, "acc_columns": plan.acc_columns,
                      "d_staging": {"chunk": plan.d_chunk, "buffers_per_warp": plan.d_buffers,
                                    "buffer_bytes": plan.d_stage_bytes, "swizzle": plan.d_swizzle},
-                     "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp},
+                     "roles": {"epilogue": list(plan.epilogue_warps), "mma": plan.mma_warp, "tma": plan.tma_warp,
+                               **({"scheduler": plan.sched_warp} if plan.clc else {})},
                      "barriers": {name: {"count": n, "number": plan.stages if name in ("full", "empty")
-                                         else plan.accumulators}
+                                         else plan.clc_stages if name.startswith("clc") else plan.accumulators}
                                   for name, n in plan.barrier_counts().items()},
+                     **({"scheduler": self.scheduler_plan()} if plan.clc else {}),
                      **({"why": plan.why} if plan.why else {})},
         }
 

@@ -1,7 +1,8 @@
 """The persistent warp-specialised tcgen05 GEMM (compiler/ptx/tcgen05_ws_kernel.py) on the GPU through the
 runtime (issue 18): on a B200 (sm_100), `tilec run --check` of every scheduled tcgen05 example (dense f16,
 2:4-sparse f16 with META, block-scaled mxf8f6f4 and mxf4nvf4 with SFA / SFB, .ws M = 64, A in TMEM) and of a CTA pair (clusters of
-two, also block-scaled and sparse) must match numpy, with more tiles than CTAs (the persistent loop wraps); on an H100 (sm_90) the same
+two, also block-scaled and sparse) must match numpy, with more tiles than CTAs (the persistent loop wraps;
+persistent=clc: a CTA per tile, most of them canceled and taken by running ones); on an H100 (sm_90) the same
 command must say the tile cannot run there (exit 1, --emulate named, no traceback). The launch plan itself
 (grid, cluster, dynamic shared memory, tensor maps, parameters) is checked without a GPU in
 tests/test_runtime_launch.py."""
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
 WS_EXAMPLES = ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
                "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_f16_bias_relu.tile", "tcgen05_gemm_ws_f16.tile",
-               "tcgen05_gemm_a_tmem_f16.tile"]
+               "tcgen05_gemm_a_tmem_f16.tile", "tcgen05_gemm_f16_clc.tile"]
 PAIR = """target sm_100a;
 tile pair {
   engine tcgen05 cta_group=2;
@@ -129,5 +130,26 @@ def test_ws_sparse_and_block_scaled_partial_tiles(sm100, name):
     """Sparse and block-scaled tiles at M, N off the tile (1000 x 1000, K = 1024 whole K blocks): the META /
     SFA / SFB images padded to whole tiles with legal values (tcgen05_ws_kernel.tmem_image)."""
     proc = _tilec("run", "--check", "--shape", "1000,1000,1024", str(EX / name))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout
+
+
+# ---- persistent=clc: cluster launch control (a CTA per tile; running CTAs cancel waiting ones) ----------
+
+def test_clc_many_more_tiles_than_sms_and_bench(sm100):
+    """4096 x 4096: 1024 tiles, a grid of 1024 CTAs of which about 148 run at once: the others are canceled
+    by clusterlaunchcontrol.try_cancel and their tiles taken; --bench times it (compare with the static
+    schedule of test_ws_more_tiles_than_sms_and_bench, same shape)."""
+    proc = _tilec("run", "--check", "--bench", "--iters", "20", "--shape", "4096,4096,1024",
+                  str(EX / "tcgen05_gemm_f16_clc.tile"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout and "median" in proc.stdout
+
+
+def test_clc_cta_pair(sm100):
+    """A CTA pair under cluster launch control: the leader's multicast try_cancel answers both CTAs; 16 x 16
+    pair tiles = 256 clusters of (2, 1, 1)."""
+    proc = _tilec("run", "--check", "--shape", "4096,2048,512", "-",
+                  stdin=PAIR.replace("cluster=2;", "cluster=2 persistent=clc;"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "D matches numpy" in proc.stdout
