@@ -976,7 +976,6 @@ class _Writer(PtxBuilder):
         in the others."""
         cfg, ins = self.cfg, self.ins
         S, ct = cfg.split_k, WG_THREADS * cfg.consumers
-        groups = cfg.accumulators // 4
         acc = self.acc
         ins(f"// ---- split-K: this slice's partial -> workspace; the last of the tile's {S} CTAs reduces")
         self.global_pointer("%gw", "workspace")
@@ -990,9 +989,7 @@ class _Writer(PtxBuilder):
         ins(f"sub.u32 %y, %y, {WG_THREADS};                // consumer thread")
         ins(f"mul.wide.u32 %off, %y, {CHUNK};")
         ins("add.u64 %gw, %gw, %off;")
-        for g in range(groups):
-            regs = ", ".join(f"%acc{4 * g + e}" for e in range(4))
-            ins(f"st.global.v4{acc} [%gw+{g * ct * CHUNK}], {{{regs}}};")
+        self.store_partial()
         ins("fence.acq_rel.gpu;                          // the partial before the CTA's arrival")
         ins(f"bar.sync 1, {ct};")
         ins("mul.wide.u32 %off, %wi, 4;")
@@ -1015,12 +1012,25 @@ class _Writer(PtxBuilder):
         ins("mov.u32 %kb, 0;")
         top = self.label("REDUCE")
         self.put(top)
-        for g in range(groups):
-            ins(f"ld.global.v4{acc} {{%v0, %v1, %v2, %v3}}, [%gw+{g * ct * CHUNK}];")
-            for e in range(4):
-                ins(f"add{acc} %acc{4 * g + e}, %acc{4 * g + e}, %v{e};")
+        self.add_partial()
         ins(f"add.u64 %gw, %gw, {cfg.partial_bytes};")
         self.count_up("%kb", 1, "%p1", S, top)
+
+    def store_partial(self) -> None:
+        """This thread's accumulators to the partial at %gw (split-K and stream-K alike): one 16-byte
+        vector per group of 4, the consumer threads' vectors interleaved (group g at g * threads * 16)."""
+        ct = WG_THREADS * self.cfg.consumers
+        for g in range(self.cfg.accumulators // 4):
+            regs = ", ".join(f"%acc{4 * g + e}" for e in range(4))
+            self.ins(f"st.global.v4{self.acc} [%gw+{g * ct * CHUNK}], {{{regs}}};")
+
+    def add_partial(self) -> None:
+        """Add the partial at %gw (store_partial's layout) into this thread's accumulators."""
+        ct, acc = WG_THREADS * self.cfg.consumers, self.acc
+        for g in range(self.cfg.accumulators // 4):
+            self.ins(f"ld.global.v4{acc} {{%v0, %v1, %v2, %v3}}, [%gw+{g * ct * CHUNK}];")
+            for e in range(4):
+                self.ins(f"add{acc} %acc{4 * g + e}, %acc{4 * g + e}, %v{e};")
 
     # -- stream-K -------------------------------------------------------------------------------------
     def stream_work(self, dst: str) -> None:
@@ -1129,7 +1139,6 @@ class _Writer(PtxBuilder):
         slots of the same rank's CTAs 2p + rank."""
         cfg, ins = self.cfg, self.ins
         ct = WG_THREADS * cfg.consumers
-        groups = cfg.accumulators // 4
         acc, pb = self.acc, cfg.partial_bytes
         ins("// ---- stream-K: a tile wholly inside this CTA's range needs no fix-up")
         self.stream_next()
@@ -1144,9 +1153,7 @@ class _Writer(PtxBuilder):
         ins("add.u32 %x, %x, %z;")
         ins(f"mul.wide.u32 %off, %x, {pb};")
         ins("add.u64 %gw, %gw, %off;")
-        for g in range(groups):
-            regs = ", ".join(f"%acc{4 * g + e}" for e in range(4))
-            ins(f"st.global.v4{acc} [%gw+{g * ct * CHUNK}], {{{regs}}};")
+        self.store_partial()
         ins("fence.acq_rel.gpu;                          // the partial before the CTA's arrival")
         ins(f"bar.sync 1, {ct};")
         ins("// CTAs ca..cb share the tile (ca's range holds its K block 0, cb's its last)")
@@ -1193,10 +1200,7 @@ class _Writer(PtxBuilder):
         ins("setp.eq.u32 %p9, %thr, %thr;                // the first step: to slot 2(ca + 1) + 1")
         top = self.label("REDUCE")
         self.put(top)
-        for g in range(groups):
-            ins(f"ld.global.v4{acc} {{%v0, %v1, %v2, %v3}}, [%gw+{g * ct * CHUNK}];")
-            for e in range(4):
-                ins(f"add{acc} %acc{4 * g + e}, %acc{4 * g + e}, %v{e};")
+        self.add_partial()
         ins(f"add.u64 %gw, %gw, {2 * cm * pb};                 // slot 2c + 1 of the next CTA c: its segment from inside the tile")
         ins(f"@%p9 add.u64 %gw, %gw, {pb};")
         ins("setp.ne.u32 %p9, %thr, %thr;")
