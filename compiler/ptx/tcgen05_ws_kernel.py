@@ -46,7 +46,8 @@ lane group (`tmem_image`); the zero-column mask is every MMA's last operand; no 
 (warp_specialization.check_ws_collector says why). A in TMEM (`A: T tmem`, tcgen05.mma [d], [a-tmem], b-desc,
 9.7.16.10.9.1): the producer loads the block's A unswizzled into the slot (`_StagedA`: a box per 16-byte K chunk
 of the 128 rows, the no-swizzle K-major canonical layout) and the MMA thread copies it into the slot's TMEM
-columns, one tcgen05.cp .128x256b per MMA, before the block's MMAs (`copy_a`).
+columns, one tcgen05.cp .128x256b per MMA, before the block's MMAs (`copy_a`); `.ws` M = 64 / 32 refuse it
+(warp_specialization.check_a_in_tmem: the PTX text places A's rows in no lanes of Layouts E / G).
 Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
 (t mod tiles_m, (t div tiles_m) mod tiles_n, t div (tiles_m tiles_n)) (along M first, then N, then the batch);
 tiles_m = ceil(M / tile M), tiles_n = ceil(N / tile N), ceil(K / cta K) K blocks: TMA loads fill the parts
