@@ -290,7 +290,7 @@ def test_block_scaled_structure_and_ptxas(path, ptxas):
     plan = r.tiles[name].op("tilec.ws_plan").attrs
     assert plan["cp_operands"] == ["SFA", "SFB"] and plan["cp_bytes"] == [512 * groups] * 2
     assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4 [") == 2 * groups
-    assert abi["buffers"]["SFA"]["shape"] == ["((M + 127) // 128)", f"K / {cta_k}", 512 * groups]
+    assert abi["buffers"]["SFA"]["shape"] == ["((M + 127) // 128)", f"(K + {cta_k - 1}) // {cta_k}", 512 * groups]
     # 128-byte TMA rows: 128 e4m3 / 256 packed e2m1 values, copied as 128 bytes; then SFA's and SFB's images,
     # 32 rows of 16 bytes per 4-byte group
     assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"][:4]] == [
