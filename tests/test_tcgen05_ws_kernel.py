@@ -180,7 +180,30 @@ def test_pair_structure(pair):
     assert ".reqnctapercluster 2, 1, 1" in ptx
     assert ptx.count("complete_tx::bytes.cta_group::2") == 2
     assert ptx.count("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster") == 2
-    assert "mbarrier.arrive.shared::cluster.b64" in ptx
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+
+
+def test_pair_accumulator_release_is_cluster_scoped(pair):
+    """Each CTA's epilogue arrives on the accumulator's empty barrier of both CTAs (through mapa) once its
+    tcgen05.ld reads of the tile are done; the leader's MMA warp waits there and then overwrites those TMEM
+    columns. A release orders the arriving thread's reads before the waiter's acquire only when each
+    operation's scope includes the other's thread (PTX ISA 8.5 scope, 8.7 morally strong operations, 8.8
+    release and acquire patterns); the default .cta scope of mbarrier.arrive (9.7.13.15.13) and of
+    try_wait (9.7.13.15.16) leaves out the peer CTA, so both sides are at cluster scope. The smem ring's
+    waits stay .cta: the leader's commits arrive there (tcgen05.commit arrives at cluster scope itself), and
+    the single-CTA kernel has no cluster-scoped operation at all."""
+    ptx = pair.ptx
+    epi = ptx[slice(*_role(ptx, "---- epilogue"))]
+    remote = re.findall(r"mbarrier\.arrive[.\w:]*\.shared::cluster\.b64", epi)
+    assert remote == ["mbarrier.arrive.release.cluster.shared::cluster.b64"] * 2      # rank 0 and rank 1
+    mma = ptx[slice(*_role(ptx, "---- MMA issuer"))]
+    waits = re.findall(r"mbarrier\.try_wait\.parity[.\w:]*\.b64", mma)
+    # per tile: the accumulator's empty barrier (cluster scope); per K block: the slot's full barrier
+    assert waits == ["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
+                     "mbarrier.try_wait.parity.shared::cta.b64"]
+    single = compiler.compile_source(PAIR.replace("cta_group=2", "cta_group=1").replace("M=256", "M=128")
+                                     .replace("cta=256x128x64", "cta=128x128x64").replace(" cluster=2", "")).ptx
+    assert ".cluster.shared" not in single and "acquire.cluster" not in single
 
 
 def test_pair_ptxas(pair, ptxas):
@@ -200,7 +223,7 @@ def test_pair_emulated(pair, mode, seed):
 
 def test_pair_seeded_bug(pair):
     """The peer's epilogue warps do not release the leader's accumulator: the leader's MMA warp waits forever."""
-    broken = drop_line(pair.ptx, "---- epilogue", r"mbarrier\.arrive\.shared::cluster")
+    broken = drop_line(pair.ptx, "---- epilogue", r"mbarrier\.arrive\.release\.cluster\.shared::cluster")
     with pytest.raises(EmulationError, match="deadlock"):
         compiler.emulate(pair, shape=(768, 128, 192), mode="adversarial", seed=1, ptx=broken)
 

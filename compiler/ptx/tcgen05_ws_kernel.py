@@ -634,7 +634,8 @@ class _WsKernel:
             return operands
 
         def tile(m0: str, n0: str) -> None:
-            accs.wait_empty()
+            # a pair: the epilogues of both CTAs release the accumulator at cluster scope (`epilogue_role`)
+            accs.wait_empty("cluster" if self.pair else None)
             e("tcgen05.fence::after_thread_sync;")
             e(f"mad.lo.u32 {d}, {accs.index}, {plan.acc_columns}, {self.taddr};")
 
@@ -756,7 +757,13 @@ class _WsKernel:
                 kb.comment("the tile's last columns are read: release the accumulator" +
                            (" (the leader's barrier)" if self.pair else ""))
                 e("tcgen05.fence::before_thread_sync;")
-                accs.code.release(accs.index, self.p_lane0, accs.scratch, remote, ctas=plan.cluster)
+                # a pair: each CTA's epilogue arrives on the accumulator's empty barrier of both CTAs, whose
+                # leader's MMA then overwrites those TMEM columns. The remote arrive must order this CTA's
+                # tcgen05.ld reads (fenced by before_thread_sync, 9.7.16.6.4) before that MMA across CTAs:
+                # .release.cluster here and .acquire.cluster in the MMA warp's wait, as a default .cta scope
+                # excludes the peer's threads (PTX ISA 8.5, 8.7: not morally strong, no synchronization)
+                accs.code.release(accs.index, self.p_lane0, accs.scratch, remote, ctas=plan.cluster,
+                                  scope="cluster" if self.pair else None)
             e(f"add.u32 {gcol}, {self.n0}, {col};")
             if epi is not None:
                 if c_ptr is not None:
