@@ -180,7 +180,30 @@ def test_pair_structure(pair):
     assert ".reqnctapercluster 2, 1, 1" in ptx
     assert ptx.count("complete_tx::bytes.cta_group::2") == 2
     assert ptx.count("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster") == 2
-    assert "mbarrier.arrive.shared::cluster.b64" in ptx
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+
+
+def test_pair_accumulator_release_is_cluster_scoped(pair):
+    """Each CTA's epilogue arrives on the accumulator's empty barrier of both CTAs (through mapa) once its
+    tcgen05.ld reads of the tile are done; the leader's MMA warp waits there and then overwrites those TMEM
+    columns. A release orders the arriving thread's reads before the waiter's acquire only when each
+    operation's scope includes the other's thread (PTX ISA 8.5 scope, 8.7 morally strong operations, 8.8
+    release and acquire patterns); the default .cta scope of mbarrier.arrive (9.7.13.15.13) and of
+    try_wait (9.7.13.15.16) leaves out the peer CTA, so both sides are at cluster scope. The smem ring's
+    waits stay .cta: the leader's commits arrive there (tcgen05.commit arrives at cluster scope itself), and
+    the single-CTA kernel has no cluster-scoped operation at all."""
+    ptx = pair.ptx
+    epi = ptx[slice(*_role(ptx, "---- epilogue"))]
+    remote = re.findall(r"mbarrier\.arrive[.\w:]*\.shared::cluster\.b64", epi)
+    assert remote == ["mbarrier.arrive.release.cluster.shared::cluster.b64"] * 2      # rank 0 and rank 1
+    mma = ptx[slice(*_role(ptx, "---- MMA issuer"))]
+    waits = re.findall(r"mbarrier\.try_wait\.parity[.\w:]*\.b64", mma)
+    # per tile: the accumulator's empty barrier (cluster scope); per K block: the slot's full barrier
+    assert waits == ["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
+                     "mbarrier.try_wait.parity.shared::cta.b64"]
+    single = compiler.compile_source(PAIR.replace("cta_group=2", "cta_group=1").replace("M=256", "M=128")
+                                     .replace("cta=256x128x64", "cta=128x128x64").replace(" cluster=2", "")).ptx
+    assert ".cluster.shared" not in single and "acquire.cluster" not in single
 
 
 def test_pair_ptxas(pair, ptxas):
@@ -200,7 +223,7 @@ def test_pair_emulated(pair, mode, seed):
 
 def test_pair_seeded_bug(pair):
     """The peer's epilogue warps do not release the leader's accumulator: the leader's MMA warp waits forever."""
-    broken = drop_line(pair.ptx, "---- epilogue", r"mbarrier\.arrive\.shared::cluster")
+    broken = drop_line(pair.ptx, "---- epilogue", r"mbarrier\.arrive\.release\.cluster\.shared::cluster")
     with pytest.raises(EmulationError, match="deadlock"):
         compiler.emulate(pair, shape=(768, 128, 192), mode="adversarial", seed=1, ptx=broken)
 
@@ -221,7 +244,8 @@ def test_sparse_structure(sparse):
     abi = sparse.to_json()["tiles"]["tcgen05_gemm_sparse_f16"]["kernel"]
     assert abi["block"] == [192, 1, 1] and [p["name"] for p in abi["params"]][:2] == ["tensor_maps", "META"]
     # the metadata image is per K block (its rows padded to whole tiles, a batch's problems one after another)
-    assert abi["requires"] == ["K % 64 == 0"] and "batch" in abi
+    # (any K of whole 2:4 chunks: a partial last K block's image is padded, tests/test_tcgen05_ws_images.py)
+    assert abi["requires"] == ["K % 4 == 0"] and "batch" in abi
     assert set(abi["plan"]["barriers"]) == {"full", "empty", "acc_full", "acc_empty"}
     assert [(t["box"], t["swizzle"], t.get("k_per_block")) for t in abi["tensor_maps"]] == [
         ([32, 128, 1], "64B", 32), ([64, 128, 1], "128B", 64), ([16, 128], "none", None), ([32, 32, 1], "128B", None)]
@@ -237,8 +261,8 @@ def test_sparse_structure(sparse):
     # A: one 64B-swizzled box, B: one 128B box, the metadata image: one box per K block
     assert sparse.ptx.count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [") == 2
     assert sparse.ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [") == 1
-    # the buffer: per 128-row tile and 64-deep K block, 512 words (128 lanes x 4 columns)
-    assert abi["buffers"]["META"]["shape"] == ["((M + 127) // 128)", "K / 64", 512]
+    # the buffer: per 128-row tile and 64-deep K block (the last one partial), 512 words (128 lanes x 4 columns)
+    assert abi["buffers"]["META"]["shape"] == ["((M + 127) // 128)", "(K + 63) // 64", 512]
 
 
 def test_sparse_ptxas(sparse, ptxas):
@@ -289,7 +313,7 @@ def test_block_scaled_structure_and_ptxas(path, ptxas):
     plan = r.tiles[name].op("tilec.ws_plan").attrs
     assert plan["cp_operands"] == ["SFA", "SFB"] and plan["cp_bytes"] == [512 * groups] * 2
     assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4 [") == 2 * groups
-    assert abi["buffers"]["SFA"]["shape"] == ["((M + 127) // 128)", f"K / {cta_k}", 512 * groups]
+    assert abi["buffers"]["SFA"]["shape"] == ["((M + 127) // 128)", f"(K + {cta_k - 1}) // {cta_k}", 512 * groups]
     # 128-byte TMA rows: 128 e4m3 / 256 packed e2m1 values, copied as 128 bytes; then SFA's and SFB's images,
     # 32 rows of 16 bytes per 4-byte group
     assert [(t["box"], t["elem_bits"]) for t in abi["tensor_maps"][:4]] == [

@@ -184,10 +184,16 @@ class RingCode:
     def empty_offset(self) -> int:
         return self.plan.empty(0)
 
-    def release(self, stage: str, pred: str, scratch: str, remote: str, ctas: int = 1) -> None:
+    def release(self, stage: str, pred: str, scratch: str, remote: str, ctas: int = 1,
+                scope: str | None = None) -> None:
         """Consumer (threads `pred`, one per arriving warp): arrive on empty[stage]; with `ctas` > 1 on the
         empty[stage] of every CTA of the cluster (`mapa` to rank r, PTX ISA mapa; `mbarrier.arrive
-        .shared::cluster`), default semantics (.release at CTA scope: the reads of the slot are complete)."""
+        .shared::cluster`), by default with default semantics (.release at CTA scope), with `scope`
+        "cluster" as .release.cluster: a release orders the arriving thread's prior accesses before a
+        waiter's acquire only when each one's scope includes the other thread (PTX ISA 8.5 scope, 8.7 morally
+        strong operations, 8.8 release and acquire patterns; mbarrier.arrive .sem / .scope, 9.7.13.15.13), so a consumer
+        whose releases must order its reads before a producer of another CTA arrives at cluster scope and
+        that producer waits at cluster scope (`acquire(..., scope="cluster")`)."""
         b = self.b
         self.empty_address(scratch, stage)
         if ctas == 1:
@@ -196,7 +202,8 @@ class RingCode:
         b.ins(f"add.u32 {scratch}, {scratch}, {self.empty_offset};")
         for r in range(ctas):
             b.ins(f"mapa.shared::cluster.u32 {remote}, {scratch}, {r};")
-            b.ins(f"@{pred} mbarrier.arrive.shared::cluster.b64 _, [{remote}];")
+            sem = f".release.{scope}" if scope else ""
+            b.ins(f"@{pred} mbarrier.arrive{sem}.shared::cluster.b64 _, [{remote}];")
 
     def advance(self, state: PipelineState, pred: str) -> None:
         """Next slot; the phase parity flips when the ring wraps."""
