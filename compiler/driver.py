@@ -103,6 +103,7 @@ class CompileResult:
                      f"  TMEM {r['tmem_columns']} columns; {r['mbarriers']} mbarriers; {r['ctas_per_sm']} CTAs per SM",
                      f"  roles: {roles}",
                      *([f"  setmaxnreg: {r['setmaxnreg']}"] if r.get("setmaxnreg") else []),
+                     *([f"  spills: {r['spill_note']}"] if r.get("spill_note") else []),
                      *([f"  form: {r['ws']}"] if r.get("ws") else []),
                      *([f"  A: {r['a_tmem']}"] if r.get("a_tmem") else []),
                      f"  per CTA: D {r['cta_m']} x {r['cta_n']}, K block {r['k_block']}, {r['tx_bytes']} B copied "

@@ -183,6 +183,9 @@ class KernelSelection(Pass, name="kernel-selection", requires=("descriptors", "m
                     ctx.warn(f"the schedule asks for {tile_view(tile).payload.schedule.stages} stages, but the "
                              f"pipelined sparse GEMM does not serve {reason[0]}: tile '{tile.sym}' gets the "
                              "one-instruction-tile mma.sp kernel", tile_loc(tile, "schedule"), reason[1])
+            if kernel == "sparse_wgmma" and config.spill_note is not None:
+                why, hint = config.spill_note          # measured with ptxas -v (sparse_wgmma_kernel.spill_note)
+                ctx.warn(f"tile '{tile.sym}': {why}", tile_loc(tile, "schedule"), hint)
             tile.body.append(Op("tilec.kernel", None, {"kernel": kernel, "config": _config_attr(config)},
                                 loc=tile.locs.get("schedule", tile.loc)))
 

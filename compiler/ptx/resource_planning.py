@@ -185,6 +185,8 @@ def _sparse_wgmma(tile: Op, module: Op) -> dict:
     # gives its registers to them (the counts: sparse_wgmma_kernel.check_registers, compiler/isa/setmaxnreg.py)
     split = cfg.register_split
     extra = {"setmaxnreg": split.describe("producer", "consumer")} if split is not None else {}
+    if cfg.spill_note is not None:        # where ptxas may spill the consumers (measured; also a warning)
+        extra["spill_note"] = cfg.spill_note[0]
     low, high = (split.low, split.high) if split is not None else (cfg.max_regs, cfg.max_regs)
     return {"kernel": "sparse_wgmma", "threads": cfg.threads, "cluster": cfg.cluster_m, "stages": cfg.stages,
             "stage_bytes": cfg.stage_bytes, "smem_bytes": cfg.smem_bytes, "smem_limit": cfg.smem_limit,

@@ -228,9 +228,19 @@ MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 thre
 #   registers of both m64 blocks of a 128-row consumer before staging (stage_after_epilogue): ptxas spills
 #   there with 40 beyond the accumulators (48 B: 128 in 168), 80 (4 B: 160 in 240) and 64 (24 B: 176 in 240),
 #   not with 96 (144 in 240) or 112 (128 in 240); one m64 block needs no more than the main loop (128 in 168).
+# - STREAM_K_EXTRA_REGS: stream-K's consumers also keep their range's state (segment end, first K block, the
+#   tile's sharers), the workspace addresses and the C / D batch offsets live across the tile loop: at the 168
+#   of a 384-thread launch ptxas spills 4-48 B with 128 accumulators (128 x 256 and 256 x 128; f32 or f16 D,
+#   with or without C, CTA pairs; which of them spill depends on stages and C) and 4-12 B with 120 in two
+#   m64 blocks (256 x 120), not with 112 (256 x 112, 128 x 224) or 120 in one block (128 x 240). setmaxnreg
+#   (240) moves the spill, it does not remove it (8 B, a 64-bit value reloaded in the main loop, in some of
+#   the same configurations), and holding fewer values live (the batch offsets recomputed at their use) only
+#   moves it into the main loop: the spill is the range state beside 128 accumulators, not a codegen
+#   slip. spill_note reports it.
 CONSUMER_OTHER_REGS = 40
 WGMMA_OPERAND_REGS = 27
 EPILOGUE_OTHER_REGS = 96
+STREAM_K_EXTRA_REGS = 16
 
 
 def _align(x: int, a: int) -> int:
@@ -495,13 +505,47 @@ class SparseWgmmaConfig(RingGeometry):
         return self.accumulators + EPILOGUE_OTHER_REGS if on_registers and self.m_blocks > 1 else 0
 
     @property
+    def spill_note(self) -> tuple[str, str] | None:
+        """(why, what to do) where ptxas (CUDA 13.0) may spill this kernel's consumers to local memory, or
+        None. Measured (tests/test_sparse_wgmma_sched.py SPILL_PRONE): stream-K with the range state beside
+        about 120 or more accumulators (STREAM_K_EXTRA_REGS above; setmaxnreg moves the spill, it does not
+        remove it), and a persistent staged epilogue on both m64 blocks whose need passes the launch count
+        (EPILOGUE_OTHER_REGS above: 20-28 B at 256 x 128 and 256 x 160 with setmaxnreg, 28 B at 128 x 160 and
+        280 B at 128 x 192 with one consumer warpgroup of 255, whose count no setmaxnreg can raise; "may":
+        at 256 x 128 with setmaxnreg the silu + column bias epilogue of examples/sparse_wgmma_f16_silu_bias.tile
+        does not spill, alpha, beta, C and a row bias do). Not an
+        error: D is right and a few bytes a tile cost little next to its wgmma work; a warning that names
+        the way out."""
+        if self.stream_k and self.consumer_registers + STREAM_K_EXTRA_REGS > self.max_regs:
+            return (f"stream-K keeps each consumer thread's range state beside its {self.accumulators} "
+                    f"accumulators: {self.consumer_registers} + {STREAM_K_EXTRA_REGS} registers, over the "
+                    f"{self.max_regs} of the launch, and ptxas may spill a few bytes a tile (4-48 B measured "
+                    f"at 128 x 256 and 256 x 128)",
+                    "use cta N <= 224 with 64-row consumer warpgroups, or N <= 112 with 128-row ones")
+        if self.epilogue_registers > self.max_regs:
+            return (f"the fused epilogue runs on both m64 blocks of a 128-row consumer warpgroup before D is "
+                    f"staged (persistent CTAs): about {self.epilogue_registers} registers a thread "
+                    f"({self.accumulators} accumulators + {EPILOGUE_OTHER_REGS}), over the {self.max_regs} of the "
+                    f"launch, and ptxas may spill (20-280 B a tile measured at N >= 128)",
+                    "use 64-row consumer warpgroups (cta M = 64 x warpgroups), or persistent=none")
+        return None
+
+    @property
     def uses_setmaxnreg(self) -> bool:
         """The producer hands registers to the consumers: asked for, or (None) needed because the consumers'
         registers (main loop, or the fused epilogue on the registers) exceed the launch count. The epilogue's
         need only turns setmaxnreg on (where even its budget is short ptxas spills a few bytes there);
         the main loop's is a limit (check_registers)."""
         if self.setmaxnreg is None:
-            return max(self.consumer_registers, self.epilogue_registers) > self.max_regs
+            if self.consumer_registers > self.max_regs:
+                return True
+            if self.epilogue_registers <= self.max_regs:
+                return False
+            # the epilogue's need: only where a legal split gives the consumers more than the launch count
+            # (one consumer warpgroup of a 256-thread CTA launches with 255, which no split can raise:
+            # setmaxnreg there was a refusal of a kernel that only spills a little; spill_note says so)
+            split = split_registers(self.max_regs, 1, self.consumers)
+            return not split.problems() and split.high > self.max_regs
         return bool(self.setmaxnreg)
 
     @property
