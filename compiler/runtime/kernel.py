@@ -179,6 +179,11 @@ class Kernel:
       (tcgen05 META).
     * stream: a cuda.core Stream, a torch or cupy stream, an object with __cuda_stream__, or an int handle;
       None: the current stream of the inputs' library (torch / cupy), else the legacy default stream.
+    * a batch (kernels whose ABI has `batch`: the sparse wgmma, pipelined mma.sp and warp-specialised
+      tcgen05 kernels): A (or pack_a's SparseA), B and out lead with the batch count, batch strides positive
+      multiples of 16 bytes where a tensor map or 16-byte copy reads them, D's problems not overlapping;
+      C a batch or one M x N for all; the ws kernel's META / SFA / SFB images one problem's after another
+      (host_image / pack_image of batch-first natural layouts).
     The launch is asynchronous and never synchronises (capturable in a CUDA graph); the first launch
     loads the module (ptxas through the kernel cache: do it before any capture), and a TMA kernel's first
     launch on a new set of buffers encodes and uploads their tensor maps synchronously, allowed inside a
