@@ -195,3 +195,14 @@ def test_ws_batch_from_torch(sm100, torch_cuda, key):
     torch.cuda.synchronize()
     assert d is arrays["D"]
     assert ws_batch.d_mismatches(p, bases["D"].cpu().numpy()) == []
+
+
+@pytest.mark.parametrize("name", ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile",
+                                  "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_f16_bias_relu.tile"])
+def test_ws_batch_check_and_bench(sm100, name):
+    """`tilec run --check --bench --batch 3`: three problems of 1000 x 1000 x 1024 in one launch (partial
+    tiles), each checked against numpy; --bench times the batched launch (TFLOP/s counts the 3 problems)."""
+    proc = _tilec("run", "--check", "--bench", "--iters", "10", "--batch", "3", "--shape", "1000,1000,1024",
+                  str(EX / name))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "x 3 problems" in proc.stdout and "D matches numpy" in proc.stdout and "median" in proc.stdout
