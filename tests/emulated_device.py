@@ -118,3 +118,73 @@ class EmulatedDevice:
         if maps is not None and "D" in values:                     # D: written by TMA stores only
             values["D"][:] = machine.gmem.array("D")
         self.machine = machine
+
+
+def fake_cupy(device: EmulatedDevice):
+    """A module standing in for cupy whose arrays live in `device`'s host buffers: what compiler.runtime
+    (upload, the array views, allocation, synchronisation) and `tilec run` (compiler/run.py) use of cupy,
+    so that `tilec run --check` runs through the runtime on the emulator. Its arrays' type lives in a module
+    named cupy._emulated (the runtime reads the library from the module name)."""
+    import types
+
+    mod = types.ModuleType("cupy")
+
+    class ndarray:
+        def __init__(self, host: np.ndarray, base: np.ndarray | None = None):
+            self.host = host
+            self.base_buf = host if base is None else base
+            if base is None:
+                device.buffers.append(host)
+            self.data = types.SimpleNamespace(ptr=host.__array_interface__["data"][0])
+            self.device = types.SimpleNamespace(id=0)
+
+        dtype = property(lambda self: self.host.dtype)
+        shape = property(lambda self: self.host.shape)
+        strides = property(lambda self: self.host.strides)
+        size = property(lambda self: self.host.size)
+
+        def _derived(self, host):
+            return ndarray(host, self.base_buf)
+
+        def view(self, dtype):
+            return self._derived(self.host.view(dtype))
+
+        def reshape(self, shape):
+            return self._derived(self.host.reshape(shape))
+
+        def swapaxes(self, a, b):
+            return self._derived(self.host.swapaxes(a, b))
+
+        def __getitem__(self, key):
+            return self._derived(self.host[key])
+
+        @property
+        def T(self):
+            return self._derived(self.host.T)
+
+    ndarray.__module__ = "cupy._emulated"
+    mod.ndarray = ndarray
+    mod.uint8 = np.uint8
+    mod.asarray = lambda a: ndarray(np.array(a))
+    mod.empty = lambda shape, dtype="float32": ndarray(np.full(shape, 0x7F, np.uint8).view(dtype)
+                                                       if np.dtype(dtype).itemsize == 1 else
+                                                       np.full(tuple(shape)[:-1] + (tuple(shape)[-1] * np.dtype(dtype).itemsize,),
+                                                               0x7F, np.uint8).view(dtype))
+    mod.zeros = lambda shape, dtype="float32": ndarray(np.zeros(shape, dtype))
+    mod.asnumpy = lambda a: np.array(a.host)
+
+    class _Device:
+        def __init__(self, ordinal=0):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    sync = types.SimpleNamespace(synchronize=lambda: None)
+    mod.cuda = types.SimpleNamespace(Device=_Device, get_current_stream=lambda: sync,
+                                     runtime=types.SimpleNamespace(getDevice=lambda: 0, deviceSynchronize=lambda: None))
+    mod.__name__ = "cupy"
+    return mod

@@ -120,3 +120,25 @@ def test_seeded_wrong_batch_stride_is_caught(device, monkeypatch):
                         lambda *a, **kw: real(*a, **{**kw, "batch_bytes": None}))
     bad = launch_batch(device, "dense", 100, 72, 2)
     assert bad and all("problem 1" in x or "gaps" in x for x in bad), bad
+
+
+def test_tilec_run_check_of_a_batch_on_the_emulator(device, monkeypatch, capsys):
+    """`tilec run --check --batch 2` of the warp-specialised kernel as on a B200, but the runtime's driver and
+    the array library are the emulator's (tests/emulated_device.py: its device and a cupy stand-in whose
+    arrays are host buffers): compiler/run.py builds the batch-first operands and images, Kernel.__call__
+    the maps, parameters and grid, the emulated kernel computes D, and tilec run checks each problem."""
+    import sys
+
+    from compiler import cli
+    from emulated_device import fake_cupy
+
+    cupy = fake_cupy(device)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr("compiler.run._array_library", lambda: ("cupy", cupy))
+    rc = cli.main(["run", "--check", "--batch", "2", "--shape", "100,72,64",
+                   os.path.join(EX, "tcgen05_gemm_sparse_f16.tile")])
+    out, err = capsys.readouterr()
+    assert rc == 0, out + err
+    assert "100 x 72 x 64 x 2 problems on NVIDIA B200 (emulated, 4 SMs) (sm_100)" in out
+    assert "D matches numpy" in out and "14400 of 14400 elements bit-identical" in out      # 2 x 100 x 72
+    assert device.launches[-1][1][-1] == 2
