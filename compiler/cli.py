@@ -153,8 +153,9 @@ def _parser(argv: list[str] | None = None):
     r.add_argument("--tile", help="run only this tile (default: every tile of the file)")
     r.add_argument("--shape", metavar="M,N,K",
                    help="problem size (default: two kernel tiles along M and N, K = the tile's loop K). The "
-                        "scheduled kernels (sparse wgmma, the pipelined mma.sp kernel, dense warp-specialised tcgen05 "
-                        "tiles) take any M and N, and any K (tcgen05: a multiple of its K block); the other "
+                        "scheduled kernels (sparse wgmma, the pipelined mma.sp kernel, warp-specialised tcgen05 "
+                        "tiles) take any M and N, and any K (tcgen05 sparsity and block_scale tiles: whole metadata "
+                        "chunks, scale vectors); the other "
                         "kernels take multiples of their tile, K a multiple of their K step (tcgen05: its loop K). "
                         "The kernel's ABI says which (`requires`), and a size it does not take is an error")
     r.add_argument("--check", action="store_true", help="compare D with the numpy reference (the default)")

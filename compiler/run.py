@@ -41,6 +41,26 @@ def _granule(reqs: list[str], name: str) -> int:
     return 1
 
 
+def check_shape(result, tile: str, text: str, shape_text: str, m: int, n: int, k: int, bad: list[str]) -> None:
+    """Refuse problem M x N x K that breaks what `tile`'s kernel takes (`bad`: its unmet `requires` /
+    `limits`). A warp-specialised tcgen05 kernel's K unit comes from a statement of the tile (whole
+    metadata chunks of `sparsity`, scale vectors of `block_scale`, packed elements of an operand's type):
+    a located diagnostic there, saying why (tcgen05_ws_kernel.check_k); any other: a usage error."""
+    from .usage import UsageError
+
+    view = result.tiles[tile]
+    if view.op("tilec.ws_plan") is not None:
+        from .diagnostics import CompileError, Diagnostic, SpecError
+        from .ptx.tcgen05_ws_kernel import check_k
+
+        try:
+            check_k(view, k)
+        except SpecError as e:
+            raise CompileError([Diagnostic(f"--shape {shape_text}: {e.message}", view.payload.loc(e.field), e.hint)],
+                               text) from None
+    raise UsageError(f"--shape {shape_text} breaks what tile {tile}'s kernel takes: {', '.join(bad)}")
+
+
 def default_shape(abi: dict, loop_k: int) -> tuple[int, int, int]:
     """Two kernel tiles (CTA pairs) along M and N; K = the tile's loop K (tcgen05: the only K it takes),
     rounded up to the kernel's K step and at least 4 K steps for the pipelined kernels."""
@@ -360,20 +380,27 @@ def cmd_run(args) -> int:
     check = args.check or not args.bench
     ok = True
     for tile in tiles:
+        if shape is not None:                 # on the GPU and the emulator alike, before either starts
+            from .runtime import abi as rabi
+
+            bad = rabi.unmet(result.to_json()["tiles"][tile]["kernel"], *shape)
+            if bad:
+                check_shape(result, tile, text, args.shape, *shape, bad)
         if args.emulate:
             from .emulator.parse import EmulationError
 
-            if shape is not None:
-                from .runtime import abi as rabi
-
-                abi = result.to_json()["tiles"][tile]["kernel"]
-                bad = rabi.unmet(abi, *shape, args.batch)
-                if bad:
-                    raise UsageError(f"--shape {args.shape} breaks what tile {tile}'s kernel takes: {', '.join(bad)}")
-            if args.batch != 1 and "batch" not in result.to_json()["tiles"][tile]["kernel"]:
+            abi = result.to_json()["tiles"][tile]["kernel"]
+            if args.batch != 1 and "batch" not in abi:
                 raise UsageError(f"--batch {args.batch}: tile {tile}'s kernel takes no batch (the ABI has no "
                                  "`batch`: the sparse wgmma and pipelined mma.sp kernels and the warp-specialised "
                                  "tcgen05 kernel take one)")
+            if shape is not None and args.batch != 1:
+                from .runtime import abi as rabi
+
+                bad = rabi.unmet(abi, *shape, args.batch)
+                if bad:
+                    raise UsageError(f"--shape {args.shape} --batch {args.batch} breaks what tile {tile}'s kernel "
+                                     f"takes: {', '.join(bad)}")
             try:
                 good, line = emulate_tile(result, tile, shape, args.seed, args.emulate, args.batch)
             except EmulationError as e:

@@ -85,6 +85,20 @@ def test_batch_usage_errors(capsys, argv, name, message):
     assert rc == 2 and message in err, err
 
 
+@pytest.mark.parametrize("name, k, statement, unit", [
+    ("tcgen05_gemm_sparse_f16.tile", "98", "sparsity 2:4", "4-element chunks"),
+    ("tcgen05_gemm_mxf4nvf4.tile", "264", "block_scale vec=16", "16-element scale vectors")])
+def test_ws_k_off_its_unit_is_located_at_the_statement_that_imposes_it(capsys, name, k, statement, unit):
+    """A warp-specialised tcgen05 tile takes any K that is whole metadata chunks / scale vectors (a K tail
+    is zero-filled and its images padded): another K is blamed on the tile's `sparsity` / `block_scale`
+    (tcgen05_ws_kernel.check_k), with the PTX section in the hint; exit 1, on the emulator and the GPU alike."""
+    path = os.path.join(EX, name)
+    rc, _, err = run(capsys, "--emulate", "--shape", f"64,64,{k}", path)
+    line = next(i for i, text in enumerate(open(path).read().splitlines(), 1) if text.strip().startswith(statement))
+    assert rc == 1 and err.startswith(f"{path}:{line}:") and f"K = {k} is not a multiple" in err
+    assert "^" in err and f"hint: " in err and unit in err and "PTX 9.7.16.10." in err
+
+
 def test_tcgen05_k_is_fixed(capsys):
     rc, _, err = run(capsys, "--emulate", "--shape", "128,256,128", os.path.join(EX, "gemm_bf16.tile"))
     assert rc == 2 and "K == 64" in err
@@ -103,7 +117,7 @@ def test_help_says_where_shape_may_differ_from_loop_k(capsys):
     assert main(["run", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     # the scheduled kernels take edges; the unscheduled ones whole tiles (their ABIs' `requires`)
-    assert "take any M and N, and any K (tcgen05: a multiple of its K block)" in text
+    assert "take any M and N, and any K (tcgen05 sparsity and block_scale tiles: whole metadata chunks, scale vectors)" in text
     assert "the other kernels take multiples of their tile, K a multiple of their K step (tcgen05: its loop K)" in text
 
 

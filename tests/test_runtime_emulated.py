@@ -92,7 +92,7 @@ def launch_batch(device, key: str, m: int, n: int, batch: int) -> list[str]:
         kw["bias"] = device.array(p.kwargs["bias"])
     for kwarg, name in ws_batch.IMAGES:
         if name in p.naturals:
-            kw[kwarg] = device.array(kernel.host_image(name, p.naturals[name]), "<u4" if name == "META" else "|u1")
+            kw[kwarg] = device.array(kernel.host_image(name, p.naturals[name], k), "<u4" if name == "META" else "|u1")
     d = arrays["D"][0]
     assert kernel(*args, out=d, **kw) is d
     assert device.launches[-1][1][-1 - ("C" in arrays)] == batch      # the batch parameter (before batch_stride_c)

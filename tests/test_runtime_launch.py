@@ -173,9 +173,9 @@ def test_ws_extras_reach_their_parameters(b200, name, extras):
     """The sparse kernel's META and the block-scaled kernels' SFA / SFB are passed after the tensor maps, in
     the ABI's order, and read through tensor maps of their own (after A's and B's); the stored A of the sparse kernel
     is the kept half ([M][K / 2]) and the fp4 operands of mxf4nvf4 are two to a byte ([M][K / 2] bytes):
-    the tensor maps' rows say so."""
+    the tensor maps' rows say so. K = two K blocks less 32 (a K tail: the images still count 2 blocks)."""
     kernel = load(os.path.join(EX, name))
-    m, n, k = 256, 256, 2 * kernel.abi["tile_k"]
+    m, n, k = 256, 256, 2 * kernel.abi["tile_k"] - 32
     a, b, d, kw = ws_args(kernel.abi, m, n, k)
     kernel(a, b, out=d, **kw)
     values = b200.launches[-1][2]
@@ -202,9 +202,9 @@ def test_ws_argument_errors(b200):
         kernel(Fake((256, 100), "<f2"), Fake((256, 100), "<f2").T, out=d)
     assert e.value.what == "problem size" and "multiple of 16 bytes" in e.value.expected
     sparse = load(os.path.join(EX, "tcgen05_gemm_sparse_f16.tile"))
-    with pytest.raises(ArgumentError) as e:                     # the sparse kernel: K whole 64-deep blocks
-        sparse(Fake((256, 48), "<f2"), Fake((256, 96), "<f2").T, out=d, metadata=Fake((256, 3), "<u4"))
-    assert e.value.what == "problem size" and "K % 64 == 0" in e.value.expected
+    with pytest.raises(ArgumentError) as e:                     # the sparse kernel: K whole 2:4 chunks
+        sparse(Fake((256, 49), "<f2"), Fake((256, 98), "<f2").T, out=d, metadata=Fake((256, 4), "<u4"))
+    assert e.value.what == "problem size" and "K % 4 == 0" in e.value.expected
     with pytest.raises(ArgumentError) as e:                     # B row-major K x N, not Bt.T
         kernel(a, Fake((128, 256), "<f2"), out=d)
     assert (e.value.argument, e.value.what) == ("B", "stride")
@@ -283,30 +283,37 @@ def test_tilec_run_host_problem_fills_every_buffer(name):
 def test_host_image_is_the_emulators(name):
     """Kernel.host_image packs META / SFA / SFB from the ABI alone (its `tmem_images`) into the buffers the
     kernel reads, byte for byte what the emulator's host problem gives the kernel (checked there against
-    numpy), from the natural layouts of compiler/emulator/tcgen05.py host_problem."""
+    numpy), from the natural layouts of compiler/emulator/tcgen05.py host_problem. K = one K block and one
+    K unit more (the ABI's `requires`): a partial last K block, padded past K (tcgen05_ws_kernel.tmem_image);
+    the natural META words of that K hold chunks past it (nibble 0: host_problem), so META needs `k`."""
     from compiler.emulator.tcgen05 import host_problem, ws_host
 
     result = compiler.compile_file(os.path.join(EX, name))
     tile = next(iter(result.tiles))
     kernel = load(result)
     abi = kernel.abi
-    m, n, k = 256, 256, 2 * abi["tile_k"]
+    m, n, k = 256, 256, abi["tile_k"] + rabi.size_units(abi)["K"]
     natural = host_problem(result, tile, m_tiles=2, n_tiles=2, seed=4, k=k).args
     packed = ws_host(result, tile, abi, m, n, k, seed=4).args
     for buf in abi["tmem_images"]:
-        image = kernel.host_image(buf, natural[buf])
-        assert image.shape == rabi.buffers(abi, m, n, k)[buf].shape
+        image = kernel.host_image(buf, natural[buf], k)
+        assert image.shape == rabi.buffers(abi, m, n, k)[buf].shape and image.shape[1] == 2
         assert np.array_equal(image.reshape(-1), packed[buf]), buf
+        if buf != "META":                # scale factors: one column per vector, K is what they cover
+            assert np.array_equal(kernel.host_image(buf, natural[buf]), image)
     # a batch (3-D natural layouts): each problem's image in turn, as the emulator's batched host problem lays
     # them out (ws_host draws problem i with seed + 7919 i)
     batch = [natural] + [host_problem(result, tile, m_tiles=2, n_tiles=2, seed=4 + 7919, k=k).args]
     packed = ws_host(result, tile, abi, m, n, k, seed=4, batch=2).args
     for buf in abi["tmem_images"]:
-        image = kernel.host_image(buf, np.stack([np.asarray(p[buf]) for p in batch]))
+        image = kernel.host_image(buf, np.stack([np.asarray(p[buf]) for p in batch]), k)
         assert image.shape == (2,) + rabi.buffers(abi, m, n, k)[buf].shape
         assert np.array_equal(image.reshape(-1), packed[buf]), buf
-    with pytest.raises(compiler.runtime.ArgumentError):
-        kernel.host_image(next(iter(abi["tmem_images"])), natural[next(iter(abi["tmem_images"]))][:, :-1])
+    first = next(iter(abi["tmem_images"]))
+    with pytest.raises(compiler.runtime.ArgumentError):      # too few columns for K
+        kernel.host_image(first, natural[first][:, :-1], k)
+    with pytest.raises(compiler.runtime.ArgumentError):      # K off the unit
+        kernel.host_image(first, natural[first], k - 1)
     with pytest.raises(compiler.runtime.TilecRuntimeError, match="no D image"):
         kernel.host_image("D", natural["D"])
 

@@ -190,12 +190,12 @@ def test_diagnostics(text, match, field):
     assert src.splitlines()[d.loc.line - 1][d.loc.col - 1:].startswith(field)
 
 
-def test_sparse_k_needs_whole_k_blocks():
-    """META / SFA / SFB images are per K block: a sparse kernel takes any M, N and a batch, K in whole
-    blocks, and says so (tests/test_tcgen05_ws_images.py runs the edges)."""
+def test_sparse_k_needs_whole_chunks():
+    """A sparse kernel takes any M, N and a batch, K in whole 2:4 chunks (its last K block's metadata image
+    padded past K), and says so (tests/test_tcgen05_ws_images.py runs the edges)."""
     r = compiler.compile_file("examples/tcgen05_gemm_sparse_f16.tile")
-    with pytest.raises(EmulationError, match="K % 64 == 0"):
-        compiler.emulate(r, shape=(100, 128, 40))
+    with pytest.raises(EmulationError, match="K % 4 == 0"):
+        compiler.emulate(r, shape=(100, 128, 42))
 
 
 def test_seeded_bug_dropped_proxy_fence():

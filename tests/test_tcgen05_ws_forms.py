@@ -213,7 +213,11 @@ def test_a_tmem_variants(kw, mode, seed, ptxas):
     # A's columns alone could: a slot's A takes 512 bytes of shared memory per TMEM column)
     (dict(n=256, schedule=" accumulators=2"), "2;", "two accumulators need 2 x 256 TMEM columns + 2 x 32 per-slot A "
      "columns, more than the 512"),
-    (dict(engine=" ws", m=64), "64 N=", "A in TMEM is copied row i -> lane i"),
+    # .ws M = 64 / 32: Layouts E / G are figures only in PTX 9.7.16.10.5 (README, "A in TMEM for .ws M = 64 / 32")
+    (dict(engine=" ws", m=64), "64 N=", "reads A through data-path Layout E, whose TMEM lanes for A's rows the PTX "
+     "ISA does not state in text"),
+    (dict(engine=" ws", m=32), "32 N=", "Layout G, whose TMEM lanes"),
+    (dict(m=64), "64 N=", "Layout F (PTX 9.7.16.10.5) uses half the data path's lanes"),
     (dict(engine=" kind=f8f6f4", k=32, a="e2m1", cta_k=128), "e2m1", "TMA copies bytes"),
     (dict(engine=" ashift", ), "ashift", ".ashift shifts A's rows"),
 ])

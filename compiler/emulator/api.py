@@ -128,7 +128,8 @@ def _tcgen05_ws(result, text: str, tile: str, shape, seed: int, mode: str, batch
     third as many CTAs as tiles (at least one), so that each CTA loops over three tiles or more and its ring
     and both accumulators wrap; scheduled by cluster launch control, its grid has a CTA (pair) per tile of
     which half run at once (run_ws_problem). Dense tiles take any M, N, K >= 1 and a batch (the ABI's `requires` is
-    empty); sparse and block-scaled ones whole tiles and K blocks."""
+    empty); sparse and block-scaled ones any M, N, batch and K of whole metadata chunks / scale vectors (their
+    `requires`: a partial last K block's images padded past K)."""
     from ..runtime.abi import unmet
     from .tcgen05 import run_ws_problem
 

@@ -431,9 +431,13 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     sems = None
     for key, spec in kern.abi.get("scratch", {}).items():      # split-K: workspace and semaphores
         count = int(np.prod([_scratch_dim(d, kern.abi, m, n, k, multiprocessors, batch) for d in spec["shape"]]))
-        # the workspace starts as poison (a partial read before it is written shows), the semaphores as zeros
+        # the semaphores start as zeros (the runtime clears them once); the workspace, which the runtime does
+        # not clear, as poison whose every byte must be written in this launch before it is read
+        # (FlatMemory's `uninitialised`: a partial read before its CTA stored it is an error)
         arr = np.zeros(count, np.uint32)
-        params[f"{name}_{key}"] = mem.add(key, arr, writable=True, fill=None if spec["zeroed"] else 0x7F)
+        zeroed = bool(spec["zeroed"])
+        params[f"{name}_{key}"] = mem.add(key, arr, writable=True, fill=None if zeroed else 0x7F,
+                                          uninitialised=not zeroed)
         if key == "semaphores":
             sems = key
     maps = mem.add("tensor_maps", np.zeros(3 * TMA_MAP_BYTES, np.uint8), loadable=False)

@@ -816,7 +816,8 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
                  seed: int = 0, k: int | None = None) -> HostProblem:
     """Random operands with exactly representable small values (every partial sum exact in f32) for the
     kernel of `result` (a CompileResult), encoded in its ABI; `k`: the problem's K (default the tile's loop
-    K; a scheduled kernel takes any multiple of its K block)."""
+    K; a scheduled kernel takes any K of its `requires`: sparse A's codes cover K / chunk chunks, the natural
+    META words' nibbles past them 0, the scale factors one per vector of K)."""
     from ..sim.numerics import decode, encode
     from ..sim.tcgen05 import compress_sparse, expand_sparse
     from ..isa.tcgen05_kinds import mma_k
@@ -869,7 +870,11 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
             kept, codes = compress_sparse(a, gran)
             a = expand_sparse(kept, codes, gran)
         if meta.source == "runtime":
-            words = np.array([pack_metadata_words([int(x) for x in row]) for row in codes], dtype=np.uint32)
+            # the natural layout's last word may hold chunks past K (K a multiple of the chunk, not of 8 of
+            # them): nibble 0, no legal code, which the kernel's image must never pass on (tmem_image pads)
+            tail = -len(codes[0]) % 8
+            words = np.array([pack_metadata_words([int(x) for x in row] + [0] * tail) for row in codes],
+                             dtype=np.uint32)
             args["META"] = words
         a_stored = kept
     else:
@@ -891,7 +896,7 @@ def host_problem(result, tile_name: str | None = None, m_tiles: int = 1, n_tiles
     if tile.facts["form"].block_scale is not None:
         form = tile.facts["form"]
         nsf = scale_factors_per_mma(kind, form.block_scale, form.k96)
-        per_row = k // mma_k(kind, sparse, form.k96) * nsf
+        per_row = k * nsf // mma_k(kind, sparse, form.k96)     # one factor per vector (K whole vectors)
         st = tile.facts["scale_type"]
         choices = encode(np.array([0.5, 1.0, 2.0]), st)
         sfa_codes = rng.choice(choices, size=(m_total, per_row))

@@ -326,8 +326,9 @@ A_CHUNK_BYTES = 16
 
 def check_a_in_tmem(spec, kind: str) -> None:
     """What the scheduled kernel needs of A in Tensor Memory: the full data path (128 rows of a CTA in its 128
-    lanes, layouts A / D of PTX 9.7.16.10.5: tcgen05.cp .128x256b writes row i to lane i; the folded .ws M = 64 /
-    32 layouts want the rows repeated in every lane group), A stored at its own width (TMA copies bytes; the
+    lanes, layouts A / D of PTX 9.7.16.10.5: tcgen05.cp .128x256b writes row i to lane i; for the folded .ws
+    M = 64 / 32 layouts E / G the PTX text does not say which lanes hold A's rows, so they are refused with
+    why; the half-lane layout F is refused too), A stored at its own width (TMA copies bytes; the
     f8f6f4 kinds' 4- / 6-bit A takes a byte per value in TMEM, 9.7.16.10.4.3), dense A, no .ashift."""
     if spec.operands["A"].space != "tmem":
         return
@@ -336,9 +337,24 @@ def check_a_in_tmem(spec, kind: str) -> None:
 
     a = spec.operands["A"].dtype
     refusal = None
-    if data_path(spec.m, spec.cta_group, spec.sparsity is not None, spec.ws).rows != 128:
-        refusal = (f"M = {spec.m}: A in TMEM is copied row i -> lane i (tcgen05.cp .128x256b), but this data-path "
-                   "layout repeats the rows in several lane groups", "shape.M", "use M = 128 (or 256 with cluster=2)")
+    dp = data_path(spec.m, spec.cta_group, spec.sparsity is not None, spec.ws)
+    if dp.organization == "folded":
+        # .ws M = 64 / 32 (Layouts E / G): which TMEM lanes the MMA reads A's rows from is not in the PTX text
+        # (README, "A in TMEM for .ws M = 64 / 32"): 9.7.16.10.5 gives the layouts as figures only (Figures 213,
+        # 217 in PTX ISA 9.1), and tcgen05.cp .64x128b.warpx2::02_13 / ::01_23 (9.7.16.8.2) says only that the
+        # 64 rows are multicast into warp pairs, each warp of a pair receiving half of them (not which half)
+        form = f".ws M = {spec.m}" if spec.ws else f"M = {spec.m} with cta_group::{spec.cta_group}"
+        refusal = (f"M = {spec.m}: A in TMEM is copied row i -> lane i (tcgen05.cp .128x256b), but {form} "
+                   f"reads A through data-path Layout {dp.layout}, whose TMEM lanes for A's rows the PTX ISA does "
+                   "not state in text", "shape.M",
+                   f"use M = 128 (or 256 with cluster=2), or A in smem: PTX 9.7.16.10.5 draws Layout {dp.layout} "
+                   "only as a figure, and tcgen05.cp .64x128b.warpx2::02_13 / ::01_23 / .32x128b.warpx4 (9.7.16.8.2) "
+                   "say the rows are multicast into warp pairs (each warp receiving half, not which half) or all "
+                   "four warps, not which lanes the MMA reads")
+    elif dp.rows != 128:
+        refusal = (f"M = {spec.m}: A in TMEM is copied row i -> lane i (tcgen05.cp .128x256b), but Layout "
+                   f"{dp.layout} (PTX 9.7.16.10.5) uses half the data path's lanes", "shape.M",
+                   "use M = 128 (or 256 with cluster=2), or A in smem")
     elif container_bits_for(a, kind) != TYPES[a].bits or TYPES[a].bits < 8:
         refusal = (f"A in TMEM as {a}: TMA copies bytes, and {a} is not stored at its own width in whole bytes",
                    "A.dtype", "use an 8-, 16- or 32-bit A, or A in smem")

@@ -46,7 +46,8 @@ lane group (`tmem_image`); the zero-column mask is every MMA's last operand; no 
 (warp_specialization.check_ws_collector says why). A in TMEM (`A: T tmem`, tcgen05.mma [d], [a-tmem], b-desc,
 9.7.16.10.9.1): the producer loads the block's A unswizzled into the slot (`_StagedA`: a box per 16-byte K chunk
 of the 128 rows, the no-swizzle K-major canonical layout) and the MMA thread copies it into the slot's TMEM
-columns, one tcgen05.cp .128x256b per MMA, before the block's MMAs (`copy_a`).
+columns, one tcgen05.cp .128x256b per MMA, before the block's MMAs (`copy_a`); `.ws` M = 64 / 32 refuse it
+(warp_specialization.check_a_in_tmem: the PTX text places A's rows in no lanes of Layouts E / G).
 Every role walks the same static persistent schedule: CTA b takes tiles b, b + nctaid.x, ..., tile t at
 (t mod tiles_m, (t div tiles_m) mod tiles_n, t div (tiles_m tiles_n)) (along M first, then N, then the batch);
 tiles_m = ceil(M / tile M), tiles_n = ceil(N / tile N), ceil(K / cta K) K blocks: TMA loads fill the parts
@@ -54,8 +55,10 @@ of a box outside A and B with zeros and the TMA store clips D at its extents, so
 M, N, K >= 1. Sparse and block-scaled tiles take any M, N and a batch too: their META / SFA / SFB images
 (`tmem_image`) cover whole CTA (pair) tiles of rows, those past M / N padded with legal values (metadata
 nibbles 0b0100 selecting A's zero fill, scale factors 1.0), one problem's images after another's, and the
-producer's image row is (batch index * row tiles + row tile) * K blocks + K block; K stays a multiple of the
-K block (`requires`: the images and the natural layouts they come from count whole K blocks).
+producer's image row is (batch index * row tiles + row tile) * K blocks + K block. They take any K >= 1 that
+is a multiple of `k_unit` (`requires`: whole metadata chunks, whole scale-factor vectors, whole TMA elements
+of packed rows; `k_units` says why, from PTX 9.7.16.10.8 / 9.7.16.10.7): the last K block's images are padded
+past K with the same legal values (`tmem_image`), so the padded products are 0 x 0 and D is exact.
 With `persistent=clc` (cluster launch control, PTX 9.7.13.17-18) the grid is one CTA (pair)
 per tile and a seventh warp schedules: CTA b starts on tile ctaid.x (a pair: ctaid.x / 2) and every role
 then takes, in order, the tile of each cluster the scheduler warp canceled (`clusterlaunchcontrol.try_cancel`,
@@ -77,7 +80,7 @@ cuTensorMapEncodeTiled arguments (rank 3; the runtime's driver encodes them, the
 writes through them). `buffers` states every array (element type, shape in M, N, K) as
 compiler/runtime/abi.py's buffers family does, so compiler/runtime launches this kernel by the path of the
 TMA + wgmma.sp kernels (`tilec run --check` on a B200). Sparse and
-block-scaled tiles require whole K blocks (`requires`).
+block-scaled tiles require K a multiple of `k_unit` (`requires`).
 With an `epilogue` statement D's type is the output's and the TMEM accumulator is f32 (s32 for integer A:
 epilogue-lowering's accumulator_type), C is read in the epilogue (never preloaded into TMEM).
 """
@@ -907,15 +910,55 @@ class _WsKernel:
     # ---- ABI ------------------------------------------------------------------------------------
     @property
     def any_size(self) -> bool:
-        """Every tile takes any M, N >= 1 and a batch; dense tiles any K >= 1 too. Sparse and block-scaled
-        tiles take K in whole K blocks: their META / SFA / SFB images are per K block, and the natural
-        layouts they come from count whole metadata words / scale-factor vectors per row."""
+        """Every tile takes any M, N >= 1 and a batch, and any K >= 1 that is a multiple of `k_unit` (dense:
+        1): a partial last K block reads TMA zero fill in A and B, and `tmem_image` pads its META / SFA / SFB
+        image with legal values (metadata nibbles 0b0100, scale factors 1.0), so its padded products are
+        exact zeros."""
         return True
 
+    def k_units(self) -> list[tuple[int, str, str]]:
+        """The multiples K must be, each as (elements of K, the tile field that imposes it, why). The K
+        block itself is not one of them (a K tail is zero-filled, `any_size`); what is left is what no
+        zero fill can pad inside one row of A or B:
+        * sparse: a whole metadata chunk (isa.tmem METADATA_CHUNK: 2:4 -> 4, tf32 1:2 -> 2, 4:8 pairs
+          -> 8; PTX 9.7.16.10.8): A holds the kept half of each chunk (M x K/2, 9.7.16.10.8.1), so a chunk
+          cut by K has no compressed form, and its metadata nibble no meaning;
+        * block-scaled: a whole scale-factor vector (PTX 9.7.16.10.7: one factor per row of A / column of
+          B for each vector of K elements; the kernel's MMA takes `nsf` of them per MMA K), so the last
+          vector's factor scales only elements of the problem;
+        * packed or halved rows: every operand's row a whole number of TMA elements (cp.async.bulk.tensor
+          counts its box and extents in elements, 9.7.9.25.5.1: two e2m1 to a byte, sparse A's kept half)."""
+        from ..isa.tmem import METADATA_CHUNK
+
+        out: list[tuple[int, str, str]] = []
+        if self.sparse:
+            chunk = METADATA_CHUNK[self.kind]
+            out.append((chunk, "sparsity.ratio",
+                        f"a {self.spec.sparsity.ratio} sparse A keeps {chunk // 2} of every {chunk} elements along K "
+                        f"and one metadata nibble describes those {chunk} (PTX 9.7.16.10.8): K must be whole "
+                        f"{chunk}-element chunks"))
+        if self.scaled:
+            nsf = self.tile.facts["scale_layouts"][0].nsf
+            vector = mma_k(self.kind, self.sparse, self.form.k96) // nsf
+            out.append((vector, "block_scale.vec",
+                        f"one scale factor covers {vector} elements of K (.{self.form.block_scale}, PTX "
+                        f"9.7.16.10.7): K must be whole {vector}-element scale vectors"))
+        for name, op in self.ops.items():
+            unit = self.plan.k_block // gcd(self.plan.k_block, op.k_block)
+            if unit > 1:
+                what = "kept half of a row" if self.sparse and name == "A" else "row"
+                out.append((unit, f"{name}.dtype",
+                            f"{name}'s {what} is stored as {op.bits}-bit TMA elements, {op.k_block} per "
+                            f"{self.plan.k_block} elements of K (PTX 9.7.9.25.5.1): K must be a multiple of {unit}"))
+        return out
+
     @property
-    def whole_k(self) -> bool:
-        """K a multiple of the K block (`requires`): sparse and block-scaled tiles (`any_size`)."""
-        return bool(self.sparse or self.scaled)
+    def k_unit(self) -> int:
+        """K a multiple of this (`requires`; 1: any K): the least common multiple of `k_units`."""
+        unit = 1
+        for u, _, _ in self.k_units():
+            unit = unit * u // gcd(unit, u)
+        return unit
 
     def buffers(self) -> dict:
         """Every array the kernel reads or writes, as compiler/runtime/abi.py's `buffers` family states
@@ -959,10 +1002,12 @@ class _WsKernel:
     def image_spec(self, name: str) -> dict:
         """The ABI's `tmem_images` entry of META / SFA / SFB: what `tmem_image` needs to build the buffer
         from its natural layout (the copy's shape, its source rows = TMEM lanes, the columns per K block,
-        the row tile and K block; metadata: the natural words per block and the cell format; scale
-        factors: columns per 4-byte group, 32-row slices, factors per MMA and stream bytes per MMA)."""
+        the row tile and K block; metadata: the natural words per block, the cell format and the K
+        elements of one nibble (`chunk`); scale factors: columns per 4-byte group, 32-row slices, factors
+        per MMA, stream bytes per MMA and the K elements of one factor (`vector`)). `pad` is also what the
+        image holds past K in a partial last K block (`tmem_image`)."""
         from ..isa.tcgen05_forms import CP_GEOMETRY
-        from ..isa.tmem import METADATA_PAD_WORD, SCALE_ONE, metadata_format
+        from ..isa.tmem import METADATA_CHUNK, METADATA_PAD_WORD, SCALE_ONE, metadata_format
         from ..passes.warp_specialization import CP_FORMS
 
         plan = self.plan
@@ -975,11 +1020,13 @@ class _WsKernel:
                "tile_rows": self.spec.n if name == "SFB" else self.spec.m}
         if name == "META":
             fmt = metadata_format(self.kind)
-            return {**out, "words": self.steps * fmt.words_per_mma, "format": fmt.name, "pad": METADATA_PAD_WORD}
+            return {**out, "words": self.steps * fmt.words_per_mma, "format": fmt.name, "pad": METADATA_PAD_WORD,
+                    "chunk": METADATA_CHUNK[self.kind]}
         i = 0 if name == "SFA" else 1
         lay = self.tile.facts["scale_layouts"][i]
         return {**out, "group_columns": plan.sf_group_columns[i], "slices": lay.slices, "nsf": lay.nsf,
-                "step_bytes": lay.step_bytes, "pad": SCALE_ONE[self.tile.facts.get("scale_type") or "ue8m0"]}
+                "step_bytes": lay.step_bytes, "pad": SCALE_ONE[self.tile.facts.get("scale_type") or "ue8m0"],
+                "vector": mma_k(self.kind, self.sparse, self.form.k96) // lay.nsf}
 
     def image_buffer(self, name: str) -> dict:
         """META / SFA / SFB as the kernel reads them: per (row tile, K block) the bytes its tcgen05.cp
@@ -991,13 +1038,16 @@ class _WsKernel:
         row_tiles = f"(({rows} + {tile - 1}) // {tile})" + (f" * {tile // extent}" if tile != extent else "")
         element = "u32" if name == "META" else self.tile.facts.get("scale_type") or "ue8m0"
         count = nbytes // 4 if name == "META" else nbytes
-        natural = (f"[{rows}][K / {8 * self.tile.facts['tcgen05_metadata'].chunk}] u32 words (word w of row r = "
-                   "the 4-bit codes of chunks 8w..8w+7)" if name == "META" else
-                   f"[{rows}][K / {mma_k(self.kind, self.sparse, self.form.k96)} * "
-                   f"{self.tile.facts['scale_layouts'][0].nsf}] {element} (each MMA's factors in K order)")
-        return {"element": element, "shape": [row_tiles, f"K / {plan.k_block}", count],
+        spec = self.image_spec(name)
+        word_k = 8 * spec["chunk"] if name == "META" else 0
+        natural = (f"[{rows}][(K + {word_k - 1}) // {word_k}] u32 words (word w of row r = the 4-bit codes of "
+                   "chunks 8w..8w+7; those of chunks past K are not read)" if name == "META" else
+                   f"[{rows}][K / {spec['vector']}] {element} (one factor per {spec['vector']} elements of K, "
+                   "in K order)")
+        return {"element": element, "shape": [row_tiles, f"(K + {plan.k_block - 1}) // {plan.k_block}", count],
                 "layout": f"per {extent}-row tile of {rows} (padded to whole {tile}-row tiles; a batch: the "
-                          f"problems' images one after another) and {plan.k_block}-deep K block, the TMEM image its "
+                          f"problems' images one after another) and {plan.k_block}-deep K block (the last one "
+                          f"padded past K), the TMEM image its "
                           f"tcgen05.cp copies (Kernel.host_image / pack_image, tcgen05_ws_kernel.tmem_image with "
                           f"`tmem_images`, of the natural {natural})"}
 
@@ -1057,7 +1107,7 @@ class _WsKernel:
             "buffers": self.buffers(),
             "tensor_maps": maps,
             **({"tmem_images": {n: self.image_spec(n) for n in plan.cp_operands}} if plan.cp_operands else {}),
-            "requires": [f"K % {plan.k_block} == 0"] if self.whole_k else [],
+            "requires": [f"K % {self.k_unit} == 0"] if self.k_unit > 1 else [],
             "batch": "the tile loop walks the batch after M and N; A, B and D through rank-3 tensor maps "
                      "(their batch strides in the maps), C at batch_stride_c elements per batch (0: one C for "
                      "all), one bias for all"
@@ -1069,7 +1119,8 @@ class _WsKernel:
             "limits": launch_limits(("M", "N", "K"), grid if plan.clc else []) + [
                 "batch <= 65535", f"{tiles} <= {(1 << 32) - (1 << 16)}"] + [
                 # an image's TMA row coordinate is a signed 32-bit integer (cp.async.bulk.tensor)
-                f"{self.image_buffer(t['operand'])['shape'][0]} * (K // {plan.k_block}) * batch * "
+                f"{self.image_buffer(t['operand'])['shape'][0]} * ((K + {plan.k_block - 1}) // {plan.k_block}) * "
+                f"batch * "
                 f"{t['image_rows']} < {1 << 31}" for t in maps if "image_rows" in t],
             "grid": grid,
             "persistent": plan.scheduler,
@@ -1109,6 +1160,16 @@ def emit_tcgen05_ws_kernel(tile: Op) -> tuple[str, dict]:
     return _WsKernel(tile).emit()
 
 
+def check_k(tile: Op, k: int) -> None:
+    """SpecError naming the tile field that imposes it (`field`, for a located diagnostic) and why, from the
+    PTX ISA (`hint`), when a problem's K is not a multiple of one of the kernel's K units (`_WsKernel.k_units`:
+    what the ABI's `requires` states as one `K % k_unit == 0`)."""
+    for unit, field, why in _WsKernel(tile).k_units():
+        if k % unit:
+            raise SpecError(f"K = {k} is not a multiple of {unit}, which the warp-specialised kernel of tile "
+                            f"'{tile.payload.name}' needs", field, hint=why)
+
+
 def tensor_map_args(abi: dict, m: int, n: int, k: int, batch: int = 1,
                     row_bytes: dict[str, int] | None = None, packed_rows: bool = False,
                     batch_bytes: dict[str, int] | None = None) -> list[dict]:
@@ -1125,7 +1186,7 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int, batch: int = 1,
         if "image_rows" in t:
             spec = abi["tmem_images"][t["operand"]]
             tiles = -(-(n if t["operand"] == "SFB" else m) // spec["tile_rows"]) * spec["tile_rows"] // t["row_tile"]
-            rows = tiles * (k // abi["tile_k"]) * t["image_rows"] * batch
+            rows = tiles * -(-k // abi["tile_k"]) * t["image_rows"] * batch
             out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (IMAGE_ROW_BYTES, rows),
                         "strides": (IMAGE_ROW_BYTES,), "box": tuple(t["box"]), "element_strides": (1, 1),
                         "swizzle": TMA_SWIZZLE["none"], "l2_promotion": TMA_L2_PROMOTION_256B})
@@ -1154,21 +1215,37 @@ def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
     buffer (`_WsKernel.image_spec`); `natural`: the natural layout (rows of META words, rows of compact
     scale-factor bytes), indexable as natural[row][i]. Returns the image's u32 words (META) or bytes (SFA /
     SFB) in order. Pure Python, from the ABI alone: the host packer of the runtime (Kernel.pack_image) and
-    of the emulator."""
+    of the emulator.
+
+    K is any multiple of the kernel's `k_unit` (the ABI's `requires`): ceil(K / K block) blocks, the last
+    one partial. Past K the image holds image["pad"] as it does past `rows`, whatever `natural` holds there
+    (it needs no columns past K): metadata nibbles 0b0100 for the chunks past K (a natural word may hold
+    both), scale factors 1.0 for the vectors past K. The TMA loads fill A and B there with zeros (PTX
+    9.7.9.25.5.1), so every product of the padding is 0 x 0 (a legal nibble selects zeros of A; a finite
+    scale keeps them zeros) and D is exact."""
     from ..isa.tmem import METADATA_FORMATS, metadata_cell
 
     lanes, columns, extent = image["lanes"], image["columns"], image["row_tile"]
-    kblocks = k // image["k_block"]
+    kblocks = -(-k // image["k_block"])
     # whole CTA (pair) tiles of rows: those past `rows` read image["pad"] (legal metadata selecting A's TMA zero
     # fill, scale factor 1.0: isa.tmem METADATA_PAD_WORD, SCALE_ONE), whatever `natural` holds there
     tile_rows = image["tile_rows"]
     row_tiles = -(-rows // tile_rows) * tile_rows // extent
-
-    def value(row: int, i: int) -> int:
-        return int(natural[row][i]) if row < rows else image["pad"]
+    pad = image["pad"]
     out: list[int] = []
     if "format" in image:                       # metadata: one natural word per column, cells per the format
         fmt, words = METADATA_FORMATS[image["format"]], image["words"]
+        chunks = k // image["chunk"]            # live nibbles of a row (K a multiple of the chunk: `k_units`)
+
+        def word(row: int, i: int) -> int:
+            """Natural word i of `row`, its nibbles of chunks past K (all of them past `rows`) the pad's."""
+            live = chunks - 8 * i if row < rows else 0
+            if live >= 8:
+                return int(natural[row][i])
+            if live <= 0:
+                return pad
+            mask = (1 << 4 * live) - 1
+            return int(natural[row][i]) & mask | pad & ~mask & 0xFFFFFFFF
         for rt in range(row_tiles):
             for kb in range(kblocks):
                 for q in range(columns // 4):
@@ -1177,9 +1254,13 @@ def tmem_image(image: dict, natural, rows: int, k: int) -> list[int]:
                             # lane -> logical lane: a folded data path (.ws M = 64 / 32, PTX 9.7.16.10.5) repeats
                             # the tile's rows in every lane group of `extent` lanes (isa.tmem DataPath)
                             out.append(metadata_cell(fmt, lane % extent,
-                                                     lambda r: value(rt * extent + r, kb * words + c))
+                                                     lambda r: word(rt * extent + r, kb * words + c))
                                        if c < words else 0)
         return out
+    factors = k // image["vector"]              # live factors of a row (K a multiple of the vector: `k_units`)
+
+    def value(row: int, i: int) -> int:
+        return int(natural[row][i]) if row < rows and i < factors else pad
     group, slices, nsf, step_bytes = image["group_columns"], image["slices"], image["nsf"], image["step_bytes"]
     stage_groups = columns // group
     for rt in range(row_tiles):

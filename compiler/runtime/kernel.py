@@ -298,12 +298,15 @@ class Kernel:
             raise ArgumentError("values", "value", f".{buf['element']} scale factors", str(e)) from None
         return upload(codes, library or library_of(values), buf["element"])
 
-    def host_image(self, name: str, natural):
+    def host_image(self, name: str, natural, k: int | None = None):
         """META / SFA / SFB of the warp-specialised tcgen05 kernel as it reads them (its ABI buffer `name`:
         per row tile and K block the TMEM image its tcgen05.cp copies), built on the host
         (tcgen05_ws_kernel.tmem_image, from the ABI's `tmem_images`) from the natural layout: META rows of
         u32 words (word w = the 4-bit codes of chunks 8w..8w+7), SFA / SFB rows of scale-factor bytes, each
         MMA's factors in K order; any number of rows (M, or N for SFB: the image pads them to whole tiles). A numpy array shaped as the buffer (synchronising for a device input).
+        `k`: the problem's K, any multiple of the kernel's K unit (the ABI's `requires`; the image pads the
+        last K block past it), the natural layout having ceil(K / (K per value)) columns; default what its
+        columns cover (META: 8 chunks a word, so give `k` when K is not whole words).
         A 3-D natural array is a batch (batch-first): each problem's image in turn, batch-first, as a batched
         launch takes them (the kernel reads the problems' images one after another)."""
         import numpy as np
@@ -316,28 +319,26 @@ class Kernel:
                                     f"{', '.join(self.abi.get('tmem_images', {})) or 'none'})")
         host = np.asarray(_host(natural))
         if host.ndim == 3 and "batch" in self.abi and len(host):
-            return np.stack([self.host_image(name, one) for one in host])
+            return np.stack([self.host_image(name, one, k) for one in host])
         if host.ndim != 2:
             raise ArgumentError(name, "shape", "a 2-D array (rows of the natural layout) or a 3-D batch of them",
                                 f"shape {host.shape}")
         rows, cols = host.shape
-        if "format" in spec:
-            per_block = spec["words"]
-        else:
-            per_block = spec["columns"] // spec["group_columns"] * 4 // spec["step_bytes"] * spec["nsf"]
-        if rows == 0 or cols % per_block or cols == 0:
-            raise ArgumentError(name, "shape", f"rows >= 1 and {per_block} values per "
-                                f"{spec['k_block']}-deep K block", f"shape {host.shape}")
-        k = cols // per_block * spec["k_block"]
-        image = tmem_image(spec, host.tolist(), rows, k)      # rows padded to whole tiles (legal values)
-        shape = (-(-rows // spec["tile_rows"]) * spec["tile_rows"] // spec["row_tile"], k // spec["k_block"], -1)
+        per_value = 8 * spec["chunk"] if "format" in spec else spec["vector"]     # K elements of a column
+        k = cols * per_value if k is None else k
+        unit = abi_mod.size_units(self.abi)["K"]
+        if rows == 0 or k <= 0 or k % unit or cols != -(-k // per_value):
+            raise ArgumentError(name, "shape", f"rows >= 1 and ceil(K / {per_value}) columns, K a multiple of "
+                                f"{unit}", f"shape {host.shape}" + (f", K = {k}" if k else ""))
+        image = tmem_image(spec, host.tolist(), rows, k)      # rows and K padded (legal values)
+        shape = (-(-rows // spec["tile_rows"]) * spec["tile_rows"] // spec["row_tile"], -(-k // spec["k_block"]), -1)
         return np.array(image, np.uint32 if "format" in spec else np.uint8).reshape(shape)
 
-    def pack_image(self, name: str, natural, library: str | None = None):
+    def pack_image(self, name: str, natural, library: str | None = None, k: int | None = None):
         """`host_image` uploaded with the natural array's library (a host array: `library`, 'torch' or
         'cupy'); pass the result as metadata= (META), scale_a= (SFA) or scale_b= (SFB)."""
         element = "u32" if name == "META" else self.abi["buffers"][name]["element"]
-        return upload(self.host_image(name, natural), library or library_of(natural), element)
+        return upload(self.host_image(name, natural, k), library or library_of(natural), element)
 
     def _padding(self, m: int, k: int) -> tuple[int, int, int, int] | None:
         """(k_values, meta_rows, meta_k, value_rows) for sparse.compress_padded where the kernel's ABI

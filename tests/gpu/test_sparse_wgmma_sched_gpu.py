@@ -125,6 +125,23 @@ def test_stream_k_semaphores_zero_and_bits_repeat(sm90, torch_cuda):
         assert int(held["semaphores"].count_nonzero()) == 0
 
 
+@pytest.mark.parametrize("poison", [0x7FC0_0000, 0x7F7F_7F7F, 0])        # NaN, a huge f32, zeros
+def test_stream_k_ignores_what_the_workspace_held(sm90, torch_cuda, poison):
+    """The runtime allocates stream-K's workspace without clearing it and keeps it across launches; the
+    kernel must not depend on what it held: between launches the whole workspace is overwritten with a
+    NaN, a huge value or zeros, and D is right again bit for bit (a reducer that read a slot its CTA had
+    not yet stored in this launch would sum the poison; the CPU side: tests/test_sparse_wgmma_sched.py
+    STREAM_MUTATIONS["every_sharer_reduces"], refused by the emulator's uninitialised workspace)."""
+    from compiler.runtime import load
+
+    kernel = load(str(Path(__file__).resolve().parents[2] / "examples" / STREAM))
+    for seed in (1, 2, 3):
+        run(torch_cuda, STREAM, 2048, 64, 4096, seed=seed, kernel=kernel)
+        (held,) = kernel._scratch.values()
+        held["workspace"].view(torch_cuda.int32).fill_(poison)       # the f32 slots' bits
+        torch_cuda.cuda.synchronize()
+
+
 def test_stream_k_grid_is_the_sm_count(sm90, torch_cuda):
     from compiler.runtime import load
 

@@ -136,6 +136,17 @@ def test_ws_sparse_and_block_scaled_partial_tiles(sm100, name):
     assert "D matches numpy" in proc.stdout
 
 
+@pytest.mark.parametrize("name, k", [("tcgen05_gemm_sparse_f16.tile", 1008), ("tcgen05_gemm_mxf8f6f4.tile", 1056),
+                                     ("tcgen05_gemm_mxf4nvf4.tile", 1056)])
+def test_ws_sparse_and_block_scaled_k_tail(sm100, name, k):
+    """Sparse and block-scaled tiles at a K off the K block (the last block 48 of 64 / 32 of 128 / 32 of 256
+    deep; rows stay multiples of 16 bytes, TMA strides): A and B zero-filled past K by the TMA, the META /
+    SFA / SFB images of the last block padded past K with legal values (tcgen05_ws_kernel.tmem_image)."""
+    proc = _tilec("run", "--check", "--shape", f"1000,1000,{k}", str(EX / name))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "D matches numpy" in proc.stdout
+
+
 # ---- persistent=clc: cluster launch control (a CTA per tile; running CTAs cancel waiting ones) ----------
 
 def test_clc_many_more_tiles_than_sms_and_bench(sm100):
@@ -190,7 +201,7 @@ def test_ws_batch_from_torch(sm100, torch_cuda, key):
         kw["bias"] = torch.from_numpy(p.kwargs["bias"]).cuda()
     for kwarg, name in ws_batch.IMAGES:
         if name in p.naturals:
-            kw[kwarg] = kernel.pack_image(name, p.naturals[name], library="torch")
+            kw[kwarg] = kernel.pack_image(name, p.naturals[name], library="torch", k=k)
     d = kernel(*args, out=arrays["D"], **kw)
     torch.cuda.synchronize()
     assert d is arrays["D"]
