@@ -169,6 +169,10 @@ def _parser(argv: list[str] | None = None):
     r.add_argument("--warmup", type=int, default=10, help="untimed launches first (--bench; default 10)")
     r.add_argument("--seed", type=int, default=0, metavar="N",
                    help="seed of the random data and of the emulator's scheduling policy (default 0)")
+    r.add_argument("--batch", type=int, default=1, metavar="N",
+                   help="problems per launch, for kernels that take a batch (the ABI's `batch`: the sparse wgmma "
+                        "and pipelined mma.sp kernels, the warp-specialised tcgen05 kernel; on a GPU: the "
+                        "warp-specialised tcgen05 kernel, its A, B, C, D and images batch-first; default 1)")
     r.add_argument("--arch", help="target, overriding the file's 'target'")
 
     t = add("tune", help="search a tile's legal schedules on the GPU for one problem size",

@@ -97,15 +97,19 @@ def mismatches(d, ref, bound_scale, d_type: str) -> tuple[int, int]:
 # the emulator
 # --------------------------------------------------------------------------------------------------
 
-def emulate_tile(result, tile: str, shape, seed: int, policy: str = "eager") -> tuple[bool, str]:
+def _problems(batch: int) -> str:
+    return f" x {batch} problems" if batch != 1 else ""
+
+
+def emulate_tile(result, tile: str, shape, seed: int, policy: str = "eager", batch: int = 1) -> tuple[bool, str]:
     """Run `tile` on the CPU emulator under scheduling `policy` (compiler.emulate's `mode`: eager,
-    adversarial or random; `seed` draws the data and the policy's choices)."""
+    adversarial or random; `seed` draws the data and the policy's choices), `batch` problems in one launch."""
     from .emulator.api import emulate
 
-    e = emulate(result, tile, shape=shape, seed=seed, mode=policy)
+    e = emulate(result, tile, shape=shape, seed=seed, mode=policy, batch=batch)
     m, n, k = e.shape
     how = "" if policy == "eager" else f", {policy} scheduling, seed {seed}"
-    where = f"{tile}: {m} x {n} x {k} on the CPU emulator ({e.engine}, {e.kernel} kernel{how})"
+    where = f"{tile}: {m} x {n} x {k}{_problems(batch)} on the CPU emulator ({e.engine}, {e.kernel} kernel{how})"
     if e.ok and "atol" in e.stats:
         return True, (f"{where}: D matches the numpy reference within the epilogue's tolerance ({e.d.size} "
                       "elements)")
@@ -235,18 +239,21 @@ def _tcgen05_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: in
     return _Problem((dev["A"], dev["B"].T), kwargs, ref, scale, p.d_type, None)
 
 
-def _ws_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib) -> _Problem:
+def _ws_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib, batch: int = 1) -> _Problem:
     """The warp-specialised tcgen05 kernel's problem: the emulator's (compiler/emulator/tcgen05.py ws_host),
-    its buffers uploaded as the ABI types them (A [M][K], B [N][K] passed as its K x N transpose)."""
+    its buffers uploaded as the ABI types them (A [M][K], B [N][K] passed as its K x N transpose), a batch
+    batch-first (A, B, C and the images each problem's after the previous one's; one bias for all)."""
     import numpy as np
 
     from .emulator.tcgen05 import _scaled_operands, ws_host
     from .runtime import abi as rabi
     from .runtime.kernel import upload
 
-    h = ws_host(result, tile, kernel.abi, m, n, k, seed)
+    h = ws_host(result, tile, kernel.abi, m, n, k, seed, batch)
     want = rabi.buffers(kernel.abi, m, n, k)
-    dev = {name: upload(h.args[name], lib.__name__, want[name].element, want[name].shape)
+    lead = (batch,) if batch != 1 else ()
+    dev = {name: upload(h.args[name], lib.__name__, want[name].element, (() if name == "bias" else lead)
+                        + tuple(want[name].shape))
            for name in want if name in h.args and name != "D"}
     kwargs = {kw: dev[name] for kw, name in (("scale_a", "SFA"), ("scale_b", "SFB"), ("metadata", "META"),
                                              ("bias", "bias")) if name in dev}
@@ -254,9 +261,14 @@ def _ws_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, li
     if h.atol is not None:         # the epilogue's tolerance, as a multiple of D's unit
         scale = h.atol / tolerance(h.problem.d_type)
     else:
-        a, b = _scaled_operands(h.problem)
-        scale = np.abs(a[:m]) @ np.abs(b[:n]).T      # the operands are drawn for whole tiles
-    args = (dev["A"], dev["B"].T) + ((dev["C"],) if "C" in dev else ())
+        scales = []
+        for p in h.problems:
+            a, b = _scaled_operands(p)
+            scales.append(np.abs(a[:m]) @ np.abs(b[:n]).T)      # the operands are drawn for whole tiles
+        scale = np.stack(scales) if batch != 1 else scales[0]
+    bt = dev["B"]                  # B [batch][N][K]: each problem's K x N view
+    b = bt.transpose(-2, -1) if lib.__name__ == "torch" else bt.swapaxes(-1, -2)
+    args = (dev["A"], b) + ((dev["C"],) if "C" in dev else ())
     return _Problem(args, kwargs, h.ref, scale, h.problem.d_type, None)
 
 
@@ -273,27 +285,32 @@ def _host_d(d, lib, d_type: str):
 
 
 def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, warmup: int,
-             seed: int) -> tuple[bool, list[str]]:
+             seed: int, batch: int = 1) -> tuple[bool, list[str]]:
     from .runtime import DeviceError, Kernel, load
+    from .runtime import abi as rabi
+    from .usage import UsageError
 
     kernel: Kernel = load(result, tile)
     m, n, k = shape or default_shape(kernel.abi, result.tiles[tile].payload.total_k)
-    bad = kernel.unmet(m, n, k)
+    bad = rabi.unmet(kernel.abi, m, n, k, batch)
     if bad:
-        from .usage import UsageError
-
-        raise UsageError(f"--shape {m},{n},{k} breaks what tile {tile}'s kernel takes: {', '.join(bad)}")
+        raise UsageError(f"--shape {m},{n},{k}{f' --batch {batch}' if batch != 1 else ''} breaks what tile "
+                         f"{tile}'s kernel takes: {', '.join(bad)}")
+    ws = kernel.abi.get("kernel_kind") == "tcgen05_ws"
+    if batch != 1 and not ws:
+        raise UsageError(f"--batch {batch}: on a GPU, tilec run launches a batch of the warp-specialised tcgen05 "
+                         f"kernel only (tile {tile} is not one; --emulate runs a batch of any kernel that takes one)")
     try:
         kernel.load()
     except DeviceError as e:
         raise RunError(str(e) if "emulate" in str(e) else f"{e} (or run it on the CPU emulator: --emulate)") \
             from None
     name, lib = _array_library()
-    make = _tcgen05_problem if kernel.tcgen05 else _ws_problem if kernel.abi.get("kernel_kind") == "tcgen05_ws" \
-        else _sparse_problem
-    prob = make(kernel, result, tile, m, n, k, seed, lib)
+    make = _tcgen05_problem if kernel.tcgen05 else _ws_problem if ws else _sparse_problem
+    prob = make(kernel, result, tile, m, n, k, seed, lib, batch) if ws else make(kernel, result, tile, m, n, k,
+                                                                                 seed, lib)
     lines, ok = [], True
-    where = f"{tile}: {m} x {n} x {k} on {kernel.device.name} (sm_{kernel.device.sm})"
+    where = f"{tile}: {m} x {n} x {k}{_problems(batch)} on {kernel.device.name} (sm_{kernel.device.sm})"
     if check:
         d = kernel(*prob.args, **prob.kwargs)
         if name == "torch":
@@ -314,7 +331,7 @@ def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, 
     if bench:
         times, batch, how = _bench(kernel, prob, name, lib, iters, warmup)
         med = sorted(times)[len(times) // 2]
-        flops = 2.0 * m * n * k / (med * 1e-6) / 1e12
+        flops = 2.0 * m * n * k * batch / (med * 1e-6) / 1e12
         lines.append(f"{where}: median {med:.1f} us per launch over {len(times)} replays of a {how} after "
                      f"{warmup} warm-up ({flops:.1f} TFLOP/s, dense-equivalent 2*M*N*K)")
     return ok, lines
@@ -350,6 +367,8 @@ def cmd_run(args) -> int:
         raise UsageError("--bench times the GPU; the CPU emulator (--emulate) only checks")
     if args.iters <= 0 or args.warmup < 0:
         raise UsageError("--iters must be positive and --warmup not negative")
+    if args.batch < 1:
+        raise UsageError(f"--batch must be positive, got {args.batch}")
     shape = parse_shape(args.shape)
     text, name = _read_input(args.file)
     result = compile_source(text, name, arch=args.arch)
@@ -370,8 +389,20 @@ def cmd_run(args) -> int:
         if args.emulate:
             from .emulator.parse import EmulationError
 
+            abi = result.to_json()["tiles"][tile]["kernel"]
+            if args.batch != 1 and "batch" not in abi:
+                raise UsageError(f"--batch {args.batch}: tile {tile}'s kernel takes no batch (the ABI has no "
+                                 "`batch`: the sparse wgmma and pipelined mma.sp kernels and the warp-specialised "
+                                 "tcgen05 kernel take one)")
+            if shape is not None and args.batch != 1:
+                from .runtime import abi as rabi
+
+                bad = rabi.unmet(abi, *shape, args.batch)
+                if bad:
+                    raise UsageError(f"--shape {args.shape} --batch {args.batch} breaks what tile {tile}'s kernel "
+                                     f"takes: {', '.join(bad)}")
             try:
-                good, line = emulate_tile(result, tile, shape, args.seed, args.emulate)
+                good, line = emulate_tile(result, tile, shape, args.seed, args.emulate, args.batch)
             except EmulationError as e:
                 good, line = False, f"{tile}: the CPU emulator stopped: {e}"
             ok &= good
@@ -379,7 +410,7 @@ def cmd_run(args) -> int:
             continue
         try:
             good, lines = run_tile(result, tile, shape, check=check, bench=args.bench, iters=args.iters,
-                                   warmup=args.warmup, seed=args.seed)
+                                   warmup=args.warmup, seed=args.seed, batch=args.batch)
         except RunError as e:
             sys.stderr.write(f"tilec: error: {tile}: {e}\n")
             return 1

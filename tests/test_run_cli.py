@@ -65,6 +65,26 @@ def test_usage_errors(capsys, argv, message):
     assert rc == 2 and message in err
 
 
+def test_emulate_a_batch(capsys):
+    """--batch: two problems of 100 x 72 x 64 in one launch of the warp-specialised kernel (one partial tile
+    each) on the emulator, both checked bit for bit."""
+    rc, out, err = run(capsys, "--emulate", "--batch", "2", "--shape", "100,72,64",
+                       os.path.join(EX, "tcgen05_gemm_f16.tile"))
+    assert rc == 0, out + err
+    assert "100 x 72 x 64 x 2 problems on the CPU emulator" in out and "bit for bit" in out
+
+
+@pytest.mark.parametrize("argv, name, message", [
+    (["--batch", "0"], "tcgen05_gemm_f16.tile", "--batch must be positive"),
+    # the one-instruction-tile mma.sp kernel has no `batch` in its ABI
+    (["--emulate", "--batch", "2"], "sparse_f16.tile", "takes no batch"),
+    (["--emulate", "--batch", "70000", "--shape", "128,128,64"], "tcgen05_gemm_f16.tile", "batch <= 65535"),
+])
+def test_batch_usage_errors(capsys, argv, name, message):
+    rc, _, err = run(capsys, *argv, os.path.join(EX, name))
+    assert rc == 2 and message in err, err
+
+
 @pytest.mark.parametrize("name, k, statement, unit", [
     ("tcgen05_gemm_sparse_f16.tile", "98", "sparsity 2:4", "4-element chunks"),
     ("tcgen05_gemm_mxf4nvf4.tile", "264", "block_scale vec=16", "16-element scale vectors")])

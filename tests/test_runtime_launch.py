@@ -301,6 +301,14 @@ def test_host_image_is_the_emulators(name):
         assert np.array_equal(image.reshape(-1), packed[buf]), buf
         if buf != "META":                # scale factors: one column per vector, K is what they cover
             assert np.array_equal(kernel.host_image(buf, natural[buf]), image)
+    # a batch (3-D natural layouts): each problem's image in turn, as the emulator's batched host problem lays
+    # them out (ws_host draws problem i with seed + 7919 i)
+    batch = [natural] + [host_problem(result, tile, m_tiles=2, n_tiles=2, seed=4 + 7919, k=k).args]
+    packed = ws_host(result, tile, abi, m, n, k, seed=4, batch=2).args
+    for buf in abi["tmem_images"]:
+        image = kernel.host_image(buf, np.stack([np.asarray(p[buf]) for p in batch]), k)
+        assert image.shape == (2,) + rabi.buffers(abi, m, n, k)[buf].shape
+        assert np.array_equal(image.reshape(-1), packed[buf]), buf
     first = next(iter(abi["tmem_images"]))
     with pytest.raises(compiler.runtime.ArgumentError):      # too few columns for K
         kernel.host_image(first, natural[first][:, :-1], k)
@@ -308,3 +316,168 @@ def test_host_image_is_the_emulators(name):
         kernel.host_image(first, natural[first], k - 1)
     with pytest.raises(compiler.runtime.TilecRuntimeError, match="no D image"):
         kernel.host_image("D", natural["D"])
+
+
+# ------------------------------------------------------------------ a batch through Kernel.__call__ (issue 18)
+
+_ITEMSIZE = {"<f2": 2, "<V2": 2, "<f4": 4, "<u4": 4, "|u1": 1}
+
+
+def ws_batch_args(abi: dict, m: int, n: int, k: int, batch: int, gap: int = 16):
+    """Fake batch-first arrays for a warp-specialised kernel: A [batch][M][K], B the K x N views of
+    [batch][N][K], D [batch][M][N], each batch `gap` bytes after the previous one's end (strided batches,
+    which the tensor maps' third stride carries), and the META / SFA / SFB images contiguous
+    [batch][row tiles][K blocks][bytes or words] (one rank-2 map reads them all). Returns (A, B, D, extras,
+    the batch strides in bytes of A, B, D)."""
+    want = rabi.buffers(abi, m, n, k)
+    code = {"f16": "<f2", "bf16": "<V2", "f32": "<f4", "u32": "<u4"}
+
+    def batched(name, transposed=False):
+        w = want[name]
+        typestr = code.get(w.element, "|u1")
+        size = _ITEMSIZE[typestr]
+        rows, cols = w.shape
+        between = rows * cols * size + gap
+        if transposed:                    # Bt.T of each batch: K x N, K contiguous
+            return Fake((batch, cols, rows), typestr, (between, size, cols * size)), between
+        return Fake((batch, rows, cols), typestr, (between, cols * size, size)), between
+
+    (a, sa), (b, sb), (d, sd) = batched("A"), batched("B", True), batched("D")
+    images = {}
+    for kw, name in (("scale_a", "SFA"), ("scale_b", "SFB"), ("metadata", "META")):
+        if name in want:
+            images[kw] = Fake((batch,) + want[name].shape, code.get(want[name].element, "|u1"))
+    return a, b, d, images, {"A": sa, "B": sb, "D": sd}
+
+
+WS_KERNELS = {"dense": "tcgen05_gemm_f16.tile", "sparse": "tcgen05_gemm_sparse_f16.tile",
+              "mxf8f6f4": "tcgen05_gemm_mxf8f6f4.tile", "mxf4nvf4": "tcgen05_gemm_mxf4nvf4.tile",
+              "a_tmem": "tcgen05_gemm_a_tmem_f16.tile", "clc": "tcgen05_gemm_f16_clc.tile", "pair": PAIR}
+
+
+@pytest.fixture(scope="module")
+def ws_kernels():
+    return {key: load(compiler.compile_source(src) if src is PAIR else os.path.join(EX, src))
+            for key, src in WS_KERNELS.items()}
+
+
+@pytest.mark.parametrize("key", list(WS_KERNELS))
+def test_ws_batch_launch(b200, ws_kernels, key):
+    """A batch of 3 problems of 200 x 136 x (2 K blocks) (partial tiles in M and N) through Kernel.__call__ on
+    every kind of warp-specialised kernel: A, B and D batch-first with batches 16 bytes apart beyond their
+    size, so the tensor maps' third stride is not rows x row bytes. The maps the driver encodes are what the
+    emulator reads through (tcgen05_ws_kernel.tensor_map_args: compiler/emulator/tcgen05.py run_ws_problem
+    gives its Machine those arguments): A [M][K], B [N][K], D [M][N] as rank 3 (row, rows, batch) with the
+    batch strides of the arrays; each image as rank 2, its rows every problem's in turn (3 x (row tiles x
+    K blocks x image_rows)). The parameters: the maps, the images' addresses, M, N, K and the batch (3),
+    as the emulator's Machine takes them (the ABI's params in order); the grid counts the batch's tiles."""
+    from compiler.ptx.tcgen05_ws_kernel import IMAGE_ROW_BYTES
+
+    kernel = ws_kernels[key]
+    abi = kernel.abi
+    m, n, k, batch = 200 if key != "pair" else 300, 136, 2 * abi["tile_k"], 3
+    a, b, d, images, strides = ws_batch_args(abi, m, n, k, batch)
+    assert kernel(a, b, out=d, **images) is d
+    plan, _, values, types = b200.launches[-1]
+    assert plan == LaunchPlan(*kernel.launch_dims(m, n, k, B200.multiprocessors, batch))
+    tiles = -(-m // abi["tile_m"]) * -(-n // abi["tile_n"]) * batch
+    ctas = tiles if abi.get("persistent") == "clc" else min(tiles, B200.multiprocessors // (2 if key == "pair" else 1))
+    assert plan.grid == (ctas, 1, 1)
+    maps, addresses = b200.maps[-1]
+    by_operand = {t["operand"]: t for t in maps}
+    for name, arr in (("A", a), ("B", b), ("D", d)):
+        t = by_operand[name]
+        assert addresses[name] == ptr(arr)
+        assert t["dims"][2] == batch and t["strides"][1] == strides[name], (name, t)
+        rows = n if name == "B" else m
+        assert t["dims"][1] == rows
+    # B's map rows hold its stored K bytes (fp4 two a byte), the same row stride as the unbatched launch
+    for name, t in by_operand.items():
+        if "image_rows" in next(u for u in abi["tensor_maps"] if u["operand"] == name):
+            spec = abi["tmem_images"][name]
+            extent = n if name == "SFB" else m
+            row_tiles = -(-extent // spec["tile_rows"]) * spec["tile_rows"] // spec["row_tile"]
+            image_rows = next(u["image_rows"] for u in abi["tensor_maps"] if u["operand"] == name)
+            assert t["dims"] == (IMAGE_ROW_BYTES, batch * row_tiles * (k // abi["tile_k"]) * image_rows)
+    kws = {"META": "metadata", "SFA": "scale_a", "SFB": "scale_b"}
+    extras = [ptr(images[kws[p["name"]]]) for p in abi["params"] if p["name"] in kws]
+    assert values == [b200._next_map] + extras + [m, n, k, batch]
+    # the unbatched launch of the same buffers' first problems: rank 3 with a batch of 1
+    first = {kw: Fake(v.__cuda_array_interface__["shape"][1:], v.__cuda_array_interface__["typestr"])
+             for kw, v in images.items()}
+    want = rabi.buffers(abi, m, n, k)
+    one_b = Fake((n, want["B"].shape[1]), a.__cuda_array_interface__["typestr"] if key != "mxf4nvf4" else "|u1").T
+    kernel(Fake(want["A"].shape, a.__cuda_array_interface__["typestr"]), one_b,
+           out=Fake((m, n), d.__cuda_array_interface__["typestr"]), **first)
+    single = {t["operand"]: t for t in b200.maps[-1][0]}
+    for name in ("A", "B", "D"):
+        assert single[name]["dims"] == by_operand[name]["dims"][:2] + (1,)
+        assert single[name]["strides"][0] == by_operand[name]["strides"][0]
+    assert b200.launches[-1][2][-1] == 1
+
+
+def test_ws_batch_argument_errors(b200, ws_kernels):
+    """Wrong batch counts and strides are ArgumentErrors naming the argument, never a launch."""
+    from compiler.runtime import ArgumentError
+
+    dense, sparse = ws_kernels["dense"], ws_kernels["sparse"]
+    m, n, k, batch = 256, 128, 128, 2
+    a, b, d, _, s = ws_batch_args(dense.abi, m, n, k, batch)
+
+    def err(kernel, *args, **kw):
+        with pytest.raises(ArgumentError) as e:
+            kernel(*args, **kw)
+        return e.value
+
+    e = err(dense, a, Fake((n, k), "<f2").T, out=d)                          # B without the batch
+    assert (e.argument, e.what) == ("B", "shape") and "batch of 2" in e.expected
+    e = err(dense, a, b, out=Fake((m, n), "<f4"))                           # D without the batch
+    assert (e.argument, e.what) == ("out", "shape")
+    e = err(dense, a, b, out=Fake((3, m, n), "<f4"))                        # three D for two problems
+    assert (e.argument, e.what) == ("out", "shape") and "batch of 2" in e.expected
+    odd = Fake((batch, m, k), "<f2", (m * k * 2 + 8, k * 2, 2))             # A's batches 8 bytes apart beyond
+    e = err(dense, odd, b, out=d)
+    assert (e.argument, e.what) == ("A", "stride") and "multiple of 16" in e.expected
+    e = err(dense, a, b, out=Fake((batch, m, n), "<f4", (m * n * 4 - 16, n * 4, 4)))     # D's batches overlap
+    assert (e.argument, e.what) == ("out", "stride") and "do not overlap" in e.expected
+    e = err(dense, a, b, out=Fake((batch, m, n), "<f4", (m * n * 4 + 4, n * 4, 4)))      # not a TMA stride
+    assert (e.argument, e.what) == ("out", "stride")
+    e = err(dense, Fake((batch, m, k), "<f2", (0, k * 2, 2)), b, out=d)     # stride 0: not a TMA stride
+    assert (e.argument, e.what) == ("A", "stride")
+    e = err(dense, Fake((batch, 1, m, k), "<f2"), b, out=d)                # 4-D A
+    assert (e.argument, e.what) == ("A", "shape")
+    e = err(dense, Fake((70000, 128, k), "<f2"), Fake((70000, n, k), "<f2", (n * k * 2, 2, k * 2)),
+            out=Fake((70000, 128, n), "<f4"))                             # more problems than the grid takes
+    assert (e.argument, e.what) == ("A", "batch") and "batch <= 65535" in e.expected
+    # META of the sparse kernel: one image per problem, the problems' images one after another
+    a, b, d, images, _ = ws_batch_args(sparse.abi, m, n, k, batch)
+    meta = images["metadata"].__cuda_array_interface__["shape"]
+    e = err(sparse, a, b, out=d, metadata=Fake(meta[1:], "<u4"))            # one problem's images
+    assert (e.argument, e.what) == ("metadata", "shape") and "batch of 2" in e.expected
+    per = int(np.prod(meta[1:])) * 4
+    gapped = Fake(meta, "<u4", (per + 16,) + tuple(4 * int(np.prod(meta[i + 1:])) for i in range(1, 3)) + (4,))
+    e = err(sparse, a, b, out=d, metadata=gapped)
+    assert (e.argument, e.what) == ("metadata", "stride") and f"{per} bytes" in e.expected
+    assert not b200.launches
+
+
+def test_ws_batch_c_is_per_problem_or_shared(b200):
+    """C of a fused epilogue (tests/lit/tcgen05_ws/epilogue_tma_store.tile: beta * C + row bias, silu, bf16 D):
+    a batch of C (batch_stride_c = M * N elements, or the array's own batch stride) or one M x N C for every
+    problem (batch_stride_c = 0: the kernel adds z * batch_stride_c to C's row address); the bias is one for
+    all; beta at launch."""
+    from compiler.runtime import ArgumentError
+
+    kernel = load(os.path.join(ROOT, "tests", "lit", "tcgen05_ws", "epilogue_tma_store.tile"))
+    assert [p["name"] for p in kernel.abi["params"]][-2:] == ["batch", "batch_stride_c"]
+    m, n, k, batch = 192, 160, 128, 2
+    a, b, d, _, _ = ws_batch_args(kernel.abi, m, n, k, batch)
+    bias = Fake((m,), "<f4")
+    for c, stride in ((Fake((batch, m, n), "<f4"), m * n), (Fake((m, n), "<f4"), 0),
+                      (Fake((batch, m, n), "<f4", (m * n * 4 + 64, n * 4, 4)), m * n + 16)):
+        kernel(a, b, c, out=d, bias=bias, beta=0.5)
+        values = b200.launches[-1][2]
+        assert values == [b200._next_map, ptr(c), ptr(bias), pytest.approx(0.5), m, n, k, batch, stride]
+    with pytest.raises(ArgumentError) as e:                  # three C for two problems
+        kernel(a, b, Fake((3, m, n), "<f4"), out=d, bias=bias, beta=0.5)
+    assert (e.value.argument, e.value.what) == ("C", "shape")

@@ -74,7 +74,7 @@ def _qualifier(op: str, name: str) -> str:
 class Machine(WarpMachine):
     """The warp machine (compiler/emulator/warp.py) with Tensor Memory and the tcgen05 family. `args` maps
     the kernel's parameter names (without the `<kernel>_param_` prefix) to arrays (u64 parameters: global
-    buffers; D and S writable) or integers."""
+    buffers; D and S writable) or integers (u32 parameters, and u64 sizes such as batch_stride_c)."""
 
     def __init__(self, kernel: Kernel, args: dict[str, np.ndarray | int], grid: tuple[int, int],
                  sim_options: dict | None = None, shared_base: int = 0, record_ashift: bool = False,
@@ -89,7 +89,7 @@ class Machine(WarpMachine):
         for full, ptype in kernel.params:
             name = kernel.param_short(full)
             value = args[name]
-            if ptype == "u64":
+            if ptype == "u64" and not isinstance(value, (int, np.integer)):     # a buffer (an int: a u64 size)
                 params[full] = mem.add(name, np.asarray(value), writable=name in ("D", "S"),
                                        loadable=name != "tensor_maps")
             else:
@@ -1038,6 +1038,7 @@ def ws_host(result, tile: str, abi: dict, m: int, n: int, k: int, seed: int = 0,
         if desc["c"] == "epilogue":
             cs = [sparse.random_values(rng, (m, n), "f16").astype(np.float32) for _ in range(batch)]
             args["C"] = stacked(cs)
+            args["batch_stride_c"] = m * n            # elements: each problem's dense C after the previous one
     refs, tols = [], []
     for i, problem in enumerate(problems):
         sub = dc_replace(problem, a=problem.a[:m], b=problem.b[:n],

@@ -71,9 +71,9 @@ a fresh empty barrier waits for parity 1 ("the phase before the first"), which c
 ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of three 64-byte
 aligned CUtensorMaps, A, B, the META / SFA / SFB images, then D, in global memory), [META | SFA, SFB: their
 TMEM images, `tmem_image`], [C], [bias, alpha, beta], M, N, K,
-batch (u32); A is [batch][M][K] and B [batch][N][K] row-major (K-major), D [batch][M][N] row-major in D's type
-(rows of each any multiple of 16 bytes apart: the maps' strides), C [batch][M][N] dense in the accumulator
-type; grid (min(tiles, SM count), 1, 1) (persistent=clc: (tiles, 1, 1)), block (192, 1, 1) (persistent=clc:
+batch (u32), [batch_stride_c (u64)]; A is [batch][M][K] and B [batch][N][K] row-major (K-major), D [batch][M][N]
+row-major in D's type (rows and batches of each any multiple of 16 bytes apart: the maps' strides), C [M][N]
+dense in the accumulator type, problem z's at z * batch_stride_c elements (0: one C for the whole batch); grid (min(tiles, SM count), 1, 1) (persistent=clc: (tiles, 1, 1)), block (192, 1, 1) (persistent=clc:
 224), dynamic shared memory `dynamic_smem_bytes`,
 clusters of (2, 1, 1) for a pair (ABI `cluster`; grid even). `tensor_map_args` gives each map's
 cuTensorMapEncodeTiled arguments (rank 3; the runtime's driver encodes them, the CPU emulator reads and
@@ -265,6 +265,9 @@ class _WsKernel:
             for name in self.epi.params:              # the epilogue's parameters: bias (u64) first, then f32 scalars
                 kb.add_params("u64" if name == "bias" else "f32", name)
         kb.add_params("u32", "M", "N", "K", "batch")
+        if self.epi is not None and self.epi.c == "epilogue":
+            # C's batch stride in elements (0: one C for every problem of the batch), as the sparse wgmma kernel's
+            kb.add_params("u64", "batch_stride_c")
         kb.directives.append(f".reqntid {plan.threads}, 1, 1")
         if self.pair:
             # a CTA pair is a cluster of two (9.7.16.10.9.1 cta_group::2; 11.7.1 .reqnctapercluster)
@@ -740,9 +743,10 @@ class _WsKernel:
                 bias_ptr = kb.reg("rd")
                 kb.global_pointer(bias_ptr, "bias")
             if epi.c == "epilogue":
-                c_ptr, c_row, n64 = kb.regs("rd", 3)
+                c_ptr, c_row, n64, c_batch, z64 = kb.regs("rd", 5)
                 kb.global_pointer(c_ptr, "C")
                 e(f"cvt.u64.u32 {n64}, {self.n};")
+                kb.ld_param("u64", c_batch, "batch_stride_c")
         creg, breg = kb.reg("f"), kb.reg("f")
         at, col4 = kb.regs("rd", 2)
         v = kb.regs("r", chunk)
@@ -831,10 +835,11 @@ class _WsKernel:
                 e(f"mul.wide.u32 {at}, {row}, 4;")
                 e(f"add.u64 {at}, {bias_ptr}, {at};")
                 load_guarded(breg, at, p_row)
-            if c_ptr is not None:                                  # C row: ((z * M + row) * N) * 4 bytes
+            if c_ptr is not None:                     # C row: (z * batch_stride_c + row * N) * 4 bytes
                 e(f"cvt.u64.u32 {c_row}, {row};")
-                e(f"mad.wide.u32 {c_row}, {self.z}, {self.m}, {c_row};")
                 e(f"mul.lo.u64 {c_row}, {c_row}, {n64};")
+                e(f"cvt.u64.u32 {z64}, {self.z};")
+                e(f"mad.lo.u64 {c_row}, {z64}, {c_batch}, {c_row};")
                 e(f"shl.b64 {c_row}, {c_row}, 2;")
                 e(f"add.u64 {c_row}, {c_ptr}, {c_row};")
             e(f"mov.u32 {col}, 0;")
@@ -986,7 +991,8 @@ class _WsKernel:
                     "layout": f"[M][N] {d} row-major (written by the epilogue's TMA stores only)"}
         if self.epi is not None and self.epi.c == "epilogue":
             out["C"] = {"element": self.epi.acc, "shape": ["M", "N"],
-                        "layout": f"[M][N] {self.epi.acc} row-major, dense (a batch: M * N elements apart)"}
+                        "layout": f"[M][N] {self.epi.acc} row-major, dense (a batch: batch_stride_c elements "
+                                  "apart, 0: one C for all)"}
         for name in self.plan.cp_operands:
             out[name] = self.image_buffer(name)
         if self.epi is not None and self.epi.bias != "none":
@@ -1087,19 +1093,24 @@ class _WsKernel:
                                   "aligned, global memory"},
                        *({"name": n, "type": "u64", "layout": self.image_buffer(n)["layout"]}
                          for n in plan.cp_operands),
-                       *([{"name": "C", "type": "u64", "layout": f"[batch][M][N] {epi.acc} row-major"}]
+                       *([{"name": "C", "type": "u64", "layout": f"[batch][M][N] {epi.acc} row-major (or one "
+                                                                  "[M][N] for all: batch_stride_c 0)"}]
                          if c_param else []),
                        *([{"name": n, "type": "u64" if n == "bias" else "f32",
                            "layout": (f"[{'N' if epi.bias == 'col' else 'M'}] f32" if n == "bias" else "f32 scalar")}
                           for n in epi.params] if epi is not None else []),
                        {"name": "M", "type": "u32"}, {"name": "N", "type": "u32"}, {"name": "K", "type": "u32"},
-                       {"name": "batch", "type": "u32"}],
+                       {"name": "batch", "type": "u32"},
+                       *([{"name": "batch_stride_c", "type": "u64",
+                           "layout": "elements between two problems' C (0: one C for every problem)"}]
+                         if c_param else [])],
             "buffers": self.buffers(),
             "tensor_maps": maps,
             **({"tmem_images": {n: self.image_spec(n) for n in plan.cp_operands}} if plan.cp_operands else {}),
             "requires": [f"K % {self.k_unit} == 0"] if self.k_unit > 1 else [],
             "batch": "the tile loop walks the batch after M and N; A, B and D through rank-3 tensor maps "
-                     "(their batch strides in the maps), C at M * N elements per batch, one bias for all"
+                     "(their batch strides in the maps), C at batch_stride_c elements per batch (0: one C for "
+                     "all), one bias for all"
                      + ("; META / SFA / SFB: each problem's images after the previous one's (rank-2 maps)"
                         if plan.cp_operands else ""),
             # the tile loop's t + nctaid.x is a u32 sum (tile_loop): tiles stay 2^16 (more than any SM count)
@@ -1160,12 +1171,14 @@ def check_k(tile: Op, k: int) -> None:
 
 
 def tensor_map_args(abi: dict, m: int, n: int, k: int, batch: int = 1,
-                    row_bytes: dict[str, int] | None = None, packed_rows: bool = False) -> list[dict]:
+                    row_bytes: dict[str, int] | None = None, packed_rows: bool = False,
+                    batch_bytes: dict[str, int] | None = None) -> list[dict]:
     """Per tensor map (A, B, the META / SFA / SFB images, D): the cuTensorMapEncodeTiled arguments (rank 3: the row, the rows, the batch,
     innermost first; strides in bytes) for `batch` problems of M x N x K, less the global address. A row
     is `row_bytes[operand]` bytes apart (a multiple of 16, cuTensorMapEncodeTiled's rule for globalStrides),
     default its bytes rounded up to 16, or with `packed_rows` exactly its bytes (contiguous arrays;
-    ValueError when they are not a multiple of 16); a batch `rows` rows apart. An image is rows of 16 bytes
+    ValueError when they are not a multiple of 16); a batch `rows` rows apart, or `batch_bytes[operand]`
+    bytes (a strided batch: a positive multiple of 16, globalStrides' rule). An image is rows of 16 bytes
     (UINT8, no swizzle, rank 2): `image_rows` per (problem, row tile, K block), in that order, the row tiles
     of whole CTA (pair) tiles (`tmem_image` pads them)."""
     out = []
@@ -1187,8 +1200,9 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int, batch: int = 1,
         if packed_rows and packed % 16:
             raise ValueError(f"{t['operand']}: rows of {packed} bytes")
         pitch = (row_bytes or {}).get(t["operand"]) or -(-packed // 16) * 16
+        between = (batch_bytes or {}).get(t["operand"]) or pitch * rows
         out.append({"operand": t["operand"], "data_type": t["data_type"], "dims": (inner, rows, batch),
-                    "strides": (pitch, pitch * rows), "box": tuple(t["box"]), "element_strides": (1, 1, 1),
+                    "strides": (pitch, between), "box": tuple(t["box"]), "element_strides": (1, 1, 1),
                     "swizzle": TMA_SWIZZLE[t["swizzle"]], "l2_promotion": TMA_L2_PROMOTION_256B})
     return out
 

@@ -107,14 +107,14 @@ def upload(host, library: str, element: str, shape: tuple | None = None, device=
 def _allocate(lead: ArrayView, want, fill_zero: bool = False, batch: int | None = None):
     """A new C or D for buffer `want`: rows padded to a multiple of 16 bytes where the kernel takes a row
     stride (the array returned is the M x N slice of it), else contiguous; `batch` of them (batch-first)."""
+    lead_dims = (batch,) if batch is not None else ()
     if want.pitch is None or len(want.shape) != 2:
-        return allocate_like(lead, want.shape, want.element, fill_zero=fill_zero)
+        return allocate_like(lead, lead_dims + tuple(want.shape), want.element, fill_zero=fill_zero)
     from ..isa.types import TYPES
 
     rows, cols = want.shape
     size = TYPES[want.element].bits // 8
     padded = -(-cols * size // ALIGN) * ALIGN // size
-    lead_dims = (batch,) if batch is not None else ()
     full = allocate_like(lead, lead_dims + (rows, padded), want.element, fill_zero=fill_zero)
     return full if padded == cols else full[..., :cols]
 
@@ -135,6 +135,24 @@ def _unbatch(v: ArrayView, rank: int) -> tuple[ArrayView, int | None, int]:
     first = ArrayView(v.obj, v.ptr, tuple(v.shape[1:]), tuple(v.strides[1:]), v.element, v.itemsize, v.device,
                       v.readonly, v.library)
     return first, v.shape[0], v.strides[0]
+
+
+def _batched(v: ArrayView, rank: int, batch: int | None, arg: str, noun: str,
+             tma: bool = True) -> tuple[ArrayView, int]:
+    """(the first batch's view, the batch stride in bytes) of argument `arg`, a view of `rank` dimensions
+    (`noun`: what one of them is) or of a batch of them, which must be `batch` of them (None: no batch).
+    With `tma` the stride must be one a TMA tensor map or a 16-byte copy can take: positive, a multiple of
+    16 bytes (cuTensorMapEncodeTiled globalStrides); a batch of one has no stride to check (0)."""
+    first, count, stride = _unbatch(v, rank)
+    if count != batch:
+        want = f"a batch of {batch} {noun}s (as A)" if batch is not None else f"a {rank}-D {noun} (A has no batch)"
+        raise ArgumentError(arg, "shape", want, f"shape {(count,) + first.shape if count is not None else first.shape}")
+    if count is None or count == 1:
+        return first, 0
+    if tma and (stride <= 0 or stride % ALIGN):
+        raise ArgumentError(arg, "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (TMA strides, "
+                            "16-byte copies)", f"{stride} bytes")
+    return first, stride
 
 
 def _stream_key(stream):
@@ -161,6 +179,11 @@ class Kernel:
       (tcgen05 META).
     * stream: a cuda.core Stream, a torch or cupy stream, an object with __cuda_stream__, or an int handle;
       None: the current stream of the inputs' library (torch / cupy), else the legacy default stream.
+    * a batch (kernels whose ABI has `batch`: the sparse wgmma, pipelined mma.sp and warp-specialised
+      tcgen05 kernels): A (or pack_a's SparseA), B and out lead with the batch count, batch strides positive
+      multiples of 16 bytes where a tensor map or 16-byte copy reads them, D's problems not overlapping;
+      C a batch or one M x N for all; the ws kernel's META / SFA / SFB images one problem's after another
+      (host_image / pack_image of batch-first natural layouts).
     The launch is asynchronous and never synchronises (capturable in a CUDA graph); the first launch
     loads the module (ptxas through the kernel cache: do it before any capture), and a TMA kernel's first
     launch on a new set of buffers encodes and uploads their tensor maps synchronously, allowed inside a
@@ -283,7 +306,9 @@ class Kernel:
         MMA's factors in K order; any number of rows (M, or N for SFB: the image pads them to whole tiles). A numpy array shaped as the buffer (synchronising for a device input).
         `k`: the problem's K, any multiple of the kernel's K unit (the ABI's `requires`; the image pads the
         last K block past it), the natural layout having ceil(K / (K per value)) columns; default what its
-        columns cover (META: 8 chunks a word, so give `k` when K is not whole words)."""
+        columns cover (META: 8 chunks a word, so give `k` when K is not whole words).
+        A 3-D natural array is a batch (batch-first): each problem's image in turn, batch-first, as a batched
+        launch takes them (the kernel reads the problems' images one after another)."""
         import numpy as np
 
         from ..ptx.tcgen05_ws_kernel import tmem_image
@@ -293,8 +318,11 @@ class Kernel:
             raise TilecRuntimeError(f"{self.entry} takes no {name} image (tmem_images: "
                                     f"{', '.join(self.abi.get('tmem_images', {})) or 'none'})")
         host = np.asarray(_host(natural))
+        if host.ndim == 3 and "batch" in self.abi and len(host):
+            return np.stack([self.host_image(name, one, k) for one in host])
         if host.ndim != 2:
-            raise ArgumentError(name, "shape", "a 2-D array (rows of the natural layout)", f"shape {host.shape}")
+            raise ArgumentError(name, "shape", "a 2-D array (rows of the natural layout) or a 3-D batch of them",
+                                f"shape {host.shape}")
         rows, cols = host.shape
         per_value = 8 * spec["chunk"] if "format" in spec else spec["vector"]     # K elements of a column
         k = cols * per_value if k is None else k
@@ -361,6 +389,22 @@ class Kernel:
             stored = f"{a.k // 2} bytes (two 4-bit elements a byte)" if packed else str(a.k)
             raise ArgumentError("B", "shape", f"K x N with K = {stored} (A is {a.m} x {a.k})", f"shape {b.shape}")
         return a.m, n, a.k
+
+    @staticmethod
+    def _image_batch(key: str, arg: str, v: ArrayView, want, batch: int | None) -> ArrayView:
+        """The first problem's view of a ws tcgen05 kernel's META / SFA / SFB images for `batch` problems
+        (Kernel.host_image of a batch of natural layouts): the kernel reads every problem's images through
+        one rank-2 tensor map, rows (problem, row tile, K block) in that order (tcgen05_ws_kernel
+        tensor_map_args), so a batch's images must lie one after another: a contiguous batch-first array."""
+        first, stride = _batched(v, len(want.shape), batch, arg, f"{key} image")
+        one = v.itemsize
+        for d in want.shape:
+            one *= d
+        if batch is not None and batch > 1 and stride != one:
+            raise ArgumentError(arg, "stride", f"the problems' {key} images one after another: a batch stride of "
+                                f"{one} bytes (one rank-2 tensor map reads them all)", f"{stride} bytes",
+                                hint="pass Kernel.pack_image of the batch's natural layouts (batch-first)")
+        return first
 
     def _check(self, name: str, arg: str, v: ArrayView, want, device: int | None,
                transposed: bool = False) -> int | None:
@@ -491,7 +535,7 @@ class Kernel:
             from ..ptx.tcgen05_ws_kernel import tensor_map_args
 
             try:                  # contiguous A, B, D: each row its own bytes, which TMA needs a multiple of 16
-                maps = tensor_map_args(self.abi, m, n, k, packed_rows=True)
+                maps = tensor_map_args(self.abi, m, n, k, batch, packed_rows=True, batch_bytes=batch_bytes or None)
             except ValueError as e:
                 raise ArgumentError("A, B", "problem size", "rows of A, B and D a multiple of 16 bytes "
                                     "(TMA global strides)", str(e)) from None
@@ -509,13 +553,16 @@ class Kernel:
         sparse_a = isinstance(A, SparseA)
         a = A if sparse_a or not self.dense_a else view(A, "A")      # _sizes refuses an unpacked sparse A
         b = view(B, "B")
-        batched = "batch" in self.abi         # the sparse wgmma kernel: operands may lead with a batch
-        batch, bb = (a.batch if sparse_a else None), {}              # bb: batch strides in bytes
+        # the sparse wgmma, pipelined mma.sp and warp-specialised tcgen05 kernels: operands may lead with a batch
+        batched = "batch" in self.abi
+        batch, bb = (a.batch if sparse_a else None), {}    # bb: batch strides in bytes, by ABI buffer name
+        if batched and not sparse_a and self.dense_a:     # A as stored (ws tcgen05): a batch leads its shape
+            if len(a.shape) not in (2, 3):
+                raise ArgumentError("A", "shape", "a 2-D M x K array or a 3-D batch x M x K one", f"shape {a.shape}")
+            batch = _unbatch(a, 2)[1]
+            a, bb["A"] = _batched(a, 2, batch, "A", "M x K array")
         if batched:
-            b, nb, bb["b"] = _unbatch(b, 2)
-            if nb != batch:
-                raise ArgumentError("B", "shape", f"a batch of {batch} K x N arrays (as A)" if batch else
-                                    "a 2-D K x N array (A has no batch)", f"shape {(nb,) + b.shape if nb else b.shape}")
+            b, bb[self._b] = _batched(b, 2, batch, "B", "K x N array")
         m, n, k = self._sizes(a, b)
         want = self._plans.get((m, n, k))
         if want is None:              # the ABI's expressions, evaluated once per problem size
@@ -546,12 +593,7 @@ class Kernel:
                 v = view(arr, arg)
                 w = want[key]
                 if batch is not None:
-                    v, count, bb[key] = _unbatch(v, len(w.shape))
-                    if count != batch:
-                        raise ArgumentError(arg, "shape", f"a batch of {batch}", f"shape {v.shape}")
-                    if bb[key] % ALIGN or bb[key] <= 0:
-                        raise ArgumentError(arg, "stride", f"a positive batch stride, a multiple of {ALIGN} bytes "
-                                            "(TMA strides, 16-byte cp.async copies)", f"{bb[key]} bytes")
+                    v, bb[key] = _batched(v, len(w.shape), batch, arg, "packed array")
                 if v.element in ("u16", "s16") and w.element in ("f16", "bf16"):
                     v.element = w.element       # pack_a's raw 16-bit storage (cupy has no bfloat16)
                 self._check(key, arg, v, w, dev)
@@ -570,9 +612,6 @@ class Kernel:
         elif ldb is not None:
             # a kernel parameter (ldb, elements): a packed 4-bit B's rows are bytes of two elements each
             pitches[want[bname].pitch] = ldb * (2 if want[bname].packed else 1)
-        if batch is not None and (bb["b"] % ALIGN or bb["b"] <= 0):
-            raise ArgumentError("B", "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (TMA "
-                                "strides, 16-byte cp.async copies)", f"{bb['b']} bytes")
         ptrs[bname] = b.ptr
         # scale factors: SFA / SFB of tcgen05 kernels, sfa / sfb of block-scaled mma.sp kernels
         for keys, arr, arg in ((("SFA", "sfa"), scale_a, "scale_a"), (("SFB", "sfb"), scale_b, "scale_b"),
@@ -582,6 +621,8 @@ class Kernel:
                 if arr is None:
                     raise ArgumentError(arg, "value", f"an array ({key} of {self.entry})", "None")
                 v = view(arr, arg)
+                if batched and key in self.abi.get("tmem_images", {}):
+                    v = self._image_batch(key, arg, v, want[key], batch)
                 self._check(key, arg, v, want[key], dev)
                 ptrs[key] = v.ptr
             elif arr is not None:
@@ -592,11 +633,11 @@ class Kernel:
                 C = _allocate(lead, want[cname], fill_zero=True)
             v = view(C, "C")
             if batched:                   # a 2-D C is every batch's (batch stride 0)
-                v, count, bb["c"] = _unbatch(v, 2)
+                v, count, bb[cname] = _unbatch(v, 2)
                 if count not in (None, batch):
                     raise ArgumentError("C", "shape", f"an M x N array or a batch of {batch or 1} of them",
                                         f"shape {(count,) + v.shape}")
-                bb["c"] = bb["c"] if count else 0
+                bb[cname] = bb[cname] if count else 0
             ldc = self._check(cname, "C", v, want[cname], dev)
             c_size = v.itemsize
             if ldc is not None:
@@ -621,17 +662,15 @@ class Kernel:
         if out is None:
             out = _allocate(lead, want[dname], batch=batch)
         v = view(out, "out")
-        if batched:
-            v, count, bb["d"] = _unbatch(v, 2)
-            if count != batch:
-                raise ArgumentError("out", "shape", f"a batch of {batch} M x N arrays (as A)" if batch else
-                                    "a 2-D M x N array (A has no batch)", f"shape {(count,) + v.shape if count else v.shape}")
+        if batched:                   # D through a tensor map (ws tcgen05): a TMA batch stride
+            v, bb[dname] = _batched(v, 2, batch, "out", "M x N array", tma=dname in self._map_operands)
         ldd = self._check(dname, "out", v, want[dname], dev)
         if ldd is not None:
             pitches[want[dname].pitch] = ldd
-        if batch is not None and batch > 1 and bb["d"] < ((m - 1) * ldd + n) * v.itemsize:
+        span = ((m - 1) * (n if ldd is None else ldd) + n) * v.itemsize     # the bytes of one batch's D
+        if batch is not None and batch > 1 and bb[dname] < span:
             raise ArgumentError("out", "stride", f"batches that do not overlap: a batch stride of at least "
-                                f"{((m - 1) * ldd + n) * v.itemsize} bytes", f"{bb['d']} bytes")
+                                f"{span} bytes", f"{bb[dname]} bytes")
         ptrs[dname] = v.ptr
         if self._fn is None:
             self._load(dev)
@@ -643,12 +682,12 @@ class Kernel:
             ptrs.update(self._scratch_pointers(lead, m, n, k, count, launch_stream))
         if "tensor_maps" in self.abi.get("buffers", {}):
             ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
-                                                    {x: bb[x] for x in ("a_values", "a_metadata", "b") if bb.get(x)})
+                                                    {x: bb[x] for x in self._map_operands if bb.get(x)})
         sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches,
                  **abi_mod.derived_sizes(self.abi, m, n, k)}
         if batched:                   # C's and D's batch strides in elements; the packed A's and B's in bytes
-            sizes["batch_stride_c"] = bb.get("c", 0) // c_size if "c" in want else 0
-            sizes["batch_stride_d"] = bb.get("d", 0) // v.itemsize
+            sizes["batch_stride_c"] = bb.get(cname, 0) // c_size if cname in want else 0
+            sizes["batch_stride_d"] = bb.get(dname, 0) // v.itemsize
             sizes.update({f"batch_stride_{x}": bb.get(x, 0) for x in ("a_values", "a_metadata", "b")})
         args = []
         for name, typ in self.params:

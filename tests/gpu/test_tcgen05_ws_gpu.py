@@ -3,7 +3,9 @@ runtime (issue 18): on a B200 (sm_100), `tilec run --check` of every scheduled t
 2:4-sparse f16 with META, block-scaled mxf8f6f4 and mxf4nvf4 with SFA / SFB, .ws M = 64, A in TMEM) and of a CTA pair (clusters of
 two, also block-scaled and sparse) must match numpy, with more tiles than CTAs (the persistent loop wraps;
 persistent=clc: a CTA per tile, most of them canceled and taken by running ones); on an H100 (sm_90) the same
-command must say the tile cannot run there (exit 1, --emulate named, no traceback). The launch plan itself
+command must say the tile cannot run there (exit 1, --emulate named, no traceback). A batch of problems of
+every kind goes through Kernel.__call__ from torch (3-D A / B / D with strided batches, per-problem images:
+test_ws_batch_from_torch; the same bytes on the CPU emulator: tests/test_runtime_emulated.py). The launch plan itself
 (grid, cluster, dynamic shared memory, tensor maps, parameters) is checked without a GPU in
 tests/test_runtime_launch.py."""
 from __future__ import annotations
@@ -164,3 +166,54 @@ def test_clc_cta_pair(sm100):
                   stdin=PAIR.replace("cluster=2;", "cluster=2 persistent=clc;"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "D matches numpy" in proc.stdout
+
+
+# ---- a batch through Kernel.__call__ (3-D A / B / D, per-problem images, strided batches) -------------------
+
+@pytest.mark.parametrize("key", ["dense", "sparse", "mxf8f6f4", "mxf4nvf4", "a_tmem", "clc", "pair", "epilogue C"])
+def test_ws_batch_from_torch(sm100, torch_cuda, key):
+    """Every kind of ws kernel, a batch of 3 problems of 1000 (a pair: 1100) x 520 x 4 K blocks (partial tiles
+    in M and N) through Kernel.__call__ with torch tensors: A, B, D (and C) batch-first, each problem 16 bytes
+    after the previous one's end (the tensor maps' third stride), the gaps poisoned; the META / SFA / SFB
+    images from Kernel.pack_image of the batch's natural layouts. D must match the reference problem by
+    problem (exact, or within a fused epilogue's bound) and its gaps stay untouched. The same bytes run on the
+    CPU emulator in tests/test_runtime_emulated.py (tests.gpu.harness.ws_batch)."""
+    import numpy as np
+
+    from compiler.runtime import load
+    from tests.gpu.harness import ws_batch
+
+    torch = torch_cuda
+    result, tile = ws_batch.compile_kind(key)
+    kernel = load(result, tile)
+    m, n, k, batch = (1100 if key == "pair" else 1000), 520, 4 * kernel.abi["tile_k"], 3
+    p = ws_batch.batch_problem(result, tile, m, n, k, batch)
+    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "u32": torch.int32}
+    bases, arrays = {}, {}
+    for name, (raw, element) in p.raw.items():
+        base = torch.from_numpy(ws_batch.strided_base(raw, ws_batch.POISON.get(name, 0x7F))).cuda()
+        typed = base.view(dtypes.get(element, torch.uint8))
+        shape, strides = ws_batch.typed_strides(raw, typed.element_size())
+        bases[name], arrays[name] = base, typed.as_strided(shape, strides)
+    args = [arrays["A"], arrays["B"].transpose(1, 2)] + ([arrays["C"]] if "C" in arrays else [])
+    kw = {x: v for x, v in p.kwargs.items() if x != "bias"}
+    if "bias" in p.kwargs:
+        kw["bias"] = torch.from_numpy(p.kwargs["bias"]).cuda()
+    for kwarg, name in ws_batch.IMAGES:
+        if name in p.naturals:
+            kw[kwarg] = kernel.pack_image(name, p.naturals[name], library="torch", k=k)
+    d = kernel(*args, out=arrays["D"], **kw)
+    torch.cuda.synchronize()
+    assert d is arrays["D"]
+    assert ws_batch.d_mismatches(p, bases["D"].cpu().numpy()) == []
+
+
+@pytest.mark.parametrize("name", ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile",
+                                  "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_f16_bias_relu.tile"])
+def test_ws_batch_check_and_bench(sm100, name):
+    """`tilec run --check --bench --batch 3`: three problems of 1000 x 1000 x 1024 in one launch (partial
+    tiles), each checked against numpy; --bench times the batched launch (TFLOP/s counts the 3 problems)."""
+    proc = _tilec("run", "--check", "--bench", "--iters", "10", "--batch", "3", "--shape", "1000,1000,1024",
+                  str(EX / name))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "x 3 problems" in proc.stdout and "D matches numpy" in proc.stdout and "median" in proc.stdout
