@@ -19,6 +19,7 @@ from compiler.runtime import abi as rabi
 from compiler.runtime.driver import DeviceInfo, LaunchPlan
 
 from test_runtime import Fake
+from tests.gpu.harness import ws_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EX = os.path.join(ROOT, "examples")
@@ -127,23 +128,13 @@ def test_ws_kernel_launch_plan_on_a_b200(b200):
     assert len(b200.maps) == 2
 
 
-PAIR = """target sm_100a;
-tile pair {
-  engine tcgen05 cta_group=2;
-  shape M=256 N=128 K=16;
-  A: bf16 smem;
-  B: bf16 smem;
-  D: f32 tmem;
-  schedule cta=256x128x64 stages=2 cluster=2;
-}
-"""
 
 
 def test_ws_pair_launches_clusters_of_two(b200):
     """A CTA pair (cta_group::2, cluster=2; tile 256 x 128): M = N = 2048 has 8 * 16 = 128 pair tiles, more
     than the 148 / 2 = 74 pairs of SMs, so 74 clusters of (2, 1, 1) = 148 CTAs (ABI grid 2 * min(tiles,
     multiprocessors // 2)); each CTA's TMA loads its 128 rows of A and its 64 rows of B."""
-    kernel = load(compiler.compile_source(PAIR))
+    kernel = load(compiler.compile_source(ws_batch.PAIR))
     a, b, d, kw = ws_args(kernel.abi, 2048, 2048, 128)
     kernel(a, b, out=d, **kw)
     plan = b200.launches[-1][0]
@@ -350,15 +341,13 @@ def ws_batch_args(abi: dict, m: int, n: int, k: int, batch: int, gap: int = 16):
     return a, b, d, images, {"A": sa, "B": sb, "D": sd}
 
 
-WS_KERNELS = {"dense": "tcgen05_gemm_f16.tile", "sparse": "tcgen05_gemm_sparse_f16.tile",
-              "mxf8f6f4": "tcgen05_gemm_mxf8f6f4.tile", "mxf4nvf4": "tcgen05_gemm_mxf4nvf4.tile",
-              "a_tmem": "tcgen05_gemm_a_tmem_f16.tile", "clc": "tcgen05_gemm_f16_clc.tile", "pair": PAIR}
+# every kind of ws kernel but the fused epilogue reading C (its launch: test_ws_batch_c_is_per_problem_or_shared)
+WS_KERNELS = [key for key in ws_batch.KINDS if key != "epilogue C"]
 
 
 @pytest.fixture(scope="module")
 def ws_kernels():
-    return {key: load(compiler.compile_source(src) if src is PAIR else os.path.join(EX, src))
-            for key, src in WS_KERNELS.items()}
+    return {key: load(ws_batch.compile_kind(key)[0]) for key in WS_KERNELS}
 
 
 @pytest.mark.parametrize("key", list(WS_KERNELS))

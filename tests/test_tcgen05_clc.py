@@ -16,9 +16,10 @@ import re
 import pytest
 
 import compiler
-from compiler.diagnostics import CompileError, SpecError
+from compiler.diagnostics import CompileError
 from compiler.emulator.parse import EmulationError
 from compiler.ptxas import assemble
+from test_tcgen05_ws_kernel import first_failure as ws_first_failure, role_span
 
 TILE = """target {target};
 tile clc {{
@@ -259,27 +260,20 @@ def test_model_protocol_checks(mutate, message):
 
 # ---- seeded bugs ---------------------------------------------------------------------------------------
 
-_ROLES = ("---- epilogue", "---- MMA issuer", "---- TMA producer", "---- tile scheduler")
 _CLC_WAIT = (r"\tmbarrier\.try_wait\.parity\.acquire\.cluster\.shared::cta\.b64 (%p\d+), \[(%r\d+)\], (%r\d+);\n"
              r"\t@!%p\d+ bra\.uni [^\n]*\n")
 
 
-def _role(ptx: str, marker: str) -> tuple[int, int]:
-    starts = {m: ptx.index(m) for m in _ROLES if m in ptx}
-    ends = [s for s in starts.values() if s > starts[marker]]
-    return starts[marker], min(ends) if ends else len(ptx)
-
-
 def drop_answer_wait(ptx: str, marker: str) -> str:
     """The role reads the answer without waiting on clc_full."""
-    lo, hi = _role(ptx, marker)
+    lo, hi = role_span(ptx, marker)
     m = re.search(_CLC_WAIT, ptx[lo:hi])
     return ptx[:lo + m.start()] + ptx[lo + m.end():]
 
 
 def flip_answer_phase(ptx: str, marker: str) -> str:
     """The role waits for the other parity of clc_full (inside the spin loop: flipped and restored)."""
-    lo, hi = _role(ptx, marker)
+    lo, hi = role_span(ptx, marker)
     m = re.search(_CLC_WAIT, ptx[lo:hi])
     parity = m.group(3)
     flip = f"\txor.b32 {parity}, {parity}, 1;\n"
@@ -288,7 +282,7 @@ def flip_answer_phase(ptx: str, marker: str) -> str:
 
 
 def substitute(ptx: str, marker: str, pattern: str, repl: str) -> str:
-    lo, hi = _role(ptx, marker)
+    lo, hi = role_span(ptx, marker)
     part = re.sub(pattern, repl, ptx[lo:hi], count=1)
     assert part != ptx[lo:hi], pattern
     return ptx[:lo] + part + ptx[hi:]
@@ -311,18 +305,11 @@ BUGS = {
                                                    r"(?=\tadd\.u32 %r\d+, %r\d+, 1;\n\tsetp\.eq\.u32 %p\d+, %r\d+, 2;)",
                              ""), "deadlock"),
 }
-POLICY_SEEDS = (("adversarial", 1), ("adversarial", 2), ("random", 1), ("random", 2))
 
 
 def first_failure(result, broken: str) -> str | None:
-    for mode, seed in POLICY_SEEDS:
-        try:
-            em = compiler.emulate(result, shape=(256, 128, 32), mode=mode, seed=seed, ptx=broken)
-        except (EmulationError, SpecError) as e:
-            return str(e)
-        if not em.ok:
-            return f"{em.mismatches} elements differ"
-    return None
+    """How the emulator rejects the broken clc PTX (test_tcgen05_ws_kernel's policies) at 4 tiles, or None."""
+    return ws_first_failure(result, broken, shape=(256, 128, 32))
 
 
 def test_producer_skipping_the_answer_wait_fails(single):

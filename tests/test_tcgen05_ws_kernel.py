@@ -17,6 +17,7 @@ import compiler
 from compiler.diagnostics import CompileError, SpecError
 from compiler.emulator.parse import EmulationError
 from compiler.ptxas import assemble
+from tests.gpu.harness import ws_batch
 
 EXAMPLE = "examples/tcgen05_gemm_f16.tile"
 
@@ -151,16 +152,7 @@ def test_emulated_variants(a, b, d, k, cta_k, n, extra):
     assert em.ok, f"{em.mismatches} elements differ"
 
 
-PAIR = """target sm_100a;
-tile pair {
-  engine tcgen05 cta_group=2;
-  shape M=256 N=128 K=16;
-  A: bf16 smem;
-  B: bf16 smem;
-  D: f32 tmem;
-  schedule cta=256x128x64 stages=2 cluster=2;
-}
-"""
+PAIR = ws_batch.PAIR          # a CTA pair: cta_group::2, cluster=2, 256 x 128 tiles
 
 
 @pytest.fixture(scope="module")
@@ -193,10 +185,10 @@ def test_pair_accumulator_release_is_cluster_scoped(pair):
     waits stay .cta: the leader's commits arrive there (tcgen05.commit arrives at cluster scope itself), and
     the single-CTA kernel has no cluster-scoped operation at all."""
     ptx = pair.ptx
-    epi = ptx[slice(*_role(ptx, "---- epilogue"))]
+    epi = ptx[slice(*role_span(ptx, "---- epilogue"))]
     remote = re.findall(r"mbarrier\.arrive[.\w:]*\.shared::cluster\.b64", epi)
     assert remote == ["mbarrier.arrive.release.cluster.shared::cluster.b64"] * 2      # rank 0 and rank 1
-    mma = ptx[slice(*_role(ptx, "---- MMA issuer"))]
+    mma = ptx[slice(*role_span(ptx, "---- MMA issuer"))]
     waits = re.findall(r"mbarrier\.try_wait\.parity[.\w:]*\.b64", mma)
     # per tile: the accumulator's empty barrier (cluster scope); per K block: the slot's full barrier
     assert waits == ["mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
@@ -375,7 +367,7 @@ def test_fused_epilogue_emulated(epilogue, ptxas):
 def test_fused_epilogue_seeded_bug():
     """The bias add dropped from the emitted epilogue: D misses its bias and the emulator says so."""
     r = compiler.compile_source(EPILOGUE.format(epilogue="bias=col act=relu"))
-    lo, hi = _role(r.ptx, "---- epilogue")
+    lo, hi = role_span(r.ptx, "---- epilogue")
     broken = r.ptx[:lo] + re.sub(r"\tadd\.f32 [^\n]*\n", "", r.ptx[lo:hi]) + r.ptx[hi:]
     assert broken != r.ptx
     em = compiler.emulate(r, shape=(128, 384, 128), mode="eager", seed=3, ptx=broken)
@@ -396,9 +388,13 @@ def test_epilogue_output_types_located():
 
 # ---- seeded bugs: each one fails the emulator --------------------------------------------------------
 
-def _role(ptx: str, marker: str) -> tuple[int, int]:
-    starts = {m: ptx.index(m) for m in ("---- epilogue", "---- MMA issuer", "---- TMA producer", "---- staging")
-              if m in ptx}
+# the role comments the ws kernel's PTX starts each role with (tile scheduler: persistent=clc)
+ROLES = ("---- epilogue", "---- MMA issuer", "---- TMA producer", "---- staging", "---- tile scheduler")
+
+
+def role_span(ptx: str, marker: str) -> tuple[int, int]:
+    """[start, end) of the role that `marker` starts: up to the next role's comment."""
+    starts = {m: ptx.index(m) for m in ROLES if m in ptx}
     start = starts[marker]
     ends = [s for s in starts.values() if s > start]
     return start, min(ends) if ends else len(ptx)
@@ -406,7 +402,7 @@ def _role(ptx: str, marker: str) -> tuple[int, int]:
 
 def drop_wait(ptx: str, marker: str, nth: int = 0) -> str:
     """Remove the nth mbarrier wait loop (try_wait and its branch back) of a role."""
-    lo, hi = _role(ptx, marker)
+    lo, hi = role_span(ptx, marker)
     waits = [m for m in re.finditer(r"\tmbarrier\.try_wait\.parity[^\n]*\n\t@!%p\d+ bra(\.uni)? [^\n]*\n",
                                     ptx[lo:hi])]
     m = waits[nth]
@@ -415,7 +411,7 @@ def drop_wait(ptx: str, marker: str, nth: int = 0) -> str:
 
 def flip_wait_parity(ptx: str, marker: str, nth: int = 0) -> str:
     """Make the nth wait of a role wait for the other parity (a phase bit flipped)."""
-    lo, hi = _role(ptx, marker)
+    lo, hi = role_span(ptx, marker)
     waits = list(re.finditer(r"mbarrier\.try_wait\.parity\.shared::cta\.b64 (%p\d+), \[(%r\d+)\], (%r\d+);",
                              ptx[lo:hi]))
     m = waits[nth]
@@ -447,7 +443,7 @@ def first_failure(result, broken: str, shape=(256, 384, 128)) -> str | None:
 
 def drop_line(ptx: str, marker: str, pattern: str, nth: int = 0) -> str:
     """Remove the nth line of a role matching `pattern`."""
-    lo, hi = _role(ptx, marker)
+    lo, hi = role_span(ptx, marker)
     found = list(re.finditer(r"\t[^\n]*" + pattern + r"[^\n]*\n", ptx[lo:hi]))
     assert len(found) > nth, pattern
     m = found[nth]
