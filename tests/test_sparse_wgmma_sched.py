@@ -74,6 +74,9 @@ def test_persistent_ctas_compute_the_gemm(i, mode, seed):
     d, ref, stats = run_model(cfg, m, n, k, mode, seed=seed, pad=pad, batch=batch)
     assert stats["tma"] == batch * tiles * -(-k // cfg.cta_k) * len(tma_boxes(cfg))
     assert stats["wgmma"] == batch * tiles * -(-k // cfg.cta_k) * cfg.ksteps * cfg.m_blocks * cfg.consumers * 4
+    # staged D: one cp.async.bulk per row of every interior tile (m0 + cta_m <= M, n0 + cta_n <= N)
+    interior_rows = batch * (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m
+    assert stats.get("bulk_store", 0) == (interior_rows if cfg.bulk_copy_out else 0)
     assert _same(d, ref), f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
 
 
@@ -145,6 +148,32 @@ def test_model_catches_broken_persistent_kernels(name):
         if caught:
             break
     assert caught, f"{name} went unnoticed"
+
+
+# The staged D's bulk copy-out (cp.async.bulk, PTX 9.7.9.25.4.1), broken: a thread that stages the next tile
+# without waiting until its bulk copy has read the region (cp.async.bulk.wait_group.read), staged rows handed
+# to the copy engine (async proxy) without fence.proxy.async after the generic-proxy stores, a CTA that exits
+# with its last bulk copies in flight. Each is caught by its own check of the emulator, under the adversarial
+# policy (the copies complete as late as the kernel allows).
+BULK_MUTATIONS = {
+    "no_read_wait_before_restaging": (lambda t: t.replace("cp.async.bulk.wait_group.read 0;", ""),
+                                      "overwrites shared memory .* no cp.async.bulk.wait_group.read retired"),
+    "no_proxy_fence_before_the_copy": (lambda t: re.sub(r"fence\.proxy\.async\.shared::cta; *// the staged rows[^\n]*\n",
+                                                        "", t), "no fence.proxy.async.shared::cta since"),
+    "no_wait_before_exit": (lambda t: t.replace("cp.async.bulk.wait_group 0;", ""), "still in flight"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BULK_MUTATIONS))
+def test_model_catches_broken_bulk_copy_out(name):
+    form, kw = PERSISTENT_CASES[0][:2]
+    cfg = cfg_of(form, persistent=True, **kw)
+    assert cfg.bulk_copy_out
+    mutate, message = BULK_MUTATIONS[name]
+    text = emit_sparse_wgmma(cfg).text
+    assert mutate(text) != text, "the mutation applies"
+    with pytest.raises(EmulationError, match=message):   # 3 interior tiles, one K block: CTA 0 walks 2 of them
+        run_model(cfg, 384, 128, 64, "adversarial", seed=3, transform=mutate)
 
 
 @pytest.mark.slow
@@ -226,8 +255,23 @@ def test_ptxas_assembles_the_persistent_staged_epilogue(ptxas, tmp_path):
     import compiler
 
     for src in (EPILOGUE_C, (REPO / "examples" / "sparse_wgmma_f16_persistent.tile").read_text()):
-        log = _assemble(ptxas, compiler.compile_source(src, "p.tile").ptx, tmp_path)
+        ptx = compiler.compile_source(src, "p.tile").ptx
+        assert "cp.async.bulk.global.shared::cta.bulk_group" in ptx        # the staged D's bulk copy-out
+        log = _assemble(ptxas, ptx, tmp_path)
         assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
+# The other examples whose persistent CTAs stage D and copy interior tiles out with cp.async.bulk (PTX
+# 9.7.9.25.4.1; tests/golden lists every example whose kernel changed with it), issue 17's 256 x 176 tiles first
+@pytest.mark.parametrize("example", ["sparse_wgmma_256x176.tile", "sparse_wgmma_small_cube.tile",
+                                     "sparse_wgmma_f16_decode_stream_k.tile"])
+def test_ptxas_assembles_the_bulk_copy_out_of_the_examples(ptxas, tmp_path, example):
+    import compiler
+
+    result = compiler.compile_file(str(REPO / "examples" / example))
+    assert "cp.async.bulk.global.shared::cta.bulk_group" in result.ptx
+    log = _assemble(ptxas, result.ptx, tmp_path)
+    assert log.count("0 bytes spill stores, 0 bytes spill loads") == len(result.tiles), log
 
 
 @pytest.mark.parametrize("form,kw", PTXAS_PERSISTENT, ids=lambda x: getattr(x, "name", None) or str(x))

@@ -11,6 +11,10 @@ Asynchronous work completes by `land` / `late_mma`:
     retires their group ("lazy");
   * TMA copies (cp.async.bulk.tensor, 9.7.9.25.5) land at issue ("eager") or only when every warp is
     stuck, one at a time in random order ("lazy"), completing their bytes on the mbarrier;
+  * bulk copies shared -> global (cp.async.bulk ... .bulk_group, 9.7.9.25.4.1) copy at issue ("eager") or
+    when every warp is stuck, at random points, or at the latest at the cp.async.bulk.wait_group(.read)
+    that retires their bulk group ("lazy"); their source bytes stay claimed until that wait and must have
+    been fenced for the async proxy (fence.proxy.async) by the warps that wrote them;
   * wgmma groups (9.7.15.6) execute at issue or, with `late_mma`, only when `wgmma.wait_group` retires
     them (reading shared memory and registers then); a register such a group owns may not be touched
     in between.
@@ -45,7 +49,7 @@ Protocol checks, each naming the instruction, its PTX line and warp (CTA rank, w
 
 Instruction families: integer ALU (add/sub/mul/mad/and/or/xor/shl/shr/min/div/rem/bfe/bfi/selp/setp,
 cvt/cvta/mov), f16x2/bf16x2 packing cvt, predicates; ld/st (.param, .global, .shared, vectors);
-cp.async + commit/wait groups; ldmatrix (9.7.9.x, m8n8.x4 .b16: lane 4r+c receives word c of row r of
+cp.async + commit/wait groups; cp.async.bulk shared -> global + bulk commit/wait groups; ldmatrix (9.7.9.x, m8n8.x4 .b16: lane 4r+c receives word c of row r of
 matrix j in register j); mma.sp (compiler/emulator/mma_sp.py); wgmma.mma_async.sp with descriptors
 (9.7.15.5.1.2.2) and the Figure 149 accumulator fragment; mbarrier (9.7.13.15: init, arrive,
 arrive.expect_tx, try_wait.parity; complete_tx by TMA); TMA with swizzle and multicast; mapa and
@@ -197,7 +201,8 @@ class Warp:
         self.branches = 0
         self.cluster_gen = 0
         self.waiting = None                  # (instruction, mbarrier CTA, address, parity) of a failed try_wait
-        self.bulk_open: list = []            # TMA stores (bulk_group) not committed yet: their smem claims
+        self.bulk_open: list = []            # bulk stores (TMA, cp.async.bulk) not committed yet: (CTA, smem claim,
+                                             # the Pending of a copy still in flight or None)
         self.bulk_groups: list = []          # committed bulk async-groups, oldest first
         self.regs: int | None = None         # per-thread register count: the launch's (.maxnreg), then setmaxnreg's
         self.reg_wait: tuple | None = None   # (instruction, registers) of a setmaxnreg.inc waiting for the pool
@@ -823,11 +828,7 @@ class WarpMachine:
             raise EmulationError("TMA store from outside the CTA's shared memory")
         who = where(self.ins, w) if self.ins is not None else "cp.async.bulk.tensor"
         self.check_shared(cta, phys, "read", who)
-        stale = cta.unfenced[phys]
-        if stale.any():
-            raise EmulationError(f"{who} reads shared memory (CTA {cta.rank}, {int(phys[stale != 0].min()):#x}..) that "
-                                 f"warp {int(stale[stale != 0][0]) - 1} wrote with generic-proxy stores and no "
-                                 "fence.proxy.async.shared::cta since: the TMA engine (async proxy) may not see them")
+        self._check_fenced(cta, phys, who)
         block = cta.smem[phys].reshape(rows, row_bytes)
         x, y = coords[:2]
         z = coords[2] if len(coords) == 3 else 0
@@ -840,14 +841,63 @@ class WarpMachine:
                     self.mem.write_bytes(base + (y + r) * strides[0] + x0 * eb,
                                          block[r, (x0 - x) * eb:(x1 - x) * eb].copy())
         self.stats["tma_store"] = self.stats.get("tma_store", 0) + 1
-        w.bulk_open.append((cta, self.claim(cta, phys, "read", who)))
+        w.bulk_open.append((cta, self.claim(cta, phys, "read", who), None))
+
+    @staticmethod
+    def _check_fenced(cta: Cta, phys: np.ndarray, who: str) -> None:
+        """The async proxy reads only bytes whose generic-proxy writers executed fence.proxy.async since."""
+        stale = cta.unfenced[phys]
+        if stale.any():
+            raise EmulationError(f"{who} reads shared memory (CTA {cta.rank}, {int(phys[stale != 0].min()):#x}..) that "
+                                 f"warp {int(stale[stale != 0][0]) - 1} wrote with generic-proxy stores and no "
+                                 "fence.proxy.async.shared::cta since: the TMA engine (async proxy) may not see them")
+
+    def bulk_store(self, w: Warp, dst: int, src: int, size: int) -> None:
+        """`size` bytes of the CTA's shared memory at `src` to global `dst` (cp.async.bulk.global.shared::cta
+        .bulk_group, PTX 9.7.9.25.4.1: both addresses 16-byte aligned, the size a multiple of 16). The
+        source is claimed as read until a cp.async.bulk.wait_group(.read) retires the copy's bulk group, and
+        must be fenced for the async proxy (like a TMA store). Eagerly the copy happens at issue; under a
+        policy ("lazy") it is a pending operation that reads the shared bytes and writes global memory when
+        it completes: when no warp can move, at a random point, or at the latest at the wait_group(.read)
+        that retires its group (the global write then too: nothing in a kernel reads what it copies out, and
+        a kernel may exit after a .read wait)."""
+        if size <= 0 or size % 16 or src % 16 or dst % 16:
+            raise EmulationError(f"cp.async.bulk of {size} B from {src:#x} to {dst:#x}: both addresses 16-byte "
+                                 "aligned and the size a positive multiple of 16 (PTX 9.7.9.25.4.1)")
+        cta = w.cta
+        if src >= 1 << CLUSTER_BIT or not self.in_shared(cta, src, size):
+            raise EmulationError(f"cp.async.bulk source {src:#x}+{size} outside the CTA's shared memory")
+        who = where(self.ins, w) if self.ins is not None else "cp.async.bulk"
+        phys = np.arange(src, src + size)
+        self.check_shared(cta, phys, "read", who)
+        self._check_fenced(cta, phys, who)
+        token = self.claim(cta, phys, "read", who)
+        self.stats["bulk_store"] = self.stats.get("bulk_store", 0) + 1
+
+        def complete() -> None:
+            self.mem.write_bytes(dst, cta.smem[src:src + size].copy())
+
+        if self.land == "eager":
+            complete()
+            w.bulk_open.append((cta, token, None))
+            return
+        pending = Pending(("bulk", id(phys)), complete, f"{who} to global {dst:#x}")
+        self.pending.append(pending)
+        w.bulk_open.append((cta, token, pending))
 
     def bulk_wait(self, w: Warp, allowed: int) -> None:
-        """cp.async.bulk.wait_group N: the thread's bulk groups but the newest N have completed (their
-        sources are free to be overwritten)."""
+        """cp.async.bulk.wait_group(.read) N: the thread's bulk groups but the newest N have completed (their
+        sources are free to be overwritten; a pending bulk copy completes here)."""
         while len(w.bulk_groups) > allowed:
-            for cta, token in w.bulk_groups.pop(0):
+            for cta, token, pending in w.bulk_groups.pop(0):
+                if pending is not None and any(p is pending for p in self.pending):
+                    self._complete_pending(pending)
                 self.release(cta, token)
+
+    def _complete_pending(self, pending: Pending) -> None:
+        self.pending.remove(pending)
+        self.stats["async"] += 1
+        pending.complete()
 
     def land_copy(self, copy) -> None:
         cta, phys, block, bar, token, bar_cta = copy
@@ -1355,6 +1405,10 @@ class WarpMachine:
         elif op == "cp.async.bulk.commit_group":
             w.bulk_groups.append(w.bulk_open)
             w.bulk_open = []
+        elif op == "cp.async.bulk.global.shared::cta.bulk_group":
+            dst, src, size = self.addr(w, ops[0]), self.addr(w, ops[1]), v(ops[2])
+            for lane in np.flatnonzero(act):
+                self.bulk_store(w, int(dst[lane]), int(src[lane]), int(size[lane]))
         elif op in ("cp.async.bulk.wait_group", "cp.async.bulk.wait_group.read"):
             self.bulk_wait(w, int(ops[0]))
         elif op == "bar.warp.sync":

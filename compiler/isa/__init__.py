@@ -15,6 +15,8 @@ in its text, by the named outside source), as data with the section or table it 
   metadata (9.7.16.10.8.4) and block-scale factor (9.7.16.10.7) layouts.
 - `mma_sp`: warp-level `mma.sp` forms, fragment and metadata layouts (9.7.14.6).
 - `wgmma`: Hopper sparse `wgmma.mma_async.sp` forms and the wgmma matrix descriptor (9.7.15.5-6).
+- `bulk_copy`: the non-tensor bulk copy shared -> global (`cp.async.bulk ... .bulk_group`, 9.7.9.25.4.1)
+  and its bulk async-group commit / wait instructions: PTX version, target, alignment.
 
 Layering: this package imports nothing from the front end, the IR, the passes or the PTX writers
 (compiler.frontend / ir / passes / ptx); they all read it. Submodules load on demand.

@@ -52,6 +52,18 @@ With a fused epilogue the plan runs on the registers before staging (C and bias 
 stores) and D's own type is staged: half the region of staged f32 for f16 / bf16 D.
 Each warpgroup stages and copies out only its own rows, so no barrier across consumers is needed: a
 warpgroup's `bar.sync 2 + wg` before staging waits for its own copy-out of the previous tile.
+The copy-out of an interior tile goes to the copy engine (TMA) instead of the consumer warps: after staging,
+each thread orders its generic-proxy stores before the async proxy's reads (`fence.proxy.async.shared::cta`,
+the memory model's proxy rules) and the warpgroup meets (`bar.sync 2 + wg`); then thread q of the warpgroup
+issues one `cp.async.bulk.global.shared::cta.bulk_group` (PTX 9.7.9.25.4.1) of its row, cta_n x D bytes from
+the region to D's row m0 + wg*wg_m + q (threads q >= wg_m idle when wg_m = 64), and commits it as its own
+bulk group, and the consumers go on to the next tile's MMAs while the copies run. Before it stages the next
+tile a thread waits with `cp.async.bulk.wait_group.read 0` until its copy has read the region (then the
+warpgroup's barrier), and every thread waits with `cp.async.bulk.wait_group 0` before the CTA exits. The
+row, the region's base (D_REGION_ALIGN) and pitch (cta_n x bytes + 16) are multiples of 16 bytes, as a bulk
+copy needs (compiler/isa/bulk_copy.py; `bulk_copy_out`); so are D's rows (the ABI's alignment rule, which
+compiler.runtime enforces and which the vector stores of the other paths need as well: there is no
+misaligned D to fall back for). An edge tile keeps the per-chunk loop of predicated vector stores.
 
 Split-K (`split_k=S`, 2..64; DSL `schedule ... mma=wgmma split_k=S`). Each tile's K blocks are cut into S
 slices, slice s taking blocks [s * nkb / S, (s + 1) * nkb / S) (sizes differ by at most one; a slice is
@@ -175,6 +187,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..bits import log2
+from ..isa import bulk_copy
+from ..isa.bulk_copy import ALIGN as BULK_ALIGN, size_problem
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, Form
 from ..isa.setmaxnreg import RegisterSplit, split_registers
@@ -483,6 +497,17 @@ class SparseWgmmaConfig(RingGeometry):
         if self.persistent:
             return SMEM_ALIGN + self.d_offset + self.cta_m * self.d_pitch <= self.smem_limit
         return self.cta_m * self.d_pitch <= self.ring_bytes
+
+    @property
+    def bulk_copy_out(self) -> bool:
+        """Persistent CTAs with a staged D copy an interior tile's rows out with one asynchronous bulk copy
+        per row (cp.async.bulk.global.shared::cta.bulk_group, PTX 9.7.9.25.4.1): a row of cta_n elements of D
+        is a multiple of 16 bytes, and so are the region's base (D_REGION_ALIGN) and pitch, so every staged
+        row starts 16-byte aligned, as D's rows do (the ABI: ldd * bytes a multiple of 16, D 16-byte
+        aligned)."""
+        row = self.cta_n * TYPES[self.out_type].bits // 8
+        return (self.persistent and self.staged_d and not self.epilogue_in_copy_out and size_problem(row) is None
+                and self.d_pitch % BULK_ALIGN == 0 and self.d_offset % BULK_ALIGN == 0)
 
     @property
     def max_regs(self) -> int:
@@ -1288,6 +1313,8 @@ class _Writer(PtxBuilder):
         self.put(consumer)
         self.consumer()
         self.put(self.end)
+        if cfg.bulk_copy_out:      # the shared memory a bulk copy reads must outlive it (a no-op for threads without)
+            ins(bulk_copy.wait_group(0) + "                  // every bulk copy of D has completed")
         if cfg.cluster_m > 1:
             ins("// no CTA leaves while its peer may still arrive on its barriers")
             self.pair_sync()
@@ -1879,8 +1906,13 @@ class _Writer(PtxBuilder):
             self.edge_split(lambda: direct(False), lambda: direct(True))
             return
         pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue_in_copy_out else self.dbytes)
+        bulk = cfg.bulk_copy_out
         if cfg.persistent:
-            ins(f"// accumulators -> padded D tile in its own region (pitch {pitch} B) -> coalesced stores")
+            ins(f"// accumulators -> padded D tile in its own region (pitch {pitch} B) -> "
+                + ("a bulk copy per row (interior tiles) or coalesced stores" if bulk else "coalesced stores"))
+            if bulk:       # the async proxy may still be reading the row this thread handed it last tile
+                ins(bulk_copy.wait_group(0, read=True) + "         // this thread's bulk copy of its last row has "
+                    "read the region (cp.async.bulk.wait_group, PTX 9.7.9.25)")
             ins("add.u32 %z, %wg, 2;")
             ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's copy-out of its last tile is done")
         else:
@@ -1899,6 +1931,10 @@ class _Writer(PtxBuilder):
             else:
                 for _j, i, r, c in self.pairs():
                     self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
+        if bulk:           # the staged rows (generic proxy) ordered before the bulk copies read them (async
+            # proxy): each thread fences its own stores, the barrier then orders them before every issuer
+            # (PTX ISA memory consistency model, proxies; 9.7.13.4 fence.proxy.async)
+            ins("fence.proxy.async.shared::cta;              // the staged rows, visible to the bulk copies")
         ins("add.u32 %z, %wg, 2;")
         ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's rows are staged")
         if cfg.epilogue_in_copy_out:
@@ -1907,8 +1943,28 @@ class _Writer(PtxBuilder):
         cpr = cfg.cta_n * db // CHUNK
         total = cfg.wg_m * cpr
         self.global_pointer("%gd", "d")
-        ins(f"mul.wide.u32 %off, %ldd, {db};")
+        if not bulk:
+            ins(f"mul.wide.u32 %off, %ldd, {db};")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
+
+        def bulk_rows() -> None:
+            """Thread q of the warpgroup hands row wg*wg_m + q (of cta_n * db bytes) to the copy engine: one
+            bulk copy and one bulk group per thread; its reads are waited for before the region is staged
+            again (above) and the whole copy before the CTA exits (`setup`)."""
+            guard = ""
+            if cfg.wg_m < WG_THREADS:
+                ins(f"setp.lt.u32 %p6, %q, {cfg.wg_m};                 // one row per thread: {cfg.wg_m} rows")
+                guard = "@%p6 "
+            ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %q;              // the thread's row of the tile")
+            ins(f"mad.lo.u32 %x, %pm, {pitch}, {self.dbase};          // its staged row")
+            ins("add.u32 %pm, %pm, %m0;                      // its row of D")
+            ins("mul.wide.u32 %rp, %pm, %ldd;")
+            ins("cvt.u64.u32 %off, %n0;")
+            ins("add.u64 %rp, %rp, %off;")
+            ins(f"mad.lo.u64 %rp, %rp, {db}, %gd;")
+            ins(guard + bulk_copy.store_to_global("%rp", "%x", cfg.cta_n * db)
+                + "    // PTX 9.7.9.25.4.1: both addresses and the size multiples of 16")
+            ins(bulk_copy.COMMIT_GROUP)
 
         def interior() -> None:
             for guard in self.thread_rounds("%z", "%q", WG_THREADS, total, "%p6"):
@@ -1923,7 +1979,7 @@ class _Writer(PtxBuilder):
                 ins("add.u64 %rp, %rp, %gd;")
                 ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
 
-        self.edge_split(interior, lambda: self.staged_edge_out(cpr, pitch, db))
+        self.edge_split(bulk_rows if bulk else interior, lambda: self.staged_edge_out(cpr, pitch, db))
 
 
 def emit_sparse_wgmma(cfg: SparseWgmmaConfig, ring: RingPlan | None = None) -> SparseWgmmaPTX:

@@ -150,3 +150,52 @@ def test_stream_k_grid_is_the_sm_count(sm90, torch_cuda):
     grid, cluster, _, _ = kernel.launch_dims(8192, 64, 8192)
     assert cluster == (1, 1, 1) and grid == (sms, 1, 1)
     assert kernel.launch_dims(128, 16, 200)[0] == (4, 1, 1)       # 1 tile x 4 K blocks: 4 CTAs
+
+
+# The persistent staged D's bulk copy-out (cp.async.bulk.global.shared::cta.bulk_group, PTX 9.7.9.25.4.1: one
+# copy per row of an interior tile, issued after the warpgroup's proxy fence and barrier; the edge tiles keep
+# the predicated chunk loop): issue 17's 256 x 176 tiles (CTA pairs of 2 x 128-row consumers, 176 f16 / bf16
+# columns = 352-byte rows) and the 128 x 256 staged tile of the persistent example. Problems of interior
+# tiles only (4096 x 4224: 384 tiles over the SMs' pairs, so every CTA stages again after bulk copies of
+# its last tile), edge tiles beside interior ones, D rows packed (ldd = N) and pitched (the guard band right
+# of N must survive a copy of whole rows), and D rows that are no multiple of 16 bytes, which
+# compiler.runtime refuses before the launch (no path of the kernel could store them).
+BULK = "sparse_wgmma_256x176.tile"
+
+
+@pytest.mark.parametrize("tile", ["sparse_wgmma_f16_256x176", "sparse_wgmma_bf16_256x176"])
+@pytest.mark.parametrize("shape,pads", [
+    pytest.param((4096, 4224, 512), (8, 8, 8), id="interior-pitched"),   # interior tiles only, guard band right of N
+    pytest.param((4096, 4224, 512), (0, 0, 0), id="interior-packed"),    # interior tiles only, ldd = N
+    pytest.param((4100, 4000, 300), (8, 8, 8), id="edges"),              # the last tile row and column are edges
+    pytest.param((300, 200, 72), (1, 3, 1), id="one-interior"),          # one interior tile, three edge tiles
+])
+def test_bulk_copy_out_interior_edges_and_guard_band(sm90, torch_cuda, tile, shape, pads):
+    run(torch_cuda, BULK, *shape, pads=pads, tile=tile)
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 256), (1000, 700, 130)], ids=lambda s: "x".join(map(str, s)))
+def test_bulk_copy_out_of_the_persistent_staged_example(sm90, torch_cuda, shape):
+    run(torch_cuda, PERSISTENT, *shape, tile="sparse_wgmma_f16_persistent_staged")
+
+
+def test_bulk_copy_out_batch(sm90, torch_cuda):
+    run(torch_cuda, BULK, 1024, 704, 128, batch=3, seed=3, tile="sparse_wgmma_bf16_256x176")
+
+
+def test_d_rows_no_bulk_copy_could_store_are_refused(sm90, torch_cuda):
+    """ldd * 2 bytes not a multiple of 16 (N = 704 f16 in rows of 705): compiler.runtime refuses D before the
+    launch, as it does for every sparse wgmma kernel (the ABI's 16-byte rule)."""
+    import numpy as np
+
+    from compiler.runtime import ArgumentError, load
+
+    torch = torch_cuda
+    kernel = load(str(Path(__file__).resolve().parents[2] / "examples" / BULK), "sparse_wgmma_f16_256x176")
+    m, n, k = 512, 704, 64
+    a = kernel.pack_a(np.zeros((m, k), np.float16), library="torch")
+    b = torch.zeros((n, k), dtype=torch.float16, device="cuda").T
+    out = torch.zeros((m, n + 1), dtype=torch.float16, device="cuda")[:, :n]
+    with pytest.raises(ArgumentError) as e:
+        kernel(a, b, out=out)
+    assert (e.value.argument, e.value.what) == ("out", "stride")
