@@ -105,6 +105,7 @@ class CompileResult:
                      *([f"  setmaxnreg: {r['setmaxnreg']}"] if r.get("setmaxnreg") else []),
                      *([f"  spills: {r['spill_note']}"] if r.get("spill_note") else []),
                      *([f"  form: {r['ws']}"] if r.get("ws") else []),
+                     *([f"  TMEM operands: {r['tmem_operands']}"] if r.get("tmem_operands") else []),
                      *([f"  A: {r['a_tmem']}"] if r.get("a_tmem") else []),
                      f"  per CTA: D {r['cta_m']} x {r['cta_n']}, K block {r['k_block']}, {r['tx_bytes']} B copied "
                      f"per K block; {r['mma']}{' sparse' if r['sparse'] else ''}; copies "

@@ -455,8 +455,8 @@ OP_DEFS: dict[str, OpDef] = {
     # threads' loads and stores), whether copies overlap the MMAs (`overlap`)
     # and whether CTAs stay resident over several tiles (`persistent`); the warp-specialised tcgen05 kernel's
     # D staging buffers (`d_staging_bytes`, part of smem_bytes); a `.ws` tile's form choices (`ws`: data-path
-    # layout, accumulator columns, collector usage and why, zero-column mask; `a_tmem`: A's staging, copies and
-    # the TMEM budget); `spill_note`: where ptxas may spill the sparse wgmma consumers (measured), and why.
+    # layout, accumulator columns, collector usage and why, zero-column mask; `tmem_operands`: the per-slot META /
+    # SFA / SFB columns and their copies, and the TMEM budget; `a_tmem`: A's staging, copies and the TMEM budget); `spill_note`: where ptxas may spill the sparse wgmma consumers (measured), and why.
     "tilec.resources": OpDef(_attrs(
         kernel=Str(), threads=U32, cluster=U32, stages=U32, stage_bytes=U32, smem_bytes=U32, smem_limit=U32,
         smem_space=Enum("none", "static", "dynamic"), tmem_columns=U32, mbarriers=U32, ctas_per_sm=U32,
@@ -464,7 +464,7 @@ OP_DEFS: dict[str, OpDef] = {
         mma=Str(), mma_k=U32, sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
         d_bytes=U32, d_staging_bytes=Opt(U32), copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool(),
         scheduler=Opt(Enum("static", "clc")),
-        setmaxnreg=Opt(Str()), ws=Opt(Str()), a_tmem=Opt(Str()), spill_note=Opt(Str()))),
+        setmaxnreg=Opt(Str()), ws=Opt(Str()), tmem_operands=Opt(Str()), a_tmem=Opt(Str()), spill_note=Opt(Str()))),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),
 }

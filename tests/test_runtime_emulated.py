@@ -102,12 +102,13 @@ def launch_batch(device, key: str, m: int, n: int, batch: int) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("key", [x for x in ws_batch.KINDS if x != "dense"])
 def test_every_ws_kind_batched_through_the_runtime(device, key):
-    """Every other kind of warp-specialised kernel (sparse with META, block-scaled with SFA / SFB, A in TMEM,
-    cluster launch control, a CTA pair, a fused epilogue reading C), a batch of 3 problems of 150 (a pair:
+    """Every other kind of warp-specialised kernel (sparse with META, block-scaled with SFA / SFB, sparse and
+    block-scaled with all three, A in TMEM, cluster launch control, a CTA pair, a fused epilogue reading C), a
+    batch of 3 problems of 150 (a pair:
     300) x 136 with partial tiles, through Kernel.__call__ on the emulator: tests.gpu.harness.ws_batch's
     problems (the B200 test launches the same), A, B, D and C batches 16 bytes apart beyond their size, the
     images built by Kernel.host_image from the batch's natural layouts."""
-    assert launch_batch(device, key, 300 if key == "pair" else 150, 136, 3) == []
+    assert launch_batch(device, key, 300 if ws_batch.is_pair(key) else 150, 136, 3) == []
 
 
 def test_seeded_wrong_batch_stride_is_caught(device, monkeypatch):

@@ -123,7 +123,7 @@ def test_pairs_odd_size_and_batch_emulated(which):
 
 
 # every sparse kind the warp-specialised kernel serves, dense-MMA (M = 128) and .ws (M = 64 / 32) data paths,
-# and the block-scaled fp4 kinds with 32-element vectors, at a K tail (one block and one K unit: a block that
+# the block-scaled fp4 kinds with 32-element vectors, and sparse block-scaled fp8 / NVFP4, at a K tail (one block and one K unit: a block that
 # is almost all padding) on two partial tiles
 KINDS = {
     "tf32 1:2": ("tf32", "tf32", "f32", "sparsity 1:2 metadata=runtime;", "", 16, 32),
@@ -133,6 +133,11 @@ KINDS = {
                     256),
     "mxf4nvf4 vec=32": ("e2m1", "e2m1", "f32", "SFA: ue8m0 tmem; SFB: ue8m0 tmem; block_scale vec=32;",
                         " kind=mxf4nvf4", 64, 256),
+    # sparse and block-scaled: the K unit is one scale factor's K, twice the dense one (Table 54)
+    "mxf8f6f4 2:4 vec=32": ("e4m3", "e5m2", "f32", "SFA: ue8m0 tmem; SFB: ue8m0 tmem; block_scale vec=32; "
+                            "sparsity 2:4 metadata=runtime;", " kind=mxf8f6f4", 64, 256),
+    "mxf4nvf4 4:8 vec=16": ("e2m1", "e2m1", "f32", "SFA: ue4m3 tmem; SFB: ue4m3 tmem; block_scale vec=16; "
+                            "sparsity 4:8 metadata=runtime;", " kind=mxf4nvf4", 128, 256),
 }
 
 
@@ -149,7 +154,7 @@ def test_every_kind_k_tail_emulated(which, m, ws):
     r = compiler.compile_source(_kind_tile(which, m, ws))
     abi = _abi(r)
     unit = rabi.size_units(abi)["K"]
-    assert unit == {"tf32 1:2": 2, "e4m3 2:4": 4, "s8 2:4": 4}.get(which, 32)
+    assert unit == {"tf32 1:2": 2, "e4m3 2:4": 4, "s8 2:4": 4, "mxf8f6f4 2:4 vec=32": 64}.get(which, 32)
     em = compiler.emulate(r, shape=(m + 3, 130, abi["tile_k"] + unit), batch=2, mode="random", seed=12)
     assert em.ok, f"{em.mismatches} elements differ"
 

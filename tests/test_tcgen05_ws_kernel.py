@@ -338,6 +338,216 @@ def test_block_scaled_seeded_bug(bug, mutate):
     assert first_failure(r, broken, shape=(128, 384, 256)) is not None, f"seeded bug '{bug}' went unnoticed"
 
 
+# ---- sparse and block-scaled A (tcgen05.mma.sp ... .block_scale): META, SFA and SFB in every slot ---------
+
+SPARSE_SCALED_EXAMPLE = "examples/tcgen05_gemm_sparse_mxf4nvf4.tile"
+SPARSE_SCALED_TILE = """target {target};
+tile {name} {{
+  engine tcgen05 kind={kind}{cta_group};
+  shape M={m} N={n} K={k};
+  A: {a} smem;
+  B: {b} smem;
+  D: f32 tmem;
+  SFA: {sf} tmem;
+  SFB: {sf} tmem;
+  block_scale vec={vec};
+  sparsity {sp} metadata=runtime;
+  schedule cta={m}x{n}x{cta_k} stages=3{cluster};
+}}
+"""
+# every sparse block-scaled kind (PTX 9.7.16.10.9.2 with 9.7.16.10.7; Table 54: the same factors per MMA as the
+# dense MMA, over the sparse MMA's twice-as-deep K): the sparse K of one MMA, its types, scale type and vector,
+# N of a CTA tile (a pair's N for vec=16: 256, where two accumulators do not fit), and the K unit the ABI asks
+# (one scale factor's elements of K); cta K = 256: 4 fp8 / 2 fp4 MMAs a block, each row's factors whole 4-byte
+# groups (warp_specialization.cp_columns)
+SPARSE_SCALED = {
+    "mxf8f6f4 2:4": dict(kind="mxf8f6f4", k=64, a="e4m3", b="e5m2", sf="ue8m0", vec=32, sp="2:4", n=(128, 128),
+                         unit=64),
+    "mxf4 4:8": dict(kind="mxf4", k=128, a="e2m1", b="e2m1", sf="ue8m0", vec=32, sp="4:8", n=(64, 64), unit=64),
+    "mxf4nvf4 4:8 vec=32": dict(kind="mxf4nvf4", k=128, a="e2m1", b="e2m1", sf="ue8m0", vec=32, sp="4:8",
+                                n=(128, 128), unit=64),
+    "mxf4nvf4 4:8 vec=16": dict(kind="mxf4nvf4", k=128, a="e2m1", b="e2m1", sf="ue4m3", vec=16, sp="4:8",
+                                n=(128, 256), unit=32),
+}
+
+
+def sparse_scaled(which: str, cta_group: int = 1, target: str = "sm_100a") -> str:
+    v = SPARSE_SCALED[which]
+    return SPARSE_SCALED_TILE.format(
+        target=target, name="ssx", kind=v["kind"], cta_group="" if cta_group == 1 else " cta_group=2",
+        m=128 * cta_group, n=v["n"][cta_group - 1], k=v["k"], a=v["a"], b=v["b"], sf=v["sf"], vec=v["vec"],
+        sp=v["sp"], cta_k=256, cluster="" if cta_group == 1 else " cluster=2")
+
+
+@pytest.fixture(scope="module")
+def sparse_scaled_example():
+    return compiler.compile_file(SPARSE_SCALED_EXAMPLE)
+
+
+def test_sparse_scaled_example_structure(sparse_scaled_example, ptxas):
+    """NVFP4 4:8 with UE4M3 factors (.block16): META, SFA and SFB are parameters, each slot holds the block's
+    three images after A and B, and the MMA thread copies all three into the slot's TMEM columns before the
+    block's 2 MMAs (256 / 128); each MMA reads its metadata columns and its own 4-byte group of SFA and SFB
+    (4 factors an MMA, Table 54). ptxas on every target the form claims: no family target for sparse fp4
+    (Tables 60/61)."""
+    r = sparse_scaled_example
+    name = "tcgen05_gemm_sparse_mxf4nvf4"
+    abi = r.to_json()["tiles"][name]["kernel"]
+    assert [p["name"] for p in abi["params"]][:4] == ["tensor_maps", "META", "SFA", "SFB"]
+    assert abi["block"] == [192, 1, 1] and abi["tile_k"] == 256
+    # 4 UE4M3 factors per 128-deep sparse MMA: one factor per 32 elements of K
+    assert abi["requires"] == ["K % 32 == 0"]
+    plan = r.tiles[name].op("tilec.ws_plan").attrs
+    # META: 2 MMAs x 2 columns (the row8 format of 4:8 fp4: 2 words of codes per row per 128-deep MMA,
+    # isa.tmem.metadata_format), one 4-column copy = 128 lanes x 16 B; SFA / SFB: 2 groups of 4 bytes (one per
+    # MMA) = 2 .32x128b.warpx4 copies of 512 B
+    assert plan["cp_operands"] == ["META", "SFA", "SFB"] and plan["cp_bytes"] == [2048, 1024, 1024]
+    # the slot's columns: META +0..+3, SFA +4..+11, SFB +12..+19, rounded up to 24; 2 x 128 D columns first
+    assert (plan["stage_regions"], plan["tmem_stage_columns"], plan["tmem_stage"]) == ([0, 4, 12], 24, 256)
+    res = r.tiles[name].op("tilec.resources").attrs
+    assert res["tmem_operands"] == (
+        "per slot: META columns +0..+3 (1 x tcgen05.cp .128x128b), SFA columns +4..+11 (2 x tcgen05.cp "
+        ".32x128b.warpx4), SFB columns +12..+19 (2 x tcgen05.cp .32x128b.warpx4); TMEM 2 x 128 accumulator + "
+        "3 x 24 per-slot columns = 328 of 512 allocated")
+    assert r.ptx.count("tcgen05.cp.cta_group::1.128x128b [") == 1
+    assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4 [") == 4
+    mmas = re.findall(r"tcgen05\.mma\.sp\.cta_group::1\.kind::mxf4nvf4\.block_scale\.block16 \[%r\d+\], %rd\d+, "
+                      r"%rd\d+, \[(%r\d+)\], %r\d+, \[(%r\d+)\], \[(%r\d+)\], %p\d+;", r.ptx)
+    assert len(mmas) == 2
+    # MMA i reads metadata columns +2i.., SFA columns +4 + 4i and SFB +12 + 4i of the slot
+    offsets = [[int(re.search(rf"add\.u32 {reg}, %r\d+, (\d+);", r.ptx).group(1)) for reg in mma] for mma in mmas]
+    assert offsets == [[0, 4, 12], [2, 8, 16]]
+    targets = sorted(r.tiles[name].facts["form"].requirements().targets)
+    assert targets == ["sm_100a", "sm_103a", "sm_110a"]
+    for target in targets:
+        res = assemble(r.ptx if target == "sm_100a" else compiler.compile_file(SPARSE_SCALED_EXAMPLE, arch=target).ptx,
+                       target, ptxas)
+        assert res.ok, f"{target}: {res.output}"
+
+
+@pytest.mark.parametrize("which", list(SPARSE_SCALED))
+@pytest.mark.parametrize("cta_group", [1, 2])
+def test_sparse_scaled_ptxas_every_target(ptxas, which, cta_group):
+    """Every sparse block-scaled kind, cta_group::1 and ::2: the plan holds META, SFA and SFB per slot (a
+    pair: SFB for the pair's N in each CTA), one tcgen05.mma.sp ... .block_scale per MMA, and ptxas assembles
+    it for every target its form claims (sparse mxf8f6f4 has the family targets too, sparse fp4 not)."""
+    r = compiler.compile_source(sparse_scaled(which, cta_group))
+    v = SPARSE_SCALED[which]
+    plan = r.tiles["ssx"].op("tilec.ws_plan").attrs
+    assert plan["cp_operands"] == ["META", "SFA", "SFB"]
+    block = {16: ".block16", 32: ".block32"}[v["vec"]]
+    assert r.ptx.count(f"tcgen05.mma.sp.cta_group::{cta_group}.kind::{v['kind']}.block_scale{block} [") == \
+        256 // v["k"]
+    assert r.to_json()["tiles"]["ssx"]["kernel"]["requires"] == [f"K % {v['unit']} == 0"]
+    targets = sorted(r.tiles["ssx"].facts["form"].requirements().targets)
+    assert targets == (["sm_100a", "sm_100f", "sm_103a", "sm_103f", "sm_110a", "sm_110f"] if v["kind"] == "mxf8f6f4"
+                       else ["sm_100a", "sm_103a", "sm_110a"])
+    for target in targets:
+        rt = r if target == "sm_100a" else compiler.compile_source(sparse_scaled(which, cta_group, target))
+        res = assemble(rt.ptx, target, ptxas)
+        assert res.ok, f"{target}: {res.output}"
+
+
+def test_sparse_scaled_tmem_budget():
+    """TMEM (PTX 9.7.16.1: 512 columns) = accumulators x N + stages x (META + SFA + SFB columns per slot): a
+    pair of N = 256 fits one accumulator, and says why; accumulators=2 written there is refused at its value;
+    N = 256 on one CTA with 2 stages fits one accumulator only as well."""
+    r = compiler.compile_source(sparse_scaled("mxf4nvf4 4:8 vec=16", 2))
+    plan = r.tiles["ssx"].op("tilec.ws_plan").attrs
+    # per slot: META 4 + SFA 8 + SFB 16 (the pair's 256 columns of B: 2 x 4 slices a group) = 28 -> 32 columns
+    assert plan["accumulators"] == 1 and plan["tmem_stage_columns"] == 32
+    assert plan["why"] == "2 x 256 D columns + 3 x 32 per-slot metadata / scale-factor columns exceed the 512 TMEM columns"
+    src = sparse_scaled("mxf4nvf4 4:8 vec=16", 2).replace("cluster=2", "cluster=2 accumulators=2")
+    with pytest.raises(CompileError, match="two accumulators need 2 x 256 TMEM columns") as e:
+        compiler.compile_source(src)
+    d = e.value.diagnostics[0]
+    assert src.splitlines()[d.loc.line - 1][d.loc.col - 1:] == "2;"
+    one = sparse_scaled("mxf8f6f4 2:4").replace("N=128", "N=256").replace("128x128x256 stages=3",
+                                                                          "128x256x256 stages=2")
+    plan = compiler.compile_source(one).tiles["ssx"].op("tilec.ws_plan").attrs
+    assert plan["accumulators"] == 1 and plan["why"].startswith("2 x 256 D columns + 2 x 24 per-slot")
+
+
+def test_sparse_scaled_emulated(sparse_scaled_example):
+    """128 x 384 x 2 blocks: 3 tiles on one CTA (the ring wraps), random 4:8 patterns, META codes and UE4M3
+    factors, MMAs and copies completing late."""
+    em = compiler.emulate(sparse_scaled_example, shape=(128, 384, 512), mode="adversarial", seed=1)
+    assert em.ok, f"{em.mismatches} elements differ"
+
+
+def _second_slot_column(ptx: str, operand: str, to: int) -> str:
+    """The MMA thread's first copy of `operand` (META / SFA / SFB) aimed at column +`to` of the slot instead of
+    its own (the `add.u32 %rX, %rY, OFFSET;` after the operand's comment)."""
+    lo, hi = role_span(ptx, "---- MMA issuer")
+    m = re.search(rf"// {operand}: [^\n]*\n\tadd\.u32 (%r\d+), (%r\d+), (\d+);", ptx[lo:hi])
+    fixed = m.group(0)[:m.start(3) - m.start(0)] + f"{to};"
+    return ptx[:lo + m.start()] + fixed + ptx[lo + m.end():]
+
+
+def _mma_scale_column(ptx: str, nth: int, operand_index: int, to: int) -> str:
+    """The nth MMA's `operand_index`th TMEM address register (0: metadata, 1: SFA, 2: SFB) computed at slot
+    column +`to`."""
+    lo, hi = role_span(ptx, "---- MMA issuer")
+    mmas = list(re.finditer(r"tcgen05\.mma\.sp[^\n]*\[(%r\d+)\], %r\d+, \[(%r\d+)\], \[(%r\d+)\]", ptx[lo:hi]))
+    reg = mmas[nth].group(1 + operand_index)
+    m = list(re.finditer(rf"add\.u32 {reg}, (%r\d+), (\d+);", ptx[lo:lo + mmas[nth].start()]))[-1]
+    return ptx[:lo + m.start()] + f"add.u32 {reg}, {m.group(1)}, {to};" + ptx[lo + m.end():]
+
+
+SPARSE_SCALED_BUGS = {
+    # the metadata copy written over SFA's columns: the MMAs read the slot's metadata columns unwritten (the
+    # emulator refuses undefined codes) and SFA's factors clobbered by metadata words
+    "META copied to SFA's columns": lambda p: _second_slot_column(p, "META", 4),
+    # SFA's first group copied into SFB's columns: MMA 0 scales A by stale factors
+    "SFA copied to SFB's columns": lambda p: _second_slot_column(p, "SFA", 12),
+    # the second MMA reads the first MMA's SFB group (its factor ID / group wrong): its K half scaled wrongly
+    "MMA 1 reads MMA 0's SFB": lambda p: _mma_scale_column(p, 1, 2, 12),
+    # the second MMA reads the first MMA's metadata columns: the wrong kept positions for its K half
+    "MMA 1 reads MMA 0's metadata": lambda p: _mma_scale_column(p, 1, 0, 0),
+}
+
+
+@pytest.mark.parametrize("bug", list(SPARSE_SCALED_BUGS))
+def test_sparse_scaled_seeded_bug(sparse_scaled_example, bug):
+    broken = SPARSE_SCALED_BUGS[bug](sparse_scaled_example.ptx)
+    assert broken != sparse_scaled_example.ptx
+    assert first_failure(sparse_scaled_example, broken, shape=(128, 128, 512)) is not None, \
+        f"seeded bug '{bug}' went unnoticed"
+
+
+def test_sparse_scaled_fp8_scale_factor_id_bug():
+    """mxf8f6f4 2:4: 4 MMAs share each 4-byte group of SFA / SFB, MMA i reading byte i (the SF IDs of its
+    instruction descriptor, PTX 9.7.16.4.2 Table 43 bits 4-5 and 29-30); the second MMA's descriptor with the
+    first's IDs (byte 0) scales its K slice by the wrong factors, and the emulator says so."""
+    r = compiler.compile_source(sparse_scaled("mxf8f6f4 2:4"))
+    lo, hi = role_span(r.ptx, "---- MMA issuer")
+    idescs = re.findall(r"mov\.b32 %r\d+, (0x[0-9a-f]{8});", r.ptx[lo:hi])[:4]
+    ids = [((int(x, 16) >> 29) & 3, (int(x, 16) >> 4) & 3) for x in idescs]
+    assert ids == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    wrong = f"{int(idescs[1], 16) & ~(3 << 29) & ~(3 << 4):#010x}"
+    broken = r.ptx.replace(f", {idescs[1]};", f", {wrong};", 1)
+    assert broken != r.ptx
+    assert first_failure(r, broken, shape=(128, 256, 512)) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", list(SPARSE_SCALED))
+@pytest.mark.parametrize("cta_group", [1, 2])
+@pytest.mark.parametrize("mode, seed, batch, k_tail", [("adversarial", 1, 1, False), ("random", 2, 2, True),
+                                                        ("adversarial", 3, 2, True), ("random", 4, 1, False)])
+def test_sparse_scaled_emulated_every_kind(which, cta_group, mode, seed, batch, k_tail):
+    """Every sparse block-scaled kind on one CTA and a pair, partial tiles in M and N (rows past M / N of the
+    META / SFA / SFB images padded with legal values), 2 K blocks or a K tail (a third block one K unit deep:
+    one scale factor of each row live, the rest padding 1.0, its metadata past K the zero-selecting code), a
+    batch of 2 (each problem's images after the previous one's), under adversarial and random completion."""
+    v = SPARSE_SCALED[which]
+    r = compiler.compile_source(sparse_scaled(which, cta_group))
+    k = 512 + (v["unit"] if k_tail else 0)
+    em = compiler.emulate(r, shape=(128 * cta_group + 72, v["n"][cta_group - 1] + 8, k), batch=batch, mode=mode,
+                          seed=seed)
+    assert em.ok, f"{em.mismatches} elements differ"
+
+
 EPILOGUE = """target sm_100a;
 tile epi {{
   engine tcgen05;

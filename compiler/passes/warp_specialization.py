@@ -225,8 +225,8 @@ def _gcd(a: int, b: int) -> int:
 
 def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
     """What a `schedule` on a tcgen05 tile may say (raises a SpecError on the field to blame). The
-    warp-specialised kernel serves dense, 2:4 / 1:2 / 4:8 sparse (runtime metadata) and block-scaled tiles,
-    cta_group::1 and ::2, `.ws` (dense and sparse, M = 32 / 64 / 128), B in shared memory and A in shared or
+    warp-specialised kernel serves dense, 2:4 / 1:2 / 4:8 sparse (runtime metadata) and block-scaled tiles, and
+    sparse block-scaled ones (META, SFA and SFB in every slot: `cp_columns`), cta_group::1 and ::2, `.ws` (dense and sparse, M = 32 / 64 / 128), B in shared memory and A in shared or
     Tensor Memory (`check_a_in_tmem`), K-major."""
     sc = spec.schedule
     locs = spec.locs
@@ -277,7 +277,6 @@ def check_tcgen05_schedule(spec, kind: str, target: str) -> None:
     unsupported = [(cond, what, field) for cond, what, field in (
         (spec.sparsity is not None and spec.sparsity.metadata != "runtime", "sparse A with static metadata",
          "sparsity"),
-        (spec.block_scale is not None and spec.sparsity is not None, "sparse block-scaled A", "block_scale"),
         (spec.ashift, ".ashift", "engine"),
         (spec.disable_output_lane is not None, "disable-output-lane", "disable_output_lane"),
         (spec.scale_input_d is not None, "scale-input-d", "scale_input_d"),

@@ -142,21 +142,36 @@ def _tcgen05_ws_form(tile: Op, spec) -> dict:
     """The MMA form choices of a scheduled tile beyond the plain one (only where made, so the plans of plain
     tiles stay as they were): `.ws` (PTX 9.7.16.10.9.3) with its data-path layout (9.7.16.10.5), the TMEM
     columns of one accumulator, the collector usage (warp_specialization.check_ws_collector) and the
-    zero-column mask; A in TMEM (`a_tmem`) with its staging, copies and the TMEM budget."""
+    zero-column mask; the per-slot TMEM operands (`tmem_operands`: META / SFA / SFB columns and copies); A in
+    TMEM (`a_tmem`) with its staging, copies and the TMEM budget."""
+    from ..isa.tcgen05_forms import CP_GEOMETRY
     from ..isa.tmem import data_path
-    from ..passes.warp_specialization import A_CP_SHAPE, ws_plan
+    from ..passes.warp_specialization import A_CP_SHAPE, CP_FORMS, ws_plan
 
     out = {}
     plan = ws_plan(tile)
+    used = plan.accumulators * plan.acc_columns + plan.stages * plan.tmem_stage_columns
+    budget = (f"TMEM {plan.accumulators} x {plan.acc_columns} accumulator + {plan.stages} x "
+              f"{plan.tmem_stage_columns} per-slot columns = {used} of {plan.tmem_columns} allocated")
+    if plan.cp_operands:
+        # the per-K-block TMEM operands (sparse metadata, SFA / SFB): each slot's columns per operand and the
+        # tcgen05.cp copies that write them (PTX 9.7.16.8.2; 4 columns per copy), then the TMEM budget
+        parts = []
+        for name, start, nbytes in zip(plan.cp_operands, plan.stage_regions, plan.cp_bytes):
+            shape, multicast = CP_FORMS[name]
+            rows, width = CP_GEOMETRY[shape]
+            columns = nbytes // (rows * 4)
+            parts.append(f"{name} columns +{start}..+{start + columns - 1} ({columns // width} x tcgen05.cp "
+                         f".{shape}{'.' + multicast if multicast else ''})")
+        out["tmem_operands"] = ("per slot: " + ", ".join(parts)
+                                + ("" if plan.a_region is not None else f"; {budget}"))
     if plan.a_region is not None:
         # A in TMEM: its columns per slot and the whole TMEM budget (accumulators + per-slot columns, allocated as
         # a power of two, PTX 9.7.16.7.1)
         a_columns = plan.tmem_stage_columns - plan.a_region
-        used = plan.accumulators * plan.acc_columns + plan.stages * plan.tmem_stage_columns
         out["a_tmem"] = (f"A in TMEM: per slot {plan.a_bytes} B of A in shared memory (no swizzle, a TMA box per "
                          f"16-byte K chunk) copied by tcgen05.cp .{A_CP_SHAPE} (one per MMA) into {a_columns} TMEM "
-                         f"columns; TMEM {plan.accumulators} x {plan.acc_columns} accumulator + {plan.stages} x "
-                         f"{plan.tmem_stage_columns} per-slot columns = {used} of {plan.tmem_columns} allocated")
+                         f"columns; {budget}")
     if not spec.ws:
         return out
     dp = data_path(spec.m, spec.cta_group, spec.sparsity is not None, True)

@@ -38,6 +38,12 @@ CTAs' shared memory and write both CTAs' TMEM) and its commits multicast to the 
 data is its own (B is split by N, not shared), so no copy is multicast. Block-scaled and sparse pairs: each
 CTA loads its 128 rows' SFA / META image and the pair's SFB image (every CTA's TMEM holds SFB for all N,
 9.7.16.10.7), and the leader's tcgen05.cp.cta_group::2 copies in both CTAs, each from its own shared memory.
+Sparse and block-scaled tiles (tcgen05.mma.sp .kind::mxf8f6f4 2:4, .kind::mxf4 / mxf4nvf4 4:8 with .block_scale,
+9.7.16.10.9.2 and 9.7.16.10.7) carry all three images in each slot, META then SFA then SFB, and each MMA names its
+metadata columns and its SFA / SFB group; the sparse MMA has the dense MMA's number of scale factors (Table 54
+counts them per MMA, the same for every K the kind takes: 1 for mxf8f6f4, 2 for .block32 fp4, 4 for .block16)
+over twice the K, so one factor covers 64 (.block32) or 32 (.block16) elements of K, which the ABI's
+`requires` and the images' `vector` state.
 The MMA form follows the tile. `.ws` (`engine tcgen05 ws`, tcgen05.mma.ws{.sp}, 9.7.16.10.9.3-4): M = 32 / 64
 accumulate in the folded data-path layouts G / E (9.7.16.10.5: the rows repeated in 4 / 2 lane groups, group g
 holding D columns [g N / groups, (g + 1) N / groups)), so an accumulator is N / groups columns and epilogue warp w

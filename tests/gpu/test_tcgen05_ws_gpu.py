@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EX = ROOT / "examples"
 WS_EXAMPLES = ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
                "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_f16_bias_relu.tile", "tcgen05_gemm_ws_f16.tile",
-               "tcgen05_gemm_a_tmem_f16.tile", "tcgen05_gemm_f16_clc.tile"]
+               "tcgen05_gemm_a_tmem_f16.tile", "tcgen05_gemm_f16_clc.tile", "tcgen05_gemm_sparse_mxf4nvf4.tile"]
 PAIR = """target sm_100a;
 tile pair {
   engine tcgen05 cta_group=2;
@@ -82,11 +82,17 @@ PAIR_SCALED = PAIR.replace("tile pair {", "tile pmx {").replace("engine tcgen05 
 PAIR_SPARSE = PAIR.replace("tile pair {", "tile psp {").replace("A: bf16 smem;\n  B: bf16 smem;",
                                                                 "A: f16 smem;\n  B: f16 smem;") \
     .replace("K=16", "K=32").replace("D: f32 tmem;", "D: f32 tmem;\n  sparsity 2:4 metadata=runtime;")
+# sparse and block-scaled (tcgen05.mma.sp .kind::mxf8f6f4.block_scale): META, SFA and SFB in each CTA's slots
+PAIR_SPARSE_SCALED = PAIR_SCALED.replace("tile pmx {", "tile psx {").replace("K=32", "K=64") \
+    .replace("256x128x128 stages=4", "256x128x256 stages=3") \
+    .replace("block_scale vec=32;", "block_scale vec=32;\n  sparsity 2:4 metadata=runtime;")
 
 
-@pytest.mark.parametrize("source", [PAIR_SCALED, PAIR_SPARSE], ids=["mxf8f6f4", "sparse_f16"])
+@pytest.mark.parametrize("source", [PAIR_SCALED, PAIR_SPARSE, PAIR_SPARSE_SCALED],
+                         ids=["mxf8f6f4", "sparse_f16", "sparse_mxf8f6f4"])
 def test_ws_scaled_and_sparse_pairs(sm100, source):
-    """Block-scaled and sparse CTA pairs: images through tensor maps in both CTAs, tcgen05.cp.cta_group::2."""
+    """Block-scaled, sparse, and sparse block-scaled CTA pairs: images through tensor maps in both CTAs,
+    tcgen05.cp.cta_group::2."""
     proc = _tilec("run", "--check", "--shape", "2048,1024,512", "-", stdin=source)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "D matches numpy" in proc.stdout
@@ -127,7 +133,7 @@ def test_ws_fused_epilogue_partial_tiles(sm100):
 
 
 @pytest.mark.parametrize("name", ["tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
-                                  "tcgen05_gemm_mxf4nvf4.tile"])
+                                  "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_sparse_mxf4nvf4.tile"])
 def test_ws_sparse_and_block_scaled_partial_tiles(sm100, name):
     """Sparse and block-scaled tiles at M, N off the tile (1000 x 1000, K = 1024 whole K blocks): the META /
     SFA / SFB images padded to whole tiles with legal values (tcgen05_ws_kernel.tmem_image)."""
@@ -137,10 +143,10 @@ def test_ws_sparse_and_block_scaled_partial_tiles(sm100, name):
 
 
 @pytest.mark.parametrize("name, k", [("tcgen05_gemm_sparse_f16.tile", 1008), ("tcgen05_gemm_mxf8f6f4.tile", 1056),
-                                     ("tcgen05_gemm_mxf4nvf4.tile", 1056)])
+                                     ("tcgen05_gemm_mxf4nvf4.tile", 1056), ("tcgen05_gemm_sparse_mxf4nvf4.tile", 1088)])
 def test_ws_sparse_and_block_scaled_k_tail(sm100, name, k):
-    """Sparse and block-scaled tiles at a K off the K block (the last block 48 of 64 / 32 of 128 / 32 of 256
-    deep; rows stay multiples of 16 bytes, TMA strides): A and B zero-filled past K by the TMA, the META /
+    """Sparse and block-scaled tiles at a K off the K block (the last block 48 of 64 / 32 of 128 / 32 of 256 /
+    64 of 256 deep; rows stay multiples of 16 bytes, TMA strides: sparse e2m1 A's rows are K / 4 bytes): A and B zero-filled past K by the TMA, the META /
     SFA / SFB images of the last block padded past K with legal values (tcgen05_ws_kernel.tmem_image)."""
     proc = _tilec("run", "--check", "--shape", f"1000,1000,{k}", str(EX / name))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -170,7 +176,8 @@ def test_clc_cta_pair(sm100):
 
 # ---- a batch through Kernel.__call__ (3-D A / B / D, per-problem images, strided batches) -------------------
 
-@pytest.mark.parametrize("key", ["dense", "sparse", "mxf8f6f4", "mxf4nvf4", "a_tmem", "clc", "pair", "epilogue C"])
+@pytest.mark.parametrize("key", ["dense", "sparse", "mxf8f6f4", "mxf4nvf4", "sparse mxf4nvf4", "sparse mxf8f6f4 pair",
+                                 "a_tmem", "clc", "pair", "epilogue C"])
 def test_ws_batch_from_torch(sm100, torch_cuda, key):
     """Every kind of ws kernel, a batch of 3 problems of 1000 (a pair: 1100) x 520 x 4 K blocks (partial tiles
     in M and N) through Kernel.__call__ with torch tensors: A, B, D (and C) batch-first, each problem 16 bytes
@@ -186,7 +193,7 @@ def test_ws_batch_from_torch(sm100, torch_cuda, key):
     torch = torch_cuda
     result, tile = ws_batch.compile_kind(key)
     kernel = load(result, tile)
-    m, n, k, batch = (1100 if key == "pair" else 1000), 520, 4 * kernel.abi["tile_k"], 3
+    m, n, k, batch = (1100 if ws_batch.is_pair(key) else 1000), 520, 4 * kernel.abi["tile_k"], 3
     p = ws_batch.batch_problem(result, tile, m, n, k, batch)
     dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "u32": torch.int32}
     bases, arrays = {}, {}
@@ -209,7 +216,8 @@ def test_ws_batch_from_torch(sm100, torch_cuda, key):
 
 
 @pytest.mark.parametrize("name", ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile",
-                                  "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_f16_bias_relu.tile"])
+                                  "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_sparse_mxf4nvf4.tile",
+                                  "tcgen05_gemm_f16_bias_relu.tile"])
 def test_ws_batch_check_and_bench(sm100, name):
     """`tilec run --check --bench --batch 3`: three problems of 1000 x 1000 x 1024 in one launch (partial
     tiles), each checked against numpy; --bench times the batched launch (TFLOP/s counts the 3 problems)."""

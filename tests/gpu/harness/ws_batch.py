@@ -27,10 +27,28 @@ tile pair {
   schedule cta=256x128x64 stages=2 cluster=2;
 }
 """
-# every kind of ws kernel: dense, sparse (META), block-scaled (SFA / SFB, fp8 and fp4), A in TMEM, cluster launch
-# control, a CTA pair, a fused epilogue reading C
+# sparse and block-scaled A on a CTA pair: META, SFA and SFB images together, each CTA's own META / SFA rows and
+# the pair's SFB (tcgen05.mma.sp .kind::mxf8f6f4.block_scale, cta_group::2)
+SPARSE_SCALED_PAIR = """target sm_100a;
+tile psx {
+  engine tcgen05 kind=mxf8f6f4 cta_group=2;
+  shape M=256 N=128 K=64;
+  A: e4m3 smem;
+  B: e5m2 smem;
+  D: f32 tmem;
+  SFA: ue8m0 tmem;
+  SFB: ue8m0 tmem;
+  block_scale vec=32;
+  sparsity 2:4 metadata=runtime;
+  schedule cta=256x128x256 stages=3 cluster=2;
+}
+"""
+# every kind of ws kernel: dense, sparse (META), block-scaled (SFA / SFB, fp8 and fp4), sparse and block-scaled
+# (META + SFA + SFB: NVFP4 4:8, and fp8 2:4 on a CTA pair), A in TMEM, cluster launch control, a CTA pair, a
+# fused epilogue reading C
 KINDS = {"dense": "examples/tcgen05_gemm_f16.tile", "sparse": "examples/tcgen05_gemm_sparse_f16.tile",
          "mxf8f6f4": "examples/tcgen05_gemm_mxf8f6f4.tile", "mxf4nvf4": "examples/tcgen05_gemm_mxf4nvf4.tile",
+         "sparse mxf4nvf4": "examples/tcgen05_gemm_sparse_mxf4nvf4.tile", "sparse mxf8f6f4 pair": SPARSE_SCALED_PAIR,
          "a_tmem": "examples/tcgen05_gemm_a_tmem_f16.tile", "clc": "examples/tcgen05_gemm_f16_clc.tile",
          "pair": PAIR, "epilogue C": "tests/lit/tcgen05_ws/epilogue_tma_store.tile"}
 GAP = 16            # bytes between one problem's end and the next one's start (a strided batch)
@@ -38,12 +56,18 @@ POISON = {"D": 0x5A}
 IMAGES = (("metadata", "META"), ("scale_a", "SFA"), ("scale_b", "SFB"))
 
 
+def is_pair(key: str) -> bool:
+    """Whether KINDS[key] is a CTA pair (256-row tiles: its problems get more rows)."""
+    return "cta_group=2" in (KINDS[key] if KINDS[key].startswith("target ") else "")
+
+
 def compile_kind(key: str):
     """(CompileResult, tile name) of KINDS[key]."""
     import compiler
 
     src = KINDS[key]
-    result = compiler.compile_source(src) if src is PAIR else compiler.compile_file(os.path.join(ROOT, src))
+    result = (compiler.compile_source(src) if src.startswith("target ")
+              else compiler.compile_file(os.path.join(ROOT, src)))
     return result, next(iter(result.tiles))
 
 
