@@ -153,7 +153,7 @@ def test_model_catches_broken_persistent_kernels(name):
 # The staged D's bulk copy-out (cp.async.bulk, PTX 9.7.9.25.4.1), broken: a thread that stages the next tile
 # without waiting until its bulk copy has read the region (cp.async.bulk.wait_group.read), staged rows handed
 # to the copy engine (async proxy) without fence.proxy.async after the generic-proxy stores, a CTA that exits
-# with its last bulk copies in flight. Each is caught by its own check of the emulator, under the adversarial
+# with its last bulk copies in flight, a copy size that is no multiple of 16 bytes. Each is caught by its own check of the emulator, under the adversarial
 # policy (the copies complete as late as the kernel allows).
 BULK_MUTATIONS = {
     "no_read_wait_before_restaging": (lambda t: t.replace("cp.async.bulk.wait_group.read 0;", ""),
@@ -161,6 +161,7 @@ BULK_MUTATIONS = {
     "no_proxy_fence_before_the_copy": (lambda t: re.sub(r"fence\.proxy\.async\.shared::cta; *// the staged rows[^\n]*\n",
                                                         "", t), "no fence.proxy.async.shared::cta since"),
     "no_wait_before_exit": (lambda t: t.replace("cp.async.bulk.wait_group 0;", ""), "still in flight"),
+    "row_size_not_a_multiple_of_16": (lambda t: t.replace("[%x], 512;", "[%x], 504;"), "multiple of 16"),
 }
 
 

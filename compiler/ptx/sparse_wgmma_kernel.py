@@ -63,7 +63,10 @@ warpgroup's barrier), and every thread waits with `cp.async.bulk.wait_group 0` b
 row, the region's base (D_REGION_ALIGN) and pitch (cta_n x bytes + 16) are multiples of 16 bytes, as a bulk
 copy needs (compiler/isa/bulk_copy.py; `bulk_copy_out`); so are D's rows (the ABI's alignment rule, which
 compiler.runtime enforces and which the vector stores of the other paths need as well: there is no
-misaligned D to fall back for). An edge tile keeps the per-chunk loop of predicated vector stores.
+misaligned D to fall back for). An edge tile keeps the per-chunk loop of predicated vector stores. Every
+chunk loop of the copy-out (edge tiles; all tiles of the one-tile-per-CTA kernels) walks its items with a
+(row, chunk) cursor stepped by additions (`chunk_cursor`): one division per tile instead of a div / rem by
+the chunks per row (22 for 176 f16 columns; a float reciprocal sequence in SASS) per chunk.
 
 Split-K (`split_k=S`, 2..64; DSL `schedule ... mma=wgmma split_k=S`). Each tile's K blocks are cut into S
 slices, slice s taking blocks [s * nkb / S, (s + 1) * nkb / S) (sizes differ by at most one; a slice is
@@ -882,11 +885,13 @@ class _Writer(PtxBuilder):
         if cfg.cluster_m > 1:
             self.directives.append(f".reqnctapercluster {cfg.cluster_m}, 1, 1")
         mb, ks = cfg.m_blocks, cfg.ksteps
-        self.declare("pred", "%p<15>")
+        # %p15, %cr, %cc: the staged copy-out's chunk cursor (chunk_cursor)
+        self.declare("pred", "%p<16>" if cfg.staged_d else "%p<15>")
         self.declare("b16", "%mask")
         self.declare("u32", "%thr", "%lane", "%warp", "%wg", "%sb", "%x", "%y", "%z", "%M", "%N", "%K", "%kb", "%nkb",
                      *(("%ldc",) if cfg.accumulate_c else ()), "%ldd", "%bz",
-                     "%st", "%ph", "%pst", "%bar", "%pm", "%pn", "%m0", "%n0", "%eb", "%c0", "%c1", "%c2", "%q", "%rk")
+                     "%st", "%ph", "%pst", "%bar", "%pm", "%pn", "%m0", "%n0", "%eb", "%c0", "%c1", "%c2", "%q", "%rk",
+                     *(("%cr", "%cc") if cfg.staged_d else ()))
         self.declare("u64", "%bc", "%bd", "%tm<3>", "%da0", "%db0", "%sd", "%da", "%db", "%gd", "%gc", "%rp", "%off")
         if cfg.persistent:       # the work loop: item, items, stride; the staged D region's base
             self.declare("u32", "%t", *(() if cfg.stream_k else ("%nt",)), *(("%ds",) if cfg.staged_d else ()))
@@ -1740,15 +1745,56 @@ class _Writer(PtxBuilder):
             ins(f"mul.wide.u32 %gq, {'%y' if ep.bias == 'col' else '%x'}, {ep.bias_bytes};")
             ins("add.u64 %rb, %rb, %gq;")
 
+    def chunk_cursor(self, cpr: int) -> None:
+        """The copy-out's first item of this thread, %q (< 128), as (%cr, %cc) = (its row within the
+        warpgroup's rows, its chunk within the row): the one division by the chunks per row; chunk_next
+        steps the cursor by the warpgroup's 128 threads with additions (a u32 division by a constant that is
+        no power of two is a float reciprocal sequence in SASS, per item)."""
+        if not 0 < cpr <= WG_THREADS:
+            raise AssertionError(f"{cpr} chunks per row: the cursor steps at most one row carry per round")
+        self.ins(f"div.u32 %cr, %q, {cpr};                      // the thread's first row within the warpgroup's rows")
+        self.ins(f"rem.u32 %cc, %q, {cpr};                      // and chunk within the row")
+
+    def chunk_next(self, cpr: int) -> None:
+        """(%cr, %cc) += 128 items of `cpr` per row: 128 // cpr rows and 128 % cpr chunks, carrying a row
+        when the chunk passes the row's end (128 % cpr < cpr: at most one carry)."""
+        ins = self.ins
+        rows, chunks = divmod(WG_THREADS, cpr)
+        if chunks:
+            ins(f"add.u32 %cc, %cc, {chunks};")
+            ins(f"setp.ge.u32 %p15, %cc, {cpr};               // past the row's end: the next row")
+            ins(f"@%p15 sub.u32 %cc, %cc, {cpr};")
+            ins("@%p15 add.u32 %cr, %cr, 1;")
+        if rows:
+            ins(f"add.u32 %cr, %cr, {rows};")
+
     def chunk_origin(self, cpr: int, pitch: int, chunk: int = CHUNK) -> None:
-        """Copy-out item %z of this warpgroup: %pm = its row in the tile, %pn its chunk (of `chunk` staged
-        bytes), %x its shared address in the staged tile."""
+        """The copy-out item at the cursor (chunk_cursor): %pm = its row in the tile, %pn its chunk (of
+        `chunk` staged bytes), %x its shared address in the staged tile."""
         cfg, ins = self.cfg, self.ins
-        ins(f"div.u32 %pm, %z, {cpr};                      // row within the warpgroup's rows")
-        ins(f"rem.u32 %pn, %z, {cpr};                      // {'16-byte ' if chunk == CHUNK else ''}chunk within the row")
-        ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %pm;")
+        ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %cr;           // row in the tile")
+        ins(f"mov.u32 %pn, %cc;                          // {'16-byte ' if chunk == CHUNK else ''}chunk within the row")
         ins(f"mad.lo.u32 %x, %pm, {pitch}, {self.dbase};")
         ins(f"mad.lo.u32 %x, %pn, {chunk}, %x;")
+
+    def chunk_items(self, cpr: int, total: int, body) -> None:
+        """The loop over this warpgroup's `total` = wg_m x `cpr` copy-out items (items %q, %q + 128, ..):
+        body() at the cursor, then the cursor stepped, while its row is one of the warpgroup's (item < total
+        exactly when row < wg_m; the row is the loop's counter, so compiler/emulator/ranges.py bounds it). A
+        loop, not unrolled rounds (epilogue.chunk_loop says why)."""
+        cfg, ins = self.cfg, self.ins
+        if total != cfg.wg_m * cpr:
+            raise AssertionError(f"{total} copy-out items are not {cfg.wg_m} rows of {cpr}")
+        loop, done = self.label("EPILOGUE_CHUNK"), self.label("EPILOGUE_DONE")
+        self.chunk_cursor(cpr)
+        ins(f"setp.ge.u32 %p6, %cr, {cfg.wg_m};")
+        ins(f"@%p6 bra {done};")
+        self.put(loop)
+        body()
+        self.chunk_next(cpr)
+        ins(f"setp.lt.u32 %p6, %cr, {cfg.wg_m};")
+        ins(f"@%p6 bra{'.uni' if total % WG_THREADS == 0 else ''} {loop};")
+        self.put(done)
 
     def chunk_guards(self, per: int) -> None:
         """For the chunk at D row %pm, column %pn of `per` elements: %p8 = the row exists, %p9 = the whole
@@ -1814,10 +1860,9 @@ class _Writer(PtxBuilder):
 
         def edge() -> None:
             epilogue.zero_inputs(self, ep)
-            epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(True))
+            self.chunk_items(cpr, total, lambda: body(True))
 
-        self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(False)),
-                        edge)
+        self.edge_split(lambda: self.chunk_items(cpr, total, lambda: body(False)), edge)
 
     def staged_byte_out(self, pitch: int) -> None:
         """The copy-out of a 1-byte D (compiler/ptx/epilogue.byte_chunk): per D chunk of `groups` x 4
@@ -1840,10 +1885,9 @@ class _Writer(PtxBuilder):
 
         def edge() -> None:
             epilogue.zero_inputs(self, ep)
-            epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(True))
+            self.chunk_items(cpr, total, lambda: body(True))
 
-        self.edge_split(lambda: epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, total, "%p6", lambda: body(False)),
-                        edge)
+        self.edge_split(lambda: self.chunk_items(cpr, total, lambda: body(False)), edge)
 
     def staged_edge_out(self, cpr: int, pitch: int, db: int) -> None:
         """The copy-out of an edge tile: a loop over the warpgroup's 16-byte chunks; a chunk whose row
@@ -1871,7 +1915,7 @@ class _Writer(PtxBuilder):
                     word = "%h"
                 ins(f"@%p11 st.global.b{8 * db} [%rp+{e * db}], {word};")
 
-        epilogue.chunk_loop(self, "%z", "%q", WG_THREADS, self.cfg.wg_m * cpr, "%p6", body)
+        self.chunk_items(cpr, self.cfg.wg_m * cpr, body)
 
     def epilogue(self) -> None:
         cfg, ins = self.cfg, self.ins
@@ -1967,7 +2011,10 @@ class _Writer(PtxBuilder):
             ins(bulk_copy.COMMIT_GROUP)
 
         def interior() -> None:
-            for guard in self.thread_rounds("%z", "%q", WG_THREADS, total, "%p6"):
+            self.chunk_cursor(cpr)
+            for r, guard in enumerate(self.thread_rounds("%z", "%q", WG_THREADS, total, "%p6")):
+                if r:
+                    self.chunk_next(cpr)
                 self.chunk_origin(cpr, pitch)
                 ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, [%x];")
                 ins("add.u32 %pm, %pm, %m0;")
