@@ -159,14 +159,17 @@ def test_ws_clc_launches_a_cta_per_tile(b200):
 
 @pytest.mark.parametrize("name, extras", [("tcgen05_gemm_sparse_f16.tile", ["META"]),
                                           ("tcgen05_gemm_mxf8f6f4.tile", ["SFA", "SFB"]),
-                                          ("tcgen05_gemm_mxf4nvf4.tile", ["SFA", "SFB"])])
+                                          ("tcgen05_gemm_mxf4nvf4.tile", ["SFA", "SFB"]),
+                                          ("tcgen05_gemm_sparse_mxf4nvf4.tile", ["META", "SFA", "SFB"])])
 def test_ws_extras_reach_their_parameters(b200, name, extras):
     """The sparse kernel's META and the block-scaled kernels' SFA / SFB are passed after the tensor maps, in
     the ABI's order, and read through tensor maps of their own (after A's and B's); the stored A of the sparse kernel
     is the kept half ([M][K / 2]) and the fp4 operands of mxf4nvf4 are two to a byte ([M][K / 2] bytes):
-    the tensor maps' rows say so. K = two K blocks less 32 (a K tail: the images still count 2 blocks)."""
+    the tensor maps' rows say so; the sparse NVFP4 kernel takes all three, its A [M][K / 4] bytes. K = two K
+    blocks less 32 (sparse NVFP4: 64, keeping A's rows whole 16 bytes) (a K tail: the images still count 2
+    blocks)."""
     kernel = load(os.path.join(EX, name))
-    m, n, k = 256, 256, 2 * kernel.abi["tile_k"] - 32
+    m, n, k = 256, 256, 2 * kernel.abi["tile_k"] - (64 if name == "tcgen05_gemm_sparse_mxf4nvf4.tile" else 32)
     a, b, d, kw = ws_args(kernel.abi, m, n, k)
     kernel(a, b, out=d, **kw)
     values = b200.launches[-1][2]
@@ -175,7 +178,8 @@ def test_ws_extras_reach_their_parameters(b200, name, extras):
     assert values[-4:] == [m, n, k, 1]
     maps, addresses = b200.maps[-1]
     row_bytes = {"tcgen05_gemm_sparse_f16.tile": (k, 2 * k), "tcgen05_gemm_mxf8f6f4.tile": (k, k),
-                 "tcgen05_gemm_mxf4nvf4.tile": (k // 2, k // 2)}[name]
+                 "tcgen05_gemm_mxf4nvf4.tile": (k // 2, k // 2),
+                 "tcgen05_gemm_sparse_mxf4nvf4.tile": (k // 4, k // 2)}[name]
     assert tuple(t["strides"][0] for t in maps[:2]) == row_bytes
     # then one map per image, rows of 16 bytes: (M / 128 or N / 128) * (K / tile_k) images of image_rows rows
     for t, x in zip(maps[2:], extras):
@@ -244,8 +248,10 @@ def test_tilec_run_of_a_tcgen05_tile_on_hopper_says_it_cannot(h100, capsys):
     assert "--emulate" in err and "Traceback" not in err and "internal error" not in err
 
 
+# slow: the sparse NVFP4 row (its 4:8 host problem draws each row's kept pairs chunk by chunk: seconds)
 @pytest.mark.parametrize("name", ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile",
                                   "tcgen05_gemm_mxf8f6f4.tile", "tcgen05_gemm_mxf4nvf4.tile",
+                                  pytest.param("tcgen05_gemm_sparse_mxf4nvf4.tile", marks=pytest.mark.slow),
                                   "tcgen05_gemm_ws_f16.tile", "tcgen05_gemm_a_tmem_f16.tile"])
 def test_tilec_run_host_problem_fills_every_buffer(name):
     """`tilec run --check` uploads the emulator's host problem (compiler/emulator/tcgen05.py ws_host) as the
@@ -269,8 +275,11 @@ def test_tilec_run_host_problem_fills_every_buffer(name):
     assert host.ref.shape == (m, n)
 
 
+# slow: the sparse NVFP4 rows (META, SFA and SFB together): its 4:8 host problems draw each row's kept pairs chunk by
+# chunk, seconds at these sizes; its default-run check is the emulator's (tests/test_tcgen05_ws_kernel.py)
 @pytest.mark.parametrize("name", ["tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
-                                  "tcgen05_gemm_mxf4nvf4.tile"])
+                                  "tcgen05_gemm_mxf4nvf4.tile",
+                                  pytest.param("tcgen05_gemm_sparse_mxf4nvf4.tile", marks=pytest.mark.slow)])
 def test_host_image_is_the_emulators(name):
     """Kernel.host_image packs META / SFA / SFB from the ABI alone (its `tmem_images`) into the buffers the
     kernel reads, byte for byte what the emulator's host problem gives the kernel (checked there against

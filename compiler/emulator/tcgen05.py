@@ -788,13 +788,9 @@ def _pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
     rows, n = codes.shape
     if (n * bits) % 8:
         raise EmulationError("a packed row must fill whole bytes")
-    out = np.zeros((rows, n * bits // 8), dtype=np.uint8)
-    for r in range(rows):
-        acc = 0
-        for t, c in enumerate(codes[r]):
-            acc |= int(c) << (t * bits)
-        out[r] = np.frombuffer(acc.to_bytes(n * bits // 8, "little"), dtype=np.uint8)
-    return out
+    # each code's bits, least significant first, one row's codes after another: a little-endian bit stream
+    stream = (np.asarray(codes, dtype=np.uint64)[:, :, None] >> np.arange(bits, dtype=np.uint64)) & 1
+    return np.packbits(stream.reshape(rows, n * bits).astype(np.uint8), axis=1, bitorder="little")
 
 
 def _store_codes(codes: np.ndarray, type_name: str, container_bits: int) -> np.ndarray:
