@@ -94,7 +94,8 @@ class CompileResult:
                 continue
             smem = ("no shared memory" if r["smem_space"] == "none" else
                     f"shared memory {r['smem_bytes']} B {r['smem_space']} of {r['smem_limit']} B "
-                    f"({r['stages']} x {r['stage_bytes']} B ring + barriers/slack)")
+                    f"({r['stages']} x {r['stage_bytes']} B ring + "
+                    + (f"{r['d_staging_bytes']} B D staging + " if r.get("d_staging") else "") + "barriers/slack)")
             roles = ", ".join(f"{x['name']} {x['warps']} warps ({x['registers']} regs, {x['live']} live)"
                               for x in r["roles"])
             lines = [f"tile {name}: {r['kernel']} kernel, {r['threads']} threads"
@@ -104,6 +105,7 @@ class CompileResult:
                      f"  roles: {roles}",
                      *([f"  setmaxnreg: {r['setmaxnreg']}"] if r.get("setmaxnreg") else []),
                      *([f"  spills: {r['spill_note']}"] if r.get("spill_note") else []),
+                     *([f"  D staging: {r['d_staging']}"] if r.get("d_staging") else []),
                      *([f"  form: {r['ws']}"] if r.get("ws") else []),
                      *([f"  TMEM operands: {r['tmem_operands']}"] if r.get("tmem_operands") else []),
                      *([f"  A: {r['a_tmem']}"] if r.get("a_tmem") else []),

@@ -454,7 +454,8 @@ OP_DEFS: dict[str, OpDef] = {
     # copies deliver to shared memory per K block (`tx_bytes`) and how (`copy`: the TMA, cp.async, or the
     # threads' loads and stores), whether copies overlap the MMAs (`overlap`)
     # and whether CTAs stay resident over several tiles (`persistent`); the warp-specialised tcgen05 kernel's
-    # D staging buffers (`d_staging_bytes`, part of smem_bytes); a `.ws` tile's form choices (`ws`: data-path
+    # D staging buffers (`d_staging_bytes`, part of smem_bytes; the persistent sparse wgmma kernel's staged-D
+    # region too, and `d_staging` says how it is used); a `.ws` tile's form choices (`ws`: data-path
     # layout, accumulator columns, collector usage and why, zero-column mask; `tmem_operands`: the per-slot META /
     # SFA / SFB columns and their copies, and the TMEM budget; `a_tmem`: A's staging, copies and the TMEM budget); `spill_note`: where ptxas may spill the sparse wgmma consumers (measured), and why.
     "tilec.resources": OpDef(_attrs(
@@ -464,7 +465,8 @@ OP_DEFS: dict[str, OpDef] = {
         mma=Str(), mma_k=U32, sparse=Bool(), a_bits=U32, b_bits=U32, cta_m=U32, cta_n=U32, k_block=U32, tx_bytes=U32,
         d_bytes=U32, d_staging_bytes=Opt(U32), copy=Enum("tma", "cp.async", "threads", "none"), overlap=Bool(), persistent=Bool(),
         scheduler=Opt(Enum("static", "clc")),
-        setmaxnreg=Opt(Str()), ws=Opt(Str()), tmem_operands=Opt(Str()), a_tmem=Opt(Str()), spill_note=Opt(Str()))),
+        setmaxnreg=Opt(Str()), ws=Opt(Str()), tmem_operands=Opt(Str()), a_tmem=Opt(Str()), spill_note=Opt(Str()),
+        d_staging=Opt(Str()))),
     # ---- ptx-emission ----
     "ptx.kernel": OpDef(_attrs(entry=Str(), lines=U32), sym=True),
 }

@@ -840,10 +840,10 @@ def test_runtime_sizes_stream_k_scratch_with_the_sm_count(monkeypatch):
 
 # Spill-prone configurations no example uses (ptxas -v, CUDA 13.0, sm_90a): stream-K's range state beside 128
 # accumulators (12 B with f32 D + C at 128 x 256 and 256 x 128; 28-48 B with f16 D), and a persistent staged
-# epilogue on both m64 blocks of 128-row consumers (28 B at 256 x 128 and 128 x 160, 20 B at 256 x 160, 280 B at
-# 128 x 192): the compiler warns at the schedule, and the resource plan says why (sparse_wgmma_kernel.spill_note).
-# Their neighbours that assemble without spills get no note (112 accumulators in 2 blocks; 128 x 144 with one
-# consumer warpgroup; the 128 x 64 stream-K example).
+# epilogue on the m64 blocks of 128-row consumers (32 B at 128 x 208 with one consumer warpgroup, 40 B at 256 x 192):
+# the compiler warns at the schedule, and the resource plan says why (sparse_wgmma_kernel.spill_note).
+# Their neighbours that assemble without spills get no note (112 accumulators in 2 blocks; 128 x 144 and 128 x 160
+# with one consumer warpgroup; 256 x 128 and 256 x 160; the 128 x 64 stream-K example).
 SPILL_TILE = """target sm_90a;
 tile t {{
   engine mma.sp;
@@ -854,15 +854,20 @@ tile t {{
 {epilogue}}}
 """
 EP_LINE = "  epilogue alpha=param beta=param bias=row act=relu;\n"
+# The persistent staged epilogues run on one m64 block a staging pass (the region holds 64 rows per warpgroup):
+# 256 x 128, 128 x 160 and 256 x 160 spilled 20-28 B when both blocks' epilogues ran before one staging pass,
+# and spill no more; 128 x 208 (one consumer warpgroup of 255) and 256 x 192 (setmaxnreg's 240) still do
 SPILL_PRONE = [   # (cta, warps, schedule, D, epilogue?, stages, spills on CUDA 13.0)
     ("128x256x64", "8x1", "split_k=stream", "f32", False, 4, True),
     ("256x128x64", "8x1", "split_k=stream", "f32", False, 3, True),
-    ("256x128x64", "8x1", "persistent=static", "f16", True, 3, True),
-    ("128x160x64", "4x1", "persistent=static", "f16", True, 3, True),
-    ("256x160x64", "8x1", "persistent=static", "f16", True, 3, True),
+    ("256x128x64", "8x1", "persistent=static", "f16", True, 3, False),
+    ("128x160x64", "4x1", "persistent=static", "f16", True, 3, False),
+    ("256x160x64", "8x1", "persistent=static", "f16", True, 3, False),
     ("256x112x64", "8x1", "split_k=stream", "f32", False, 3, False),
     ("128x144x64", "4x1", "persistent=static", "f16", True, 3, False),
     ("128x64x64", "8x1", "split_k=stream", "f32", False, 6, False),
+    ("128x208x64", "4x1", "persistent=static", "f16", True, 3, True),
+    ("256x192x64", "8x1", "persistent=static", "f16", True, 2, True),
 ]
 
 
@@ -871,13 +876,14 @@ def _spill_source(cta, warps, sched, d, ep, stages):
 
 
 def test_spill_prone_schedules_warn_at_the_schedule():
-    """A stream-K tile of 128 x 256 and a persistent staged epilogue of 128-row consumers at N = 160: one
+    """A stream-K tile of 128 x 256 and a persistent staged epilogue of one 128-row consumer at N = 208: one
     located warning each (line, column of `schedule`, a hint), the plan's spill_note; the 128 x 64 stream-K
-    tile none. One consumer warpgroup of 128 x 160 with the epilogue compiles (setmaxnreg cannot raise a
-    256-thread CTA's 255, so the epilogue's need no longer asks for it and fails) and warns."""
+    tile and the epilogue at N = 160 none. One consumer warpgroup with the epilogue compiles (setmaxnreg cannot
+    raise a 256-thread CTA's 255, so the epilogue's need does not ask for it and fail)."""
     import compiler
 
-    for case, warned in ((SPILL_PRONE[0], True), (SPILL_PRONE[3], True), (SPILL_PRONE[7], False)):
+    for case, warned in ((SPILL_PRONE[0], True), (SPILL_PRONE[8], True), (SPILL_PRONE[3], False),
+                         (SPILL_PRONE[7], False)):
         src = _spill_source(*case[:6])
         result = compiler.compile_source(src, "s.tile")
         notes = [w for w in result.warnings if "ptxas may spill" in w.message]
@@ -894,7 +900,7 @@ def test_spill_prone_schedules_warn_at_the_schedule():
 def test_ptxas_spills_only_where_the_compiler_warns(ptxas, tmp_path, i):
     """No silent spill: ptxas -v spills exactly where the compiler warned (the measurements above). In the
     default run the one consumer warpgroup of 128 x 160 with the epilogue, a form refused before (its PTX is
-    assembled here)."""
+    assembled here), which spilled 28 B before its m64 blocks were staged one at a time."""
     import compiler
 
     *case, spills = SPILL_PRONE[i]
@@ -903,3 +909,79 @@ def test_ptxas_spills_only_where_the_compiler_warns(ptxas, tmp_path, i):
     log = _assemble(ptxas, result.ptx, tmp_path)
     spilled = int(re.search(r"(\d+) bytes spill stores", log).group(1))
     assert warned == spills and (spilled > 0) == spills, (warned, log)
+
+
+# Issue 17's 256 x 176 tiles with a 4th stage: persistent CTA pairs of 2 x 128-row consumers stage D one m64
+# block at a time through a region of 2 warpgroups x 64 rows x 368 B = 47104 B after the ring (4 x 43008 B of
+# slots + 8 mbarriers = 172096 B, at the next 128-byte boundary 172160; + 1024 B of alignment slack: 220288 B of
+# the 232448 B a CTA may have); the whole tile's region (256 x 368 B = 94208 B) left room for 3 stages only.
+# Interior problem: 512 x 352, 4 tiles of which the one CTA pair walks 2 each (every row leaves by a bulk copy,
+# block 1 restages the region after block 0's copies, the next tile's block 0 after block 1's); edge problem:
+# 300 x 200 x 130 (one interior tile, the others cut in M, N and K)
+S4_FORMS = {"f16": (F16, dict(cta_k=64, d_type="f16")), "e4m3_bf16": (E4M3, dict(cta_k=128, d_type="bf16"))}
+S4_PROBLEMS = {"interior": (512, 352, 64), "edge": (300, 200, 130)}
+S4_RUNS = [pytest.param(f, p, mode, id=f"{f}-{p}-{mode}",
+                        marks=() if (f, p, mode) == ("e4m3_bf16", "interior", "adversarial") else pytest.mark.slow)
+           for f in S4_FORMS for p in S4_PROBLEMS for mode in ("adversarial", "random")]
+
+
+def _s4_cfg(name: str):
+    form, kw = S4_FORMS[name]
+    return cfg_of(form, cta_m=256, cta_n=176, stages=4, cluster_m=2, persistent=True, accumulate_c=False, **kw)
+
+
+def test_256x176_with_4_stages_stages_d_per_m64_block():
+    cfg = _s4_cfg("f16")
+    ring_end = -(-(4 * 43008 + 8 * 8) // 128) * 128
+    assert (cfg.staged_d, cfg.bulk_copy_out, cfg.d_block_rows, cfg.d_offset) == (True, True, 64, ring_end)
+    assert cfg.d_region_bytes == 2 * 64 * 368 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 368 == 220288
+    # 256 x 192 f16: 4 x 45056 B of ring + the region of 2 x 64 x 400 B is 128 B over the 232448: direct stores
+    wide = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2, persistent=True, accumulate_c=False,
+                  d_type="f16")
+    over = 1024 + -(-(4 * 45056 + 8 * 8) // 128) * 128 + 2 * 64 * 400 - wide.smem_limit
+    assert over == 128 and not wide.staged_d and wide.d_region_bytes == 0
+    # one m64 block per warpgroup (128 x 256, 2 consumers of 64 rows): the region as before, cta_m x pitch
+    one = cfg_of(F16, cta_m=128, cta_n=128, cta_k=64, stages=2, persistent=True)
+    assert one.d_region_bytes == 128 * (128 * 4 + 16)
+    text = emit_sparse_wgmma(cfg).text
+    # per tile and warpgroup: 2 staging passes, each with its read wait, barrier, fence, barrier and bulk copies
+    assert text.count("cp.async.bulk.wait_group.read 0;") == 2
+    assert text.count("cp.async.bulk.global.shared::cta.bulk_group [%rp], [%x], 352;") == 2
+
+
+@pytest.mark.parametrize("form,problem,mode", S4_RUNS)
+def test_256x176_with_4_stages_on_the_emulator(form, problem, mode):
+    pytest.importorskip("ml_dtypes")
+    cfg = _s4_cfg(form)
+    m, n, k = S4_PROBLEMS[problem]
+    d, ref, stats = run_model(cfg, m, n, k, mode, seed=2)
+    assert stats["bulk_store"] == (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m   # a copy per interior row
+    assert _same(d, ref), f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
+
+
+# Staging one m64 block at a time, broken: block 1 staged before block 0's bulk copies have read the region (no
+# cp.async.bulk.wait_group.read before the second pass; the barrier after it stays), or before the other
+# threads of the warpgroup issued theirs (no barrier after that wait). Caught under the adversarial policy.
+BLOCK_MUTATIONS = {
+    "block_1_staged_before_block_0_is_read": (
+        lambda t: re.sub(r"cp\.async\.bulk\.wait_group\.read 0; *// its bulk copy of m64 block 0[^\n]*\n", "", t),
+        "overwrites shared memory .* no cp.async.bulk.wait_group.read retired"),
+    "block_1_staged_without_the_warpgroup": (
+        lambda t: re.sub(r"add\.u32 %z, %wg, 2;\n *bar\.sync %z, 128; *// this warpgroup's copy-out of m64 block 0"
+                         r"[^\n]*\n", "", t), None),
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if i == 0 else pytest.mark.slow)
+                                  for i, n in enumerate(BLOCK_MUTATIONS)])
+def test_model_catches_broken_per_block_staging(name):
+    cfg = _s4_cfg("f16")
+    mutate, message = BLOCK_MUTATIONS[name]
+    text = emit_sparse_wgmma(cfg).text
+    assert mutate(text) != text, "the mutation applies"
+    try:
+        d, ref, _ = run_model(cfg, 512, 352, 64, "adversarial", seed=3, transform=mutate)
+    except EmulationError as e:
+        assert message is None or re.search(message, str(e)), e
+        return
+    assert message is None and not _same(d, ref), f"{name} went unnoticed"

@@ -47,7 +47,11 @@ The ring's pipeline state (stage, phase; compiler/ptx/pipeline.py) is set once a
 for the producer and the consumers alike, so the producer runs ahead into the next tile's K blocks as
 soon as slots free up. The consumers free the last slot of a tile right after `wgmma.wait_group 0`, before
 the epilogue, and D's staging does not use the ring: it gets a region of its own after the barriers where
-ring + region fit the target's shared memory (D_REGION_ALIGN), else D is stored from the fragments.
+ring + region fit the target's shared memory (D_REGION_ALIGN), else D is stored from the fragments. The region
+holds 64 rows per consumer warpgroup (consumers x 64 x d_pitch bytes): a 128-row warpgroup stages and copies
+out its two m64 blocks (separate accumulator sets) in turn, block j after block j - 1's copy-out has read the
+region (below), so the region is half the tile and a deeper ring fits beside it (256 x 176: 4 stages of
+43008 B + 2 x 64 x 368 B = 47104 B, against 3 beside the whole tile's 94208 B).
 With a fused epilogue the plan runs on the registers before staging (C and bias per pair, as for direct
 stores) and D's own type is staged: half the region of staged f32 for f16 / bf16 D.
 Each warpgroup stages and copies out only its own rows, so no barrier across consumers is needed: a
@@ -56,14 +60,19 @@ The copy-out of an interior tile goes to the copy engine (TMA) instead of the co
 each thread orders its generic-proxy stores before the async proxy's reads (`fence.proxy.async.shared::cta`,
 the memory model's proxy rules) and the warpgroup meets (`bar.sync 2 + wg`); then thread q of the warpgroup
 issues one `cp.async.bulk.global.shared::cta.bulk_group` (PTX 9.7.9.25.4.1) of its row, cta_n x D bytes from
-the region to D's row m0 + wg*wg_m + q (threads q >= wg_m idle when wg_m = 64), and commits it as its own
-bulk group, and the consumers go on to the next tile's MMAs while the copies run. Before it stages the next
-tile a thread waits with `cp.async.bulk.wait_group.read 0` until its copy has read the region (then the
-warpgroup's barrier), and every thread waits with `cp.async.bulk.wait_group 0` before the CTA exits. The
+the region to D's row m0 + wg*wg_m + 64*j + q of m64 block j (threads q >= 64 idle: one row a thread, rather
+than half a row each for 128 threads, gives fewer, larger copies and needs no half row of 16-byte multiples),
+and commits it as its own bulk group, and the consumers go on (to block j + 1, or the next tile's MMAs) while
+the copies run. Before it stages the next block (of this tile or the next) a thread waits with
+`cp.async.bulk.wait_group.read 0` until its copy has read the region (then the warpgroup's barrier, so no row
+another thread's copy still reads is overwritten), and every thread waits with `cp.async.bulk.wait_group 0`
+before the CTA exits. The
 row, the region's base (D_REGION_ALIGN) and pitch (cta_n x bytes + 16) are multiples of 16 bytes, as a bulk
 copy needs (compiler/isa/bulk_copy.py; `bulk_copy_out`); so are D's rows (the ABI's alignment rule, which
 compiler.runtime enforces and which the vector stores of the other paths need as well: there is no
-misaligned D to fall back for). An edge tile keeps the per-chunk loop of predicated vector stores. Every
+misaligned D to fall back for). An edge tile keeps the per-chunk loop of predicated vector stores, run per
+m64 block over the block's 64 rows (as the fused epilogue on the registers runs per block before its
+staging). Every
 chunk loop of the copy-out (edge tiles; all tiles of the one-tile-per-CTA kernels) walks its items with a
 (row, chunk) cursor stepped by additions (`chunk_cursor`): one division per tile instead of a div / rem by
 the chunks per row (22 for 176 f16 columns; a float reciprocal sequence in SASS) per chunk.
@@ -242,9 +251,13 @@ MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 thre
 #   promote= doubles the accumulators and keeps the same rest (ptxas -v: 166 in all with promote=4 and 2 x 64
 #   accumulators at 128 x 128, 384 threads).
 # - EPILOGUE_OTHER_REGS: persistent CTAs with a staged D run the fused epilogue (C, bias, activation) on the
-#   registers of both m64 blocks of a 128-row consumer before staging (stage_after_epilogue): ptxas spills
-#   there with 40 beyond the accumulators (48 B: 128 in 168), 80 (4 B: 160 in 240) and 64 (24 B: 176 in 240),
-#   not with 96 (144 in 240) or 112 (128 in 240); one m64 block needs no more than the main loop (128 in 168).
+#   registers of a 128-row consumer's m64 blocks, one block per staging pass (stage_after_epilogue), the other
+#   block's accumulators live: with the tile's accumulators ptxas (CUDA 13.0, the alpha + beta*C + row bias +
+#   relu epilogue of tests/test_sparse_wgmma_sched.py SPILL_TILE) spills with 40 beyond them (100 B: 128 in
+#   168; 164 B: 200 in 240), 47 (32 B: 208 in 255) and 48 (40 B: 192 in 240), not with 56 (112 in 168), 63
+#   (192 in 255), 64 (104 in 168, 176 in 240), 72, 80, 95 or 112. (Both blocks' epilogues before one staging
+#   pass spilled up to 96: 20-280 B at 128 x 160 .. 256 x 160.) One m64 block per warpgroup needs no more than
+#   the main loop (128 in 168).
 # - STREAM_K_EXTRA_REGS: stream-K's consumers also keep their range's state (segment end, first K block, the
 #   tile's sharers), the workspace addresses and the C / D batch offsets live across the tile loop: at the 168
 #   of a 384-thread launch ptxas spills 4-48 B with 128 accumulators (128 x 256 and 256 x 128; f32 or f16 D,
@@ -256,7 +269,7 @@ MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 thre
 #   slip. spill_note reports it.
 CONSUMER_OTHER_REGS = 40
 WGMMA_OPERAND_REGS = 27
-EPILOGUE_OTHER_REGS = 96
+EPILOGUE_OTHER_REGS = 56
 STREAM_K_EXTRA_REGS = 16
 
 
@@ -451,9 +464,18 @@ class SparseWgmmaConfig(RingGeometry):
         return [f"(tiles + 1) * ((K + {self.cta_k - 1}) // {self.cta_k}) < {1 << 31}", f"batch * tiles < {1 << 32}"]
 
     @property
+    def d_block_rows(self) -> int:
+        """Rows of a consumer warpgroup staged at a time: persistent CTAs stage and copy out one m64 block (one
+        wgmma's accumulators, WGMMA_M rows) at a time through a region of WGMMA_M rows per warpgroup (a 128-row
+        warpgroup's two blocks in turn: half the region, so a deeper ring fits beside it); the drained ring of
+        a one-tile-per-CTA kernel holds the warpgroup's wg_m rows at once."""
+        return WGMMA_M if self.persistent else self.wg_m
+
+    @property
     def d_region_bytes(self) -> int:
-        """Shared bytes of the persistent CTAs' own staged-D region (0: none)."""
-        return self.cta_m * self.d_pitch if self.persistent and self.staged_d else 0
+        """Shared bytes of the persistent CTAs' own staged-D region (0: none): consumers x d_block_rows rows of
+        d_pitch (= cta_m x d_pitch where a warpgroup has one m64 block)."""
+        return self.consumers * self.d_block_rows * self.d_pitch if self.persistent and self.staged_d else 0
 
     @property
     def smem_bytes(self) -> int:
@@ -498,7 +520,7 @@ class SparseWgmmaConfig(RingGeometry):
         if not self.stage_d:
             return False
         if self.persistent:
-            return SMEM_ALIGN + self.d_offset + self.cta_m * self.d_pitch <= self.smem_limit
+            return SMEM_ALIGN + self.d_offset + self.consumers * self.d_block_rows * self.d_pitch <= self.smem_limit
         return self.cta_m * self.d_pitch <= self.ring_bytes
 
     @property
@@ -526,8 +548,9 @@ class SparseWgmmaConfig(RingGeometry):
 
     @property
     def epilogue_registers(self) -> int:
-        """Registers a consumer thread needs in a fused epilogue that runs on the registers of 2 m64 blocks
-        before staging D (persistent CTAs; EPILOGUE_OTHER_REGS, measured); 0 where no such epilogue runs."""
+        """Registers a consumer thread needs in a fused epilogue that runs on the registers of its m64 blocks
+        (one a staging pass, 2 blocks live) before staging D (persistent CTAs; EPILOGUE_OTHER_REGS, measured);
+        0 where no such epilogue runs."""
         ep = self.epilogue
         on_registers = ep is not None and self.persistent and self.staged_d and bool(ep.element_steps)
         return self.accumulators + EPILOGUE_OTHER_REGS if on_registers and self.m_blocks > 1 else 0
@@ -537,11 +560,11 @@ class SparseWgmmaConfig(RingGeometry):
         """(why, what to do) where ptxas (CUDA 13.0) may spill this kernel's consumers to local memory, or
         None. Measured (tests/test_sparse_wgmma_sched.py SPILL_PRONE): stream-K with the range state beside
         about 120 or more accumulators (STREAM_K_EXTRA_REGS above; setmaxnreg moves the spill, it does not
-        remove it), and a persistent staged epilogue on both m64 blocks whose need passes the launch count
-        (EPILOGUE_OTHER_REGS above: 20-28 B at 256 x 128 and 256 x 160 with setmaxnreg, 28 B at 128 x 160 and
-        280 B at 128 x 192 with one consumer warpgroup of 255, whose count no setmaxnreg can raise; "may":
-        at 256 x 128 with setmaxnreg the silu + column bias epilogue of examples/sparse_wgmma_f16_silu_bias.tile
-        does not spill, alpha, beta, C and a row bias do). Not an
+        remove it), and a persistent staged epilogue on the registers of 2 m64 blocks whose need passes the
+        consumers' budget (setmaxnreg's count, or the launch count; EPILOGUE_OTHER_REGS above: 40 B at 256 x 192
+        and 164 B at 256 x 200 with setmaxnreg's 240, 32 B at 128 x 208 with one consumer warpgroup of 255,
+        whose count no setmaxnreg can raise; "may": a lighter epilogue than alpha, beta, C and a row bias
+        needs fewer). Not an
         error: D is right and a few bytes a tile cost little next to its wgmma work; a warning that names
         the way out."""
         if self.stream_k and self.consumer_registers + STREAM_K_EXTRA_REGS > self.max_regs:
@@ -550,11 +573,11 @@ class SparseWgmmaConfig(RingGeometry):
                     f"{self.max_regs} of the launch, and ptxas may spill a few bytes a tile (4-48 B measured "
                     f"at 128 x 256 and 256 x 128)",
                     "use cta N <= 224 with 64-row consumer warpgroups, or N <= 112 with 128-row ones")
-        if self.epilogue_registers > self.max_regs:
-            return (f"the fused epilogue runs on both m64 blocks of a 128-row consumer warpgroup before D is "
-                    f"staged (persistent CTAs): about {self.epilogue_registers} registers a thread "
-                    f"({self.accumulators} accumulators + {EPILOGUE_OTHER_REGS}), over the {self.max_regs} of the "
-                    f"launch, and ptxas may spill (20-280 B a tile measured at N >= 128)",
+        if self.epilogue_registers > self.consumer_budget:
+            return (f"the fused epilogue runs on the registers of a 128-row consumer warpgroup's m64 blocks before "
+                    f"each is staged (persistent CTAs): about {self.epilogue_registers} registers a thread "
+                    f"({self.accumulators} accumulators + {EPILOGUE_OTHER_REGS}), over the {self.consumer_budget} "
+                    f"the consumers have, and ptxas may spill (32-164 B a tile measured at N >= 192)",
                     "use 64-row consumer warpgroups (cta M = 64 x warpgroups), or persistent=none")
         return None
 
@@ -1554,11 +1577,11 @@ class _Writer(PtxBuilder):
             ins(f"mov.f32 %acc{r}, %pacc{r};")
 
     # -- accumulators and D ---------------------------------------------------------------------------
-    def thread_row(self) -> None:
-        """%x = row of the thread's fragment in the tile (block 0, i = 0): wg*wg_m + 16*warp + lane/4;
-        %y = its column 2*(lane%4)."""
+    def thread_row(self, rows: int | None = None) -> None:
+        """%x = row of the thread's fragment in the tile (block 0, i = 0): wg*wg_m + 16*warp + lane/4 (`rows`:
+        wg*rows + ..., its row in a staged region of `rows` rows per warpgroup); %y = its column 2*(lane%4)."""
         cfg, ins = self.cfg, self.ins
-        ins(f"mul.lo.u32 %x, %wg, {cfg.wg_m};")
+        ins(f"mul.lo.u32 %x, %wg, {rows or cfg.wg_m};")
         ins("shl.b32 %y, %warp, 4;")
         ins("add.u32 %x, %x, %y;")
         ins("shr.u32 %y, %lane, 2;")
@@ -1573,6 +1596,14 @@ class _Writer(PtxBuilder):
             for i in range(0, cfg.acc_per_block, 2):
                 r, c = fragment_coord(i, 0, 0)
                 yield j, j * cfg.acc_per_block + i, WGMMA_M * j + r, c
+
+    def staged_pairs(self, block: int):
+        """The pairs staged in pass `block` of the epilogue (cfg.d_block_rows rows of the warpgroup a pass), as
+        (register i, row offset in the tile, row offset in the staged region, column offset)."""
+        rows = self.cfg.d_block_rows
+        for _j, i, r, c in self.pairs():
+            if r // rows == block:
+                yield i, r, r - rows * block, c
 
     def global_fragment_ptr(self, ptr: str, nbytes: int, stride: str) -> None:
         """%rp = ptr + ((m0 + row) * stride + n0 + col) * nbytes for the thread's (row, col) of pair 0
@@ -1768,31 +1799,38 @@ class _Writer(PtxBuilder):
         if rows:
             ins(f"add.u32 %cr, %cr, {rows};")
 
-    def chunk_origin(self, cpr: int, pitch: int, chunk: int = CHUNK) -> None:
-        """The copy-out item at the cursor (chunk_cursor): %pm = its row in the tile, %pn its chunk (of
-        `chunk` staged bytes), %x its shared address in the staged tile."""
+    def chunk_origin(self, cpr: int, pitch: int, chunk: int = CHUNK, block: int = 0) -> None:
+        """The copy-out item at the cursor (chunk_cursor) of staging pass `block`: %pm = its row in the tile,
+        %pn its chunk (of `chunk` staged bytes), %x its shared address in the staged tile (or region of
+        d_block_rows rows per warpgroup)."""
         cfg, ins = self.cfg, self.ins
-        ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %cr;           // row in the tile")
+        rows = cfg.d_block_rows
+        ins(f"mad.lo.u32 %pm, %wg, {rows}, %cr;           // row in the {'tile' if rows == cfg.wg_m else 'region'}")
         ins(f"mov.u32 %pn, %cc;                          // {'16-byte ' if chunk == CHUNK else ''}chunk within the row")
         ins(f"mad.lo.u32 %x, %pm, {pitch}, {self.dbase};")
         ins(f"mad.lo.u32 %x, %pn, {chunk}, %x;")
+        if rows != cfg.wg_m:       # the region's row wg*rows + r is the tile's row wg*wg_m + rows*block + r
+            ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m - rows}, %pm;         // row in the tile")
+            if block:
+                ins(f"add.u32 %pm, %pm, {rows * block};                // of m64 block {block}")
 
     def chunk_items(self, cpr: int, total: int, body) -> None:
-        """The loop over this warpgroup's `total` = wg_m x `cpr` copy-out items (items %q, %q + 128, ..):
-        body() at the cursor, then the cursor stepped, while its row is one of the warpgroup's (item < total
-        exactly when row < wg_m; the row is the loop's counter, so compiler/emulator/ranges.py bounds it). A
-        loop, not unrolled rounds (epilogue.chunk_loop says why)."""
+        """The loop over this warpgroup's `total` = d_block_rows x `cpr` copy-out items of one staging pass
+        (items %q, %q + 128, ..): body() at the cursor, then the cursor stepped, while its row is one of the
+        pass's (item < total exactly when row < d_block_rows; the row is the loop's counter, so
+        compiler/emulator/ranges.py bounds it). A loop, not unrolled rounds (epilogue.chunk_loop says why)."""
         cfg, ins = self.cfg, self.ins
-        if total != cfg.wg_m * cpr:
-            raise AssertionError(f"{total} copy-out items are not {cfg.wg_m} rows of {cpr}")
+        rows = cfg.d_block_rows
+        if total != rows * cpr:
+            raise AssertionError(f"{total} copy-out items are not {rows} rows of {cpr}")
         loop, done = self.label("EPILOGUE_CHUNK"), self.label("EPILOGUE_DONE")
         self.chunk_cursor(cpr)
-        ins(f"setp.ge.u32 %p6, %cr, {cfg.wg_m};")
+        ins(f"setp.ge.u32 %p6, %cr, {rows};")
         ins(f"@%p6 bra {done};")
         self.put(loop)
         body()
         self.chunk_next(cpr)
-        ins(f"setp.lt.u32 %p6, %cr, {cfg.wg_m};")
+        ins(f"setp.lt.u32 %p6, %cr, {rows};")
         ins(f"@%p6 bra{'.uni' if total % WG_THREADS == 0 else ''} {loop};")
         self.put(done)
 
@@ -1805,27 +1843,31 @@ class _Writer(PtxBuilder):
         ins("setp.le.and.u32 %p9, %y, %N, %p8;           // the whole chunk is inside D")
         ins("setp.gt.and.u32 %p10, %y, %N, %p8;          // part of it is")
 
-    def stage_after_epilogue(self, pitch: int) -> None:
-        """Persistent CTAs with a fused epilogue: the plan runs on the accumulators in registers (C and bias
-        per pair, as for direct stores; an edge tile's reads predicated) and D's type is staged at %c0 (the
-        thread's pair 0 in the region): half the bytes of f32 for f16 / bf16 D, so the region fits next to
-        a deeper ring. The copy-out is then the plain one."""
+    def stage_after_epilogue(self, pitch: int, block: int = 0) -> None:
+        """Persistent CTAs with a fused epilogue: the plan runs on the accumulators of staging pass `block`
+        (one m64 block) in registers (C and bias per pair, as for direct stores; an edge tile's reads
+        predicated) and D's type is staged at %c0 (the thread's pair 0 in the region): half the bytes of f32
+        for f16 / bf16 D, so the region fits next to a deeper ring. The copy-out is then the plain one."""
         cfg, ins = self.cfg, self.ins
-        self.direct_epilogue_pointers()
-        self.thread_row()
+        rows = cfg.d_block_rows
+        if block == 0:             # %rc, %rb advance in place, once a tile (the copy-outs leave them alone)
+            self.direct_epilogue_pointers()
+        self.thread_row(rows)
         ins(f"mad.lo.u32 %c0, %x, {pitch}, {self.dbase};")
         ins(f"mad.lo.u32 %c0, %y, {self.dbytes}, %c0;")
+        if rows != cfg.wg_m:       # the region's row; the guards and C / bias take the tile's
+            self.thread_row()
         ins("add.u32 %x, %x, %m0;                      // the pair's row and column of D (pair_guards)")
         ins("add.u32 %y, %y, %n0;")
 
         def stage(edge: bool) -> None:
             if edge:
                 epilogue.zero_inputs(self, cfg.epilogue)
-            for _j, i, r, c in self.pairs():
+            for i, r, rr, c in self.staged_pairs(block):
                 if edge:
                     self.pair_guards(r, c)
                 self.apply_epilogue(i, r, c, edge)
-                self.store_acc_pair("shared", f"[%c0+{r * pitch + c * self.dbytes}]", i)
+                self.store_acc_pair("shared", f"[%c0+{rr * pitch + c * self.dbytes}]", i)
 
         self.edge_split(lambda: stage(False), lambda: stage(True))
 
@@ -1889,14 +1931,15 @@ class _Writer(PtxBuilder):
 
         self.edge_split(lambda: self.chunk_items(cpr, total, lambda: body(False)), edge)
 
-    def staged_edge_out(self, cpr: int, pitch: int, db: int) -> None:
-        """The copy-out of an edge tile: a loop over the warpgroup's 16-byte chunks; a chunk whose row
-        exists is stored whole where it lies inside D, else element by element up to column N."""
+    def staged_edge_out(self, cpr: int, pitch: int, db: int, block: int = 0) -> None:
+        """The copy-out of an edge tile (staging pass `block`): a loop over the warpgroup's 16-byte chunks of
+        the pass's rows; a chunk whose row exists is stored whole where it lies inside D, else element by
+        element up to column N."""
         ins = self.ins
         per = CHUNK // db
 
         def body() -> None:
-            self.chunk_origin(cpr, pitch)
+            self.chunk_origin(cpr, pitch, block=block)
             ins("ld.shared.v4.b32 {%v0, %v1, %v2, %v3}, [%x];")
             ins("add.u32 %pm, %pm, %m0;")
             ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;")
@@ -1915,7 +1958,7 @@ class _Writer(PtxBuilder):
                     word = "%h"
                 ins(f"@%p11 st.global.b{8 * db} [%rp+{e * db}], {word};")
 
-        self.chunk_items(cpr, self.cfg.wg_m * cpr, body)
+        self.chunk_items(cpr, self.cfg.d_block_rows * cpr, body)
 
     def epilogue(self) -> None:
         cfg, ins = self.cfg, self.ins
@@ -1951,56 +1994,98 @@ class _Writer(PtxBuilder):
             return
         pitch, db = cfg.d_pitch, (self.abytes if cfg.epilogue_in_copy_out else self.dbytes)
         bulk = cfg.bulk_copy_out
+        rows = cfg.d_block_rows
         if cfg.persistent:
             ins(f"// accumulators -> padded D tile in its own region (pitch {pitch} B) -> "
-                + ("a bulk copy per row (interior tiles) or coalesced stores" if bulk else "coalesced stores"))
-            if bulk:       # the async proxy may still be reading the row this thread handed it last tile
-                ins(bulk_copy.wait_group(0, read=True) + "         // this thread's bulk copy of its last row has "
-                    "read the region (cp.async.bulk.wait_group, PTX 9.7.9.25)")
-            ins("add.u32 %z, %wg, 2;")
-            ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's copy-out of its last tile is done")
+                + ("a bulk copy per row (interior tiles) or coalesced stores" if bulk else "coalesced stores")
+                + (f"; one m64 block ({rows} rows a warpgroup) at a time" if rows != cfg.wg_m else ""))
         else:
             ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
             ins("fence.proxy.async.shared::cta;              // the ring was last touched by the async proxy")
             ins(f"bar.sync 1, {WG_THREADS * cfg.consumers};               // every consumer is done with the ring")
+        for block in range(cfg.wg_m // rows):
+            if cfg.persistent:
+                self.restage_sync(block, bulk)
+            self.stage_block(block, pitch, db)
+            if cfg.epilogue_in_copy_out:           # one tile per CTA: one pass
+                self.staged_epilogue_out()
+                return
+            self.copy_out_block(block, pitch, db, bulk)
+
+    def restage_sync(self, block: int, bulk: bool) -> None:
+        """Persistent CTAs, before staging pass `block` into the warpgroup's region: the region's last readers
+        are done. With bulk copies each thread waits until its own copy of the region's rows has read them
+        (`cp.async.bulk.wait_group.read 0`, PTX 9.7.9.25, compiler/isa/bulk_copy.py: the reads of the bulk groups done, the writes to
+        global memory may still be in flight), then the warpgroup meets, so no thread restages a row another
+        thread's copy is reading; chunk loops (edge tiles) finish at the barrier. Pass 0 waits for the last
+        pass of the previous tile, pass j > 0 for pass j - 1 of this one."""
+        ins = self.ins
+        if bulk:       # the async proxy may still be reading the row this thread handed it
+            if block == 0:
+                ins(bulk_copy.wait_group(0, read=True) + "         // this thread's bulk copy of its last row has "
+                    "read the region (cp.async.bulk.wait_group, PTX 9.7.9.25)")
+            else:
+                ins(bulk_copy.wait_group(0, read=True) + f"         // its bulk copy of m64 block {block - 1} has "
+                    "read the region (cp.async.bulk.wait_group, PTX 9.7.9.25)")
+        ins("add.u32 %z, %wg, 2;")
+        ins(f"bar.sync %z, {WG_THREADS};                    // " + (
+            "this warpgroup's copy-out of its last tile is done" if block == 0 else
+            f"this warpgroup's copy-out of m64 block {block - 1} has read the region"))
+
+    def stage_block(self, block: int, pitch: int, db: int) -> None:
+        """Staging pass `block`: the accumulator pairs of its rows into the region (after the fused epilogue
+        on the registers in persistent CTAs), then, for the bulk copies, the proxy fence, and the warpgroup's
+        barrier."""
+        cfg, ins = self.cfg, self.ins
         if cfg.epilogue is not None and not cfg.epilogue_in_copy_out:
-            self.stage_after_epilogue(pitch)
+            self.stage_after_epilogue(pitch, block)
         else:
-            self.thread_row()
+            self.thread_row(cfg.d_block_rows)
             ins(f"mad.lo.u32 %x, %x, {pitch}, {self.dbase};")
             ins(f"mad.lo.u32 %x, %y, {db}, %x;")
             if cfg.epilogue is not None:           # the raw accumulators; the epilogue runs in the copy-out
-                for _j, i, r, c in self.pairs():
-                    ins(f"st.shared.v2{self.acc} [%x+{r * pitch + c * db}], {{%acc{i}, %acc{i + 1}}};")
+                for i, _r, rr, c in self.staged_pairs(block):
+                    ins(f"st.shared.v2{self.acc} [%x+{rr * pitch + c * db}], {{%acc{i}, %acc{i + 1}}};")
             else:
-                for _j, i, r, c in self.pairs():
-                    self.store_acc_pair("shared", f"[%x+{r * pitch + c * db}]", i)
-        if bulk:           # the staged rows (generic proxy) ordered before the bulk copies read them (async
+                for i, _r, rr, c in self.staged_pairs(block):
+                    self.store_acc_pair("shared", f"[%x+{rr * pitch + c * db}]", i)
+        if cfg.bulk_copy_out:  # the staged rows (generic proxy) ordered before the bulk copies read them (async
             # proxy): each thread fences its own stores, the barrier then orders them before every issuer
             # (PTX ISA memory consistency model, proxies; 9.7.13.4 fence.proxy.async)
             ins("fence.proxy.async.shared::cta;              // the staged rows, visible to the bulk copies")
         ins("add.u32 %z, %wg, 2;")
         ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's rows are staged")
-        if cfg.epilogue_in_copy_out:
-            self.staged_epilogue_out()
-            return
+
+    def copy_out_block(self, block: int, pitch: int, db: int, bulk: bool) -> None:
+        """The copy-out of staging pass `block` (the warpgroup's d_block_rows rows from row rows * block of its
+        share of the tile): an interior tile by bulk copies (or coalesced vector stores), an edge tile by the
+        predicated chunk loop."""
+        cfg, ins = self.cfg, self.ins
+        rows = cfg.d_block_rows
         cpr = cfg.cta_n * db // CHUNK
-        total = cfg.wg_m * cpr
+        total = rows * cpr
         self.global_pointer("%gd", "d")
         if not bulk:
             ins(f"mul.wide.u32 %off, %ldd, {db};")
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
 
         def bulk_rows() -> None:
-            """Thread q of the warpgroup hands row wg*wg_m + q (of cta_n * db bytes) to the copy engine: one
-            bulk copy and one bulk group per thread; its reads are waited for before the region is staged
-            again (above) and the whole copy before the CTA exits (`setup`)."""
+            """Thread q < rows of the warpgroup hands the pass's row q (of cta_n * db bytes) to the copy
+            engine: one bulk copy and one bulk group per thread (one row a thread rather than half a row
+            each for 128 threads: fewer, larger copies, and cta_n * db / 2 need not be a multiple of 16); its
+            reads are waited for before the region is staged again (restage_sync) and the whole copy before
+            the CTA exits (`setup`)."""
             guard = ""
-            if cfg.wg_m < WG_THREADS:
-                ins(f"setp.lt.u32 %p6, %q, {cfg.wg_m};                 // one row per thread: {cfg.wg_m} rows")
+            if rows < WG_THREADS:
+                ins(f"setp.lt.u32 %p6, %q, {rows};                 // one row per thread: {rows} rows")
                 guard = "@%p6 "
-            ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m}, %q;              // the thread's row of the tile")
+            ins(f"mad.lo.u32 %pm, %wg, {rows}, %q;              // the thread's row of the "
+                + ("tile" if rows == cfg.wg_m else "region"))
             ins(f"mad.lo.u32 %x, %pm, {pitch}, {self.dbase};          // its staged row")
+            if rows != cfg.wg_m:   # the region's row wg*rows + q is the tile's row wg*wg_m + rows*block + q
+                ins(f"mad.lo.u32 %pm, %wg, {cfg.wg_m - rows}, %pm;         // its row of the tile")
+                if block:
+                    ins(f"add.u32 %pm, %pm, {rows * block};                // of m64 block {block}")
             ins("add.u32 %pm, %pm, %m0;                      // its row of D")
             ins("mul.wide.u32 %rp, %pm, %ldd;")
             ins("cvt.u64.u32 %off, %n0;")
@@ -2015,7 +2100,7 @@ class _Writer(PtxBuilder):
             for r, guard in enumerate(self.thread_rounds("%z", "%q", WG_THREADS, total, "%p6")):
                 if r:
                     self.chunk_next(cpr)
-                self.chunk_origin(cpr, pitch)
+                self.chunk_origin(cpr, pitch, block=block)
                 ins(f"{guard}ld.shared.v4.b32 {{%v0, %v1, %v2, %v3}}, [%x];")
                 ins("add.u32 %pm, %pm, %m0;")
                 ins("cvt.u64.u32 %rp, %pm;")
@@ -2026,7 +2111,7 @@ class _Writer(PtxBuilder):
                 ins("add.u64 %rp, %rp, %gd;")
                 ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
 
-        self.edge_split(bulk_rows if bulk else interior, lambda: self.staged_edge_out(cpr, pitch, db))
+        self.edge_split(bulk_rows if bulk else interior, lambda: self.staged_edge_out(cpr, pitch, db, block))
 
 
 def emit_sparse_wgmma(cfg: SparseWgmmaConfig, ring: RingPlan | None = None) -> SparseWgmmaPTX:
