@@ -208,8 +208,9 @@ def test_static_metadata_tile():
 # compiler.emulate on every example (every engine)
 
 # slow: tcgen05_k96's 256 x 256 x 1536 problem; the cluster-launch-control example (its default run is
-# tests/test_tcgen05_clc.py's small one)
-SLOW_EXAMPLES = ("tcgen05_k96", "tcgen05_gemm_f16_clc")
+# tests/test_tcgen05_clc.py's small one); the sparse NVFP4 example (this same default problem runs by default as
+# `tilec run --emulate` in tests/test_run_cli.py, a small adversarial one in tests/test_tcgen05_ws_kernel.py)
+SLOW_EXAMPLES = ("tcgen05_k96", "tcgen05_gemm_f16_clc", "tcgen05_gemm_sparse_mxf4nvf4")
 
 
 @pytest.mark.parametrize("path", [p if p.stem not in SLOW_EXAMPLES else pytest.param(p, marks=pytest.mark.slow)

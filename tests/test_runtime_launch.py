@@ -248,11 +248,10 @@ def test_tilec_run_of_a_tcgen05_tile_on_hopper_says_it_cannot(h100, capsys):
     assert "--emulate" in err and "Traceback" not in err and "internal error" not in err
 
 
-# slow: the sparse NVFP4 row (its 4:8 host problem draws each row's kept pairs chunk by chunk: seconds)
 @pytest.mark.parametrize("name", ["tcgen05_gemm_f16.tile", "tcgen05_gemm_sparse_f16.tile",
                                   "tcgen05_gemm_mxf8f6f4.tile", "tcgen05_gemm_mxf4nvf4.tile",
-                                  pytest.param("tcgen05_gemm_sparse_mxf4nvf4.tile", marks=pytest.mark.slow),
-                                  "tcgen05_gemm_ws_f16.tile", "tcgen05_gemm_a_tmem_f16.tile"])
+                                  "tcgen05_gemm_sparse_mxf4nvf4.tile", "tcgen05_gemm_ws_f16.tile",
+                                  "tcgen05_gemm_a_tmem_f16.tile"])
 def test_tilec_run_host_problem_fills_every_buffer(name):
     """`tilec run --check` uploads the emulator's host problem (compiler/emulator/tcgen05.py ws_host) as the
     ABI types each buffer: every buffer's bytes are the host image's (element bits x shape), so the upload
@@ -275,11 +274,8 @@ def test_tilec_run_host_problem_fills_every_buffer(name):
     assert host.ref.shape == (m, n)
 
 
-# slow: the sparse NVFP4 rows (META, SFA and SFB together): its 4:8 host problems draw each row's kept pairs chunk by
-# chunk, seconds at these sizes; its default-run check is the emulator's (tests/test_tcgen05_ws_kernel.py)
 @pytest.mark.parametrize("name", ["tcgen05_gemm_sparse_f16.tile", "tcgen05_gemm_mxf8f6f4.tile",
-                                  "tcgen05_gemm_mxf4nvf4.tile",
-                                  pytest.param("tcgen05_gemm_sparse_mxf4nvf4.tile", marks=pytest.mark.slow)])
+                                  "tcgen05_gemm_mxf4nvf4.tile", "tcgen05_gemm_sparse_mxf4nvf4.tile"])
 def test_host_image_is_the_emulators(name):
     """Kernel.host_image packs META / SFA / SFB from the ABI alone (its `tmem_images`) into the buffers the
     kernel reads, byte for byte what the emulator's host problem gives the kernel (checked there against

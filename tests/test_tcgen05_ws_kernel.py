@@ -409,6 +409,7 @@ def test_sparse_scaled_example_structure(sparse_scaled_example, ptxas):
         "per slot: META columns +0..+3 (1 x tcgen05.cp .128x128b), SFA columns +4..+11 (2 x tcgen05.cp "
         ".32x128b.warpx4), SFB columns +12..+19 (2 x tcgen05.cp .32x128b.warpx4); TMEM 2 x 128 accumulator + "
         "3 x 24 per-slot columns = 328 of 512 allocated")
+    assert r.to_json()["tiles"][name]["resources"]["tmem_operands"] == res["tmem_operands"]     # --emit json
     assert r.ptx.count("tcgen05.cp.cta_group::1.128x128b [") == 1
     assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4 [") == 4
     mmas = re.findall(r"tcgen05\.mma\.sp\.cta_group::1\.kind::mxf4nvf4\.block_scale\.block16 \[%r\d+\], %rd\d+, "
