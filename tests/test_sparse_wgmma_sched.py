@@ -985,3 +985,14 @@ def test_model_catches_broken_per_block_staging(name):
         assert message is None or re.search(message, str(e)), e
         return
     assert message is None and not _same(d, ref), f"{name} went unnoticed"
+
+
+def test_persistent_staged_epilogue_per_m64_block():
+    """EPILOGUE_C on 256 x 64 tiles: 128-row consumer warpgroups run alpha*(A*B) + beta*C + bias[row], relu on
+    one m64 block's registers at a time and stage it (C and the bias of block 1 are 64 rows further on); an
+    edge problem (the last tile row has 4 rows, the last tile column 36 columns) adversarially."""
+    import compiler
+
+    result = compiler.compile_source(EPILOGUE_C.replace("cta=128x128x64", "cta=256x64x64"), "ep.tile")
+    assert result.to_json()["tiles"]["ep"]["resources"]["d_staging_bytes"] == 2 * 64 * (64 * 2 + 16)
+    assert compiler.emulate(result, shape=(260, 100, 40), mode="adversarial", seed=4).ok
