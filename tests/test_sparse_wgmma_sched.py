@@ -985,3 +985,38 @@ def test_model_catches_broken_per_block_staging(name):
         assert message is None or re.search(message, str(e)), e
         return
     assert message is None and not _same(d, ref), f"{name} went unnoticed"
+
+
+def test_persistent_staged_epilogue_per_m64_block():
+    """EPILOGUE_C on 256 x 64 tiles: 128-row consumer warpgroups run alpha*(A*B) + beta*C + bias[row], relu on
+    one m64 block's registers at a time and stage it (C and the bias of block 1 are 64 rows further on); an
+    edge problem (the last tile row has 4 rows, the last tile column 36 columns) adversarially."""
+    import compiler
+
+    result = compiler.compile_source(EPILOGUE_C.replace("cta=128x128x64", "cta=256x64x64"), "ep.tile")
+    assert result.to_json()["tiles"]["ep"]["resources"]["d_staging_bytes"] == 2 * 64 * (64 * 2 + 16)
+    assert compiler.emulate(result, shape=(260, 100, 40), mode="adversarial", seed=4).ok
+
+
+PACKED_D = """target sm_90a;
+tile p8 {
+  engine mma.sp;
+  shape M=16 N=8 K=64;
+  A: s8 global; B: s8 global; D: s8 global;
+  sparsity 2:4 metadata=runtime selector=0;
+  schedule cta=256x24x128 warps=8x1 stages=3 mma=wgmma persistent=static;
+  epilogue scale=param;
+}
+"""
+
+
+def test_persistent_one_byte_d_is_stored_from_the_fragments(ptxas, tmp_path):
+    """A 1-byte D (s8, packed by the epilogue) in persistent CTAs: stored from the fragments (the staging of D's
+    type pair by pair has no packed-byte store; it emitted `st.shared.None`, which ptxas refuses), right on the
+    emulator (edges, adversarially)."""
+    import compiler
+
+    result = compiler.compile_source(PACKED_D, "p8.tile")
+    assert "st.shared" not in result.ptx and "d_staging" not in result.to_json()["tiles"]["p8"]["resources"]
+    _assemble(ptxas, result.ptx, tmp_path)
+    assert compiler.emulate(result, shape=(300, 30, 130), mode="adversarial", seed=1).ok

@@ -516,8 +516,13 @@ class SparseWgmmaConfig(RingGeometry):
     @property
     def staged_d(self) -> bool:
         """D through shared memory: in the drained ring where the tile fits it, or (persistent CTAs) in a
-        region of its own where ring + region fit the target's shared memory; else direct fragment stores."""
+        region of its own where ring + region fit the target's shared memory; else direct fragment stores.
+        Persistent CTAs with a 1-byte D (the epilogue packs it: epilogue.pack) store it from the fragments: their
+        staging writes D's type from the registers pair by pair, and a packed byte pair has no such store
+        (the staged 1-byte copy-out, epilogue.byte_chunk, packs raw f32 / s32 accumulators of the drained ring)."""
         if not self.stage_d:
+            return False
+        if self.persistent and self.epilogue is not None and self.epilogue.packs:
             return False
         if self.persistent:
             return SMEM_ALIGN + self.d_offset + self.consumers * self.d_block_rows * self.d_pitch <= self.smem_limit
