@@ -203,12 +203,17 @@ def test_d_rows_no_bulk_copy_could_store_are_refused(sm90, torch_cuda):
 
 # Staged D one m64 block at a time (each 128-row consumer warpgroup stages and bulk-copies its two m64 blocks in
 # turn through a region of 64 rows: 2 x 64 x 368 B = 47104 B), which lets issue 17's 256 x 176 tiles have a 4th
-# stage (220288 B of the 232448). The example's tiles take stages=4 (tests/test_sparse_wgmma_sched.py
-# test_256x176_with_4_stages_*: the same on the emulator): interior tiles only (every CTA pair restages block 0
-# of its next tile after block 1's copies), edges beside interior tiles, a batch.
+# stage (220288 B of the 232448). The example's tiles with stages=4, whatever the example's own stages
+# (tests/test_sparse_wgmma_sched.py test_256x176_with_4_stages_*: the same on the emulator): interior tiles only
+# (every CTA pair restages block 0 of its next tile after block 1's copies), edges beside interior tiles, a batch.
 def _four_stages(tmp_path) -> str:
-    path = Path(__file__).resolve().parents[2] / "examples" / BULK
-    assert path.read_text().count("stages=4") == 3          # the example's three tiles are the 4-stage ones
+    import re
+
+    src = (Path(__file__).resolve().parents[2] / "examples" / BULK).read_text()
+    src, count = re.subn(r"stages=\d+", "stages=4", src)
+    assert count == 3
+    path = tmp_path / "sparse_wgmma_256x176_s4.tile"
+    path.write_text(src)
     return str(path)
 
 
