@@ -97,6 +97,7 @@ from math import gcd
 
 from ..diagnostics import SpecError
 from ..ir import Op
+from ..isa import bulk_copy
 from ..isa.tcgen05_kinds import mma_k
 from ..isa.tmem import LANE_GROUP, data_path
 from ..isa.types import TYPES
@@ -805,7 +806,7 @@ class _WsKernel:
             e(f"mad.lo.u32 {buf}, {bi}, {plan.d_stage_bytes}, {bufs};")
             kb.comment(f"the store that last read this buffer is done reading it (at most {plan.d_buffers - 1} "
                        "bulk group(s) still reading the other)")
-            e(f"@{self.p_lane0} cp.async.bulk.wait_group.read {plan.d_buffers - 1};")
+            e(f"@{self.p_lane0} {bulk_copy.wait_group(plan.d_buffers - 1, read=True)}")
             e("bar.warp.sync -1;")
             e(f"add.u32 {t}, {buf}, {lrow};")
             for j in range(row_bytes // 16):
@@ -820,7 +821,7 @@ class _WsKernel:
             e(f"setp.lt.and.u32 {p_store}, {row0}, {self.m}, {p_store};")
             e(f"@{p_store} cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [{dmap}, {{{gcol}, {row0}, "
               f"{self.z}}}], [{buf}];")
-            e(f"@{self.p_lane0} cp.async.bulk.commit_group;")
+            e(f"@{self.p_lane0} {bulk_copy.COMMIT_GROUP}")
             if plan.d_buffers == 2:
                 e(f"xor.b32 {bi}, {bi}, 1;")
 
@@ -859,7 +860,7 @@ class _WsKernel:
 
         self.tile_loop("epi", tile)
         kb.comment("every store of D has completed before the CTA's shared memory goes away")
-        e(f"@{self.p_lane0} cp.async.bulk.wait_group 0;")
+        e(f"@{self.p_lane0} {bulk_copy.wait_group(0)}")
 
     # ---- the per-K-block TMEM operands (sparse metadata, scale factors) ------------------------------
     def copy_tmem_operands(self, sdesc: str, cols: str, at: str) -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.gpu.harness import ws_batch
+
 pytest.importorskip("lark", reason="tilec's parser compiles the examples")
 pytest.importorskip("cuda.core", reason="the runtime runs on cuda-core")
 
@@ -82,10 +84,9 @@ PAIR_SCALED = PAIR.replace("tile pair {", "tile pmx {").replace("engine tcgen05 
 PAIR_SPARSE = PAIR.replace("tile pair {", "tile psp {").replace("A: bf16 smem;\n  B: bf16 smem;",
                                                                 "A: f16 smem;\n  B: f16 smem;") \
     .replace("K=16", "K=32").replace("D: f32 tmem;", "D: f32 tmem;\n  sparsity 2:4 metadata=runtime;")
-# sparse and block-scaled (tcgen05.mma.sp .kind::mxf8f6f4.block_scale): META, SFA and SFB in each CTA's slots
-PAIR_SPARSE_SCALED = PAIR_SCALED.replace("tile pmx {", "tile psx {").replace("K=32", "K=64") \
-    .replace("256x128x128 stages=4", "256x128x256 stages=3") \
-    .replace("block_scale vec=32;", "block_scale vec=32;\n  sparsity 2:4 metadata=runtime;")
+# sparse and block-scaled (tcgen05.mma.sp .kind::mxf8f6f4.block_scale): META, SFA and SFB in each CTA's slots;
+# the batch harness's tile (its batched launch: test_ws_batch_from_torch["sparse mxf8f6f4 pair"])
+PAIR_SPARSE_SCALED = ws_batch.SPARSE_SCALED_PAIR
 
 
 @pytest.mark.parametrize("source", [PAIR_SCALED, PAIR_SPARSE, PAIR_SPARSE_SCALED],
@@ -188,7 +189,6 @@ def test_ws_batch_from_torch(sm100, torch_cuda, key):
     import numpy as np
 
     from compiler.runtime import load
-    from tests.gpu.harness import ws_batch
 
     torch = torch_cuda
     result, tile = ws_batch.compile_kind(key)
