@@ -208,6 +208,7 @@ from ..isa.targets import (MAX_PTX, REGISTER_UNIT_PER_THREAD, REGISTERS_PER_SM, 
                            format_version)
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
+from ..passes.limits import MAX_SCHEDULE_STAGES
 from ..passes.resources import check_shared_memory
 from ..spec import SPLIT_K_STREAM
 from ..isa.wgmma import (MAX_ATOM_BYTES, PROMOTED_A_TYPES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS,
@@ -778,8 +779,9 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
                         f"boxDim)", field="schedule.cta",
                         hint=f"use at most {TMA_MAX_BOX // cfg.consumers // WGMMA_M * WGMMA_M} rows per consumer "
                              f"warpgroup (cta M = {TMA_MAX_BOX // cfg.consumers // WGMMA_M * WGMMA_M * cfg.consumers})")
-    if not 2 <= cfg.stages <= 8:
-        raise SpecError(f"the TMA ring needs 2..8 stages, not {cfg.stages}", field="schedule.stages")
+    if not 2 <= cfg.stages <= MAX_SCHEDULE_STAGES:
+        raise SpecError(f"the TMA ring needs 2..{MAX_SCHEDULE_STAGES} stages, not {cfg.stages}", field="schedule.stages",
+                        hint="the shared memory a block may use bounds the ring as well (check_shared_memory)")
     if cfg.cluster_m not in (1, 2) or (cfg.cta_n // cfg.cluster_m) % 8:
         raise SpecError(f"cluster_m = {cfg.cluster_m}: CTA pairs (2) share B in halves of whole 8-row groups "
                         f"(cta N / 2 a multiple of 8), or 1", field="schedule")
