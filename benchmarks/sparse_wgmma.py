@@ -38,7 +38,7 @@ from benchmarks import sparse_gemm_sync as SG                                   
 from compiler.isa.mma_sp.forms import find_form                                          # noqa: E402
 from compiler.ptx.sparse_wgmma_kernel import (SparseWgmmaConfig, emit_sparse_wgmma,   # noqa: E402
                                               encode_tensor_maps)
-from tests.gpu.harness.sparse_kernels import SPARSE_WGMMA_SCHEDULES                  # noqa: E402
+from tests.gpu.harness.sparse_kernels import SPARSE_WGMMA_SCHEDULES, abi_metadata    # noqa: E402
 
 # schedules tried per shape (tests/gpu/test_sparse_wgmma_gpu.py checks each of them for correctness); c2: CTA
 # pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 2 KB from L2 instead of 42
@@ -61,6 +61,7 @@ def build(cp, tmp: str, key: str):
 
 def wgmma_launcher(torch, np, kern, fn, m, n, k, vals, meta, bt, d):
     """A no-argument launch of `kern` (its tensor maps encoded now, kept alive in the closure)."""
+    meta = abi_metadata(kern.abi, meta)     # the layout the kernel's ABI names (compact for f16), once
     maps = encode_tensor_maps(kern.abi, m, n, k, {"a_values": vals.data_ptr(), "a_metadata": meta.data_ptr(),
                                                   "b": bt.data_ptr()})
     tmaps = torch.frombuffer(bytearray(maps), dtype=torch.uint8).to(SG.DEVICE)
@@ -72,7 +73,7 @@ def wgmma_launcher(torch, np, kern, fn, m, n, k, vals, meta, bt, d):
 
     def run():
         fn(grid, block, args, shared_mem=smem)
-    run.keep = tmaps                     # the tensor maps live as long as the launcher
+    run.keep = (tmaps, meta)             # the tensor maps (and the metadata they point to) live as long as the launcher
     return run
 
 

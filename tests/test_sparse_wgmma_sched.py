@@ -208,14 +208,15 @@ tile ep {
 def test_persistent_staged_epilogue_with_c_and_bias():
     """Persistent CTAs run the fused epilogue on the registers (C and a row bias read per pair, alpha and
     beta parameters) and stage f16 D (128 x (128 x 2 + 16) B = 34816 B after a ring of 3 slots of A 8192 +
-    B 16384 + metadata 2048 = 26624 B and 6 mbarriers, at the next 128-byte boundary): an odd problem (edge
+    B 16384 + metadata 1024 (8 tiles x 2 k-steps x 64 B, compact) = 25600 B and 6 mbarriers, at the next 128-byte
+    boundary): an odd problem (edge
     tiles) and a batch, adversarially and randomly."""
     import compiler
 
     result = compiler.compile_source(EPILOGUE_C, "ep.tile")
     abi = result.to_json()["tiles"]["ep"]["kernel"]
     assert abi["persistent"] and abi["epilogue"]["c"] == "epilogue"
-    ring = 3 * 26624 + 6 * 8
+    ring = 3 * 25600 + 6 * 8
     assert abi["dynamic_smem_bytes"] == 1024 + -(-ring // 128) * 128 + 128 * (128 * 2 + 16)
     for shape, mode, batch in (((200, 260, 72), "adversarial", 2), ((256, 384, 128), "random", 1)):
         assert compiler.emulate(result, shape=shape, mode=mode, batch=batch, seed=4).ok
@@ -932,14 +933,19 @@ def _s4_cfg(name: str):
 
 def test_256x176_with_4_stages_stages_d_per_m64_block():
     cfg = _s4_cfg("f16")
-    ring_end = -(-(4 * 43008 + 8 * 8) // 128) * 128
+    # a slot: A 256 x 64 B = 16384, B 176 x 128 B = 22528, metadata 16 tiles x 2 k-steps x 64 B (compact) = 2048
+    ring_end = -(-(4 * 40960 + 8 * 8) // 128) * 128
     assert (cfg.staged_d, cfg.bulk_copy_out, cfg.d_block_rows, cfg.d_offset) == (True, True, 64, ring_end)
-    assert cfg.d_region_bytes == 2 * 64 * 368 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 368 == 220288
-    # 256 x 192 f16: 4 x 45056 B of ring + the region of 2 x 64 x 400 B is 128 B over the 232448: direct stores
-    wide = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2, persistent=True, accumulate_c=False,
+    assert cfg.d_region_bytes == 2 * 64 * 368 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 368 == 212096
+    # 256 x 192 f16 (slots of 16384 + 24576 + 2048 = 43008 B): with 4 stages the region of 2 x 64 x 400 B fits
+    # (1024 + 172160 + 51200 = 224384 <= 232448); with 5 it is 34944 B over the 232448: direct stores
+    wide = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=5, cluster_m=2, persistent=True, accumulate_c=False,
                   d_type="f16")
-    over = 1024 + -(-(4 * 45056 + 8 * 8) // 128) * 128 + 2 * 64 * 400 - wide.smem_limit
-    assert over == 128 and not wide.staged_d and wide.d_region_bytes == 0
+    over = 1024 + -(-(5 * 43008 + 10 * 8) // 128) * 128 + 2 * 64 * 400 - wide.smem_limit
+    assert over == 34944 and not wide.staged_d and wide.d_region_bytes == 0
+    fits = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2, persistent=True, accumulate_c=False,
+                  d_type="f16")
+    assert fits.staged_d and fits.smem_bytes == 1024 + -(-(4 * 43008 + 8 * 8) // 128) * 128 + 2 * 64 * 400 == 224384
     # one m64 block per warpgroup (128 x 256, 2 consumers of 64 rows): the region as before, cta_m x pitch
     one = cfg_of(F16, cta_m=128, cta_n=128, cta_k=64, stages=2, persistent=True)
     assert one.d_region_bytes == 128 * (128 * 4 + 16)
