@@ -589,7 +589,7 @@ def test_emission_is_deterministic():
     # 1 consumer of 128 x 256 (256 + 40 registers): 256 threads launch with 255, no count setmaxnreg moves from
     (dict(consumers=1, cta_m=128, cta_n=256), "schedule.warps", "not a multiple of 8"),
     (dict(cta_k=96), "schedule.cta", "cta K"),
-    (dict(stages=9), "schedule.stages", "2..8"),
+    (dict(stages=17), "schedule.stages", "2..16"),
     (dict(cta_m=256, cta_n=128, cta_k=128, stages=4), "schedule.stages", "exceed"),
     (dict(selector=2), "sparsity.selector", "selector 2"),
     (dict(d_type="s32"), "D.dtype", "cannot be stored"),

@@ -35,9 +35,10 @@ def _same(d, ref) -> bool:
 
 
 # (form, config, M, N, K, batch, pad): 2-3 tiles per CTA (grid 2, or one pair); staged D in its own region
-# (128 x 128 f32 + C) and direct D (128 x 256 f16: ring + region do not fit 227 KB); an odd tile count
-# (a CTA walks one tile more); edges in M, N and K (a K tail shorter than a k-step); a batch (each batch's
-# own persistent CTAs); CTA pairs sharing B; 8-bit and tf32 forms; one consumer
+# (128 x 128 f32 + C), in 2 column blocks (128 x 256 f16: whole rows, 67584 B, do not fit beside 4 stages in
+# 227 KB; 2 x 64 x 272 B do), in 8 (the CTA pair's 5 stages leave room for 2 x 64 x 80 B only) and direct D
+# (stage_d=False); an odd tile count (a CTA walks one tile more); edges in M, N and K (a K tail shorter than a
+# k-step); a batch (each batch's own persistent CTAs); CTA pairs sharing B; 8-bit and tf32 forms; one consumer
 PERSISTENT_CASES = [
     (F16, dict(cta_m=128, cta_n=128, cta_k=64, stages=2), 256, 384, 192, 1, None),
     (F16, dict(BENCH[0], accumulate_c=False, d_type="f16"), 384, 512, 128, 1, None),
@@ -51,6 +52,7 @@ PERSISTENT_CASES = [
     (TF32, dict(cta_m=128, cta_n=64, cta_k=32, stages=3), 250, 128, 40, 1, None),
     (E4M3, dict(cta_m=128, cta_n=128, cta_k=128, stages=2, accumulate_c=False, d_type="f16"), 256, 300, 200, 1,
      None),
+    (F16, dict(BENCH[0], accumulate_c=False, d_type="f16", stage_d=False), 384, 512, 128, 1, None),
 ]
 POLICIES = ("eager", "adversarial", "random")
 # by default (the suite's time is shared): staged and direct D and a CTA pair eagerly, edges + C and one
@@ -74,20 +76,29 @@ def test_persistent_ctas_compute_the_gemm(i, mode, seed):
     d, ref, stats = run_model(cfg, m, n, k, mode, seed=seed, pad=pad, batch=batch)
     assert stats["tma"] == batch * tiles * -(-k // cfg.cta_k) * len(tma_boxes(cfg))
     assert stats["wgmma"] == batch * tiles * -(-k // cfg.cta_k) * cfg.ksteps * cfg.m_blocks * cfg.consumers * 4
-    # staged D: one cp.async.bulk per row of every interior tile (m0 + cta_m <= M, n0 + cta_n <= N)
+    # staged D: one cp.async.bulk per row (per row piece of each column block) of every interior tile
+    # (m0 + cta_m <= M, n0 + cta_n <= N)
     interior_rows = batch * (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m
-    assert stats.get("bulk_store", 0) == (interior_rows if cfg.bulk_copy_out else 0)
+    assert stats.get("bulk_store", 0) == (interior_rows * cfg.d_col_blocks if cfg.bulk_copy_out else 0)
     assert _same(d, ref), f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
 
 
 def test_staged_d_has_its_own_region_where_it_fits():
     """Persistent CTAs stage D after the ring's barriers (the ring is refilled during the epilogue): 128 x 128
-    f32 + 16 B pitch padding = 67584 B next to 2 x 26624 B of ring; 128 x 256 f16 (67584 B) does not fit
-    next to 4 x 43008 B (227 KB = 232448 B per block): direct fragment stores."""
+    f32 + 16 B pitch padding = 67584 B next to 2 x 25600 B of ring; 128 x 256 f16 (67584 B) does not fit
+    next to 4 x 41984 B (227 KB = 232448 B per block; slots of A 8192 + B 32768 + compact metadata 1024), its
+    rows cut in 2 column blocks (2 x 64 x (128 x 2 + 16) = 34816 B) do; stage_d=False: direct fragment
+    stores."""
     staged = cfg_of(F16, cta_m=128, cta_n=128, cta_k=64, stages=2, persistent=True)
     assert staged.staged_d and staged.d_offset >= staged.ring.bytes and \
         staged.smem_bytes == 1024 + staged.d_offset + 128 * (128 * 4 + 16)
-    direct = cfg_of(F16, **dict(BENCH[0], accumulate_c=False, d_type="f16", persistent=True))
+    blocks = cfg_of(F16, **dict(BENCH[0], accumulate_c=False, d_type="f16", persistent=True))
+    whole = 1024 + blocks.d_offset + 2 * 64 * (256 * 2 + 16)
+    # the ring: 4 x 41984 + 8 mbarriers x 8 = 168000 B, at the next 128-byte boundary 168064
+    assert whole - blocks.smem_limit == 1024 + 168064 + 67584 - 232448 == 4224
+    assert blocks.d_col_blocks == 2 and blocks.d_pitch == 272
+    assert blocks.staged_d and blocks.smem_bytes == 1024 + blocks.d_offset + 2 * 64 * 272 == 203904
+    direct = cfg_of(F16, **dict(BENCH[0], accumulate_c=False, d_type="f16", persistent=True, stage_d=False))
     assert not direct.staged_d and direct.smem_bytes == 1024 + direct.ring.bytes
     assert cfg_of(F16, **dict(BENCH[0], accumulate_c=False, d_type="f16")).staged_d     # the drained ring
     text = emit_sparse_wgmma(staged).text
@@ -223,13 +234,13 @@ def test_persistent_staged_epilogue_with_c_and_bias():
 
 
 def test_persistent_example_on_the_emulator():
-    """examples/sparse_wgmma_f16_persistent.tile, both tiles: direct D on 4 x 2 CTA tiles (2 per CTA pair at
-    2 SMs), staged D on an edge shape adversarially."""
+    """examples/sparse_wgmma_f16_persistent.tile, both tiles: 4 stages with D staged in 2 column blocks on 4 x 2
+    CTA tiles (2 per CTA pair at 2 SMs), 3 stages with whole rows staged on an edge shape adversarially."""
     import compiler
 
     result = compiler.compile_file(str(REPO / "examples" / "sparse_wgmma_f16_persistent.tile"))
-    direct, staged = result.tiles
-    assert compiler.emulate(result, direct, shape=(512, 512, 128), mode="eager", seed=1).ok
+    blocks, staged = result.tiles
+    assert compiler.emulate(result, blocks, shape=(512, 512, 128), mode="eager", seed=1).ok
     assert compiler.emulate(result, staged, shape=(300, 520, 64), mode="adversarial", seed=1).ok
 
 
@@ -264,9 +275,10 @@ def test_ptxas_assembles_the_persistent_staged_epilogue(ptxas, tmp_path):
 
 
 # The other examples whose persistent CTAs stage D and copy interior tiles out with cp.async.bulk (PTX
-# 9.7.9.25.4.1; tests/golden lists every example whose kernel changed with it), issue 17's 256 x 176 tiles first
-@pytest.mark.parametrize("example", ["sparse_wgmma_256x176.tile", "sparse_wgmma_small_cube.tile",
-                                     "sparse_wgmma_f16_decode_stream_k.tile"])
+# 9.7.9.25.4.1; tests/golden lists every example whose kernel changed with it), issue 17's 256 x 176 tiles first;
+# the 128 x 256 tiles stage D in 2 column blocks (a bulk copy per row piece)
+@pytest.mark.parametrize("example", ["sparse_wgmma_256x176.tile", "sparse_wgmma_128x256.tile",
+                                     "sparse_wgmma_small_cube.tile", "sparse_wgmma_f16_decode_stream_k.tile"])
 def test_ptxas_assembles_the_bulk_copy_out_of_the_examples(ptxas, tmp_path, example):
     import compiler
 
@@ -913,9 +925,9 @@ def test_ptxas_spills_only_where_the_compiler_warns(ptxas, tmp_path, i):
 
 
 # Issue 17's 256 x 176 tiles with a 4th stage: persistent CTA pairs of 2 x 128-row consumers stage D one m64
-# block at a time through a region of 2 warpgroups x 64 rows x 368 B = 47104 B after the ring (4 x 43008 B of
-# slots + 8 mbarriers = 172096 B, at the next 128-byte boundary 172160; + 1024 B of alignment slack: 220288 B of
-# the 232448 B a CTA may have); the whole tile's region (256 x 368 B = 94208 B) left room for 3 stages only.
+# block at a time through a region of 2 warpgroups x 64 rows x 368 B = 47104 B after the ring (4 x 40960 B of
+# slots (A 16384 + B 22528 + compact metadata 2048) + 8 mbarriers = 163904 B, at the next 128-byte boundary
+# 163968; + 1024 B of alignment slack: 212096 B of the 232448 B a CTA may have); the whole tile's region (256 x 368 B = 94208 B) left room for 3 stages only.
 # Interior problem: 512 x 352, 4 tiles of which the one CTA pair walks 2 each (every row leaves by a bulk copy,
 # block 1 restages the region after block 0's copies, the next tile's block 0 after block 1's); edge problem:
 # 300 x 200 x 130 (one interior tile, the others cut in M, N and K)
@@ -937,15 +949,18 @@ def test_256x176_with_4_stages_stages_d_per_m64_block():
     ring_end = -(-(4 * 40960 + 8 * 8) // 128) * 128
     assert (cfg.staged_d, cfg.bulk_copy_out, cfg.d_block_rows, cfg.d_offset) == (True, True, 64, ring_end)
     assert cfg.d_region_bytes == 2 * 64 * 368 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 368 == 212096
-    # 256 x 192 f16 (slots of 16384 + 24576 + 2048 = 43008 B): with 4 stages the region of 2 x 64 x 400 B fits
-    # (1024 + 172160 + 51200 = 224384 <= 232448); with 5 it is 34944 B over the 232448: direct stores
-    wide = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=5, cluster_m=2, persistent=True, accumulate_c=False,
-                  d_type="f16")
-    over = 1024 + -(-(5 * 43008 + 10 * 8) // 128) * 128 + 2 * 64 * 400 - wide.smem_limit
-    assert over == 34944 and not wide.staged_d and wide.d_region_bytes == 0
+    # 256 x 192 f16 (slots of 16384 + 24576 + 2048 = 43008 B): with 4 stages whole rows fit (1024 + 172160 + 2 x 64
+    # x 400 = 224384 <= 232448); with 5 the whole rows are 34944 B over the 232448 and 2 column blocks of 96
+    # (2 x 64 x 208 B) still 10368 B over: rows staged in 4 column blocks of 48 columns (2 x 64 x 112 B)
     fits = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2, persistent=True, accumulate_c=False,
                   d_type="f16")
-    assert fits.staged_d and fits.smem_bytes == 1024 + -(-(4 * 43008 + 8 * 8) // 128) * 128 + 2 * 64 * 400 == 224384
+    assert fits.staged_d and fits.d_col_blocks == 1 and fits.smem_bytes == 1024 + -(-(4 * 43008 + 8 * 8) // 128) * 128 \
+        + 2 * 64 * 400 == 224384
+    wide = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=5, cluster_m=2, persistent=True, accumulate_c=False,
+                  d_type="f16")
+    ring = -(-(5 * 43008 + 10 * 8) // 128) * 128
+    assert (1024 + ring + 2 * 64 * 400 - wide.smem_limit, 1024 + ring + 2 * 64 * 208 - wide.smem_limit) == (34944, 10368)
+    assert wide.staged_d and wide.d_col_blocks == 4 and wide.d_region_bytes == 2 * 64 * 112
     # one m64 block per warpgroup (128 x 256, 2 consumers of 64 rows): the region as before, cta_m x pitch
     one = cfg_of(F16, cta_m=128, cta_n=128, cta_k=64, stages=2, persistent=True)
     assert one.d_region_bytes == 128 * (128 * 4 + 16)
@@ -1026,3 +1041,143 @@ def test_persistent_one_byte_d_is_stored_from_the_fragments(ptxas, tmp_path):
     assert "st.shared" not in result.ptx and "d_staging" not in result.to_json()["tiles"]["p8"]["resources"]
     _assemble(ptxas, result.ptx, tmp_path)
     assert compiler.emulate(result, shape=(300, 30, 130), mode="adversarial", seed=1).ok
+
+
+# A 128 x 256 tile with 4 stages (cuSPARSELt's persistent CTA-pair tile; examples/sparse_wgmma_128x256.tile):
+# 2 consumer warpgroups of 64 rows. Whole staged rows (2 x 64 x (256 x 2 + 16) = 67584 B) do not fit beside
+# the ring (f16: 4 x 41984 B (A 8192 + B 32768 + compact metadata 1024) + 8 mbarriers, at the next 128-byte
+# boundary 168064; + 1024 B of slack), so D is staged in h = 2 column blocks of 128 columns through 2 x 64 x
+# 272 B = 34816 B: 203904 B of the 232448. Each
+# warpgroup stages column block 0, copies its 64 row pieces of 256 B out (a bulk copy each), waits until they
+# have read the region, stages column block 1 and copies it to columns n0 + 128... Interior problem: 256 x 512
+# x 64 (4 interior tiles, 2 per CTA of the pair); edge problem: 200 x 392 x 100 (one interior tile; in the
+# last tile column block 0 lies inside D, block 1 has 8 of its 128 columns inside, and the second tile row 72
+# of its 128 rows; a K tail).
+CB_FORMS = {"f16": (F16, dict(cta_k=64, d_type="f16")), "bf16": (BF16, dict(cta_k=64, d_type="bf16")),
+            "e4m3_bf16": (E4M3, dict(cta_k=128, d_type="bf16"))}
+CB_PROBLEMS = {"interior": (256, 512, 64), "edge": (200, 392, 100)}
+CB_RUNS = [pytest.param(f, p, mode, id=f"{f}-{p}-{mode}",
+                        marks=() if (f, p, mode) == ("f16", "edge", "eager") else pytest.mark.slow)
+           for f in CB_FORMS for p in CB_PROBLEMS for mode in ("eager", "adversarial", "random")]
+
+
+def _cb_cfg(name: str, **kw):
+    form, fkw = CB_FORMS[name]
+    return cfg_of(form, **{**dict(cta_m=128, cta_n=256, stages=4, cluster_m=2, persistent=True, accumulate_c=False),
+                           **fkw, **kw})
+
+
+def test_128x256_with_4_stages_stages_d_in_column_blocks():
+    cfg = _cb_cfg("f16")
+    ring_end = -(-(4 * 41984 + 8 * 8) // 128) * 128
+    assert 1024 + ring_end + 2 * 64 * (256 * 2 + 16) > cfg.smem_limit == 232448          # whole rows: no room
+    assert (cfg.staged_d, cfg.bulk_copy_out) == (True, True)
+    assert (cfg.d_col_blocks, cfg.d_piece_cols, cfg.d_pitch) == (2, 128, 272)
+    assert cfg.d_region_bytes == 2 * 64 * 272 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 272 == 203904
+    assert _cb_cfg("e4m3_bf16").d_col_blocks == 2                         # 32-lane metadata: slots of 43008 B
+    # f32 D (C read): pieces of 64 columns x 4 B; the CTA pair's 5 stages (5 x 41984 + 80 -> 210048 B of ring)
+    # leave room for 4 pieces of 64 columns (1024 + 210048 + 2 x 64 x 144 = 229504), not 2 (245888)
+    assert _cb_cfg("f16", d_type=None, accumulate_c=True).d_col_blocks == 4
+    assert _cb_cfg("f16", stages=5).d_col_blocks == 4
+    # whole rows where they fit (h = 1: the kernels of before), and the pieces a block may not have: 176 columns
+    # in 4 blocks of 44 would cut the accumulator pairs' 8-column groups
+    assert _cb_cfg("f16", stages=3).d_col_blocks == 1 and _s4_cfg("f16").d_col_blocks == 1
+    assert "multiple of 8" in _s4_cfg("f16").d_piece_problem(4) and _s4_cfg("f16").d_piece_problem(2) is None
+    text = emit_sparse_wgmma(cfg).text
+    # per tile and warpgroup: 2 staging passes (the read wait before each), one 256-byte bulk copy per row piece,
+    # the second to the columns 128 further on
+    assert text.count("cp.async.bulk.wait_group.read 0;") == 2
+    assert text.count("cp.async.bulk.global.shared::cta.bulk_group [%rp], [%x], 256;") == 2
+    assert text.count("add.u32 %pn, %n0, 128;") == 1 and text.count("add.u32 %pn, %pn, 128;") == 1   # bulk, edge
+
+
+@pytest.mark.parametrize("form,problem,mode", CB_RUNS)
+def test_128x256_column_blocks_on_the_emulator(form, problem, mode):
+    pytest.importorskip("ml_dtypes")
+    cfg = _cb_cfg(form)
+    m, n, k = CB_PROBLEMS[problem]
+    d, ref, stats = run_model(cfg, m, n, k, mode, seed=2)
+    # a copy per row piece of every interior tile
+    assert stats["bulk_store"] == (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m * cfg.d_col_blocks
+    assert _same(d, ref), f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kw,problem", [(dict(d_type=None, accumulate_c=True), (200, 392, 100)),   # f32 + C, h = 4
+                                        (dict(stages=5), (256, 520, 64))],                          # h = 8
+                         ids=["f32-h4", "f16-h8"])
+def test_finer_column_blocks_on_the_emulator(kw, problem):
+    cfg = _cb_cfg("f16", **kw)
+    d, ref, stats = run_model(cfg, *problem, "adversarial", seed=3)
+    m, n, _ = problem
+    assert stats["bulk_store"] == (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m * cfg.d_col_blocks
+    assert _same(d, ref)
+
+
+# Column blocks, broken: column block 1 copied to the columns of block 0 (its column offset lost), caught by D;
+# block 1 staged before block 0's bulk copies have read the region (no cp.async.bulk.wait_group.read before
+# the second pass), caught by the emulator's bulk-copy model under the adversarial policy.
+CB_MUTATIONS = {
+    "column_block_1_at_column_0": (lambda t: t.replace("add.u32 %pn, %n0, 128;", "add.u32 %pn, %n0, 0;"), "eager",
+                                   None),
+    "column_block_1_staged_before_block_0_is_read": (
+        lambda t: re.sub(r"cp\.async\.bulk\.wait_group\.read 0; *// its bulk copy of m64 block 0 columns 0\.\.127"
+                         r"[^\n]*\n", "", t), "adversarial",
+        "overwrites shared memory .* no cp.async.bulk.wait_group.read retired"),
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if i == 0 else pytest.mark.slow)
+                                  for i, n in enumerate(CB_MUTATIONS)])
+def test_model_catches_broken_column_blocks(name):
+    cfg = _cb_cfg("f16")
+    mutate, mode, message = CB_MUTATIONS[name]
+    text = emit_sparse_wgmma(cfg).text
+    assert mutate(text) != text, "the mutation applies"
+    try:
+        d, ref, _ = run_model(cfg, 256, 512, 64, mode, seed=3, transform=mutate)
+    except EmulationError as e:
+        assert message is not None and re.search(message, str(e)), e
+        return
+    assert message is None and not _same(d, ref), f"{name} went unnoticed"
+
+
+EPILOGUE_CB = EPILOGUE_C.replace("cta=128x128x64 warps=8x1 stages=3", "cta=128x256x64 warps=8x1 stages=4").replace(
+    "bias=row", "bias=col")
+
+
+@pytest.mark.parametrize("shape,mode", [
+    pytest.param((100, 300, 40), "adversarial", id="edges"),         # edge tiles only: 100 rows; 256 + 44 columns
+    pytest.param((130, 300, 40), "random", id="interior", marks=pytest.mark.slow),   # tile (0, 0) interior
+])
+def test_column_blocks_with_a_fused_epilogue(shape, mode):
+    """alpha*(A*B) + beta*C + bias[col], relu on the registers, f16 D staged in 2 column blocks (128 x 256, 4
+    stages): C and the bias read at the pair's column of the tile, D staged at its column of the block's piece;
+    the last tile column's block 0 partly inside D, its block 1 wholly outside."""
+    import compiler
+
+    result = compiler.compile_source(EPILOGUE_CB, "ep.tile")
+    plan = result.to_json()["tiles"]["ep"]["resources"]
+    assert plan["d_staging_bytes"] == 2 * 64 * 272 and "column blocks h = 2" in plan["d_staging"]
+    assert compiler.emulate(result, shape=shape, mode=mode, seed=4).ok
+
+
+def test_ptxas_assembles_column_blocks(ptxas, tmp_path):
+    """The staged column blocks' forms: f32 D + C in 4 blocks, 8 blocks of 64 B pieces, a fused epilogue (alpha,
+    a column bias, relu) without spills; and EPILOGUE_CB's (C read with beta besides): ptxas (CUDA 13.0) spills
+    32 B there, as it spills 24 B for the same epilogue at 3 stages with whole rows (h = 1, the kernel of before
+    column blocks): the epilogue's C beside 128 accumulators in 168 registers, which spill_note does not yet
+    cover for 64-row consumer warpgroups."""
+    import compiler
+
+    for cfg in (_cb_cfg("f16", d_type=None, accumulate_c=True), _cb_cfg("f16", stages=5)):
+        assert cfg.d_col_blocks in (4, 8)
+        log = _assemble(ptxas, emit_sparse_wgmma(cfg).text, tmp_path)
+        assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    light = EPILOGUE_CB.replace("epilogue alpha=param beta=param bias=col act=relu;",
+                                "epilogue alpha=param bias=col act=relu;").replace(" C: f32 global;", "")
+    for src, spills in ((light, 0), (EPILOGUE_CB, 32)):
+        result = compiler.compile_source(src, "ep.tile")
+        assert "column blocks h = 2" in result.to_json()["tiles"]["ep"]["resources"]["d_staging"]
+        log = _assemble(ptxas, result.ptx, tmp_path)
+        assert f"{spills} bytes spill stores" in log, log

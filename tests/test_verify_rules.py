@@ -39,7 +39,7 @@ PROBES = {
     "table50_n": tc("kind=f8f6f4", a="A: e4m3 smem;", b="B: e4m3 smem major=MN swizzle=128B;", shape="M=128 N=8 K=32"),
     "loop_k_multiple": tc(extra="  loop K=24;\n"),
     "schedule_tcgen05": tc(extra="  schedule cta=128x128x16 stages=2;\n"),
-    "schedule_stages": sp("  schedule cta=64x64x64 warps=2x2 stages=9;\n"),
+    "schedule_stages": sp("  schedule cta=64x64x64 warps=2x2 stages=17;\n"),
     "schedule_cluster": sp("  schedule cta=64x64x64 warps=2x2 stages=3 cluster=2;\n"),
     "wgmma_sm90a": sp("  schedule cta=64x64x64 warps=4x1 stages=3 mma=wgmma;\n"),
     "register_budget": sp("  schedule cta=256x256x64 warps=1x1 stages=1;\n"),

@@ -31,6 +31,13 @@ from .derive import mma_form, tile_spec
 
 MAX_UNROLLED_MMA = 1024
 MAX_REGISTERS = 255
+# `schedule stages=`: the deepest ring any kernel takes (the sparse wgmma kernel's TMA ring; the warp-level
+# cp.async pipeline and the tcgen05 kernels keep 8, their own checks). The wgmma ring's slot index and phase
+# are run-time registers (compiler/ptx/pipeline.py), so depth costs no code, only 2 mbarriers and a stage of
+# shared memory each, and the shared memory a block may use bounds it first for all but the smallest stages:
+# a decode tile (N <= 64, stages of 8-25 KB) fills 227 KB with 9-16 of them, which a memory-bound kernel needs
+# to keep enough of A in flight (docs/measurements.md, "Decode: ring depth").
+MAX_SCHEDULE_STAGES = 16
 
 
 @dataclass(frozen=True)

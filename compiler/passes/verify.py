@@ -15,7 +15,7 @@ from ..isa.identifiers import is_c_identifier, is_ptx_identifier
 from ..isa.targets import MAX_PTX, TARGETS, format_version, is_released, version_problem
 from . import Pass, PassContext
 from .derive import form_op, module_spec, tile_loc, tile_spec
-from .limits import check_limits
+from .limits import MAX_SCHEDULE_STAGES, check_limits
 from .symbols import symbol_collision
 
 # Operands each engine needs, and the spaces each may live in (tcgen05: compiler/isa/tcgen05_forms.py;
@@ -374,8 +374,8 @@ class Verify(Pass, name="verify", requires=(), provides=("verified",),
                 if value % unit:
                     raise SpecError(f"schedule {what} = {value} is not a multiple of {unit} (instruction shape "
                                     f"x warps)", field)
-            if not 1 <= sc.stages <= 8:
-                raise SpecError(f"schedule stages = {sc.stages}; use 1..8", "schedule.stages")
+            if not 1 <= sc.stages <= MAX_SCHEDULE_STAGES:
+                raise SpecError(f"schedule stages = {sc.stages}; use 1..{MAX_SCHEDULE_STAGES}", "schedule.stages")
             if sc.accumulators is not None:
                 raise SpecError("schedule accumulators= counts TMEM accumulators of tcgen05 tiles; an mma.sp "
                                 "tile accumulates in registers", "schedule.accumulators", "drop accumulators=")

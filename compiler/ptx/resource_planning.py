@@ -205,12 +205,17 @@ def _sparse_wgmma(tile: Op, module: Op) -> dict:
     if cfg.d_region_bytes:                # persistent CTAs: D's staging region after the ring (in smem_bytes)
         extra["d_staging_bytes"] = cfg.d_region_bytes
         blocks = cfg.wg_m // cfg.d_block_rows
+        h = cfg.d_col_blocks          # column blocks where whole rows do not fit beside the ring
+        piece = cfg.d_pitch - 16
         extra["d_staging"] = (f"{cfg.d_region_bytes} B after the ring: {cfg.consumers} consumer warpgroups x "
                               f"{cfg.d_block_rows} rows x {cfg.d_pitch} B pitch"
                               + (f", each warpgroup's {blocks} m64 blocks staged and copied out in turn"
                                  if blocks > 1 else "")
-                              + ("; interior tiles leave by cp.async.bulk, a row per thread" if cfg.bulk_copy_out
-                                 else ""))
+                              + (f"; column blocks h = {h}: whole rows ({cfg.cta_n} columns, {piece * h + 16} B pitch) "
+                                 f"do not fit beside the ring, so each row is staged in {h} pieces of "
+                                 f"{cfg.d_piece_cols} columns ({piece} B), copied out in turn" if h > 1 else "")
+                              + ((f"; interior tiles leave by cp.async.bulk, a row {'piece ' if h > 1 else ''}"
+                                  "per thread") if cfg.bulk_copy_out else ""))
     low, high = (split.low, split.high) if split is not None else (cfg.max_regs, cfg.max_regs)
     return {"kernel": "sparse_wgmma", "threads": cfg.threads, "cluster": cfg.cluster_m, "stages": cfg.stages,
             "stage_bytes": cfg.stage_bytes, "smem_bytes": cfg.smem_bytes, "smem_limit": cfg.smem_limit,

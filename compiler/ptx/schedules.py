@@ -37,6 +37,7 @@ from ..bits import is_pow2
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, SHAPE_N
 from ..isa.wgmma import WG_THREADS, WGMMA_M, WGMMA_SP_FORMS
+from ..passes.limits import MAX_SCHEDULE_STAGES
 from ..spec import SPLIT_K_STREAM, ScheduleSpec
 from .sparse_wgmma_kernel import MAX_CONSUMERS
 
@@ -55,7 +56,10 @@ def _powers_between(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(v for v in range(lo, hi + 1) if is_pow2(v))
 
 
-STAGES = tuple(range(2, 9))      # both rings take 2..8 stages (their check_config)
+STAGES = tuple(range(2, 9))      # the warp-level cp.async pipeline takes 2..8 stages (its check_config)
+# the wgmma TMA ring takes 2..MAX_SCHEDULE_STAGES (16): past 8 the search steps by 2 (a decode tile's depth
+# is bounded by shared memory first; 9..16 in steps of 1 would add 8 rows for a few percent of difference)
+WGMMA_STAGES = STAGES + tuple(range(10, MAX_SCHEDULE_STAGES + 1, 2))
 MAX_CTA_MN = 256                 # the search's bound on CTA M and N (the wgmma kernel's TMA box bound too)
 
 AXES: dict[str, tuple[Axis, ...]] = {
@@ -68,7 +72,7 @@ AXES: dict[str, tuple[Axis, ...]] = {
         Axis("cta_m", lambda form: (WGMMA_M, 2 * WGMMA_M, 3 * WGMMA_M, 4 * WGMMA_M)),
         Axis("cta_n", lambda form: WGMMA_SP_FORMS[form.a_type].n_values),
         Axis("cta_k", lambda form: tuple(form.k * s for s in (1, 2, 4))),
-        Axis("stages", lambda form: STAGES),
+        Axis("stages", lambda form: WGMMA_STAGES),
         Axis("cluster", lambda form: (1, 2)),
         Axis("persistent", lambda form: ("none", "static")),
         Axis("split_k", lambda form: (1, 2, 4, 8, SPLIT_K_STREAM)),

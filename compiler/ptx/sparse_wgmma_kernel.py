@@ -52,6 +52,13 @@ holds 64 rows per consumer warpgroup (consumers x 64 x d_pitch bytes): a 128-row
 out its two m64 blocks (separate accumulator sets) in turn, block j after block j - 1's copy-out has read the
 region (below), so the region is half the tile and a deeper ring fits beside it (256 x 176: 4 stages of
 40960 B + 2 x 64 x 368 B = 47104 B, against 3 beside the whole tile's 94208 B).
+Where even 64 whole rows per warpgroup do not fit, the rows are cut into h column blocks (`d_col_blocks`, the
+smallest h of 1, 2, 4, .. that fits; a block's columns a multiple of 8, so no accumulator pair straddles two
+blocks, and its row piece a multiple of 16 bytes): the region holds consumers x 64 rows x (cta_n / h x bytes +
+16), and a warpgroup stages and copies out its (m64 block, column block) pieces in turn, block b's piece to
+columns n0 + b * cta_n / h, with the same protocol between pieces as between m64 blocks (128 x 256 with f16 D: 4
+stages of 41984 B beside 2 x 64 x 272 B = 34816 B in h = 2 blocks of 128 columns, where whole rows, 2 x 64 x
+528 B = 67584 B, left 3 stages or D stored from the fragments). h = 1 is the kernel of whole rows.
 With a fused epilogue the plan runs on the registers before staging (C and bias per pair, as for direct
 stores) and D's own type is staged: half the region of staged f32 for f16 / bf16 D.
 Each warpgroup stages and copies out only its own rows, so no barrier across consumers is needed: a
@@ -59,20 +66,20 @@ warpgroup's `bar.sync 2 + wg` before staging waits for its own copy-out of the p
 The copy-out of an interior tile goes to the copy engine (TMA) instead of the consumer warps: after staging,
 each thread orders its generic-proxy stores before the async proxy's reads (`fence.proxy.async.shared::cta`,
 the memory model's proxy rules) and the warpgroup meets (`bar.sync 2 + wg`); then thread q of the warpgroup
-issues one `cp.async.bulk.global.shared::cta.bulk_group` (PTX 9.7.9.25.4.1) of its row, cta_n x D bytes from
-the region to D's row m0 + wg*wg_m + 64*j + q of m64 block j (threads q >= 64 idle: one row a thread, rather
+issues one `cp.async.bulk.global.shared::cta.bulk_group` (PTX 9.7.9.25.4.1) of its row, cta_n x D bytes (with
+column blocks its row piece, cta_n / h x D bytes, to columns n0 + b * cta_n / h) from the region to D's row
+m0 + wg*wg_m + 64*j + q of m64 block j (threads q >= 64 idle: one row a thread, rather
 than half a row each for 128 threads, gives fewer, larger copies and needs no half row of 16-byte multiples),
 and commits it as its own bulk group, and the consumers go on (to block j + 1, or the next tile's MMAs) while
 the copies run. Before it stages the next block (of this tile or the next) a thread waits with
 `cp.async.bulk.wait_group.read 0` until its copy has read the region (then the warpgroup's barrier, so no row
 another thread's copy still reads is overwritten), and every thread waits with `cp.async.bulk.wait_group 0`
-before the CTA exits. The
-row, the region's base (D_REGION_ALIGN) and pitch (cta_n x bytes + 16) are multiples of 16 bytes, as a bulk
-copy needs (compiler/isa/bulk_copy.py; `bulk_copy_out`); so are D's rows (the ABI's alignment rule, which
-compiler.runtime enforces and which the vector stores of the other paths need as well: there is no
-misaligned D to fall back for). An edge tile keeps the per-chunk loop of predicated vector stores, run per
-m64 block over the block's 64 rows (as the fused epilogue on the registers runs per block before its
-staging). Every
+before the CTA exits. The row (or row piece), the region's base (D_REGION_ALIGN) and pitch (cta_n / h x bytes
++ 16) are multiples of 16 bytes, as a bulk copy needs (compiler/isa/bulk_copy.py; `bulk_copy_out`); so are D's
+rows (the ABI's alignment rule, which compiler.runtime enforces and which the vector stores of the other paths
+need as well: there is no misaligned D to fall back for). An edge tile keeps the per-chunk loop of predicated
+vector stores, run per m64 block (and column block) over the piece's 64 rows (as the fused epilogue on the
+registers runs per piece before its staging, C and bias read at the tile's columns). Every
 chunk loop of the copy-out (edge tiles; all tiles of the one-tile-per-CTA kernels) walks its items with a
 (row, chunk) cursor stepped by additions (`chunk_cursor`): one division per tile instead of a div / rem by
 the chunks per row (22 for 176 f16 columns; a float reciprocal sequence in SASS) per chunk.
@@ -219,6 +226,7 @@ from ..isa.targets import (MAX_PTX, REGISTER_UNIT_PER_THREAD, REGISTERS_PER_SM, 
                            format_version)
 from ..isa.types import TYPES
 from ..passes.epilogue_lowering import EpiloguePlan
+from ..passes.limits import MAX_SCHEDULE_STAGES
 from ..passes.resources import check_shared_memory
 from ..spec import SPLIT_K_STREAM
 from ..isa.wgmma import (MAX_ATOM_BYTES, PROMOTED_A_TYPES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS,
@@ -505,8 +513,57 @@ class SparseWgmmaConfig(RingGeometry):
     @property
     def d_region_bytes(self) -> int:
         """Shared bytes of the persistent CTAs' own staged-D region (0: none): consumers x d_block_rows rows of
-        d_pitch (= cta_m x d_pitch where a warpgroup has one m64 block)."""
+        d_pitch (= cta_m x d_pitch where a warpgroup has one m64 block; d_pitch is a column block's row
+        piece + 16 where whole rows do not fit: d_col_blocks)."""
         return self.consumers * self.d_block_rows * self.d_pitch if self.persistent and self.staged_d else 0
+
+    @property
+    def d_staged_bytes(self) -> int:
+        """Bytes of one staged D element: the raw accumulator where the epilogue runs in the copy-out, else D's."""
+        return TYPES[self.acc_type if self.epilogue_in_copy_out else self.out_type].bits // 8
+
+    def d_piece_problem(self, blocks: int) -> str | None:
+        """Why the staged rows cannot be cut into `blocks` column blocks, or None. A block's columns are a
+        multiple of 8, so no accumulator pair (columns 8*(i>>2) + 2*(lane%4) + (i&1), Figure 149,
+        9.7.15.5.1.1.1) straddles two blocks, and its row piece is a multiple of 16 bytes, as the copy-out's
+        16-byte chunks and one cp.async.bulk per row piece need (compiler/isa/bulk_copy.py)."""
+        if blocks < 1 or self.cta_n % blocks:
+            return f"{self.cta_n} columns do not split into {blocks} equal blocks"
+        cols = self.cta_n // blocks
+        if blocks > 1 and cols % 8:
+            return f"{cols} columns a block: no multiple of 8 (an accumulator pair would straddle two blocks)"
+        if blocks > 1 and size_problem(cols * self.d_staged_bytes):
+            return f"a row piece of {cols * self.d_staged_bytes} B: {size_problem(cols * self.d_staged_bytes)}"
+        return None
+
+    def d_region_for(self, blocks: int) -> int:
+        """Bytes of a persistent staged-D region of `blocks` column blocks: consumers x d_block_rows rows of
+        (cta_n / blocks x bytes + 16)."""
+        return self.consumers * self.d_block_rows * (self.cta_n // blocks * self.d_staged_bytes + 16)
+
+    @cached_property          # tilec tune checks tens of thousands of configurations
+    def d_col_blocks(self) -> int:
+        """h: the staged D rows are cut into h column blocks of cta_n / h columns, each warpgroup staging and
+        copying out its (m64 block, column block) pieces in turn through a region of consumers x 64 rows x
+        (cta_n / h x bytes + 16). Persistent CTAs take the smallest h of 1, 2, 4, .. whose pieces are legal
+        (d_piece_problem) and whose region fits beside the ring (128 x 256 with bf16 D: whole rows, 2 x 64 x
+        528 = 67584 B, do not fit beside 4 stages of 43008 B; h = 2, 2 x 64 x 272 = 34816 B, does); 0 where
+        none fits (D stored from the fragments). One tile per CTA: 1 (the drained ring holds the whole tile,
+        or D is stored from the fragments)."""
+        if not self.persistent:
+            return 1
+        blocks = 1
+        while blocks <= self.cta_n // 8:
+            if self.d_piece_problem(blocks) is None and \
+                    SMEM_ALIGN + self.d_offset + self.d_region_for(blocks) <= self.smem_limit:
+                return blocks
+            blocks *= 2
+        return 0
+
+    @property
+    def d_piece_cols(self) -> int:
+        """Columns of one staged column block (cta_n where whole rows are staged)."""
+        return self.cta_n // max(self.d_col_blocks, 1)
 
     @property
     def smem_bytes(self) -> int:
@@ -534,9 +591,9 @@ class SparseWgmmaConfig(RingGeometry):
         """Row pitch of the staged D tile: 16 bytes of padding, so the 8 rows g of a fragment store
         (lanes 4g+t at column 2t) start 4 banks apart and a warp's 32 words hit 32 banks. With an
         epilogue the raw accumulators are staged (it runs in the copy-out, with no accumulator live), except
-        in persistent CTAs: they run it in registers and stage D's type (a smaller region of their own)."""
-        staged = self.acc_type if self.epilogue_in_copy_out else self.out_type
-        return self.cta_n * TYPES[staged].bits // 8 + 16
+        in persistent CTAs: they run it in registers and stage D's type (a smaller region of their own), in
+        column blocks where whole rows do not fit (d_col_blocks: the pitch is then a block's row piece + 16)."""
+        return self.d_piece_cols * self.d_staged_bytes + 16
 
     @property
     def epilogue_in_copy_out(self) -> bool:
@@ -556,17 +613,18 @@ class SparseWgmmaConfig(RingGeometry):
         if self.persistent and self.epilogue is not None and self.epilogue.packs:
             return False
         if self.persistent:
-            return SMEM_ALIGN + self.d_offset + self.consumers * self.d_block_rows * self.d_pitch <= self.smem_limit
+            return self.d_col_blocks > 0
         return self.cta_m * self.d_pitch <= self.ring_bytes
 
     @property
     def bulk_copy_out(self) -> bool:
         """Persistent CTAs with a staged D copy an interior tile's rows out with one asynchronous bulk copy
-        per row (cp.async.bulk.global.shared::cta.bulk_group, PTX 9.7.9.25.4.1): a row of cta_n elements of D
-        is a multiple of 16 bytes, and so are the region's base (D_REGION_ALIGN) and pitch, so every staged
-        row starts 16-byte aligned, as D's rows do (the ABI: ldd * bytes a multiple of 16, D 16-byte
-        aligned)."""
-        row = self.cta_n * TYPES[self.out_type].bits // 8
+        per row, or per row piece of a column block (cp.async.bulk.global.shared::cta.bulk_group, PTX
+        9.7.9.25.4.1): a row piece of d_piece_cols elements of D is a multiple of 16 bytes, and so are the
+        region's base (D_REGION_ALIGN) and pitch, so every staged piece starts 16-byte aligned, as its place in
+        D does (the ABI: ldd * bytes a multiple of 16, D 16-byte aligned; a block's columns start a multiple of
+        16 bytes into the row)."""
+        row = self.d_piece_cols * TYPES[self.out_type].bits // 8
         return (self.persistent and self.staged_d and not self.epilogue_in_copy_out and size_problem(row) is None
                 and self.d_pitch % BULK_ALIGN == 0 and self.d_offset % BULK_ALIGN == 0)
 
@@ -811,8 +869,9 @@ def check_config(cfg: SparseWgmmaConfig) -> Version:
                         f"boxDim)", field="schedule.cta",
                         hint=f"use at most {TMA_MAX_BOX // cfg.consumers // WGMMA_M * WGMMA_M} rows per consumer "
                              f"warpgroup (cta M = {TMA_MAX_BOX // cfg.consumers // WGMMA_M * WGMMA_M * cfg.consumers})")
-    if not 2 <= cfg.stages <= 8:
-        raise SpecError(f"the TMA ring needs 2..8 stages, not {cfg.stages}", field="schedule.stages")
+    if not 2 <= cfg.stages <= MAX_SCHEDULE_STAGES:
+        raise SpecError(f"the TMA ring needs 2..{MAX_SCHEDULE_STAGES} stages, not {cfg.stages}", field="schedule.stages",
+                        hint="the shared memory a block may use bounds the ring as well (check_shared_memory)")
     if cfg.cluster_m not in (1, 2) or (cfg.cta_n // cfg.cluster_m) % 8:
         raise SpecError(f"cluster_m = {cfg.cluster_m}: CTA pairs (2) share B in halves of whole 8-row groups "
                         f"(cta N / 2 a multiple of 8), or 1", field="schedule")
@@ -1643,13 +1702,14 @@ class _Writer(PtxBuilder):
                 r, c = fragment_coord(i, 0, 0)
                 yield j, j * cfg.acc_per_block + i, WGMMA_M * j + r, c
 
-    def staged_pairs(self, block: int):
-        """The pairs staged in pass `block` of the epilogue (cfg.d_block_rows rows of the warpgroup a pass), as
-        (register i, row offset in the tile, row offset in the staged region, column offset)."""
-        rows = self.cfg.d_block_rows
+    def staged_pairs(self, block: int, col: int = 0):
+        """The pairs staged in the epilogue's pass (`block`, `col`) (cfg.d_block_rows rows of the warpgroup, and
+        of them column block `col` of cfg.d_piece_cols columns), as (register i, row offset in the tile, row
+        offset in the staged region, column offset in the tile, column offset in the staged piece)."""
+        rows, cols = self.cfg.d_block_rows, self.cfg.d_piece_cols
         for _j, i, r, c in self.pairs():
-            if r // rows == block:
-                yield i, r, r - rows * block, c
+            if r // rows == block and c // cols == col:
+                yield i, r, r - rows * block, c, c - cols * col
 
     def global_fragment_ptr(self, ptr: str, nbytes: int, stride: str) -> None:
         """%rp = ptr + ((m0 + row) * stride + n0 + col) * nbytes for the thread's (row, col) of pair 0
@@ -1889,14 +1949,16 @@ class _Writer(PtxBuilder):
         ins("setp.le.and.u32 %p9, %y, %N, %p8;           // the whole chunk is inside D")
         ins("setp.gt.and.u32 %p10, %y, %N, %p8;          // part of it is")
 
-    def stage_after_epilogue(self, pitch: int, block: int = 0) -> None:
+    def stage_after_epilogue(self, pitch: int, block: int = 0, col: int = 0) -> None:
         """Persistent CTAs with a fused epilogue: the plan runs on the accumulators of staging pass `block`
         (one m64 block) in registers (C and bias per pair, as for direct stores; an edge tile's reads
         predicated) and D's type is staged at %c0 (the thread's pair 0 in the region): half the bytes of f32
-        for f16 / bf16 D, so the region fits next to a deeper ring. The copy-out is then the plain one."""
+        for f16 / bf16 D, so the region fits next to a deeper ring. The copy-out is then the plain one. With
+        column blocks (`col`) C and the bias are read at the pair's column of the tile, D staged at its column
+        of the piece."""
         cfg, ins = self.cfg, self.ins
         rows = cfg.d_block_rows
-        if block == 0:             # %rc, %rb advance in place, once a tile (the copy-outs leave them alone)
+        if block == 0 and col == 0:  # %rc, %rb advance in place, once a tile (the copy-outs leave them alone)
             self.direct_epilogue_pointers()
         self.thread_row(rows)
         ins(f"mad.lo.u32 %c0, %x, {pitch}, {self.dbase};")
@@ -1909,11 +1971,11 @@ class _Writer(PtxBuilder):
         def stage(edge: bool) -> None:
             if edge:
                 epilogue.zero_inputs(self, cfg.epilogue)
-            for i, r, rr, c in self.staged_pairs(block):
+            for i, r, rr, c, cc in self.staged_pairs(block, col):
                 if edge:
                     self.pair_guards(r, c)
                 self.apply_epilogue(i, r, c, edge)
-                self.store_acc_pair("shared", f"[%c0+{rr * pitch + c * self.dbytes}]", i)
+                self.store_acc_pair("shared", f"[%c0+{rr * pitch + cc * self.dbytes}]", i)
 
         self.edge_split(lambda: stage(False), lambda: stage(True))
 
@@ -1977,10 +2039,10 @@ class _Writer(PtxBuilder):
 
         self.edge_split(lambda: self.chunk_items(cpr, total, lambda: body(False)), edge)
 
-    def staged_edge_out(self, cpr: int, pitch: int, db: int, block: int = 0) -> None:
-        """The copy-out of an edge tile (staging pass `block`): a loop over the warpgroup's 16-byte chunks of
-        the pass's rows; a chunk whose row exists is stored whole where it lies inside D, else element by
-        element up to column N."""
+    def staged_edge_out(self, cpr: int, pitch: int, db: int, block: int = 0, col: int = 0) -> None:
+        """The copy-out of an edge tile (staging pass `block`, column block `col`): a loop over the warpgroup's
+        16-byte chunks of the pass's rows; a chunk whose row exists is stored whole where it lies inside D,
+        else element by element up to column N."""
         ins = self.ins
         per = CHUNK // db
 
@@ -1989,6 +2051,8 @@ class _Writer(PtxBuilder):
             ins("ld.shared.v4.b32 {%v0, %v1, %v2, %v3}, [%x];")
             ins("add.u32 %pm, %pm, %m0;")
             ins(f"mad.lo.u32 %pn, %pn, {per}, %n0;")
+            if col:
+                ins(f"add.u32 %pn, %pn, {col * self.cfg.d_piece_cols};             // in column block {col}")
             self.chunk_guards(per)
             ins("mul.wide.u32 %rp, %pm, %ldd;")
             ins("cvt.u64.u32 %off, %pn;")
@@ -2044,57 +2108,67 @@ class _Writer(PtxBuilder):
         if cfg.persistent:
             ins(f"// accumulators -> padded D tile in its own region (pitch {pitch} B) -> "
                 + ("a bulk copy per row (interior tiles) or coalesced stores" if bulk else "coalesced stores")
-                + (f"; one m64 block ({rows} rows a warpgroup) at a time" if rows != cfg.wg_m else ""))
+                + (f"; one m64 block ({rows} rows a warpgroup) at a time" if rows != cfg.wg_m else "")
+                + (f"; in {cfg.d_col_blocks} column blocks of {cfg.d_piece_cols} columns ({pitch - 16} B a row piece)"
+                   if cfg.d_col_blocks > 1 else ""))
         else:
             ins(f"// accumulators -> padded D tile in the drained ring (pitch {pitch} B) -> coalesced stores")
             ins("fence.proxy.async.shared::cta;              // the ring was last touched by the async proxy")
             ins(f"bar.sync 1, {WG_THREADS * cfg.consumers};               // every consumer is done with the ring")
         for block in range(cfg.wg_m // rows):
-            if cfg.persistent:
-                self.restage_sync(block, bulk)
-            self.stage_block(block, pitch, db)
-            if cfg.epilogue_in_copy_out:           # one tile per CTA: one pass
-                self.staged_epilogue_out()
-                return
-            self.copy_out_block(block, pitch, db, bulk)
+            for col in range(cfg.d_col_blocks):
+                if cfg.persistent:
+                    self.restage_sync(block, col, bulk)
+                self.stage_block(block, col, pitch, db)
+                if cfg.epilogue_in_copy_out:           # one tile per CTA: one pass
+                    self.staged_epilogue_out()
+                    return
+                self.copy_out_block(block, col, pitch, db, bulk)
 
-    def restage_sync(self, block: int, bulk: bool) -> None:
-        """Persistent CTAs, before staging pass `block` into the warpgroup's region: the region's last readers
-        are done. With bulk copies each thread waits until its own copy of the region's rows has read them
+    def restage_sync(self, block: int, col: int, bulk: bool) -> None:
+        """Persistent CTAs, before staging pass (`block`, `col`) into the warpgroup's region: the region's last
+        readers are done. With bulk copies each thread waits until its own copy of the region's rows has read them
         (`cp.async.bulk.wait_group.read 0`, PTX 9.7.9.25, compiler/isa/bulk_copy.py: the reads of the bulk groups done, the writes to
         global memory may still be in flight), then the warpgroup meets, so no thread restages a row another
-        thread's copy is reading; chunk loops (edge tiles) finish at the barrier. Pass 0 waits for the last
-        pass of the previous tile, pass j > 0 for pass j - 1 of this one."""
-        ins = self.ins
+        thread's copy is reading; chunk loops (edge tiles) finish at the barrier. Pass (0, 0) waits for the
+        last pass of the previous tile, any other for the pass before it (column blocks of an m64 block in
+        turn, then the next block)."""
+        cfg, ins = self.cfg, self.ins
+        first = block == 0 and col == 0
+        prev_block, prev_col = (block, col - 1) if col else (block - 1, cfg.d_col_blocks - 1)
+        prev = f"m64 block {prev_block}"
+        if cfg.d_col_blocks > 1:
+            lo = prev_col * cfg.d_piece_cols
+            prev += f" columns {lo}..{lo + cfg.d_piece_cols - 1}"
         if bulk:       # the async proxy may still be reading the row this thread handed it
-            if block == 0:
+            if first:
                 ins(bulk_copy.wait_group(0, read=True) + "         // this thread's bulk copy of its last row has "
                     "read the region (cp.async.bulk.wait_group, PTX 9.7.9.25)")
             else:
-                ins(bulk_copy.wait_group(0, read=True) + f"         // its bulk copy of m64 block {block - 1} has "
+                ins(bulk_copy.wait_group(0, read=True) + f"         // its bulk copy of {prev} has "
                     "read the region (cp.async.bulk.wait_group, PTX 9.7.9.25)")
         ins("add.u32 %z, %wg, 2;")
         ins(f"bar.sync %z, {WG_THREADS};                    // " + (
-            "this warpgroup's copy-out of its last tile is done" if block == 0 else
-            f"this warpgroup's copy-out of m64 block {block - 1} has read the region"))
+            "this warpgroup's copy-out of its last tile is done" if first else
+            f"this warpgroup's copy-out of {prev} has read the region"))
 
-    def stage_block(self, block: int, pitch: int, db: int) -> None:
-        """Staging pass `block`: the accumulator pairs of its rows into the region (after the fused epilogue
-        on the registers in persistent CTAs), then, for the bulk copies, the proxy fence, and the warpgroup's
-        barrier."""
+    def stage_block(self, block: int, col: int, pitch: int, db: int) -> None:
+        """Staging pass (`block`, `col`): the accumulator pairs of its rows (and column block) into the region
+        (after the fused epilogue on the registers in persistent CTAs), then, for the bulk copies, the proxy
+        fence, and the warpgroup's barrier."""
         cfg, ins = self.cfg, self.ins
         if cfg.epilogue is not None and not cfg.epilogue_in_copy_out:
-            self.stage_after_epilogue(pitch, block)
+            self.stage_after_epilogue(pitch, block, col)
         else:
             self.thread_row(cfg.d_block_rows)
             ins(f"mad.lo.u32 %x, %x, {pitch}, {self.dbase};")
             ins(f"mad.lo.u32 %x, %y, {db}, %x;")
             if cfg.epilogue is not None:           # the raw accumulators; the epilogue runs in the copy-out
-                for i, _r, rr, c in self.staged_pairs(block):
-                    ins(f"st.shared.v2{self.acc} [%x+{rr * pitch + c * db}], {{%acc{i}, %acc{i + 1}}};")
+                for i, _r, rr, _c, cc in self.staged_pairs(block, col):
+                    ins(f"st.shared.v2{self.acc} [%x+{rr * pitch + cc * db}], {{%acc{i}, %acc{i + 1}}};")
             else:
-                for i, _r, rr, c in self.staged_pairs(block):
-                    self.store_acc_pair("shared", f"[%x+{rr * pitch + c * db}]", i)
+                for i, _r, rr, _c, cc in self.staged_pairs(block, col):
+                    self.store_acc_pair("shared", f"[%x+{rr * pitch + cc * db}]", i)
         if cfg.bulk_copy_out:  # the staged rows (generic proxy) ordered before the bulk copies read them (async
             # proxy): each thread fences its own stores, the barrier then orders them before every issuer
             # (PTX ISA memory consistency model, proxies; 9.7.13.4 fence.proxy.async)
@@ -2102,13 +2176,13 @@ class _Writer(PtxBuilder):
         ins("add.u32 %z, %wg, 2;")
         ins(f"bar.sync %z, {WG_THREADS};                    // this warpgroup's rows are staged")
 
-    def copy_out_block(self, block: int, pitch: int, db: int, bulk: bool) -> None:
-        """The copy-out of staging pass `block` (the warpgroup's d_block_rows rows from row rows * block of its
-        share of the tile): an interior tile by bulk copies (or coalesced vector stores), an edge tile by the
-        predicated chunk loop."""
+    def copy_out_block(self, block: int, col: int, pitch: int, db: int, bulk: bool) -> None:
+        """The copy-out of staging pass (`block`, `col`) (the warpgroup's d_block_rows rows from row rows * block
+        of its share of the tile; of them the d_piece_cols columns of column block `col`): an interior tile by
+        bulk copies (or coalesced vector stores), an edge tile by the predicated chunk loop."""
         cfg, ins = self.cfg, self.ins
-        rows = cfg.d_block_rows
-        cpr = cfg.cta_n * db // CHUNK
+        rows, cols = cfg.d_block_rows, cfg.d_piece_cols
+        cpr = cols * db // CHUNK
         total = rows * cpr
         self.global_pointer("%gd", "d")
         if not bulk:
@@ -2116,11 +2190,11 @@ class _Writer(PtxBuilder):
         ins(f"and.b32 %q, %thr, {WG_THREADS - 1};")
 
         def bulk_rows() -> None:
-            """Thread q < rows of the warpgroup hands the pass's row q (of cta_n * db bytes) to the copy
-            engine: one bulk copy and one bulk group per thread (one row a thread rather than half a row
-            each for 128 threads: fewer, larger copies, and cta_n * db / 2 need not be a multiple of 16); its
-            reads are waited for before the region is staged again (restage_sync) and the whole copy before
-            the CTA exits (`setup`)."""
+            """Thread q < rows of the warpgroup hands the pass's row q (of d_piece_cols * db bytes: the whole
+            row, or the column block's piece of it) to the copy engine: one bulk copy and one bulk group per
+            thread (one row a thread rather than half a row each for 128 threads: fewer, larger copies, and
+            half a piece need not be a multiple of 16); its reads are waited for before the region is staged
+            again (restage_sync) and the whole copy before the CTA exits (`setup`)."""
             guard = ""
             if rows < WG_THREADS:
                 ins(f"setp.lt.u32 %p6, %q, {rows};                 // one row per thread: {rows} rows")
@@ -2134,10 +2208,14 @@ class _Writer(PtxBuilder):
                     ins(f"add.u32 %pm, %pm, {rows * block};                // of m64 block {block}")
             ins("add.u32 %pm, %pm, %m0;                      // its row of D")
             ins("mul.wide.u32 %rp, %pm, %ldd;")
-            ins("cvt.u64.u32 %off, %n0;")
+            if col:
+                ins(f"add.u32 %pn, %n0, {col * cols};               // the first column of column block {col}")
+                ins("cvt.u64.u32 %off, %pn;")
+            else:
+                ins("cvt.u64.u32 %off, %n0;")
             ins("add.u64 %rp, %rp, %off;")
             ins(f"mad.lo.u64 %rp, %rp, {db}, %gd;")
-            ins(guard + bulk_copy.store_to_global("%rp", "%x", cfg.cta_n * db)
+            ins(guard + bulk_copy.store_to_global("%rp", "%x", cols * db)
                 + "    // PTX 9.7.9.25.4.1: both addresses and the size multiples of 16")
             ins(bulk_copy.COMMIT_GROUP)
 
@@ -2152,12 +2230,14 @@ class _Writer(PtxBuilder):
                 ins("cvt.u64.u32 %rp, %pm;")
                 ins("mul.lo.u64 %rp, %rp, %off;")
                 ins(f"mad.lo.u32 %pn, %pn, {CHUNK // db}, %n0;")
+                if col:
+                    ins(f"add.u32 %pn, %pn, {col * cols};             // in column block {col}")
                 ins(f"mul.wide.u32 %gc, %pn, {db};")
                 ins("add.u64 %rp, %rp, %gc;")
                 ins("add.u64 %rp, %rp, %gd;")
                 ins(f"{guard}st.global.v4.b32 [%rp], {{%v0, %v1, %v2, %v3}};")
 
-        self.edge_split(bulk_rows if bulk else interior, lambda: self.staged_edge_out(cpr, pitch, db, block))
+        self.edge_split(bulk_rows if bulk else interior, lambda: self.staged_edge_out(cpr, pitch, db, block, col))
 
 
 def emit_sparse_wgmma(cfg: SparseWgmmaConfig, ring: RingPlan | None = None) -> SparseWgmmaPTX:

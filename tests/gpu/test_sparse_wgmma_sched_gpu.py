@@ -225,3 +225,65 @@ def _four_stages(tmp_path) -> str:
 ])
 def test_four_stages_with_per_block_staging(sm90, torch_cuda, tmp_path, tile, shape, pads, batch):
     run(torch_cuda, _four_stages(tmp_path), *shape, pads=pads, batch=batch, tile=tile)
+
+
+# The 128 x 256 CTA-pair tiles with 4 stages (examples/sparse_wgmma_128x256.tile): whole staged D rows do not fit
+# beside the ring, so each 64-row consumer warpgroup stages and copies out its rows in 2 column blocks of 128
+# columns (a cp.async.bulk of 256 B per row piece of an interior tile; the predicated chunk loop for edge
+# tiles). f16, bf16 and e4m3 -> bf16: D against numpy bit for bit with the guard band (`run`), on interior tiles
+# only (4096 x 4096: 512 tiles over the SMs' pairs, every CTA restaging after its last tile's bulk copies),
+# edges in M, N and K (4100 x 4000 x 300: the last tile column's block 1 lies partly inside D; 300 x 392 x 72:
+# block 1 of the edge column has 8 of its 128 columns inside), pitched and packed D rows; and against torch
+# (D = A @ B in f32 on the GPU, TF32 off, converted to D's type) at an edge shape.
+COLUMN_BLOCKS = "sparse_wgmma_128x256.tile"
+CB_TILES = ["sparse_wgmma_f16_128x256", "sparse_wgmma_bf16_128x256", "sparse_wgmma_e4m3_128x256"]
+
+
+@pytest.mark.parametrize("tile", CB_TILES)
+@pytest.mark.parametrize("shape,pads", [
+    pytest.param((4096, 4096, 512), (8, 8, 8), id="interior-pitched"),
+    pytest.param((4096, 4096, 512), (0, 0, 0), id="interior-packed"),
+    pytest.param((4100, 4000, 300), (8, 8, 8), id="edges"),
+    pytest.param((300, 392, 72), (1, 3, 1), id="block-1-partly-inside"),
+])
+def test_column_blocks_interior_edges_and_guard_band(sm90, torch_cuda, tile, shape, pads):
+    run(torch_cuda, COLUMN_BLOCKS, *shape, pads=pads, tile=tile)
+
+
+def test_column_blocks_batch(sm90, torch_cuda):
+    run(torch_cuda, COLUMN_BLOCKS, 1000, 700, 130, batch=3, seed=3, tile="sparse_wgmma_e4m3_128x256")
+
+
+@pytest.mark.parametrize("tile", CB_TILES)
+def test_column_blocks_against_torch(sm90, torch_cuda, tile):
+    """D of the 128 x 256 tile at 2100 x 2000 x 520 (edge tiles in M, N and K; the last tile column's block 0
+    inside D, block 1 80 columns of 128) equals torch's f32 matmul of the
+    same dense (2:4-sparse) A and B converted to D's type: the inputs' few significant bits keep every f32 sum
+    exact, so any summation order gives the same f32 and the same rounding to f16 / bf16."""
+    import numpy as np
+
+    from compiler.driver import compile_file
+    from compiler.emulator.sparse_host import edge_problem
+    from compiler.runtime import load
+    from tests.gpu.test_sparse_wgmma_edges_gpu import EX, on_device, pitch_of, torch_dtype
+
+    torch = torch_cuda
+    m, n, k = 2100, 2000, 520
+    kernel = load(str(EX / COLUMN_BLOCKS), tile)
+    t = compile_file(str(EX / COLUMN_BLOCKS)).tiles[kernel.tile]
+    form, d_type = t.facts["form"], t.payload.operands["D"].dtype
+    p = edge_problem(form, m, n, k, np.random.default_rng(7), False)
+    a = kernel.pack_a(p.a, library="torch")
+    b = on_device(torch, [p.b], form.b_type, pitch_of(k, p.b.itemsize, 0), True)      # K x N, K contiguous
+    d = torch.empty((m, n), dtype=torch_dtype(torch, d_type), device="cuda")
+    assert kernel(a, b, out=d) is d
+    dense_a = on_device(torch, [p.a], form.a_type, pitch_of(k, p.a.itemsize, 0))
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        ref = (dense_a.float() @ b.float()).to(d.dtype)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.cuda.synchronize()
+    bad = (d.view(torch.int16) != ref.view(torch.int16)).nonzero()
+    assert len(bad) == 0, f"{len(bad)} elements of D differ from torch; first at {bad[:3].tolist()}"
