@@ -196,7 +196,8 @@ def not_plain(abi: dict) -> str | None:
         return f"scales (alpha {ep.get('alpha')}, beta {ep.get('beta')})"
     if ep.get("scale") not in (None, 1, 1.0, "none"):
         return f"scales D ({ep['scale']})"
-    scalars = sorted(p["name"] for p in abi.get("params", []) if p.get("type") not in ("u64", "u32"))
+    # a "bytes" parameter is the kernel's tensor maps, which the runtime encodes (not a scalar to choose)
+    scalars = sorted(p["name"] for p in abi.get("params", []) if p.get("type") not in ("u64", "u32", "bytes"))
     if scalars:
         return f"takes {', '.join(scalars)}"
     return None

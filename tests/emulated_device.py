@@ -84,6 +84,12 @@ class EmulatedDevice:
         self.maps[self._next_map] = ([dict(m) for m in maps], {m["operand"]: addresses[m["operand"]] for m in maps})
         return self._next_map
 
+    def tensor_map_bytes(self, maps, addresses):
+        """The by-value form (the sparse wgmma kernel's `tensor_maps` parameter): 128 bytes a map whose first 8
+        hold the key of the maps' arguments kept here (the launch reads them back; no real CUtensorMap)."""
+        key = self.tensor_maps(maps, addresses)
+        return key.to_bytes(8, "little") + bytes(128 * len(maps) - 8)
+
     def stream(self, stream, library):
         return stream
 
@@ -93,7 +99,7 @@ class EmulatedDevice:
     def launch(self, stream, config: LaunchPlan, kernel, args):
         from compiler.emulator.tcgen05 import Machine
 
-        self.launches.append((config, [a.value for a in args]))
+        self.launches.append((config, [a.value if hasattr(a, "value") else bytes(a) for a in args]))
         if not any(ins.parts[0] == "tcgen05" for ins in kernel.code):
             return self._launch_warps(config, kernel, args)
         values: dict = {}
@@ -126,18 +132,22 @@ class EmulatedDevice:
         """A kernel without tcgen05 (the sparse wgmma kernel: TMA + mbarriers + wgmma.sp) on the warp machine
         (compiler/emulator/warp.py), in a flat memory holding a copy of every buffer an argument or tensor map
         points into (from that address to the buffer's end); the `d` buffer is written back after the run. A
-        tensor map's operand copy may only be read through the map (TMA), as on the GPU. The dynamic window
+        tensor map's operand copy may only be read through the map (TMA), as on the GPU; maps passed by value (a
+        `bytes` parameter) need no proxy fence, maps in global memory do (PTX 9.7.9.25.5.1). The dynamic window
         is placed off 1024 bytes (the kernel rounds its base up)."""
         from compiler.emulator.memory import FlatMemory
         from compiler.emulator.warp import WarpMachine
         from compiler.ptx.sparse_wgmma_kernel import TMA_MAP_BYTES, TMA_SWIZZLE
 
-        mem, params, written, maps, table = FlatMemory(), {}, [], None, 0
+        mem, params, written, maps, table, by_value = FlatMemory(), {}, [], None, 0, False
         for (full, ptype), arg in zip(kernel.params, args):
             if ptype == "f32":
                 params[full] = int(np.float32(arg.value).view(np.uint32))
-            elif ptype == "u64" and arg.value in self.maps:
-                maps, addresses = self.maps[arg.value]
+            elif ptype == "bytes" or (ptype == "u64" and arg.value in self.maps):
+                # the maps by value (tensor_map_bytes: the key in the first 8 bytes) or in global memory
+                key = int.from_bytes(bytes(arg)[:8], "little") if ptype == "bytes" else arg.value
+                maps, addresses = self.maps[key]
+                by_value = ptype == "bytes"
                 table = params[full] = mem.add(full, np.zeros(TMA_MAP_BYTES * len(maps), np.uint8), loadable=False)
             elif ptype == "u64" and self._holds(arg.value):       # a buffer; else a u64 size (a batch stride)
                 raw = self._bytes_at(arg.value)[0]
@@ -152,7 +162,7 @@ class EmulatedDevice:
             addr = mem.add(t["operand"], self._bytes_at(addresses[t["operand"]])[0], loadable=False)
             tmaps[table + i * TMA_MAP_BYTES] = {
                 **t, "address": addr, "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
-                "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]]}
+                "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]], "param": by_value}
         gx, gy, _ = config.grid
         cx, cy, _ = config.cluster
         machine = WarpMachine(kernel, mem, params, (gx * cx, gy * cy), config.block[0], rng=self.seed,

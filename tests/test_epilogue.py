@@ -218,7 +218,7 @@ def test_kernel_abi_and_parameters():
     r = compile_source(tile_text(dict(act="relu", out="f16", c="beta_param", bias="row", alpha="param")))
     abi = r.to_json()["tiles"]["t"]["kernel"]
     assert [(p["name"], p["type"]) for p in abi["params"]] == [
-        ("tensor_maps", "u64"), ("c", "u64"), ("d", "u64"), ("bias", "u64"), ("alpha", "f32"), ("beta", "f32"),
+        ("tensor_maps", "bytes"), ("c", "u64"), ("d", "u64"), ("bias", "u64"), ("alpha", "f32"), ("beta", "f32"),
         ("M", "u32"), ("N", "u32"), ("K", "u32"), ("ldc", "u32"), ("ldd", "u32"),       # row strides,
         ("batch_stride_c", "u64"), ("batch_stride_d", "u64")]                              # batch strides last
     assert abi["buffers"]["bias"]["shape"] == ["M"] and abi["buffers"]["d"]["element"] == "f16"

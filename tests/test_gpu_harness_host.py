@@ -177,9 +177,10 @@ def test_abi_grid_is_the_sparse_wgmma_emitters(key):
     assert not sk.abi_unmet(kern.abi, kw["cta_m"] - 1, n + 1, k + 1)
     assert sk.abi_grid(kern.abi, kw["cta_m"], kw["cta_n"], k) == (kw.get("cluster_m", 1), 1, 1)
     # argument order is the ABI's: tensor maps, D, M, N, K, ldd, D's batch stride (no C: D = A*B)
-    args = sk.abi_arguments(kern.abi, {"tensor_maps": 0x1000, "d": 0x2000}, m, n, k)
-    assert [type(a) for a in args] == [np.uint64, np.uint64, np.uint32, np.uint32, np.uint32, np.uint32, np.uint64]
-    assert [int(a) for a in args] == [0x1000, 0x2000, m, n, k, n, m * n]
+    maps = bytes(range(128)) * 3           # the tensor maps go by value (sparse_wgmma_kernel, "Tensor maps")
+    args = sk.abi_arguments(kern.abi, {"tensor_maps": maps, "d": 0x2000}, m, n, k)
+    assert [type(a) for a in args] == [bytes, np.uint64, np.uint32, np.uint32, np.uint32, np.uint32, np.uint64]
+    assert args[0] == maps and [int(a) for a in args[1:]] == [0x2000, m, n, k, n, m * n]
 
 
 def test_benchmark_other_forms_build():
@@ -301,9 +302,36 @@ class _FakeCupy:
             def __init__(self, text, name):
                 assert f".entry {name}(" in text, f"no entry {name} in the PTX"
                 self.max_dynamic_shared_size_bytes = 0
+                self.ptr = id(self)
+                functions[self.ptr] = self
 
             def __call__(self, grid, block, args, shared_mem=0):
                 fake.run(self, grid, block, args, shared_mem)
+
+        functions: dict[int, _Function] = {}
+
+        class _Driver:
+            @staticmethod
+            def launchKernel(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+                """cuLaunchKernel as sparse_kernels.launch_by_value makes it: each argument read back from
+                the kernelParams array by the ABI's parameter types (device pointers as the heap's arrays)."""
+                import ctypes
+
+                assert extra == 0 and stream == 0
+                at = (ctypes.c_void_p * len(abi["params"])).from_address(params)
+                args = []
+                for q, ptr in zip(abi["params"], at):
+                    if q["type"] == "bytes":
+                        args.append(ctypes.string_at(ptr, q["bytes"]))
+                    elif q["type"] == "u32":
+                        args.append(np.uint32(ctypes.c_uint32.from_address(ptr).value))
+                    else:
+                        v = ctypes.c_uint64.from_address(ptr).value
+                        args.append(fake.heap.get(v, np.uint64(v)))
+                fake.run(functions[f], (gx, gy, gz), (bx, by, bz), args, smem)
+
+        class _Stream:
+            ptr = 0
 
         class _RawModule:
             def __init__(self, path):
@@ -312,7 +340,8 @@ class _FakeCupy:
             def get_function(self, name):
                 return _Function(self.text, name)
 
-        self.cuda = type("cuda", (), {"Device": _Device, "runtime": _Runtime})
+        self.cuda = type("cuda", (), {"Device": _Device, "runtime": _Runtime, "driver": _Driver,
+                                      "get_current_stream": staticmethod(lambda: _Stream())})
         self.RawModule = _RawModule
 
     def asarray(self, x):
@@ -335,8 +364,8 @@ class _FakeCupy:
         named = dict(zip((p["name"] for p in abi["params"]), args))
         m, n, k = (int(named[x]) for x in "MNK")
         assert all(isinstance(named[x], np.uint32) for x in "MNK")
-        if "tensor_maps" in named:         # the stand-in encoder below wrote the three addresses
-            ptrs = named["tensor_maps"].host.view(np.uint64)[:3]
+        if "tensor_maps" in named:         # the stand-in encoder below wrote the three addresses (by value)
+            ptrs = np.frombuffer(named["tensor_maps"], np.uint64)[:3]
             named.update(zip(("a_values", "b", "a_metadata"), (self.heap[int(x)] for x in ptrs)))
         shape, a_t, b_t, cd, out = self.types
         values = named["a_values"].host.view(sparse._np_dtype(a_t)).reshape(m, -1)

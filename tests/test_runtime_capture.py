@@ -70,20 +70,17 @@ def test_a_refused_exchange_is_a_device_error(driver):
             pytest.fail("the body must not run")
 
 
-def test_tensor_maps_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatch):
-    """Kernel._tensor_maps (the one synchronous driver work a launch can do after the module is loaded,
-    through compiler/runtime/driver.py's CudaDriver.tensor_maps) runs inside relaxed_capture_mode: the encoding, the allocation and the copy all see the relaxed mode,
-    the thread's mode is back afterwards, and the maps are cached per set of buffers."""
+def _kernel_on_stand_in_driver(driver, monkeypatch, example: str, seen: list):
+    """The runtime Kernel of `example` whose driver is CudaDriver on the stand-in cuda.bindings.driver,
+    the encoder, allocation and copy recording the capture mode they run in."""
     import os
 
     from compiler.ptx import sparse_wgmma_kernel
     from compiler.runtime import load
 
-    seen = []
-
-    def encode(maps, addresses):           # the maps of a_values, b, a_metadata
+    def encode(maps, addresses):
         seen.append(("encode", driver.mode))
-        return bytes(128 * len(maps))      # 3 CUtensorMaps of 128 bytes (the ABI's tensor_maps buffer)
+        return bytes(128 * len(maps))      # one 128-byte CUtensorMap per map
 
     def mem_alloc(size):
         seen.append(("alloc", driver.mode))
@@ -96,13 +93,43 @@ def test_tensor_maps_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatc
     monkeypatch.setattr(sparse_wgmma_kernel, "encode_tiled_maps", encode)
     driver.cuMemAlloc, driver.cuMemcpyHtoD = mem_alloc, memcpy_htod
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    kernel = load(os.path.join(root, "examples", "sparse_wgmma_f16.tile"))
-    cuda_driver = object.__new__(CudaDriver)           # its tensor_maps, on the stand-in cuda.bindings.driver
+    kernel = load(os.path.join(root, "examples", example))
+    cuda_driver = object.__new__(CudaDriver)
     cuda_driver._cu = driver
     kernel._driver = cuda_driver
-    ptrs = {"a_values": 0x1000_0000, "a_metadata": 0x2000_0000, "b": 0x3000_0000}
+    return kernel
+
+
+def test_tensor_maps_in_global_memory_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatch):
+    """Kernel._tensor_maps for a kernel that reads its maps from global memory (the tcgen05 ws kernel: the
+    one synchronous driver work a launch can do after the module is loaded, CudaDriver.tensor_maps) runs
+    inside relaxed_capture_mode: the encoding, the allocation and the copy all see the relaxed mode, the
+    thread's mode is back afterwards, and the maps are cached per set of buffers."""
+    seen = []
+    kernel = _kernel_on_stand_in_driver(driver, monkeypatch, "tcgen05_gemm_ws_f16.tile", seen)
+    assert "tensor_maps" in kernel.abi["buffers"]
+    ptrs = {name: 0x1000_0000 * (i + 1) for i, name in enumerate(kernel._map_operands)}
     assert kernel._tensor_maps(512, 512, 256, ptrs) == 0x7000_0000
     relaxed = Mode.CU_STREAM_CAPTURE_MODE_RELAXED
     assert seen == [("encode", relaxed), ("alloc", relaxed), ("copy", relaxed)]
     assert driver.mode == Mode.CU_STREAM_CAPTURE_MODE_GLOBAL
     assert kernel._tensor_maps(512, 512, 256, ptrs) == 0x7000_0000 and len(seen) == 3      # cached
+
+
+def test_tensor_maps_by_value_are_encoded_without_device_memory(driver, monkeypatch):
+    """The sparse wgmma kernel takes its maps by value (a 384-byte parameter): Kernel._tensor_maps encodes
+    them (in relaxed mode, as every driver call a launch makes during a capture) into the bytes the launch
+    passes, and allocates and copies nothing; cached per set of buffers."""
+    import ctypes
+
+    seen = []
+    kernel = _kernel_on_stand_in_driver(driver, monkeypatch, "sparse_wgmma_f16.tile", seen)
+    assert "tensor_maps" not in kernel.abi["buffers"]
+    assert [(p["type"], p["bytes"], p["align"]) for p in kernel.abi["params"] if p["name"] == "tensor_maps"] == \
+        [("bytes", 384, 64)]
+    ptrs = {"a_values": 0x1000_0000, "a_metadata": 0x2000_0000, "b": 0x3000_0000}
+    maps = kernel._tensor_maps(512, 512, 256, ptrs)
+    assert isinstance(maps, ctypes.Array) and bytes(maps) == bytes(384)
+    assert seen == [("encode", Mode.CU_STREAM_CAPTURE_MODE_RELAXED)]
+    assert driver.mode == Mode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    assert kernel._tensor_maps(512, 512, 256, ptrs) is maps and len(seen) == 1           # cached

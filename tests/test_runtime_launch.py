@@ -50,6 +50,12 @@ class FakeDriver:
         self._next_map += 0x1000
         return self._next_map
 
+    def tensor_map_bytes(self, maps, addresses):
+        """The by-value maps (the sparse wgmma kernel): recorded as tensor_maps records them; the bytes a
+        stand-in (each map's 128 bytes start with its index in this driver's maps)."""
+        self.maps.append(([dict(m) for m in maps], {m["operand"]: addresses[m["operand"]] for m in maps}))
+        return b"".join(bytes([len(self.maps) - 1, i]) + bytes(126) for i in range(len(maps)))
+
     def stream(self, stream, library):
         return ("stream", stream, library)
 
@@ -57,7 +63,9 @@ class FakeDriver:
         return plan
 
     def launch(self, stream, config, fn, args):
-        self.launches.append((config, fn, [a.value for a in args], [type(a) for a in args]))
+        # ctypes scalars by value; a by-value bytes parameter (ctypes array) as its bytes
+        self.launches.append((config, fn, [a.value if hasattr(a, "value") else bytes(a) for a in args],
+                              [type(a) for a in args]))
 
 
 @pytest.fixture

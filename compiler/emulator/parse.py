@@ -48,7 +48,7 @@ class SharedDecl:
 @dataclass
 class Kernel:
     name: str
-    params: list[tuple[str, str]]                     # (full parameter name, "u32" | "u64" | "f32")
+    params: list[tuple[str, str]]                     # (full parameter name, "u32" | "u64" | "f32" | "bytes")
     shared: list[SharedDecl]
     globals_: dict[str, list[int]]                    # module-scope `.global` / `.const` tables (u32 words)
     code: list[Instr]
@@ -87,7 +87,8 @@ class Module:
 
 _ENTRY = re.compile(r"\.visible\s+\.entry\s+([\w$]+)\s*\(")
 _GLOBAL = re.compile(r"\.(?:global|const)\s+\.align\s+\d+\s+\.b32\s+([\w$]+)\[(\d+)\]\s*=\s*\{([^}]*)\};")
-_PARAM = re.compile(r"\.param\s+\.(u32|u64|b32|b64|f32)\s+([\w$]+)")
+# a scalar parameter, or bytes passed by value (`.param .align A .b8 NAME[N]`: a kernel's tensor maps)
+_PARAM = re.compile(r"\.param\s+(?:\.(u32|u64|b32|b64|f32)\s+([\w$]+)|\.align\s+\d+\s+\.b8\s+([\w$]+)\[\d+\])")
 _SHARED = re.compile(r"(\.extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.(b8|b16|b32|b64)\s+([\w$]+)(?:\[(\d*)\])?;")
 _LABEL = re.compile(r"^([\w$]+):$")
 _MAXNREG = re.compile(r"\.maxnreg\s+(\d+)")
@@ -183,7 +184,8 @@ def parse_kernel(ptx: str, entry: str | None = None) -> Kernel:
 def _parse_entry(text: str, name: str, globals_: dict[str, list[int]], first_line: int) -> Kernel:
     brace = text.index("{")
     head, body = text[:brace], text[brace + 1:]
-    params = [(m.group(2), {"b32": "u32", "b64": "u64"}.get(m.group(1), m.group(1))) for m in _PARAM.finditer(head)]
+    params = [(m.group(2), {"b32": "u32", "b64": "u64"}.get(m.group(1), m.group(1))) if m.group(1) else
+              (m.group(3), "bytes") for m in _PARAM.finditer(head)]
     kernel = Kernel(name, params, [], globals_, [], {})
     if (m := _MAXNREG.search(head)) is not None:
         kernel.maxnreg = int(m.group(1))

@@ -449,10 +449,10 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     tmaps = {}
     args = tensor_map_args(kern.abi, m, n, k, {"b": ldb * bts[0].dtype.itemsize}, batch,
                            {key: stride for key, (_, stride) in images.items()} if batch > 1 else None)
-    for i, t in enumerate(args):
+    for i, t in enumerate(args):       # the kernel's `tensor_maps` parameter: maps in .param space
         tmaps[maps + i * TMA_MAP_BYTES] = {
             **t, "address": addr[t["operand"]], "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
-            "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]]}
+            "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]], "param": True}
     land, late = WGMMA_MODES[mode]
     gx, gy, _ = kern.grid(m, n, k, batch, multiprocessors)
     machine = WarpMachine(parse_kernel(text or kern.text, name), mem, params, (gx, gy), threads,

@@ -261,6 +261,9 @@ class WarpMachine:
         self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         self.dynamic_smem, self.dynamic_at, self.shared_base = dynamic_smem, dynamic_at, shared_base
         self.tmaps = tensor_maps or {}
+        # by-value parameters (a kernel's tensor maps): their value in `params` is the address that `mov` of the
+        # symbol gives and `cvta.param` keeps (a generic address the host side laid out, never loadable)
+        self.param_bytes = {full for full, ptype in kernel.params if ptype == "bytes"}
         self.garbage_smem, self.max_rounds = garbage_smem, max_rounds
         # a model of fp8 wgmma's reduced-precision sums (None: exact f32, the default): each fp8 wgmma's
         # result keeps this many significant bits, the rest truncated toward zero (the DeepSeek-V3 report's
@@ -653,6 +656,8 @@ class WarpMachine:
             return np.full(32, int(x, 0) & 0xFFFFFFFFFFFFFFFF, np.uint64)
         if x in w.cta.symbols:
             return np.full(32, w.cta.symbols[x], np.uint64)
+        if x in self.param_bytes:          # `mov` of a by-value parameter's symbol: its (param-space) address
+            return np.full(32, self.params[x], np.uint64)
         if x in self.global_syms:
             return np.full(32, self.global_syms[x], np.uint64)
         raise EmulationError(f"unknown operand {x}")
@@ -749,7 +754,8 @@ class WarpMachine:
             if not peer_barrier:
                 raise EmulationError("TMA completing on another CTA's mbarrier needs .cta_group::2")
             bar_cta, bar = self.cluster_target(w, bar)
-        if tm not in w.fenced:
+        if tm not in w.fenced and not self.tmaps.get(tm, {}).get("param"):
+            # a map in global memory needs the fence; one in a kernel parameter does not (PTX 9.7.9.25.5.1)
             raise EmulationError("tensor map used before fence.proxy.tensormap")
         spec = self.tmaps[tm]
         if len(coords) != len(spec["dims"]):
@@ -808,7 +814,8 @@ class WarpMachine:
         dropped (clipped). The global bytes are written at issue; the source bytes are claimed as read until
         a cp.async.bulk.wait_group(.read) retires the store's bulk group, so a thread that writes them
         earlier is caught (the engine may still be reading them)."""
-        if tm not in w.fenced:
+        if tm not in w.fenced and not self.tmaps.get(tm, {}).get("param"):
+            # a map in global memory needs the fence; one in a kernel parameter does not (PTX 9.7.9.25.5.1)
             raise EmulationError("tensor map used before fence.proxy.tensormap")
         spec = self.tmaps[tm]
         if len(coords) != len(spec["dims"]):

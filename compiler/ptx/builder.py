@@ -22,6 +22,8 @@ text byte for byte. Output is a pure function of the calls made (byte-identical 
 """
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -62,12 +64,27 @@ def vector(regs: Sequence[str]) -> str:
     return "{" + ", ".join(regs) + "}"
 
 
+# A parameter passed by value as bytes (a kernel's TMA tensor maps): ptx type `bytes<N>@<ALIGN>`, declared
+# `.param .align ALIGN .b8 SYMBOL[N]` (PTX 5.1.6.1 kernel parameters: an array of .b8 with an alignment)
+_BYTES_PARAM = re.compile(r"bytes(\d+)@(\d+)")
+
+
+def bytes_param(nbytes: int, align: int) -> str:
+    """The ptx type of a by-value parameter of `nbytes` bytes aligned to `align` (add_params, function_head)."""
+    return f"bytes{nbytes}@{align}"
+
+
+def _param_decl(ty: str, sym: str) -> str:
+    m = _BYTES_PARAM.fullmatch(ty)
+    return f".param .align {m.group(2)} .b8 {sym}[{m.group(1)}]" if m else f".param .{ty} {sym}"
+
+
 def function_head(kind: str, name: str, params: Sequence[tuple[str, str]], indent: str = "\t",
                   result: str | None = None) -> str:
     """`.visible .entry NAME(` / `.visible .func [(RESULT)] NAME(`, one `.param .TYPE SYMBOL` a line, `)`.
-    `params` are (ptx type without the dot, symbol)."""
+    `params` are (ptx type without the dot, symbol); a bytes_param type is an aligned .b8 array."""
     ret = f"({result}) " if result else ""
-    body = ",\n".join(f"{indent}.param .{ty} {sym}" for ty, sym in params)
+    body = ",\n".join(f"{indent}{_param_decl(ty, sym)}" for ty, sym in params)
     return f".visible .{kind} {ret}{name}(\n{body}\n)"
 
 
@@ -303,6 +320,13 @@ def launch_limits(sizes: Sequence[str], grid: Sequence[str | int]) -> list[str]:
 
 
 def abi_params(kernel: str, params: Sequence[tuple[str, str]], param_format: str = PARAM_SHORT) -> list[dict]:
-    """The `params` entry of a kernel ABI: name, `.param` symbol and type of each (type, name) parameter."""
-    return [{"name": n, "ptx_param": param_format.format(function=kernel, name=n), "type": t.lstrip(".")}
-            for t, n in params]
+    """The `params` entry of a kernel ABI: name, `.param` symbol and type of each (type, name) parameter (a
+    by-value bytes parameter: type "bytes" with its size and alignment)."""
+    out = []
+    for t, n in params:
+        entry = {"name": n, "ptx_param": param_format.format(function=kernel, name=n), "type": t.lstrip(".")}
+        m = _BYTES_PARAM.fullmatch(entry["type"])
+        if m:
+            entry.update(type="bytes", bytes=int(m.group(1)), align=int(m.group(2)))
+        out.append(entry)
+    return out

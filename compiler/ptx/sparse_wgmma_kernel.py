@@ -177,11 +177,16 @@ multiple of 16 bytes, set on the host); C and D of the batch are `batch_stride_c
 elements (u64 parameters) further on. The bias is shared. Rank-3 maps and grid y rather than the batch
 folded into a 2-D map's rows: folded, the edge of M would read the next batch's rows instead of zeros
 and the batches would have to be contiguous.
-The kernel takes one pointer `tensor_maps` to three consecutive 128-byte CUtensorMap objects (A
-values, B, metadata; 64-byte aligned) in global memory, built on the host with cuTensorMapEncodeTiled
-from `tensor_map_specs(cfg)` (`encode_tensor_maps` does it through the CUDA driver with ctypes). A map
-in global memory is allowed ("tensorMap ... in .param, .const or .global space", cp.async.bulk.tensor);
-the producer issues `fence.proxy.tensormap::generic.acquire.gpu` on each before first use.
+Tensor maps. The kernel takes its three 128-byte CUtensorMap objects (A values, B, metadata) by value,
+in one 384-byte parameter `tensor_maps` (`.param .align 64 .b8 NAME_tensor_maps[384]`; the ABI's param of
+type "bytes"), built on the host with cuTensorMapEncodeTiled from `tensor_map_specs(cfg)`
+(`encode_tensor_maps` does it through the CUDA driver with ctypes). cp.async.bulk.tensor takes the generic
+address of a map in .param, .const or .global space (PTX 9.7.9.25.5.1); the producer takes the
+parameter's with `cvta.param` and prefetches the maps. A map in global memory, which the host writes
+through the generic proxy (a copy), needs `fence.proxy.tensormap::generic.acquire` in every CTA before
+its first use, and that fence is slow: measured on an H200 (session 9, docs/measurements.md "Tensor maps
+as a parameter"), the three fences the producer issued cost about 2 us of every launch (8192x16x8192
+e4m3: 12.0 against 10.1 us), a sixth of a decode GEMM. A parameter needs none.
 
 Shared memory per ring slot (each region 1024-byte aligned, so the copy engine's address-based swizzle
 equals the canonical layout and every descriptor's base offset is 0; 9.7.15.5.1.2.2):
@@ -232,7 +237,7 @@ from ..spec import SPLIT_K_STREAM
 from ..isa.wgmma import (MAX_ATOM_BYTES, PROMOTED_A_TYPES, SWIZZLE_FOR_ROW, WG_THREADS, WGMMA_M, WGMMA_SP_FORMS,
                          WGMMA_TARGET, WgmmaSpForm, required_ptx, wgmma_descriptor, wgmma_form_problem)
 from . import epilogue
-from .builder import HAND_SCHEDULED, PtxBuilder, launch_limits, require_kernel_name, target_lines
+from .builder import HAND_SCHEDULED, PtxBuilder, bytes_param, launch_limits, require_kernel_name, target_lines
 from .mma_sp_kernel import KernelPTX, abi_head
 from .pipeline import MBARRIER_BYTES, PipelineState, RingCode, RingPlan
 from .sparse_gemm_kernel import D_STORES, RingGeometry, SlotRegion, operand_buffers
@@ -246,7 +251,8 @@ from .sparse_gemm_kernel import D_STORES, RingGeometry, SlotRegion, operand_buff
 TMA_DATA_TYPE = {8: 0, 16: 1, 32: 2}          # CU_TENSOR_MAP_DATA_TYPE_UINT8 / UINT16 / UINT32
 TMA_SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 TMA_L2_PROMOTION_256B = 3
-TMA_MAP_BYTES = 128                           # sizeof(CUtensorMap); 64-byte alignment required
+TMA_MAP_BYTES = 128                           # sizeof(CUtensorMap)
+TMA_MAP_ALIGN = 64                            # a CUtensorMap's alignment (cuTensorMapEncodeTiled)
 TMA_MAX_BOX = 256                             # boxDim[i] <= 256
 
 A_STEP_ROW_BYTES = 32          # compressed A of one k-step: 64 rows x 32 B (module docstring)
@@ -740,7 +746,7 @@ def tma_boxes(cfg: SparseWgmmaConfig) -> list[TmaBox]:
 
 
 def tensor_map_specs(cfg: SparseWgmmaConfig) -> list[TensorMapSpec]:
-    """The three tensor maps, in the order the kernel reads them from `tensor_maps`."""
+    """The three tensor maps, in their order in the kernel's `tensor_maps` parameter."""
     boxes = tma_boxes(cfg)
     b_box = next(b for b in boxes if b.tensor == 1)
     return [TensorMapSpec("a_values", cfg.storage_bits, cfg.regions["A"].swizzle, (boxes[0].inner, boxes[0].outer)),
@@ -958,7 +964,9 @@ class _Writer(PtxBuilder):
         self.dbase = "%ds" if cfg.persistent and cfg.staged_d else "%sb"     # the staged D tile's base
         self.ring = RingCode(self, cfg.ring, "%sb")
         self.state = PipelineState("%st", "%ph")
-        self.add_params("u64", "tensor_maps", *(("c",) if cfg.accumulate_c else ()), "d",
+        # the three CUtensorMaps by value (module docstring, "Tensor maps")
+        self.add_params(bytes_param(len(tensor_map_specs(cfg)) * TMA_MAP_BYTES, TMA_MAP_ALIGN), "tensor_maps")
+        self.add_params("u64", *(("c",) if cfg.accumulate_c else ()), "d",
                         *(("workspace", "semaphores") if cfg.reduces else ()))
         ep = cfg.epilogue
         if ep is not None:           # the epilogue's parameters: the bias pointer, then f32 alpha / beta
@@ -1460,11 +1468,14 @@ class _Writer(PtxBuilder):
         ins("setp.ne.u32 %p0, %warp, 0;")
         ins(f"@%p0 bra.uni {self.end};")
         ins("setp.eq.u32 %p6, %lane, 0;")
-        self.ld_param("u64", "%tm0", "tensor_maps", "     // generic address of 3 CUtensorMaps")
+        # the maps are a kernel parameter: their generic address (cvta.param, PTX 9.7.9.16), which
+        # cp.async.bulk.tensor takes for a map in .param space; a map there needs no proxy fence (the
+        # host wrote nothing in the generic proxy), unlike one in global memory
+        ins(f"mov.b64 %tm0, {self.param('tensor_maps')};")
+        ins("cvta.param.u64 %tm0, %tm0;                  // generic address of the 3 CUtensorMaps")
         for i in range(1, 3):
             ins(f"add.u64 %tm{i}, %tm0, {i * TMA_MAP_BYTES};")
         for i in range(3):
-            ins(f"@%p6 fence.proxy.tensormap::generic.acquire.gpu [%tm{i}], {TMA_MAP_BYTES};")
             ins(f"@%p6 prefetch.tensormap [%tm{i}];")
         mask = f"mov.b16 %mask, {(1 << cfg.cluster_m) - 1};                      // multicast to both CTAs of the pair"
         if cfg.persistent:
@@ -2306,9 +2317,6 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
                         "any multiple of 16 bytes apart (the tensor map's stride); 16-byte aligned")
     buffers["b"].pop("bytes", None)
     buffers["d"].update(pitch="ldd", layout="row-major (written); " + pitched.format("ldd"))
-    buffers["tensor_maps"] = {"element": "CUtensorMap", "shape": [3], "bytes": 3 * TMA_MAP_BYTES,
-                              "layout": "tensor maps of a_values, b, a_metadata (64-byte aligned, global memory); "
-                                        "sparse_wgmma_kernel.encode_tensor_maps builds them"}
     if cfg.accumulate_c:
         buffers["c"] = {"element": cfg.acc_type, "shape": ["M", "N"], "pitch": "ldc",
                         "layout": "row-major; " + pitched.format("ldc")}
@@ -2414,7 +2422,7 @@ def tensor_map_args(abi: dict, m: int, n: int, k: int, row_bytes: dict[str, int]
 def encode_tensor_maps(abi: dict, m: int, n: int, k: int, addresses: dict[str, int],
                        row_bytes: dict[str, int] | None = None, batch: int = 1,
                        batch_bytes: dict[str, int] | None = None) -> bytes:
-    """The 3 x 128 bytes the kernel's `tensor_maps` points to, encoded by the CUDA driver
+    """The 3 x 128 bytes of the kernel's `tensor_maps` parameter, encoded by the CUDA driver
     (cuTensorMapEncodeTiled through ctypes); `addresses` maps a_values / b / a_metadata to device
     pointers. Copy the result to 64-byte-aligned global memory before the launch."""
     return encode_tiled_maps(tensor_map_args(abi, m, n, k, row_bytes, batch, batch_bytes), addresses)

@@ -114,6 +114,18 @@ class CudaDriver:
             raise DeviceError(f"cannot upload the tensor maps ({err})")
         return int(dptr)
 
+    def tensor_map_bytes(self, maps: list[dict], addresses: dict[str, int]) -> bytes:
+        """The CUtensorMaps of `maps` encoded by the driver, 128 bytes each in order: the value of a kernel
+        parameter that takes them by value (no device memory, nothing to copy; allowed during a capture)."""
+        from ..ptx.sparse_wgmma_kernel import encode_tiled_maps
+        from .capture import relaxed_capture_mode
+
+        with relaxed_capture_mode():      # as tensor_maps: the encoding is a driver call as well
+            try:
+                return encode_tiled_maps(maps, addresses)
+            except RuntimeError as e:
+                raise DeviceError(str(e)) from None
+
     def stream(self, stream, library: str):
         """A cuda.core Stream for `stream`: a cuda.core Stream, a torch or cupy stream, an object with
         __cuda_stream__, an int handle, or None (the current stream of `library`, torch or cupy; else the
@@ -151,13 +163,31 @@ class CudaDriver:
         return s
 
     def config(self, plan: LaunchPlan):
-        """cuda.core's LaunchConfig of `plan` (a cluster launch, cuLaunchKernelEx with the cluster dimension
-        attribute, where the cluster is not (1, 1, 1))."""
+        """(cuda.core's LaunchConfig of `plan` (a cluster launch, cuLaunchKernelEx with the cluster dimension
+        attribute, where the cluster is not (1, 1, 1)), the plan)."""
         kw = {"cluster": plan.cluster} if plan.cluster != (1, 1, 1) else {}
-        return self._LaunchConfig(grid=plan.grid, block=plan.block, shmem_size=plan.smem, **kw)
+        return self._LaunchConfig(grid=plan.grid, block=plan.block, shmem_size=plan.smem, **kw), plan
 
     def launch(self, stream, config, fn, args: list) -> None:
-        self._launch(stream, config, fn, *args)
+        """Launch `fn` with `args` (ctypes values). cuda.core's launch packs scalars only, so a launch with a
+        by-value bytes parameter (a ctypes array: the sparse wgmma kernel's tensor maps) goes to the
+        driver's cuLaunchKernel with the kernelParams array itself: one pointer to each argument's bytes
+        (CUDA Driver API, cuLaunchKernel). Its grid counts blocks; the cluster of such a kernel is its own
+        `.reqnctapercluster` (tilec's CTA pairs declare it), which a launch without a cluster attribute
+        takes."""
+        import ctypes
+
+        core, plan = config
+        if not any(isinstance(a, ctypes.Array) for a in args):
+            self._launch(stream, core, fn, *args)
+            return
+        cu = self._cu
+        pointers = (ctypes.c_void_p * len(args))(*(ctypes.addressof(a) for a in args))
+        grid = [g * c for g, c in zip(plan.grid, plan.cluster)]
+        (err,) = cu.cuLaunchKernel(fn.handle, *grid, *plan.block, plan.smem, int(stream.handle),
+                                   ctypes.addressof(pointers), 0)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise DeviceError(f"cannot launch the kernel ({err})")
 
 
 _CURRENT: list = []          # the installed driver (at most one), made on first use

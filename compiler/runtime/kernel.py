@@ -205,6 +205,11 @@ class Kernel:
         self._c = "c" if "c" in bufs else "C"
         self.dense_a = self.tcgen05 or "A" in bufs
         self.params = [(p["name"], p["type"]) for p in abi["params"]]
+        # a "bytes" parameter is the kernel's tensor maps by value (the sparse wgmma kernel); no other is known
+        unknown = [p["name"] for p in abi["params"] if p["type"] == "bytes" and p["name"] != "tensor_maps"]
+        if unknown:
+            raise TilecRuntimeError(f"{self.entry}: by-value parameter(s) {', '.join(unknown)} unknown to the runtime")
+        self._maps_by_value = any(p["type"] == "bytes" for p in abi["params"])
         self._fn = None
         self._device = None
         self._sms = None
@@ -522,9 +527,10 @@ class Kernel:
         return self._driver.stream(stream, library)
 
     def _tensor_maps(self, m: int, n: int, k: int, ptrs: dict[str, int], b_row_bytes: int | None = None,
-                     batch: int = 1, batch_bytes: dict | None = None) -> int:
-        """A device copy of the kernel's TMA tensor maps for these buffers, encoded by the driver
-        (cuTensorMapEncodeTiled) and cached per (problem, the mapped buffers' addresses, B's row stride,
+                     batch: int = 1, batch_bytes: dict | None = None):
+        """The kernel's TMA tensor maps for these buffers, encoded by the driver (cuTensorMapEncodeTiled): a
+        device copy's address (maps in global memory) or the bytes of the parameter that passes them by
+        value (a ctypes array), cached per (problem, the mapped buffers' addresses, B's row stride,
         batch and its strides). The kernel's module gives the encoder's arguments
         (sparse_wgmma_kernel.tensor_map_args, tcgen05_ws_kernel.tensor_map_args)."""
         # the key first (a launch on known buffers costs a dict lookup): the buffers every map reads
@@ -546,7 +552,13 @@ class Kernel:
 
             maps = tensor_map_args(self.abi, m, n, k, {"b": b_row_bytes} if b_row_bytes else None, batch,
                                    batch_bytes or None)
-        self._maps[key] = self._driver.tensor_maps(maps, ptrs)
+        if self._maps_by_value:         # the parameter's bytes (ctypes: what the launch packs by value)
+            import ctypes
+
+            data = self._driver.tensor_map_bytes(maps, ptrs)
+            self._maps[key] = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        else:
+            self._maps[key] = self._driver.tensor_maps(maps, ptrs)
         return self._maps[key]
 
     # ------------------------------------------------------------------ the launch
@@ -682,9 +694,13 @@ class Kernel:
         launch_stream = self._stream(stream, lead.library)
         if "scratch" in self.abi:
             ptrs.update(self._scratch_pointers(lead, m, n, k, count, launch_stream))
-        if "tensor_maps" in self.abi.get("buffers", {}):
-            ptrs["tensor_maps"] = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
-                                                    {x: bb[x] for x in self._map_operands if bb.get(x)})
+        if "tensor_maps" in self.abi.get("buffers", {}) or self._maps_by_value:
+            # the tcgen05 ws kernel reads its maps from global memory (a pointer); the sparse wgmma kernel
+            # takes them by value (a bytes parameter: sparse_wgmma_kernel's module docstring, "Tensor maps")
+            maps = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
+                                     {x: bb[x] for x in self._map_operands if bb.get(x)})
+            if not self._maps_by_value:
+                ptrs["tensor_maps"] = maps
         sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches,
                  **abi_mod.derived_sizes(self.abi, m, n, k)}
         if batched:                   # C's and D's batch strides in elements; the packed A's and B's in bytes
@@ -693,7 +709,9 @@ class Kernel:
             sizes.update({f"batch_stride_{x}": bb.get(x, 0) for x in ("a_values", "a_metadata", "b")})
         args = []
         for name, typ in self.params:
-            if typ == "u64":
+            if typ == "bytes":           # the tensor maps, by value
+                args.append(maps)
+            elif typ == "u64":
                 args.append(ctypes.c_uint64(ptrs[name] if name in ptrs else sizes[name]))
             elif typ == "u32":
                 args.append(ctypes.c_uint32(sizes[name]))

@@ -223,7 +223,9 @@ def abi_arguments(abi: dict, device_buffers: dict, m: int, n: int, k: int) -> tu
                "batch_stride_c": m * n, "batch_stride_d": m * n}
     args = []
     for p in abi["params"]:
-        if p["type"] == "u64" and p["name"] in strides:
+        if p["type"] == "bytes":         # the tensor maps by value: their bytes, from device_buffers
+            args.append(device_buffers[p["name"]])
+        elif p["type"] == "u64" and p["name"] in strides:
             args.append(np.uint64(strides[p["name"]]))
         elif p["type"] == "u64":
             x = device_buffers[p["name"]]
@@ -249,6 +251,28 @@ def abi_metadata(abi: dict, meta):
     return meta[..., lanes].contiguous()
 
 
+def launch_by_value(cp, fn, grid, block, args, smem: int) -> None:
+    """Launch cupy function `fn` with a by-value bytes argument among `args` (the sparse wgmma kernel's
+    tensor maps), which cupy's own call does not pack: the driver's cuLaunchKernel with a kernelParams array
+    of one pointer per argument's bytes (CUDA Driver API; a clustered kernel's .reqnctapercluster applies).
+    cupy's RawKernel holds the driver function as `.kernel` (its `.ptr`, the CUfunction)."""
+    import ctypes
+
+    held = []
+    for a in args:
+        if isinstance(a, bytes):
+            held.append((ctypes.c_uint8 * len(a)).from_buffer_copy(a))
+        elif isinstance(a, np.uint32):
+            held.append(ctypes.c_uint32(int(a)))
+        elif isinstance(a, (np.uint64, int)):
+            held.append(ctypes.c_uint64(int(a)))
+        else:                                        # a device array: its pointer
+            held.append(ctypes.c_uint64(int(a.data.ptr)))
+    pointers = (ctypes.c_void_p * len(held))(*(ctypes.addressof(h) for h in held))
+    cp.cuda.driver.launchKernel(getattr(fn, "kernel", fn).ptr, *grid, *block, smem, cp.cuda.get_current_stream().ptr,
+                                ctypes.addressof(pointers), 0)
+
+
 def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int | None = None) -> np.ndarray:
     """Run the kernel described by `abi` (PTX module `text`) on problem `p`; return D (host, D type).
     Every parameter and the grid come from the ABI; a wgmma kernel gets its tensor maps encoded by the
@@ -270,8 +294,7 @@ def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int |
 
         maps = encode_tensor_maps(abi, m, n, k, {name: int(dev[name].data.ptr)
                                                  for name in ("a_values", "a_metadata", "b")})
-        dev["tensor_maps"] = cp.asarray(np.frombuffer(maps, np.uint8))
-        assert int(dev["tensor_maps"].data.ptr) % 64 == 0
+        dev["tensor_maps"] = maps            # bytes: the kernel takes them by value (launch_by_value)
     if multiprocessors is None:
         multiprocessors = cp.cuda.Device().attributes["MultiProcessorCount"]
     # stream-K's workspace has two partial slots per CTA of the grid, which counts the multiprocessors
@@ -282,7 +305,11 @@ def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int |
     smem = abi.get("dynamic_smem_bytes", 0)
     fn = load_function(cp, text, entry, smem)
     grid = abi_grid(abi, m, n, k, multiprocessors)
-    fn(grid, tuple(abi["block"]), abi_arguments(abi, dev, m, n, k), shared_mem=smem)
+    args = abi_arguments(abi, dev, m, n, k)
+    if any(isinstance(a, bytes) for a in args):
+        launch_by_value(cp, fn, grid, tuple(abi["block"]), args, smem)
+    else:
+        fn(grid, tuple(abi["block"]), args, shared_mem=smem)
     cp.cuda.runtime.deviceSynchronize()
     return cp.asnumpy(dev["d"]).view(out_np).reshape(m, n)
 
