@@ -5,12 +5,15 @@ grid, cluster and dynamic shared memory) are all the emulated kernel gets, and i
 
 `EmulatedDevice` plays compiler/runtime/driver.py's door (`driver.use(device)`); its "device memory" is host
 numpy buffers (`device.array(host)` wraps one as a __cuda_array_interface__ array whose address is the numpy
-buffer's). At a launch every pointer parameter and tensor-map address is resolved to the registered buffer
-that holds it (its bytes from that address on: a strided batch's later problems lie further in), the Machine
+buffer's). The tensor maps a kernel takes by value (one bytes parameter) are recorded, not encoded: their bytes
+say which maps they are (`tensor_map_bytes`). At a launch every pointer parameter and tensor-map address is
+resolved to the registered buffer that holds it (its bytes from that address on: a strided batch's later problems lie further in), the Machine
 runs, and what it wrote to D goes back into D's buffer. Nothing here knows an ABI: the kernel's parameter list
 is its PTX's, as on a GPU.
 """
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 
@@ -43,6 +46,8 @@ class EmulatedDevice:
     def __init__(self, info: DeviceInfo = EMULATED_B200, policy: str | None = None, seed: int = 0):
         self.info, self.policy, self.seed = info, policy, seed
         self.buffers: list[np.ndarray] = []           # every registered buffer (flat bytes, kept alive)
+        # the maps encoded (encoder arguments, the mapped operands' addresses), keyed by the first 8 bytes of
+        # the parameter value `tensor_map_bytes` gave for them
         self.maps: dict[int, tuple[list[dict], dict[str, int]]] = {}
         self.launches: list = []
         self._next_map = 0x10_0000_0000
@@ -79,16 +84,12 @@ class EmulatedDevice:
     def set_max_dynamic_smem(self, fn, nbytes, device):
         pass
 
-    def tensor_maps(self, maps, addresses):
+    def tensor_map_bytes(self, maps, addresses):
+        """The maps' 128 bytes each (a by-value parameter): a stand-in whose first 8 bytes key the recorded
+        maps (the emulator reads the encoder's arguments, never a CUtensorMap's opaque bytes)."""
         self._next_map += 0x1000
         self.maps[self._next_map] = ([dict(m) for m in maps], {m["operand"]: addresses[m["operand"]] for m in maps})
-        return self._next_map
-
-    def tensor_map_bytes(self, maps, addresses):
-        """The by-value form (the sparse wgmma kernel's `tensor_maps` parameter): 128 bytes a map whose first 8
-        hold the key of the maps' arguments kept here (the launch reads them back; no real CUtensorMap)."""
-        key = self.tensor_maps(maps, addresses)
-        return key.to_bytes(8, "little") + bytes(128 * len(maps) - 8)
+        return self._next_map.to_bytes(8, "little") + bytes(128 * len(maps) - 8)
 
     def stream(self, stream, library):
         return stream
@@ -99,7 +100,8 @@ class EmulatedDevice:
     def launch(self, stream, config: LaunchPlan, kernel, args):
         from compiler.emulator.tcgen05 import Machine
 
-        self.launches.append((config, [a.value if hasattr(a, "value") else bytes(a) for a in args]))
+        # ctypes scalars by their value; the by-value maps (a ctypes array) as their bytes
+        self.launches.append((config, [bytes(a) if isinstance(a, ctypes.Array) else a.value for a in args]))
         if not any(ins.parts[0] == "tcgen05" for ins in kernel.code):
             return self._launch_warps(config, kernel, args)
         values: dict = {}
@@ -108,9 +110,9 @@ class EmulatedDevice:
             name = kernel.param_short(full)
             if ptype == "f32":
                 values[name] = int(np.float32(arg.value).view(np.uint32))
-            elif ptype == "u64" and arg.value in self.maps:
-                maps, addresses = self.maps[arg.value]
-                values[name] = np.zeros(128 * len(maps), np.uint8)
+            elif ptype == "bytes":                                     # the tensor maps, by value
+                maps, addresses = self.maps[int.from_bytes(bytes(arg)[:8], "little")]
+                values[name] = np.frombuffer(bytes(arg), np.uint8).copy()
             elif ptype == "u64" and self._holds(arg.value):         # a buffer; else a u64 size (batch_stride_c)
                 values[name] = self._bytes_at(arg.value)[0]
             else:

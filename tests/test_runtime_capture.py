@@ -100,36 +100,25 @@ def _kernel_on_stand_in_driver(driver, monkeypatch, example: str, seen: list):
     return kernel
 
 
-def test_tensor_maps_in_global_memory_are_encoded_and_uploaded_in_relaxed_mode(driver, monkeypatch):
-    """Kernel._tensor_maps for a kernel that reads its maps from global memory (the tcgen05 ws kernel: the
-    one synchronous driver work a launch can do after the module is loaded, CudaDriver.tensor_maps) runs
-    inside relaxed_capture_mode: the encoding, the allocation and the copy all see the relaxed mode, the
-    thread's mode is back afterwards, and the maps are cached per set of buffers."""
-    seen = []
-    kernel = _kernel_on_stand_in_driver(driver, monkeypatch, "tcgen05_gemm_ws_f16.tile", seen)
-    assert "tensor_maps" in kernel.abi["buffers"]
-    ptrs = {name: 0x1000_0000 * (i + 1) for i, name in enumerate(kernel._map_operands)}
-    assert kernel._tensor_maps(512, 512, 256, ptrs) == 0x7000_0000
-    relaxed = Mode.CU_STREAM_CAPTURE_MODE_RELAXED
-    assert seen == [("encode", relaxed), ("alloc", relaxed), ("copy", relaxed)]
-    assert driver.mode == Mode.CU_STREAM_CAPTURE_MODE_GLOBAL
-    assert kernel._tensor_maps(512, 512, 256, ptrs) == 0x7000_0000 and len(seen) == 3      # cached
-
-
-def test_tensor_maps_by_value_are_encoded_without_device_memory(driver, monkeypatch):
-    """The sparse wgmma kernel takes its maps by value (a 384-byte parameter): Kernel._tensor_maps encodes
-    them (in relaxed mode, as every driver call a launch makes during a capture) into the bytes the launch
-    passes, and allocates and copies nothing; cached per set of buffers."""
+@pytest.mark.parametrize("example, nbytes", [
+    ("sparse_wgmma_f16.tile", 384),           # A values, B, metadata
+    ("tcgen05_gemm_ws_f16.tile", 384),        # A, B, D
+])
+def test_tensor_maps_by_value_are_encoded_without_device_memory(driver, monkeypatch, example, nbytes):
+    """The sparse wgmma and tcgen05 ws kernels take their maps by value (one 128-byte CUtensorMap each, in
+    one parameter): Kernel._tensor_maps encodes them (in relaxed mode, as every driver call a launch makes
+    during a capture) into the bytes the launch passes, and allocates and copies nothing; cached per set
+    of buffers."""
     import ctypes
 
     seen = []
-    kernel = _kernel_on_stand_in_driver(driver, monkeypatch, "sparse_wgmma_f16.tile", seen)
+    kernel = _kernel_on_stand_in_driver(driver, monkeypatch, example, seen)
     assert "tensor_maps" not in kernel.abi["buffers"]
     assert [(p["type"], p["bytes"], p["align"]) for p in kernel.abi["params"] if p["name"] == "tensor_maps"] == \
-        [("bytes", 384, 64)]
-    ptrs = {"a_values": 0x1000_0000, "a_metadata": 0x2000_0000, "b": 0x3000_0000}
+        [("bytes", nbytes, 64)]
+    ptrs = {name: 0x1000_0000 * (i + 1) for i, name in enumerate(kernel._map_operands)}
     maps = kernel._tensor_maps(512, 512, 256, ptrs)
-    assert isinstance(maps, ctypes.Array) and bytes(maps) == bytes(384)
+    assert isinstance(maps, ctypes.Array) and bytes(maps) == bytes(nbytes)
     assert seen == [("encode", Mode.CU_STREAM_CAPTURE_MODE_RELAXED)]
     assert driver.mode == Mode.CU_STREAM_CAPTURE_MODE_GLOBAL
     assert kernel._tensor_maps(512, 512, 256, ptrs) is maps and len(seen) == 1           # cached

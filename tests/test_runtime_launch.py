@@ -32,7 +32,6 @@ class FakeDriver:
 
     def __init__(self, info: DeviceInfo):
         self.info, self.calls, self.maps, self.launches = info, [], [], []
-        self._next_map = 0x7000_0000
 
     def open(self, ordinal):
         self.calls.append(("open", ordinal))
@@ -45,16 +44,20 @@ class FakeDriver:
     def set_max_dynamic_smem(self, fn, nbytes, device):
         self.calls.append(("smem", fn, nbytes))
 
-    def tensor_maps(self, maps, addresses):
-        self.maps.append(([dict(m) for m in maps], {m["operand"]: addresses[m["operand"]] for m in maps}))
-        self._next_map += 0x1000
-        return self._next_map
-
     def tensor_map_bytes(self, maps, addresses):
-        """The by-value maps (the sparse wgmma kernel): recorded as tensor_maps records them; the bytes a
-        stand-in (each map's 128 bytes start with its index in this driver's maps)."""
+        """The maps, by value (the sparse wgmma and tcgen05 ws kernels): recorded (their encoder arguments
+        and addresses); the bytes a stand-in, `map_bytes`."""
         self.maps.append(([dict(m) for m in maps], {m["operand"]: addresses[m["operand"]] for m in maps}))
-        return b"".join(bytes([len(self.maps) - 1, i]) + bytes(126) for i in range(len(maps)))
+        return self.map_bytes(len(self.maps) - 1)
+
+    def map_bytes(self, index: int) -> bytes:
+        """The stand-in bytes of the `index`-th maps encoded: each map's 128 bytes start with `index` and
+        the map's position."""
+        return b"".join(bytes([index, i]) + bytes(126) for i in range(len(self.maps[index][0])))
+
+    def last_maps(self) -> bytes:
+        """What a launch passes for the last maps encoded (the `tensor_maps` parameter's value)."""
+        return self.map_bytes(len(self.maps) - 1)
 
     def stream(self, stream, library):
         return ("stream", stream, library)
@@ -126,9 +129,9 @@ def test_ws_kernel_launch_plan_on_a_b200(b200):
             [("A", (k, m, 1), (2 * k, 2 * k * m), (64, 128, 1), 1, 3),
              ("B", (k, n, 1), (2 * k, 2 * k * n), (64, 128, 1), 1, 3),
              ("D", (n, m, 1), (4 * n, 4 * n * m), (32, 32, 1), 2, 3)]
-        # parameters: tensor_maps (u64), M, N, K, batch (u32); D is reached through its tensor map
-        assert values == [b200._next_map, m, n, k, 1]
-        assert types == [ctypes.c_uint64] + [ctypes.c_uint32] * 4
+        # parameters: tensor_maps (3 x 128 bytes by value), M, N, K, batch (u32); D is reached through its map
+        assert values == [b200.last_maps(), m, n, k, 1]
+        assert types == [ctypes.c_uint8 * 384] + [ctypes.c_uint32] * 4
     assert b200.calls == [("open", None), ("load", "tcgen05_gemm_f16", "sm_100a"),
                           ("smem", "fn:tcgen05_gemm_f16", smem)]
     # the same buffers again: the maps are not encoded twice
@@ -162,7 +165,7 @@ def test_ws_clc_launches_a_cta_per_tile(b200):
     kernel(a, b, out=d, **kw)
     plan, _, values, _ = b200.launches[-1]
     assert plan == LaunchPlan((1024, 1, 1), (1, 1, 1), (224, 1, 1), kernel.abi["dynamic_smem_bytes"])
-    assert values == [b200._next_map, 4096, 4096, 256, 1]
+    assert values == [b200.last_maps(), 4096, 4096, 256, 1]
 
 
 @pytest.mark.parametrize("name, extras", [("tcgen05_gemm_sparse_f16.tile", ["META"]),
@@ -182,7 +185,7 @@ def test_ws_extras_reach_their_parameters(b200, name, extras):
     kernel(a, b, out=d, **kw)
     values = b200.launches[-1][2]
     by_name = {"META": "metadata", "SFA": "scale_a", "SFB": "scale_b"}
-    assert values[:1 + len(extras)] == [b200._next_map] + [ptr(kw[by_name[x]]) for x in extras]
+    assert values[:1 + len(extras)] == [b200.last_maps()] + [ptr(kw[by_name[x]]) for x in extras]
     assert values[-4:] == [m, n, k, 1]
     maps, addresses = b200.maps[-1]
     row_bytes = {"tcgen05_gemm_sparse_f16.tile": (k, 2 * k), "tcgen05_gemm_mxf8f6f4.tile": (k, k),
@@ -403,7 +406,7 @@ def test_ws_batch_launch(b200, ws_kernels, key):
             assert t["dims"] == (IMAGE_ROW_BYTES, batch * row_tiles * (k // abi["tile_k"]) * image_rows)
     kws = {"META": "metadata", "SFA": "scale_a", "SFB": "scale_b"}
     extras = [ptr(images[kws[p["name"]]]) for p in abi["params"] if p["name"] in kws]
-    assert values == [b200._next_map] + extras + [m, n, k, batch]
+    assert values == [b200.last_maps()] + extras + [m, n, k, batch]
     # the unbatched launch of the same buffers' first problems: rank 3 with a batch of 1
     first = {kw: Fake(v.__cuda_array_interface__["shape"][1:], v.__cuda_array_interface__["typestr"])
              for kw, v in images.items()}
@@ -479,7 +482,7 @@ def test_ws_batch_c_is_per_problem_or_shared(b200):
                       (Fake((batch, m, n), "<f4", (m * n * 4 + 64, n * 4, 4)), m * n + 16)):
         kernel(a, b, c, out=d, bias=bias, beta=0.5)
         values = b200.launches[-1][2]
-        assert values == [b200._next_map, ptr(c), ptr(bias), pytest.approx(0.5), m, n, k, batch, stride]
+        assert values == [b200.last_maps(), ptr(c), ptr(bias), pytest.approx(0.5), m, n, k, batch, stride]
     with pytest.raises(ArgumentError) as e:                  # three C for two problems
         kernel(a, b, Fake((3, m, n), "<f4"), out=d, bias=bias, beta=0.5)
     assert (e.value.argument, e.value.what) == ("C", "shape")

@@ -89,18 +89,22 @@ class Machine(WarpMachine):
         for full, ptype in kernel.params:
             name = kernel.param_short(full)
             value = args[name]
-            if ptype == "u64" and not isinstance(value, (int, np.integer)):     # a buffer (an int: a u64 size)
+            if ptype == "bytes":        # by value (the tensor maps): an address the host laid out, never loadable
+                params[full] = mem.add(name, np.asarray(value, np.uint8), loadable=False)
+            elif ptype == "u64" and not isinstance(value, (int, np.integer)):     # a buffer (an int: a u64 size)
                 params[full] = mem.add(name, np.asarray(value), writable=name in ("D", "S"),
                                        loadable=name != "tensor_maps")
             else:
                 params[full] = int(value)
         # TMA reads take the parameters the runtime gives cuTensorMapEncodeTiled (dims, strides, box,
-        # swizzle) and the operand's address, not the opaque 128 bytes of each map
+        # swizzle) and the operand's address, not the opaque 128 bytes of each map; maps in a by-value
+        # parameter (.param space) need no fence.proxy.tensormap, maps in global memory do (PTX 9.7.9.25.5.1)
+        in_param = any(kernel.param_short(full) == "tensor_maps" and ptype == "bytes" for full, ptype in kernel.params)
         tmaps = {}
         for i, t in enumerate(tensor_maps or ()):
             tmaps[mem.address("tensor_maps") + 128 * i] = {
                 **t, "address": mem.address(t["operand"]), "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
-                "swizzle": {0: "none", 1: "32B", 2: "64B", 3: "128B"}[t["swizzle"]]}
+                "swizzle": {0: "none", 1: "32B", 2: "64B", 3: "128B"}[t["swizzle"]], "param": in_param}
         threads = kernel.reqntid[0] if kernel.reqntid else THREADS
         # shared address of the first .shared symbol: 0 by default; a nonzero base (e.g. 1024, past the
         # reserved shared memory of sm_90+ parts) checks that addresses baked into descriptors are relocated

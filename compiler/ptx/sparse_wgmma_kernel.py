@@ -37,7 +37,8 @@ branch (before warps 1-3 leave), the consumers `setmaxnreg.inc` first thing, whi
 them; the consumers take the most the CTA's registers allow with the producer at 24 (240 for 2 consumers: 2 x
 128 rows x 192 = 192 accumulators; 160 for 3). ptxas compiles each single wgmma within the launch count
 (WGMMA_OPERAND_REGS), so 3 consumers (512 threads, 128 a thread) take N <= 200. Persistent CTAs running a
-fused epilogue on the registers of 2 m64 blocks (EPILOGUE_OTHER_REGS) turn setmaxnreg on as well.
+fused epilogue on the registers of 2 m64 blocks (EPILOGUE_OTHER_REGS), or one that reads C beside the 128
+accumulators of one block (EPILOGUE_C_OTHER_REGS: 128 x 256 with beta*C), turn setmaxnreg on as well.
 
 Persistent CTAs (`persistent=True`; DSL `schedule ... mma=wgmma persistent=static`). The grid is
 min(tiles, multiprocessors x max_ctas_per_sm) per batch (CTA pairs: whole pairs; the runtime evaluates the
@@ -282,7 +283,12 @@ MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 thre
 #   168; 164 B: 200 in 240), 47 (32 B: 208 in 255) and 48 (40 B: 192 in 240), not with 56 (112 in 168), 63
 #   (192 in 255), 64 (104 in 168, 176 in 240), 72, 80, 95 or 112. (Both blocks' epilogues before one staging
 #   pass spilled up to 96: 20-280 B at 128 x 160 .. 256 x 160.) One m64 block per warpgroup needs no more than
-#   the main loop (128 in 168).
+#   the main loop (128 in 168) unless the epilogue reads C (beta*C, `c == "epilogue"`): then
+#   EPILOGUE_C_OTHER_REGS. Measured on 2 x 64-row consumers (CUDA 13.0, 384 threads, 168 a thread; alpha, beta,
+#   C, a row or column bias, relu; beta and C alone; alpha and beta with C): 8-24 B spilled at N = 256 (128
+#   accumulators) with whole rows at 3 stages, 32-36 B in column blocks at 4 stages; none at N = 160 .. 240
+#   (120 accumulators in 168: 48 beyond them are enough), none at N = 256 without C (alpha, a column bias and
+#   relu) or with C preloaded into the accumulators, and none at N = 256 with setmaxnreg's 240.
 # - STREAM_K_EXTRA_REGS: stream-K's consumers also keep their range's state (segment end, first K block, the
 #   tile's sharers), the workspace addresses and the C / D batch offsets live across the tile loop: at the 168
 #   of a 384-thread launch ptxas spills 4-48 B with 128 accumulators (128 x 256 and 256 x 128; f32 or f16 D,
@@ -295,6 +301,7 @@ MAX_CONSUMERS = 3              # consumer warpgroups: with the producer 512 thre
 CONSUMER_OTHER_REGS = 40
 WGMMA_OPERAND_REGS = 27
 EPILOGUE_OTHER_REGS = 56
+EPILOGUE_C_OTHER_REGS = 48
 STREAM_K_EXTRA_REGS = 16
 
 
@@ -649,11 +656,16 @@ class SparseWgmmaConfig(RingGeometry):
     @property
     def epilogue_registers(self) -> int:
         """Registers a consumer thread needs in a fused epilogue that runs on the registers of its m64 blocks
-        (one a staging pass, 2 blocks live) before staging D (persistent CTAs; EPILOGUE_OTHER_REGS, measured);
-        0 where no such epilogue runs."""
+        (one a staging pass, 2 blocks live) before staging D (persistent CTAs; EPILOGUE_OTHER_REGS, measured),
+        or of its one m64 block where the epilogue reads C (EPILOGUE_C_OTHER_REGS, measured); 0 where no such
+        epilogue runs or it needs no more than the main loop."""
         ep = self.epilogue
         on_registers = ep is not None and self.persistent and self.staged_d and bool(ep.element_steps)
-        return self.accumulators + EPILOGUE_OTHER_REGS if on_registers and self.m_blocks > 1 else 0
+        if on_registers and self.m_blocks > 1:
+            return self.accumulators + EPILOGUE_OTHER_REGS
+        if on_registers and ep.c == "epilogue":
+            return self.accumulators + EPILOGUE_C_OTHER_REGS
+        return 0
 
     @property
     def spill_note(self) -> tuple[str, str] | None:
@@ -673,12 +685,18 @@ class SparseWgmmaConfig(RingGeometry):
                     f"{self.max_regs} of the launch, and ptxas may spill a few bytes a tile (4-48 B measured "
                     f"at 128 x 256 and 256 x 128)",
                     "use cta N <= 224 with 64-row consumer warpgroups, or N <= 112 with 128-row ones")
-        if self.epilogue_registers > self.consumer_budget:
+        if self.epilogue_registers > self.consumer_budget and self.m_blocks > 1:
             return (f"the fused epilogue runs on the registers of a 128-row consumer warpgroup's m64 blocks before "
                     f"each is staged (persistent CTAs): about {self.epilogue_registers} registers a thread "
                     f"({self.accumulators} accumulators + {EPILOGUE_OTHER_REGS}), over the {self.consumer_budget} "
                     f"the consumers have, and ptxas may spill (32-164 B a tile measured at N >= 192)",
                     "use 64-row consumer warpgroups (cta M = 64 x warpgroups), or persistent=none")
+        if self.epilogue_registers > self.consumer_budget:
+            return (f"the fused epilogue reads C beside a 64-row consumer warpgroup's accumulators before staging D "
+                    f"(persistent CTAs): about {self.epilogue_registers} registers a thread ({self.accumulators} "
+                    f"accumulators + {EPILOGUE_C_OTHER_REGS}), over the {self.consumer_budget} the consumers have, "
+                    f"and ptxas may spill (8-36 B a tile measured at N = 256 in 168)",
+                    "use a narrower CTA tile (cta N), or persistent=none")
         return None
 
     @property

@@ -74,9 +74,18 @@ advance with a phase bit that
 flips each time their index wraps (mbarrier phases, 9.7.13.15.16 try_wait.parity); a producer waiting on
 a fresh empty barrier waits for parity 1 ("the phase before the first"), which completes at once.
 
-ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (u64: generic address of three 64-byte
-aligned CUtensorMaps, A, B, the META / SFA / SFB images, then D, in global memory), [META | SFA, SFB: their
-TMEM images, `tmem_image`], [C], [bias, alpha, beta], M, N, K,
+Tensor maps. The kernel takes its CUtensorMaps (A, B, the META / SFA / SFB images, then D; 128 bytes each)
+by value, in one parameter `tensor_maps` of 128 bytes per map (`.param .align 64 .b8 NAME_tensor_maps[N]`; the
+ABI's param of type "bytes", as the sparse wgmma kernel's). cp.async.bulk.tensor takes the generic address of
+a map in .param, .const or .global space (PTX 9.7.9.25.5.1); the producer and the epilogue warps take the
+parameter's with `cvta.param`, and the producer prefetches every map. A map in global memory, which the
+host writes through the generic proxy (a copy), needs `fence.proxy.tensormap::generic.acquire` in every CTA
+before its first use; a parameter needs none. That fence is why: measured on an H200 for the sparse wgmma
+kernel (docs/measurements.md "Tensor maps as a parameter"), its three fences cost about 2 us of every launch.
+tcgen05 does not run on an H100/H200, so this kernel's saving is not measured.
+
+ABI (`abi()`; `tilec compile --emit json`): params tensor_maps (bytes: the CUtensorMaps by value, above),
+[META | SFA, SFB: their TMEM images, `tmem_image`], [C], [bias, alpha, beta], M, N, K,
 batch (u32), [batch_stride_c (u64)]; A is [batch][M][K] and B [batch][N][K] row-major (K-major), D [batch][M][N]
 row-major in D's type (rows and batches of each any multiple of 16 bytes apart: the maps' strides), C [M][N]
 dense in the accumulator type, problem z's at z * batch_stride_c elements (0: one C for the whole batch); grid (min(tiles, SM count), 1, 1) (persistent=clc: (tiles, 1, 1)), block (192, 1, 1) (persistent=clc:
@@ -103,13 +112,14 @@ from ..isa.tmem import LANE_GROUP, data_path
 from ..isa.types import TYPES
 from ..passes.warp_specialization import WsPlan, ws_plan
 from ..passes.epilogue_lowering import SCRATCH
-from .builder import PtxBuilder, launch_limits
+from .builder import PtxBuilder, bytes_param, launch_limits
 from .epilogue import element_steps
 from .pipeline import RingCode, RingPlan, ring_plan
 from .tcgen05_issue import commit, descriptor, descriptor_base, idesc_registers, issue_mmas, trailing_operands
 
 KERNEL_KIND = "tcgen05_ws"
 TMA_MAP_BYTES = 128                                   # sizeof(CUtensorMap)
+TMA_MAP_ALIGN = 64                                    # a CUtensorMap's alignment (cuTensorMapEncodeTiled)
 # cuTensorMapEncodeTiled enums (cuda.h): CUtensorMapDataType UINT8 / UINT16 / UINT32, CUtensorMapSwizzle
 TMA_DATA_TYPE = {8: 0, 16: 1, 32: 2}
 TMA_SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
@@ -263,9 +273,10 @@ class _WsKernel:
     # ---- whole kernel ----------------------------------------------------------------------------
     def emit(self) -> tuple[str, dict]:
         kb, e, plan = self.kb, self.e, self.plan
-        # D has no pointer parameter: the epilogue stores it through its tensor map (the third)
-        kb.add_params("u64", "tensor_maps", *(("META",) if self.sparse else ()),
-                      *(("SFA", "SFB") if self.scaled else ()))
+        # D has no pointer parameter: the epilogue stores it through its tensor map (the last); the maps are
+        # one parameter, by value (module docstring, "Tensor maps")
+        kb.add_params(bytes_param(self.map_count() * TMA_MAP_BYTES, TMA_MAP_ALIGN), "tensor_maps")
+        kb.add_params("u64", *(("META",) if self.sparse else ()), *(("SFA", "SFB") if self.scaled else ()))
         if self.epi is not None:
             if self.epi.c == "epilogue":
                 kb.add_params("u64", "C")
@@ -534,11 +545,15 @@ class _WsKernel:
         kb.comment(f"---- TMA producer (warp {plan.tma_warp}, lane 0 issues)")
         names = ("A", "B") + plan.cp_operands          # the tensor maps, in the ABI's order
         maps = {name: kb.reg("rd") for name in names}
-        kb.ld_param("u64", maps["A"], "tensor_maps")
+        self.maps_address(maps["A"])
         for i, name in enumerate(names[1:], 1):
             e(f"add.u64 {maps[name]}, {maps['A']}, {i * TMA_MAP_BYTES};")
-        for name in names:
-            e(f"@{self.p_lane0} fence.proxy.tensormap::generic.acquire.gpu [{maps[name]}], {TMA_MAP_BYTES};")
+        # every map into the cache of tensor maps before its first use, D's (the epilogue warps') too
+        # (PTX 9.7.9 prefetch{.tensormap_space}.tensormap: a map in .param or .const space, generic address)
+        dmap = kb.reg("rd")
+        e(f"add.u64 {dmap}, {maps['A']}, {(self.map_count() - 1) * TMA_MAP_BYTES};")
+        for reg in (*maps.values(), dmap):
+            e(f"@{self.p_lane0} prefetch.tensormap [{reg}];")
         ring = self.ring("smem")
         issuer = self.p_lead0 if self.pair else self.p_lane0
         # a pair's copies complete on the leader's full barrier (.cta_group::2 lets the mbarrier be the peer's,
@@ -722,10 +737,8 @@ class _WsKernel:
             e(f"mul.lo.u32 {fold_col}, {fold_col}, {plan.acc_columns};")
         e(f"add.u32 {tw}, {self.taddr}, {lane_field};")
         dmap = kb.reg("rd")
-        kb.ld_param("u64", dmap, "tensor_maps")
-        d_index = len(self.ops) + len(plan.cp_operands)            # D's map: the last
-        e(f"add.u64 {dmap}, {dmap}, {d_index * TMA_MAP_BYTES};")
-        e(f"@{self.p_lane0} fence.proxy.tensormap::generic.acquire.gpu [{dmap}], {TMA_MAP_BYTES};")
+        self.maps_address(dmap)
+        e(f"add.u64 {dmap}, {dmap}, {(self.map_count() - 1) * TMA_MAP_BYTES};")    # D's map: the last
         kb.comment(f"this warp's {plan.d_buffers} staging buffer(s) of 32 x {chunk} {out.name} ({plan.d_swizzle} "
                    "swizzle: 16-byte piece j of row r at j ^ ((r * row bytes / 128) mod atom rows))")
         e(f"mad.lo.u32 {bufs}, {self.warp}, {plan.d_buffers * plan.d_stage_bytes}, {self.base};")
@@ -967,6 +980,17 @@ class _WsKernel:
             unit = unit * u // gcd(unit, u)
         return unit
 
+    def map_count(self) -> int:
+        """The tensor maps in the `tensor_maps` parameter: A, B, the META / SFA / SFB images, D."""
+        return len(self.ops) + len(self.plan.cp_operands) + 1
+
+    def maps_address(self, reg: str) -> None:
+        """`reg` = the generic address of the `tensor_maps` parameter (cvta.param, PTX 9.7.9.16), which
+        cp.async.bulk.tensor and prefetch.tensormap take for a map in .param space (9.7.9.25.5.1); a map
+        there needs no fence.proxy.tensormap (the host wrote nothing through the generic proxy)."""
+        self.e(f"mov.b64 {reg}, {self.kb.param('tensor_maps')};")
+        self.e(f"cvta.param.u64 {reg}, {reg};")
+
     def buffers(self) -> dict:
         """Every array the kernel reads or writes, as compiler/runtime/abi.py's `buffers` family states
         them (element type, shape expressions in M, N, K; a 4-bit type `packed`, two to a byte, its shape
@@ -974,11 +998,7 @@ class _WsKernel:
         the tensor maps, checks the arrays and launches both."""
         spec = self.spec
         a, b, d = (spec.operands[x].dtype for x in "ABD")
-        nmaps = len(self.ops) + len(self.plan.cp_operands) + 1
-        out = {"tensor_maps": {"element": "CUtensorMap", "shape": [nmaps], "bytes": TMA_MAP_BYTES * nmaps,
-                               "layout": "tensor maps of " + ", ".join((*self.ops, *self.plan.cp_operands, "D")) +
-                                         " (64-byte aligned, global memory); tcgen05_ws_kernel.tensor_map_args "
-                                         "gives the driver's encoder their arguments"}}
+        out = {}
         for name, dtype, rows in (("A", a, "M"), ("B", b, "N")):
             op = self.ops[name]
             # stored elements of a row: K * (stored K units per block, in TMA elements of op.bits) / tile_k,
@@ -1095,9 +1115,10 @@ class _WsKernel:
         return {
             "kernel_kind": KERNEL_KIND,
             "entry": spec.name,
-            "params": [{"name": "tensor_maps", "type": "u64",
-                        "layout": f"{len(maps)} CUtensorMaps ({', '.join(t['operand'] for t in maps)}), 64-byte "
-                                  "aligned, global memory"},
+            "params": [{"name": "tensor_maps", "type": "bytes", "bytes": len(maps) * TMA_MAP_BYTES,
+                        "align": TMA_MAP_ALIGN,
+                        "layout": f"{len(maps)} CUtensorMaps ({', '.join(t['operand'] for t in maps)}) by value; "
+                                  "tcgen05_ws_kernel.tensor_map_args gives the driver's encoder their arguments"},
                        *({"name": n, "type": "u64", "layout": self.image_buffer(n)["layout"]}
                          for n in plan.cp_operands),
                        *([{"name": "C", "type": "u64", "layout": f"[batch][M][N] {epi.acc} row-major (or one "

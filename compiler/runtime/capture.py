@@ -3,12 +3,12 @@
 A capture in the default (global) or thread-local mode refuses "potentially unsafe" calls from the
 capturing thread, an allocation (cuMemAlloc) or a synchronous copy (cuMemcpyHtoD) among them, because
 they are not recorded in the graph (CUDA Driver API, cuThreadExchangeStreamCaptureMode and
-cuStreamBeginCapture). The runtime makes such calls only for data that is fixed once written: a TMA
-kernel's tensor maps for one set of buffers (Kernel._tensor_maps), written once into memory the
-runtime owns and read by every replay of the graph. Relaxing the thread's mode for those calls is the
-documented way to make them during a capture (PyTorch's caching allocator does the same for its own
-allocations); the copy goes through the legacy default stream, which orders only against blocking
-streams, and capture streams from torch and cupy are created non-blocking.
+cuStreamBeginCapture). The runtime's one driver call a launch may make after the module is loaded is
+the encoding of a TMA kernel's tensor maps for one set of buffers (Kernel._tensor_maps,
+cuTensorMapEncodeTiled), whose bytes every replay of the graph passes by value (the kernels take their
+maps as a parameter; nothing is allocated or copied). Relaxing the thread's mode for that call is the
+documented way to make driver calls during a capture (PyTorch's caching allocator does the same for its
+own allocations).
 """
 from __future__ import annotations
 

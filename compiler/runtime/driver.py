@@ -93,34 +93,13 @@ class CudaDriver:
         if err != cu.CUresult.CUDA_SUCCESS:
             raise DeviceError(f"cannot opt in to {nbytes} bytes of dynamic shared memory ({err})")
 
-    def tensor_maps(self, maps: list[dict], addresses: dict[str, int]) -> int:
-        """The CUtensorMaps of `maps` (cuTensorMapEncodeTiled's arguments, each naming its `operand` in
-        `addresses`) encoded by the driver and copied to new 64-byte-aligned global memory; its address.
-        Allowed inside a CUDA graph capture (compiler/runtime/capture.py)."""
-        from ..ptx.sparse_wgmma_kernel import encode_tiled_maps
-        from .capture import relaxed_capture_mode
-
-        cu = self._cu
-        with relaxed_capture_mode():
-            try:
-                data = encode_tiled_maps(maps, addresses)
-            except RuntimeError as e:
-                raise DeviceError(str(e)) from None
-            err, dptr = cu.cuMemAlloc(len(data))      # 256-byte aligned: the maps need 64
-            if err != cu.CUresult.CUDA_SUCCESS:
-                raise DeviceError(f"cannot allocate the tensor maps ({err})")
-            (err,) = cu.cuMemcpyHtoD(dptr, data, len(data))
-        if err != cu.CUresult.CUDA_SUCCESS:
-            raise DeviceError(f"cannot upload the tensor maps ({err})")
-        return int(dptr)
-
     def tensor_map_bytes(self, maps: list[dict], addresses: dict[str, int]) -> bytes:
         """The CUtensorMaps of `maps` encoded by the driver, 128 bytes each in order: the value of a kernel
         parameter that takes them by value (no device memory, nothing to copy; allowed during a capture)."""
         from ..ptx.sparse_wgmma_kernel import encode_tiled_maps
         from .capture import relaxed_capture_mode
 
-        with relaxed_capture_mode():      # as tensor_maps: the encoding is a driver call as well
+        with relaxed_capture_mode():      # the encoding is a driver call (compiler/runtime/capture.py)
             try:
                 return encode_tiled_maps(maps, addresses)
             except RuntimeError as e:

@@ -205,7 +205,8 @@ class Kernel:
         self._c = "c" if "c" in bufs else "C"
         self.dense_a = self.tcgen05 or "A" in bufs
         self.params = [(p["name"], p["type"]) for p in abi["params"]]
-        # a "bytes" parameter is the kernel's tensor maps by value (the sparse wgmma kernel); no other is known
+        # a "bytes" parameter is the kernel's tensor maps by value (the sparse wgmma and tcgen05 ws kernels); no
+        # other is known
         unknown = [p["name"] for p in abi["params"] if p["type"] == "bytes" and p["name"] != "tensor_maps"]
         if unknown:
             raise TilecRuntimeError(f"{self.entry}: by-value parameter(s) {', '.join(unknown)} unknown to the runtime")
@@ -215,7 +216,7 @@ class Kernel:
         self._sms = None
         self.device = None            # the DeviceInfo of the loaded module (compiler/runtime/driver.py)
         self._driver = None
-        self._maps: dict[tuple, int] = {}
+        self._maps: dict[tuple, object] = {}  # the tensor maps by value (ctypes arrays), per _tensor_maps key
         # the buffers the tensor maps read (their addresses key the encoded maps): the ws kernel lists its maps
         # in the ABI; the wgmma kernel's are a_values, b, a_metadata
         self._map_operands = tuple(t["operand"] for t in abi["tensor_maps"]) \
@@ -528,10 +529,9 @@ class Kernel:
 
     def _tensor_maps(self, m: int, n: int, k: int, ptrs: dict[str, int], b_row_bytes: int | None = None,
                      batch: int = 1, batch_bytes: dict | None = None):
-        """The kernel's TMA tensor maps for these buffers, encoded by the driver (cuTensorMapEncodeTiled): a
-        device copy's address (maps in global memory) or the bytes of the parameter that passes them by
-        value (a ctypes array), cached per (problem, the mapped buffers' addresses, B's row stride,
-        batch and its strides). The kernel's module gives the encoder's arguments
+        """The kernel's TMA tensor maps for these buffers, encoded by the driver (cuTensorMapEncodeTiled): the
+        bytes of the parameter that passes them by value (a ctypes array), cached per (problem, the mapped
+        buffers' addresses, B's row stride, batch and its strides). The kernel's module gives the encoder's arguments
         (sparse_wgmma_kernel.tensor_map_args, tcgen05_ws_kernel.tensor_map_args)."""
         # the key first (a launch on known buffers costs a dict lookup): the buffers every map reads
         key = (m, n, k, tuple(ptrs.get(name) for name in self._map_operands), b_row_bytes, batch,
@@ -552,13 +552,10 @@ class Kernel:
 
             maps = tensor_map_args(self.abi, m, n, k, {"b": b_row_bytes} if b_row_bytes else None, batch,
                                    batch_bytes or None)
-        if self._maps_by_value:         # the parameter's bytes (ctypes: what the launch packs by value)
-            import ctypes
+        import ctypes
 
-            data = self._driver.tensor_map_bytes(maps, ptrs)
-            self._maps[key] = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        else:
-            self._maps[key] = self._driver.tensor_maps(maps, ptrs)
+        data = self._driver.tensor_map_bytes(maps, ptrs)     # ctypes: what the launch packs by value
+        self._maps[key] = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         return self._maps[key]
 
     # ------------------------------------------------------------------ the launch
@@ -694,13 +691,11 @@ class Kernel:
         launch_stream = self._stream(stream, lead.library)
         if "scratch" in self.abi:
             ptrs.update(self._scratch_pointers(lead, m, n, k, count, launch_stream))
-        if "tensor_maps" in self.abi.get("buffers", {}) or self._maps_by_value:
-            # the tcgen05 ws kernel reads its maps from global memory (a pointer); the sparse wgmma kernel
-            # takes them by value (a bytes parameter: sparse_wgmma_kernel's module docstring, "Tensor maps")
+        if self._maps_by_value:
+            # the sparse wgmma and tcgen05 ws kernels take their maps by value (a bytes parameter: their module
+            # docstrings, "Tensor maps")
             maps = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
                                      {x: bb[x] for x in self._map_operands if bb.get(x)})
-            if not self._maps_by_value:
-                ptrs["tensor_maps"] = maps
         sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches,
                  **abi_mod.derived_sizes(self.abi, m, n, k)}
         if batched:                   # C's and D's batch strides in elements; the packed A's and B's in bytes

@@ -259,11 +259,13 @@ def test_column_blocks_against_torch(sm90, torch_cuda, tile):
     """D of the 128 x 256 tile at 2100 x 2000 x 520 (edge tiles in M, N and K; the last tile column's block 0
     inside D, block 1 80 columns of 128) equals torch's f32 matmul of the
     same dense (2:4-sparse) A and B converted to D's type: the inputs' few significant bits keep every f32 sum
-    exact, so any summation order gives the same f32 and the same rounding to f16 / bf16."""
+    exact, so any summation order gives the same f32 and the same rounding to f16 / bf16 (fp8 inputs: within
+    one bf16 ulp, rarely; below)."""
     import numpy as np
 
     from compiler.driver import compile_file
     from compiler.emulator.sparse_host import edge_problem
+    from compiler.isa.wgmma import PROMOTED_A_TYPES
     from compiler.runtime import load
     from tests.gpu.test_sparse_wgmma_edges_gpu import EX, on_device, pitch_of, torch_dtype
 
@@ -285,5 +287,15 @@ def test_column_blocks_against_torch(sm90, torch_cuda, tile):
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.cuda.synchronize()
-    bad = (d.view(torch.int16) != ref.view(torch.int16)).nonzero()
-    assert len(bad) == 0, f"{len(bad)} elements of D differ from torch; first at {bad[:3].tolist()}"
+    bits, want = d.view(torch.int16).int(), ref.view(torch.int16).int()
+    bad = (bits != want).nonzero()
+    if form.a_type in PROMOTED_A_TYPES:
+        # fp8 wgmma sums keep about FP8_ACCUMULATOR_BITS bits, not f32's 24 (compiler/isa/wgmma.py): a sum of
+        # K = 520 products may round differently from torch's exact f32 sum, which shows as a D element one
+        # bf16 unit in the last place away, rarely (measured on an H200: 1 element of 4.2 M). A misplaced
+        # column block would differ in whole rows of 128 elements, by far more.
+        ulps = (bits - want).abs()
+        assert int(ulps.max()) <= 1, f"D differs from torch by {int(ulps.max())} ulps at {bad[:3].tolist()}"
+        assert len(bad) <= m * n // 100_000, f"{len(bad)} elements of D differ from torch by an ulp"
+    else:
+        assert len(bad) == 0, f"{len(bad)} elements of D differ from torch; first at {bad[:3].tolist()}"
