@@ -1108,8 +1108,8 @@ def test_128x256_column_blocks_on_the_emulator(form, problem, mode):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kw,problem", [(dict(d_type=None, accumulate_c=True), (200, 392, 100)),   # f32 + C, h = 4
-                                        (dict(stages=5), (256, 520, 64))],                          # h = 8
-                         ids=["f32-h4", "f16-h8"])
+                                        (dict(d_type=None, stages=5), (256, 520, 64))],             # h = 8
+                         ids=["f32-h4", "f32-h8"])
 def test_finer_column_blocks_on_the_emulator(kw, problem):
     cfg = _cb_cfg("f16", **kw)
     d, ref, stats = run_model(cfg, *problem, "adversarial", seed=3)
@@ -1170,16 +1170,17 @@ LIGHT_EPILOGUE_CB = EPILOGUE_CB.replace("epilogue alpha=param beta=param bias=co
                                        "epilogue alpha=param bias=col act=relu;").replace(" C: f32 global;", "")
 
 
-@pytest.mark.parametrize("case", ["f32-h4", "f16-h8", "epilogue", "epilogue-c"])
+@pytest.mark.parametrize("case", ["f32-h4", "f32-h8", "epilogue", "epilogue-c"])
 def test_ptxas_assembles_column_blocks(ptxas, tmp_path, case):
-    """The staged column blocks' forms: f32 D + C in 4 blocks, 8 blocks of 64 B pieces, a fused epilogue (alpha,
+    """The staged column blocks' forms: f32 D + C in 4 blocks, f32 D in 8 blocks of 128 B pieces, a fused epilogue (alpha,
     a column bias, relu) and EPILOGUE_CB's (C read with beta besides: 128 accumulators + EPILOGUE_C_OTHER_REGS
     over the launch's 168, so the producer gives the consumers its registers, setmaxnreg 240; without it ptxas
     spilled 32 B), none spilling."""
     import compiler
 
-    if case in ("f32-h4", "f16-h8"):
-        cfg = _cb_cfg("f16", d_type=None, accumulate_c=True) if case == "f32-h4" else _cb_cfg("f16", stages=5)
+    if case in ("f32-h4", "f32-h8"):
+        # h = 8: f32 D beside 5 stages (with compact metadata, f16 D beside 5 stages needs only 4 blocks)
+        cfg = _cb_cfg("f16", d_type=None, accumulate_c=True) if case == "f32-h4" else _cb_cfg("f16", d_type=None, stages=5)
         assert cfg.d_col_blocks == (4 if case == "f32-h4" else 8)
         text = emit_sparse_wgmma(cfg).text
     else:
