@@ -68,7 +68,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.gpu.harness.sparse_kernels import check_packer, gpu_state, rel_err, sparse_operands  # noqa: E402
+from tests.gpu.harness.sparse_kernels import (abi_metadata, check_packer, gpu_state, rel_err,  # noqa: E402
+                                              sparse_operands)
 
 EXAMPLES = REPO / "examples"
 
@@ -484,12 +485,16 @@ def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt,
     from compiler.runtime import Kernel, SparseA
 
     out, zeros = {}, {}
+    layouts = {}                  # the metadata in each layout a chosen kernel's ABI names, made once here
     for c in chosen:
         kernel = getattr(c, "kernel", None)
         if kernel is None:
             kernel = c.kernel = Kernel(c.abi, c.target, ptx=c.result.ptx, tile=c.tile)
         value_rows, meta_tiles = packed_rows(c, case)
-        a = SparseA(vals[:value_rows], meta[:meta_tiles], case.a, case.m, case.k)
+        lanes = tuple(c.abi["buffers"].get("a_metadata", {}).get("lanes", ()))
+        if lanes not in layouts:  # 32-lane (sparse_operands') or compact (the wgmma kernel, 16-bit A)
+            layouts[lanes] = abi_metadata(c.abi, meta) if lanes else meta
+        a = SparseA(vals[:value_rows], layouts[lanes][:meta_tiles], case.a, case.m, case.k)
         b, zero = bt.t(), None
         if c.reads_c:
             element = c.abi["buffers"]["c"]["element"]

@@ -38,10 +38,11 @@ from benchmarks import sparse_gemm_sync as SG                                   
 from compiler.isa.mma_sp.forms import find_form                                          # noqa: E402
 from compiler.ptx.sparse_wgmma_kernel import (SparseWgmmaConfig, emit_sparse_wgmma,   # noqa: E402
                                               encode_tensor_maps)
-from tests.gpu.harness.sparse_kernels import SPARSE_WGMMA_SCHEDULES                  # noqa: E402
+from tests.gpu.harness.sparse_kernels import (SPARSE_WGMMA_SCHEDULES, abi_metadata,  # noqa: E402
+                                              launch_by_value)
 
 # schedules tried per shape (tests/gpu/test_sparse_wgmma_gpu.py checks each of them for correctness); c2: CTA
-# pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 2 KB from L2 instead of 42
+# pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 1 KB (f16: compact metadata) from L2 instead of 41
 CONFIGS = SPARSE_WGMMA_SCHEDULES
 MMA_SP_CONFIGS = ("128x256x64_s3",)                  # the warp-level kernel's best (sparse_gemm_sync.py)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 28672), (2048, 2048, 2048), (4096, 11008, 4096),
@@ -60,19 +61,22 @@ def build(cp, tmp: str, key: str):
 
 
 def wgmma_launcher(torch, np, kern, fn, m, n, k, vals, meta, bt, d):
-    """A no-argument launch of `kern` (its tensor maps encoded now, kept alive in the closure)."""
+    """A no-argument launch of `kern`: its tensor maps encoded now and passed by value (the kernel's `tensor_maps`
+    parameter is their 384 bytes: sparse_kernels.launch_by_value), the metadata in the layout its ABI names
+    (compact for f16), made once here and kept alive in the closure."""
+    import cupy as cp
+
+    meta = abi_metadata(kern.abi, meta)
     maps = encode_tensor_maps(kern.abi, m, n, k, {"a_values": vals.data_ptr(), "a_metadata": meta.data_ptr(),
                                                   "b": bt.data_ptr()})
-    tmaps = torch.frombuffer(bytearray(maps), dtype=torch.uint8).to(SG.DEVICE)
-    assert tmaps.data_ptr() % 64 == 0
-    args = (np.uint64(tmaps.data_ptr()), np.uint64(d.data_ptr()), np.uint32(m), np.uint32(n), np.uint32(k),
+    args = (maps, np.uint64(d.data_ptr()), np.uint32(m), np.uint32(n), np.uint32(k),
             np.uint32(n), np.uint64(m * n))         # ldd: D contiguous; batch stride (one problem)
     assert [p["name"] for p in kern.abi["params"]] == ["tensor_maps", "d", "M", "N", "K", "ldd", "batch_stride_d"]
     grid, block, smem = kern.grid(m, n, k), kern.block, kern.smem_bytes
 
     def run():
-        fn(grid, block, args, shared_mem=smem)
-    run.keep = tmaps                     # the tensor maps live as long as the launcher
+        launch_by_value(cp, fn, grid, block, args, smem)
+    run.keep = meta                      # the metadata the tensor maps point to lives as long as the launcher
     return run
 
 

@@ -24,6 +24,14 @@ Metadata (`compress(...)[1]`): uint32 array [M/16][K/shape_k][32]: for every 16-
     accepts the decreasing pairs plain `.sp` allows: the j-th stored value of a chunk belongs to the
     j-th index of its nibble, as measured on an H100 by tests/gpu/harness/mma_sp_hw.py.)
 
+Compact metadata (`compress(..., compact=True)[1]`, `compact_metadata(words, ...)`): uint32
+    [M/16][K/shape_k][16], word j = the word of lane 4*(j//2) + j%2 (threads 0 and 1 of each quad; 64 B
+    per tile and k-step). Exact where every lane's word equals that of lane ^ 2
+    (fragments.compact_metadata_exact, derived from metadata_slot: one or two threads of a quad supply
+    the metadata, e.g. f16/bf16 m16n8k32 and tf32 m16n8k16; not 8-bit A at k64, where all four do). Lane l
+    reads word fragments.compact_metadata_word(l) = 2*(l//4) + l%2. The sparse wgmma kernel takes this
+    layout for 16- and 32-bit A (its ABI's a_metadata `lanes`); every other kernel the 32-lane one.
+
 B (`pack_b`): for K x N dense B, the N x K array B^T (row n = column n of B, K contiguous), each element
     stored like A (same container/packing rule); each 32-bit word is one B register.
 C and D: row-major M x N arrays of the C/D type (f32, f16 or s32).
@@ -36,7 +44,8 @@ import numpy as np
 
 from .diagnostics import SpecError
 from .isa.mma_sp.forms import CONTAINER_SHIFT, SHAPE_M, SparseLayout, layout_for
-from .isa.mma_sp.fragments import metadata_slot
+from .isa.mma_sp.fragments import (COMPACT_METADATA_LANES, compact_metadata_exact, compact_metadata_word,
+                                   metadata_slot)
 from .isa.types import TYPES
 
 
@@ -148,6 +157,40 @@ def unpack_metadata_words(words: np.ndarray, layout: SparseLayout) -> np.ndarray
     return tiles.transpose(0, 2, 1, 3).reshape(mt * SHAPE_M, ks * cpk)
 
 
+def compact_metadata_exact_for(dtype: str, shape: str) -> bool:
+    """Whether (dtype, shape)'s metadata has the compact layout (fragments.compact_metadata_exact)."""
+    return compact_metadata_exact(layout_for(dtype, shape))
+
+
+def compact_metadata(words, dtype: str, shape: str) -> np.ndarray:
+    """32-lane metadata uint32 [..][32] -> the compact layout [..][16] (module docstring): the words of
+    lanes COMPACT_METADATA_LANES. SpecError where the layout has no compact form or a dropped lane's word
+    differs from the kept copy (the buffer is not compress's)."""
+    layout = layout_for(dtype, shape)
+    words = np.asarray(words, dtype=np.uint32)
+    if not compact_metadata_exact(layout):
+        raise SpecError(f"{dtype} {shape} metadata has no compact layout: all four threads of a quad supply "
+                        "distinct words (PTX ISA 9.7.14.6.2)", field="sparsity.metadata")
+    if words.shape[-1:] != (32,):
+        raise SpecError(f"metadata of shape {words.shape}: the 32-lane layout ends in 32 words",
+                        field="sparsity.metadata")
+    kept = words[..., list(COMPACT_METADATA_LANES)]
+    if not np.array_equal(expand_metadata(kept, dtype, shape), words):
+        raise SpecError("metadata words of lanes l and l ^ 2 differ: not a buffer of compress's layout",
+                        field="sparsity.metadata")
+    return np.ascontiguousarray(kept)
+
+
+def expand_metadata(words, dtype: str, shape: str) -> np.ndarray:
+    """Compact metadata [..][16] -> the 32-lane layout [..][32]: lane l's word is compact word
+    compact_metadata_word(l) (inverse of compact_metadata)."""
+    words = np.asarray(words, dtype=np.uint32)
+    if not compact_metadata_exact(layout_for(dtype, shape)) or words.shape[-1:] != (16,):
+        raise SpecError(f"metadata of shape {words.shape} is not the compact layout of {dtype} {shape}",
+                        field="sparsity.metadata")
+    return np.ascontiguousarray(words[..., [compact_metadata_word(lane) for lane in range(32)]])
+
+
 # --------------------------------------------------------------------------------------------------
 # compress / decompress
 # --------------------------------------------------------------------------------------------------
@@ -159,8 +202,10 @@ def _check_shape(m: int, k: int, layout: SparseLayout) -> None:
         raise SpecError(f"K = {k} is not a multiple of the instruction K ({layout.k})", field="shape.K")
 
 
-def compress(a, dtype: str, shape: str, selector: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Dense M x K A -> (compressed values, metadata words) in the kernel's global layouts.
+def compress(a, dtype: str, shape: str, selector: int = 0, *, compact: bool = False
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Dense M x K A -> (compressed values, metadata words) in the kernel's global layouts (`compact`:
+    the 16-word metadata layout, module docstring).
 
     Raises SpecError naming the first (row, chunk) that is not sparse enough. A chunk with fewer
     non-zeros than kept slots keeps its non-zeros plus the lowest zero positions (always a legal,
@@ -194,11 +239,14 @@ def compress(a, dtype: str, shape: str, selector: int = 0) -> tuple[np.ndarray, 
     nibbles = slots[..., 0] | (slots[..., 1] << 2)
     elem = (kept[..., :, None] * gran.group + np.arange(gran.group)).reshape(m, nch, gran.kept_elements)
     values = np.take_along_axis(x.reshape(m, nch, gran.chunk), elem, axis=-1).reshape(m, k // 2)
-    return np.ascontiguousarray(encode_storage(values, dtype, layout)), pack_metadata_words(nibbles, layout)
+    meta = pack_metadata_words(nibbles, layout)
+    return (np.ascontiguousarray(encode_storage(values, dtype, layout)),
+            compact_metadata(meta, dtype, shape) if compact else meta)
 
 
 def compress_padded(a, dtype: str, shape: str, k_values: int, meta_rows: int, meta_k: int,
-                    selector: int = 0, *, value_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    selector: int = 0, *, value_rows: int | None = None, compact: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """compress() for an M x K A of any size, padded where the layouts need a granularity: A is padded
     with zeros to meta_rows x meta_k (meta_rows a multiple of 16, meta_k of the instruction K, both at
     least M and K) and compressed; the values keep `value_rows` rows (default M; at most meta_rows: the
@@ -216,15 +264,18 @@ def compress_padded(a, dtype: str, shape: str, k_values: int, meta_rows: int, me
                         field="A")
     full = np.zeros((meta_rows, meta_k), x.dtype)
     full[:m, :k] = x
-    values, meta = compress(full, dtype, shape, selector)
+    values, meta = compress(full, dtype, shape, selector, compact=compact)
     cols = values.shape[1] * k_values // meta_k
     return np.ascontiguousarray(values[:rows, :cols]), meta
 
 
 def decompress(values, metadata, dtype: str, shape: str) -> np.ndarray:
-    """Inverse of compress: (values, metadata words) -> dense M x K array of the element dtype."""
+    """Inverse of compress: (values, metadata words, 32-lane or compact) -> dense M x K array of the
+    element dtype."""
     from .isa.mma_sp.metadata import nibble_problem
     layout = layout_for(dtype, shape)
+    if np.shape(metadata)[-1:] == (16,):
+        metadata = expand_metadata(metadata, dtype, shape)
     gran = layout.granularity
     x = decode_storage(values, dtype, layout)
     m, half = x.shape

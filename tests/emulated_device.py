@@ -102,6 +102,8 @@ class EmulatedDevice:
 
         # ctypes scalars by their value; the by-value maps (a ctypes array) as their bytes
         self.launches.append((config, [bytes(a) if isinstance(a, ctypes.Array) else a.value for a in args]))
+        if not any(ins.parts[0] == "tcgen05" for ins in kernel.code):
+            return self._launch_warps(config, kernel, args)
         values: dict = {}
         maps = None
         for (full, ptype), arg in zip(kernel.params, args):
@@ -125,6 +127,51 @@ class EmulatedDevice:
         machine.run()
         if maps is not None and "D" in values:                     # D: written by TMA stores only
             values["D"][:] = machine.gmem.array("D")
+        self.machine = machine
+
+
+    def _launch_warps(self, config: LaunchPlan, kernel, args):
+        """A kernel without tcgen05 (the sparse wgmma kernel: TMA + mbarriers + wgmma.sp) on the warp machine
+        (compiler/emulator/warp.py), in a flat memory holding a copy of every buffer an argument or tensor map
+        points into (from that address to the buffer's end); the `d` buffer is written back after the run. A
+        tensor map's operand copy may only be read through the map (TMA), as on the GPU; maps passed by value (a
+        `bytes` parameter) need no proxy fence, maps in global memory do (PTX 9.7.9.25.5.1). The dynamic window
+        is placed off 1024 bytes (the kernel rounds its base up)."""
+        from compiler.emulator.memory import FlatMemory
+        from compiler.emulator.warp import WarpMachine
+        from compiler.ptx.sparse_wgmma_kernel import TMA_MAP_BYTES, TMA_SWIZZLE
+
+        mem, params, written, maps, table, by_value = FlatMemory(), {}, [], None, 0, False
+        for (full, ptype), arg in zip(kernel.params, args):
+            if ptype == "f32":
+                params[full] = int(np.float32(arg.value).view(np.uint32))
+            elif ptype == "bytes" or (ptype == "u64" and arg.value in self.maps):
+                # the maps by value (tensor_map_bytes: the key in the first 8 bytes) or in global memory
+                key = int.from_bytes(bytes(arg)[:8], "little") if ptype == "bytes" else arg.value
+                maps, addresses = self.maps[key]
+                by_value = ptype == "bytes"
+                table = params[full] = mem.add(full, np.zeros(TMA_MAP_BYTES * len(maps), np.uint8), loadable=False)
+            elif ptype == "u64" and self._holds(arg.value):       # a buffer; else a u64 size (a batch stride)
+                raw = self._bytes_at(arg.value)[0]
+                out = full.endswith("_d") or full.endswith(("_workspace", "_semaphores"))
+                params[full] = mem.add(full, raw, writable=out)
+                if out:
+                    written.append((raw, full))
+            else:
+                params[full] = int(arg.value)
+        tmaps = {}
+        for i, t in enumerate(maps or ()):
+            addr = mem.add(t["operand"], self._bytes_at(addresses[t["operand"]])[0], loadable=False)
+            tmaps[table + i * TMA_MAP_BYTES] = {
+                **t, "address": addr, "elem_bytes": {0: 1, 1: 2, 2: 4}[t["data_type"]],
+                "swizzle": {code: sw for sw, code in TMA_SWIZZLE.items()}[t["swizzle"]], "param": by_value}
+        gx, gy, _ = config.grid
+        cx, cy, _ = config.cluster
+        machine = WarpMachine(kernel, mem, params, (gx * cx, gy * cy), config.block[0], rng=self.seed,
+                              dynamic_smem=config.smem, dynamic_at=528, tensor_maps=tmaps, policy=self.policy)
+        machine.run()
+        for raw, full in written:
+            raw[:] = mem.array(full)
         self.machine = machine
 
 
@@ -196,3 +243,4 @@ def fake_cupy(device: EmulatedDevice):
                                      runtime=types.SimpleNamespace(getDevice=lambda: 0, deviceSynchronize=lambda: None))
     mod.__name__ = "cupy"
     return mod
+

@@ -369,7 +369,9 @@ class _FakeCupy:
             named.update(zip(("a_values", "b", "a_metadata"), (self.heap[int(x)] for x in ptrs)))
         shape, a_t, b_t, cd, out = self.types
         values = named["a_values"].host.view(sparse._np_dtype(a_t)).reshape(m, -1)
-        meta = named["a_metadata"].host.view(np.uint32).reshape(m // 16, -1, 32)
+        # the ABI's metadata layout: 16 words a k-step (compact: the wgmma kernel for 16-bit A) or 32
+        words = 16 if "lanes" in abi["buffers"]["a_metadata"] else 32
+        meta = named["a_metadata"].host.view(np.uint32).reshape(m // 16, -1, words)
         a = sparse.decompress(values, meta, a_t, shape)
         b = sparse.unpack_b(named["b"].host.view(sparse._np_dtype(b_t)).reshape(n, -1), b_t, shape)
         if cd == "s32":

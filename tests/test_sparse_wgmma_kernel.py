@@ -437,14 +437,15 @@ def test_tensor_map_arguments():
         (1, (1024, 8192, 1), (2048, 2048 * 8192), (32, 128, 1), 2)
     # B^T: K = 2048 f16 per row, N rows, stride 4096 B; box 64 x 256 (128 B rows, SWIZZLE_128B = 3)
     assert (b["dims"], b["strides"], b["box"], b["swizzle"]) == ((2048, 4096, 1), (4096, 4096 * 4096), (64, 256, 1), 3)
-    # metadata: K/32 = 64 k-steps x 32 words per 16-row tile (UINT32 = 2), M/16 rows; box 2 k-steps x 8 tiles
+    # metadata (compact for f16: 16 words per k-step): K/32 = 64 k-steps x 16 words per 16-row tile (UINT32 = 2),
+    # M/16 rows; box 2 k-steps x 8 tiles
     assert (e["data_type"], e["dims"], e["strides"], e["box"], e["swizzle"]) == \
-        (2, (2048, 512, 1), (8192, 8192 * 512), (64, 8, 1), 0)
+        (2, (1024, 512, 1), (4096, 4096 * 512), (32, 8, 1), 0)
     # an odd problem, batch 3 with B rows of 144 bytes and batches 1 MiB apart: true extents M = 200, N = 136,
     # K = 72 (A values: K rounded up to 32 -> 96 / 2 = 48); metadata padded to two whole 128-row tiles (16 16-row
-    # tiles) and 64-wide K blocks (2 blocks x 2 k-steps x 32 words)
+    # tiles) and 64-wide K blocks (2 blocks x 2 k-steps x 16 words)
     a, b, e = tensor_map_args(kern.abi, 200, 136, 72, {"b": 144}, 3, {"b": 1 << 20})
-    assert (a["dims"], b["dims"], e["dims"]) == ((48, 200, 3), (72, 136, 3), (128, 16, 3))
+    assert (a["dims"], b["dims"], e["dims"]) == ((48, 200, 3), (72, 136, 3), (64, 16, 3))
     assert b["strides"] == (144, 1 << 20) and a["strides"] == (96, 96 * 200)
 
 

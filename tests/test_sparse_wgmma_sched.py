@@ -85,16 +85,19 @@ def test_persistent_ctas_compute_the_gemm(i, mode, seed):
 
 def test_staged_d_has_its_own_region_where_it_fits():
     """Persistent CTAs stage D after the ring's barriers (the ring is refilled during the epilogue): 128 x 128
-    f32 + 16 B pitch padding = 67584 B next to 2 x 26624 B of ring; 128 x 256 f16 (67584 B) does not fit
-    next to 4 x 43008 B (227 KB = 232448 B per block), its rows cut in 2 column blocks (2 x 64 x (128 x 2 + 16)
-    = 34816 B) do; stage_d=False: direct fragment stores."""
+    f32 + 16 B pitch padding = 67584 B next to 2 x 25600 B of ring; 128 x 256 f16 (67584 B) does not fit
+    next to 4 x 41984 B (227 KB = 232448 B per block; slots of A 8192 + B 32768 + compact metadata 1024), its
+    rows cut in 2 column blocks (2 x 64 x (128 x 2 + 16) = 34816 B) do; stage_d=False: direct fragment
+    stores."""
     staged = cfg_of(F16, cta_m=128, cta_n=128, cta_k=64, stages=2, persistent=True)
     assert staged.staged_d and staged.d_offset >= staged.ring.bytes and \
         staged.smem_bytes == 1024 + staged.d_offset + 128 * (128 * 4 + 16)
     blocks = cfg_of(F16, **dict(BENCH[0], accumulate_c=False, d_type="f16", persistent=True))
     whole = 1024 + blocks.d_offset + 2 * 64 * (256 * 2 + 16)
-    assert whole - blocks.smem_limit == 8320 and blocks.d_col_blocks == 2 and blocks.d_pitch == 272
-    assert blocks.staged_d and blocks.smem_bytes == 1024 + blocks.d_offset + 2 * 64 * 272 == 208000
+    # the ring: 4 x 41984 + 8 mbarriers x 8 = 168000 B, at the next 128-byte boundary 168064
+    assert whole - blocks.smem_limit == 1024 + 168064 + 67584 - 232448 == 4224
+    assert blocks.d_col_blocks == 2 and blocks.d_pitch == 272
+    assert blocks.staged_d and blocks.smem_bytes == 1024 + blocks.d_offset + 2 * 64 * 272 == 203904
     direct = cfg_of(F16, **dict(BENCH[0], accumulate_c=False, d_type="f16", persistent=True, stage_d=False))
     assert not direct.staged_d and direct.smem_bytes == 1024 + direct.ring.bytes
     assert cfg_of(F16, **dict(BENCH[0], accumulate_c=False, d_type="f16")).staged_d     # the drained ring
@@ -216,14 +219,15 @@ tile ep {
 def test_persistent_staged_epilogue_with_c_and_bias():
     """Persistent CTAs run the fused epilogue on the registers (C and a row bias read per pair, alpha and
     beta parameters) and stage f16 D (128 x (128 x 2 + 16) B = 34816 B after a ring of 3 slots of A 8192 +
-    B 16384 + metadata 2048 = 26624 B and 6 mbarriers, at the next 128-byte boundary): an odd problem (edge
+    B 16384 + metadata 1024 (8 tiles x 2 k-steps x 64 B, compact) = 25600 B and 6 mbarriers, at the next 128-byte
+    boundary): an odd problem (edge
     tiles) and a batch, adversarially and randomly."""
     import compiler
 
     result = compiler.compile_source(EPILOGUE_C, "ep.tile")
     abi = result.to_json()["tiles"]["ep"]["kernel"]
     assert abi["persistent"] and abi["epilogue"]["c"] == "epilogue"
-    ring = 3 * 26624 + 6 * 8
+    ring = 3 * 25600 + 6 * 8
     assert abi["dynamic_smem_bytes"] == 1024 + -(-ring // 128) * 128 + 128 * (128 * 2 + 16)
     for shape, mode, batch in (((200, 260, 72), "adversarial", 2), ((256, 384, 128), "random", 1)):
         assert compiler.emulate(result, shape=shape, mode=mode, batch=batch, seed=4).ok
@@ -925,9 +929,9 @@ def test_ptxas_spills_only_where_the_compiler_warns(ptxas, tmp_path, i):
 
 
 # Issue 17's 256 x 176 tiles with a 4th stage: persistent CTA pairs of 2 x 128-row consumers stage D one m64
-# block at a time through a region of 2 warpgroups x 64 rows x 368 B = 47104 B after the ring (4 x 43008 B of
-# slots + 8 mbarriers = 172096 B, at the next 128-byte boundary 172160; + 1024 B of alignment slack: 220288 B of
-# the 232448 B a CTA may have); the whole tile's region (256 x 368 B = 94208 B) left room for 3 stages only.
+# block at a time through a region of 2 warpgroups x 64 rows x 368 B = 47104 B after the ring (4 x 40960 B of
+# slots (A 16384 + B 22528 + compact metadata 2048) + 8 mbarriers = 163904 B, at the next 128-byte boundary
+# 163968; + 1024 B of alignment slack: 212096 B of the 232448 B a CTA may have); the whole tile's region (256 x 368 B = 94208 B) left room for 3 stages only.
 # Interior problem: 512 x 352, 4 tiles of which the one CTA pair walks 2 each (every row leaves by a bulk copy,
 # block 1 restages the region after block 0's copies, the next tile's block 0 after block 1's); edge problem:
 # 300 x 200 x 130 (one interior tile, the others cut in M, N and K)
@@ -945,15 +949,22 @@ def _s4_cfg(name: str):
 
 def test_256x176_with_4_stages_stages_d_per_m64_block():
     cfg = _s4_cfg("f16")
-    ring_end = -(-(4 * 43008 + 8 * 8) // 128) * 128
+    # a slot: A 256 x 64 B = 16384, B 176 x 128 B = 22528, metadata 16 tiles x 2 k-steps x 64 B (compact) = 2048
+    ring_end = -(-(4 * 40960 + 8 * 8) // 128) * 128
     assert (cfg.staged_d, cfg.bulk_copy_out, cfg.d_block_rows, cfg.d_offset) == (True, True, 64, ring_end)
-    assert cfg.d_region_bytes == 2 * 64 * 368 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 368 == 220288
-    # 256 x 192 f16: 4 x 45056 B of ring + the region of 2 x 64 x 400 B is 128 B over the 232448: rows staged in
-    # 2 column blocks of 96 columns (2 x 64 x 208 B)
-    wide = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2, persistent=True, accumulate_c=False,
+    assert cfg.d_region_bytes == 2 * 64 * 368 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 368 == 212096
+    # 256 x 192 f16 (slots of 16384 + 24576 + 2048 = 43008 B): with 4 stages whole rows fit (1024 + 172160 + 2 x 64
+    # x 400 = 224384 <= 232448); with 5 the whole rows are 34944 B over the 232448 and 2 column blocks of 96
+    # (2 x 64 x 208 B) still 10368 B over: rows staged in 4 column blocks of 48 columns (2 x 64 x 112 B)
+    fits = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=4, cluster_m=2, persistent=True, accumulate_c=False,
                   d_type="f16")
-    over = 1024 + -(-(4 * 45056 + 8 * 8) // 128) * 128 + 2 * 64 * 400 - wide.smem_limit
-    assert over == 128 and wide.staged_d and wide.d_col_blocks == 2 and wide.d_region_bytes == 2 * 64 * 208
+    assert fits.staged_d and fits.d_col_blocks == 1 and fits.smem_bytes == 1024 + -(-(4 * 43008 + 8 * 8) // 128) * 128 \
+        + 2 * 64 * 400 == 224384
+    wide = cfg_of(F16, cta_m=256, cta_n=192, cta_k=64, stages=5, cluster_m=2, persistent=True, accumulate_c=False,
+                  d_type="f16")
+    ring = -(-(5 * 43008 + 10 * 8) // 128) * 128
+    assert (1024 + ring + 2 * 64 * 400 - wide.smem_limit, 1024 + ring + 2 * 64 * 208 - wide.smem_limit) == (34944, 10368)
+    assert wide.staged_d and wide.d_col_blocks == 4 and wide.d_region_bytes == 2 * 64 * 112
     # one m64 block per warpgroup (128 x 256, 2 consumers of 64 rows): the region as before, cta_m x pitch
     one = cfg_of(F16, cta_m=128, cta_n=128, cta_k=64, stages=2, persistent=True)
     assert one.d_region_bytes == 128 * (128 * 4 + 16)
@@ -1038,8 +1049,9 @@ def test_persistent_one_byte_d_is_stored_from_the_fragments(ptxas, tmp_path):
 
 # A 128 x 256 tile with 4 stages (cuSPARSELt's persistent CTA-pair tile; examples/sparse_wgmma_128x256.tile):
 # 2 consumer warpgroups of 64 rows. Whole staged rows (2 x 64 x (256 x 2 + 16) = 67584 B) do not fit beside
-# the ring (4 x 43008 B + 8 mbarriers, at the next 128-byte boundary 172160; + 1024 B of slack), so D is staged
-# in h = 2 column blocks of 128 columns through 2 x 64 x 272 B = 34816 B: 208000 B of the 232448. Each
+# the ring (f16: 4 x 41984 B (A 8192 + B 32768 + compact metadata 1024) + 8 mbarriers, at the next 128-byte
+# boundary 168064; + 1024 B of slack), so D is staged in h = 2 column blocks of 128 columns through 2 x 64 x
+# 272 B = 34816 B: 203904 B of the 232448. Each
 # warpgroup stages column block 0, copies its 64 row pieces of 256 B out (a bulk copy each), waits until they
 # have read the region, stages column block 1 and copies it to columns n0 + 128... Interior problem: 256 x 512
 # x 64 (4 interior tiles, 2 per CTA of the pair); edge problem: 200 x 392 x 40 (one interior tile; in the
@@ -1061,15 +1073,16 @@ def _cb_cfg(name: str, **kw):
 
 def test_128x256_with_4_stages_stages_d_in_column_blocks():
     cfg = _cb_cfg("f16")
-    ring_end = -(-(4 * 43008 + 8 * 8) // 128) * 128
+    ring_end = -(-(4 * 41984 + 8 * 8) // 128) * 128
     assert 1024 + ring_end + 2 * 64 * (256 * 2 + 16) > cfg.smem_limit == 232448          # whole rows: no room
     assert (cfg.staged_d, cfg.bulk_copy_out) == (True, True)
     assert (cfg.d_col_blocks, cfg.d_piece_cols, cfg.d_pitch) == (2, 128, 272)
-    assert cfg.d_region_bytes == 2 * 64 * 272 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 272 == 208000
-    assert _cb_cfg("e4m3_bf16").d_col_blocks == 2
-    # f32 D (C read): pieces of 64 columns x 4 B; the CTA pair's 5 stages leave room for 8 pieces of 32 columns
+    assert cfg.d_region_bytes == 2 * 64 * 272 and cfg.smem_bytes == 1024 + ring_end + 2 * 64 * 272 == 203904
+    assert _cb_cfg("e4m3_bf16").d_col_blocks == 2                         # 32-lane metadata: slots of 43008 B
+    # f32 D (C read): pieces of 64 columns x 4 B; the CTA pair's 5 stages (5 x 41984 + 80 -> 210048 B of ring)
+    # leave room for 4 pieces of 64 columns (1024 + 210048 + 2 x 64 x 144 = 229504), not 2 (245888)
     assert _cb_cfg("f16", d_type=None, accumulate_c=True).d_col_blocks == 4
-    assert _cb_cfg("f16", stages=5).d_col_blocks == 8
+    assert _cb_cfg("f16", stages=5).d_col_blocks == 4
     # whole rows where they fit (h = 1: the kernels of before), and the pieces a block may not have: 176 columns
     # in 4 blocks of 44 would cut the accumulator pairs' 8-column groups
     assert _cb_cfg("f16", stages=3).d_col_blocks == 1 and _s4_cfg("f16").d_col_blocks == 1
@@ -1095,8 +1108,8 @@ def test_128x256_column_blocks_on_the_emulator(form, problem, mode):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kw,problem", [(dict(d_type=None, accumulate_c=True), (200, 392, 100)),   # f32 + C, h = 4
-                                        (dict(stages=5), (256, 520, 64))],                          # h = 8
-                         ids=["f32-h4", "f16-h8"])
+                                        (dict(d_type=None, stages=5), (256, 520, 64))],             # h = 8
+                         ids=["f32-h4", "f32-h8"])
 def test_finer_column_blocks_on_the_emulator(kw, problem):
     cfg = _cb_cfg("f16", **kw)
     d, ref, stats = run_model(cfg, *problem, "adversarial", seed=3)
@@ -1157,16 +1170,17 @@ LIGHT_EPILOGUE_CB = EPILOGUE_CB.replace("epilogue alpha=param beta=param bias=co
                                        "epilogue alpha=param bias=col act=relu;").replace(" C: f32 global;", "")
 
 
-@pytest.mark.parametrize("case", ["f32-h4", "f16-h8", "epilogue", "epilogue-c"])
+@pytest.mark.parametrize("case", ["f32-h4", "f32-h8", "epilogue", "epilogue-c"])
 def test_ptxas_assembles_column_blocks(ptxas, tmp_path, case):
-    """The staged column blocks' forms: f32 D + C in 4 blocks, 8 blocks of 64 B pieces, a fused epilogue (alpha,
+    """The staged column blocks' forms: f32 D + C in 4 blocks, f32 D in 8 blocks of 128 B pieces, a fused epilogue (alpha,
     a column bias, relu) and EPILOGUE_CB's (C read with beta besides: 128 accumulators + EPILOGUE_C_OTHER_REGS
     over the launch's 168, so the producer gives the consumers its registers, setmaxnreg 240; without it ptxas
     spilled 32 B), none spilling."""
     import compiler
 
-    if case in ("f32-h4", "f16-h8"):
-        cfg = _cb_cfg("f16", d_type=None, accumulate_c=True) if case == "f32-h4" else _cb_cfg("f16", stages=5)
+    if case in ("f32-h4", "f32-h8"):
+        # h = 8: f32 D beside 5 stages (with compact metadata, f16 D beside 5 stages needs only 4 blocks)
+        cfg = _cb_cfg("f16", d_type=None, accumulate_c=True) if case == "f32-h4" else _cb_cfg("f16", d_type=None, stages=5)
         assert cfg.d_col_blocks == (4 if case == "f32-h4" else 8)
         text = emit_sparse_wgmma(cfg).text
     else:

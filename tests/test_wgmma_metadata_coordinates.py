@@ -1,8 +1,10 @@
 """The sparse wgmma kernel's metadata TMA x coordinate (issue 17 follow-up): TMA coordinates are s32 (PTX ISA
-9.7.9.25.5.1), and the metadata map holds 32 words per k-step, i.e. 32 / k words per K element: 2 for tf32
-(k = 16), so its x coordinate passes 2^31 once K (in whole K blocks) passes 2^30, while K itself may reach
-2^31 - 1. The ABI's `limits` state the true bound; compiler.runtime refuses a launch beyond it (ArgumentError
-naming the condition, through abi.unmet), the other forms are unaffected."""
+9.7.9.25.5.1), and the metadata map holds w words per k-step (16 compact, 32 with every lane), i.e. w / k
+words per K element. With more than one (tf32, k = 16, with all 32 lanes: 2) its x coordinate passes 2^31
+once K (in whole K blocks) passes 2^30, while K itself may reach 2^31 - 1; the ABI's `limits` then state the
+true bound and compiler.runtime refuses a launch beyond it (ArgumentError naming the condition, through
+abi.unmet). Since tf32 takes the compact layout (16 words: one per K element) every form reaches K = 2^31 - 1;
+the bound's mechanism is checked on a tf32 kernel forced to the 32-lane layout."""
 from __future__ import annotations
 
 import pytest
@@ -27,6 +29,7 @@ def last_metadata_word(cfg: SparseWgmmaConfig, k: int) -> int:
 @pytest.mark.parametrize("cta_k", [16, 32, 64])
 def test_tf32_metadata_coordinate_bounds_k(cta_k):
     cfg = SparseWgmmaConfig("w", TF32, cta_k=cta_k, stages=2)
+    cfg.__dict__["meta_lanes"] = tuple(range(32))      # the 32-lane layout (cached_property's slot)
     abi = emit_sparse_wgmma(cfg).abi
     largest = rabi.largest(abi, "K")
     assert largest == 1 << 30                                       # Kb / 16 * 32 <= 2^31
@@ -36,7 +39,7 @@ def test_tf32_metadata_coordinate_bounds_k(cta_k):
     assert bad == [f"(K + {cta_k - 1}) // {cta_k} * {cta_k} // 16 * 32 <= {1 << 31}"]
 
 
-@pytest.mark.parametrize("form,cta_k", [(F16, 64), (S8, 64)])
+@pytest.mark.parametrize("form,cta_k", [(F16, 64), (S8, 64), (TF32, 16)])
 def test_other_forms_reach_k_below_2_31(form, cta_k):
     cfg = SparseWgmmaConfig("w", form, cta_k=cta_k)
     abi = emit_sparse_wgmma(cfg).abi

@@ -412,8 +412,11 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     rng = np.random.default_rng(seed)
     ps = padded_sizes(kern.abi, m, k)
     out_np = out_dtype(out_type)
+    # the ABI's metadata layout: compact (16 words a k-step) where its a_metadata names the lanes kept
+    compact = "lanes" in kern.abi["buffers"]["a_metadata"]
     problems, bts = _edge_problems(form, m, n, k, batch, rng, accumulate_c, lambda a: sparse.compress_padded(
-        a, form.a_type, form.shape, ps["k_values"], ps["meta_rows"] * 16, ps["meta_words"] // 32 * form.k))
+        a, form.a_type, form.shape, ps["k_values"], ps["meta_rows"] * 16, ps["meta_steps"] * form.k,
+        compact=compact))
     ldb = _row_pitch(pad, "b", k, bts[0].dtype.itemsize)
     ldd = _row_pitch(pad, "d", n, np.dtype(out_np).itemsize)
     mem = FlatMemory()

@@ -217,7 +217,8 @@ class Rules:
             raise ArgumentError(argument, "dtype", f"{want.element} elements", element)
         shape = tuple(reversed(want.shape)) if transposed else tuple(want.shape)
         if len(t.shape) != len(shape) or any(a != b for a, b in zip(t.shape, shape)):
-            raise ArgumentError(argument, "shape", f"{shape}", f"{tuple(t.shape)}")
+            hint = abi_mod.metadata_layout_hint(self.abi, shape, tuple(t.shape)) if want.name == "a_metadata" else None
+            raise ArgumentError(argument, "shape", f"{shape}", f"{tuple(t.shape)}", hint=hint)
 
 
 def _readable(t, transposed: bool = False, pitched: bool = False):

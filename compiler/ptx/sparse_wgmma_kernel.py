@@ -52,13 +52,13 @@ ring + region fit the target's shared memory (D_REGION_ALIGN), else D is stored 
 holds 64 rows per consumer warpgroup (consumers x 64 x d_pitch bytes): a 128-row warpgroup stages and copies
 out its two m64 blocks (separate accumulator sets) in turn, block j after block j - 1's copy-out has read the
 region (below), so the region is half the tile and a deeper ring fits beside it (256 x 176: 4 stages of
-43008 B + 2 x 64 x 368 B = 47104 B, against 3 beside the whole tile's 94208 B).
+40960 B + 2 x 64 x 368 B = 47104 B, against 3 beside the whole tile's 94208 B).
 Where even 64 whole rows per warpgroup do not fit, the rows are cut into h column blocks (`d_col_blocks`, the
 smallest h of 1, 2, 4, .. that fits; a block's columns a multiple of 8, so no accumulator pair straddles two
 blocks, and its row piece a multiple of 16 bytes): the region holds consumers x 64 rows x (cta_n / h x bytes +
 16), and a warpgroup stages and copies out its (m64 block, column block) pieces in turn, block b's piece to
 columns n0 + b * cta_n / h, with the same protocol between pieces as between m64 blocks (128 x 256 with f16 D: 4
-stages of 43008 B beside 2 x 64 x 272 B = 34816 B in h = 2 blocks of 128 columns, where whole rows, 2 x 64 x
+stages of 41984 B beside 2 x 64 x 272 B = 34816 B in h = 2 blocks of 128 columns, where whole rows, 2 x 64 x
 528 B = 67584 B, left 3 stages or D stored from the fragments). h = 1 is the kernel of whole rows.
 With a fused epilogue the plan runs on the registers before staging (C and bias per pair, as for direct
 stores) and D's own type is staged: half the region of staged f32 for f16 / bf16 D.
@@ -139,15 +139,23 @@ for 16 rows of matrix A" (warp %warpid % 4 = w: rows 16w..16w+15), and the per-l
 is laid out exactly as for warp-level mma.sp of the same K: PTX draws the wgmma metadata figures with
 the mma.sp images (Figure 176 = `sparse-mma-metadata-16832-f16bf16`, Figure 178 = `...-16816-tf32`,
 Figures 180/181 = `...-16864-u8s8-*`), and the selector has the same meaning (sp-sel 0: threads T0,T1
-of each quad, 1: T2,T3; 8-bit: 0 only; 9.7.15.6.1). So compiler/sparse.py's metadata buffer
-([M/16][K/k][32] lane words, every lane filled) is read as is: warp w of consumer c, 64-row block j,
-k-step s takes word `lane` of 16-row tile (c*wg_m + 64*j)/16 + w. No host re-packing.
+of each quad, 1: T2,T3; 8-bit: 0 only; 9.7.15.6.1). So compiler/sparse.py's metadata layouts are read
+as they are: warp w of consumer c, 64-row block j, k-step s takes a word of 16-row tile (c*wg_m + 64*j)/16
++ w. For 8-bit A that is word `lane` of the 32-lane layout ([M/16][K/k][32], every lane filled: all four
+threads of a quad hold distinct words). For 16- and 32-bit A (f16, bf16, tf32) the words of lanes l and
+l ^ 2 are always equal (one or two threads of a quad supply: fragments.compact_metadata_exact, derived from
+fragments.metadata_slot), so the kernel takes the compact layout ([M/16][K/k][16], word j = lane
+4*(j//2) + j%2's: 64 bytes a tile and k-step instead of 128, in global memory, the TMA box and the slot)
+and lane l loads word 2*(l//4) + l%2 (threads 2 and 3 of a quad their twins', the same bits: right for
+either selector). At 8192 x 8192 f16 that is 8 MB of metadata instead of 16 beside 64 MB of values. The
+ABI's a_metadata shape ends in the words per step and, for the compact layout, lists its `lanes`.
 
 Global layouts (those of compiler/sparse.py, read through three TMA tensor maps):
   a_values   compressed A, row-major M x Kv/2 elements, Kv = K rounded up to the instruction K
              (`sparse.compress_padded(...)[0]`)
-  a_metadata uint32 [Mt/16][Kb/k][32] (`sparse.compress_padded(...)[1]`), Mt = M rounded up to whole CTA
-             tiles (of a pair), Kb = K rounded up to whole K blocks; viewed as Mt/16 rows of Kb*32/k words
+  a_metadata uint32 [Mt/16][Kb/k][w] (`sparse.compress_padded(..., compact=w == 16)[1]`), w = 16 (f16, bf16,
+             tf32: the compact layout) or 32 (8-bit A), Mt = M rounded up to whole CTA tiles (of a pair), Kb =
+             K rounded up to whole K blocks; viewed as Mt/16 rows of Kb*w/k words
   b          B^T, N x K, K contiguous (`sparse.pack_b`), rows any multiple of 16 bytes apart
   c          (only with `accumulate_c`) row-major M x N of the accumulator type, rows `ldc` elements apart
   d          row-major M x N of `d_type`, rows `ldd` elements apart (ldc * bytes and ldd * bytes multiples
@@ -185,7 +193,8 @@ Shared memory per ring slot (each region 1024-byte aligned, so the copy engine's
 equals the canonical layout and every descriptor's base offset is 0; 9.7.15.5.1.2.2):
   A: cta_m rows x 32*ksteps B, K-major, swizzle of that width (32B/64B/128B);
   B: cta_n rows x 64*ksteps B, K-major, 64B or 128B swizzle (ksteps = 4: two 128-byte K atoms);
-  E: cta_m/16 runs of 128*ksteps B (the metadata words of one 16-row tile for the block's k-steps).
+  E: cta_m/16 runs of 4*w*ksteps B (the metadata words of one 16-row tile for the block's k-steps; w = 16 or
+     32 words a k-step, "Sparse operands").
 After the ring: 2 x stages mbarriers (full, then empty). The dynamic buffer is requested 1024 bytes
 larger and its base rounded up to 1024 at run time.
 
@@ -194,7 +203,8 @@ share the B tile: each CTA loads half of the B rows with `.multicast::cluster` i
 offsets, completing bytes on both full barriers), a slot's empty barrier counts the consumer warps of
 both CTAs (each releases on both through `mapa` + `mbarrier.arrive.shared::cluster`), and the CTAs meet
 at `barrier.cluster` after the barrier inits and before exit (no release may reach an exited CTA). Per CTA
-and K block the L2 then delivers 8 + 16 + 2 KB instead of 8 + 32 + 2.
+and K block the L2 then delivers 8 + 16 + 1 KB instead of 8 + 32 + 1 (f16 128 x 256 x 64: A, B, compact
+metadata).
 
 What is checked where: tests/test_sparse_wgmma_kernel.py runs the emitted PTX text in a model of
 mbarriers, TMA (with multicast and swizzle), wgmma.mma_async.sp, clusters and named barriers, with
@@ -216,6 +226,7 @@ from ..isa import bulk_copy
 from ..isa.bulk_copy import ALIGN as BULK_ALIGN, size_problem
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, Form
+from ..isa.mma_sp.fragments import compact_metadata_exact, compact_metadata_word, metadata_lanes
 from ..isa.setmaxnreg import RegisterSplit, split_registers
 from ..isa.targets import (MAX_PTX, REGISTER_UNIT_PER_THREAD, REGISTERS_PER_SM, Version, dynamic_smem_limit,
                            format_version)
@@ -247,7 +258,7 @@ TMA_MAX_BOX = 256                             # boxDim[i] <= 256
 
 A_STEP_ROW_BYTES = 32          # compressed A of one k-step: 64 rows x 32 B (module docstring)
 B_STEP_ROW_BYTES = 64          # B of one k-step: N rows x 64 B
-META_STEP_BYTES = 128          # 32 lane words of one (16-row tile, k-step): sparse.compress layout
+META_WORD_BYTES = 4            # one lane's `e` word; a (16-row tile, k-step) has cfg.meta_lanes of them
 SMEM_ALIGN = 1024              # the 128-byte swizzle repeat: regions on it need base offset 0
 CHUNK = 16                     # bytes of one vector store of the D copy-out
 FLAG_BYTES = 16               # split-K: the "arrived last" word after the barriers (16: keeps what follows aligned)
@@ -416,6 +427,26 @@ class SparseWgmmaConfig(RingGeometry):
     def storage_bits(self) -> int:
         return self.form.layout.storage_bits
 
+    @cached_property
+    def meta_lanes(self) -> tuple[int, ...]:
+        """The lanes whose metadata words a_metadata keeps per (16-row tile, k-step): the compact 16 where
+        every lane's word equals lane ^ 2's (fragments.compact_metadata_exact: 16- and 32-bit A), else all
+        32 (8-bit A). Module docstring, "Sparse operands"."""
+        return metadata_lanes(self.form.layout, compact_metadata_exact(self.form.layout))
+
+    @property
+    def compact_metadata(self) -> bool:
+        return len(self.meta_lanes) < 32
+
+    @property
+    def meta_step_bytes(self) -> int:
+        """Bytes of one (16-row tile, k-step) of metadata: 64 compact, 128 with all 32 lanes."""
+        return META_WORD_BYTES * len(self.meta_lanes)
+
+    def meta_word(self, lane: int) -> int:
+        """The word of a (16-row tile, k-step) that `lane` loads: its own, or (compact) its twin's."""
+        return compact_metadata_word(lane) if self.compact_metadata else lane
+
     @property
     def out_type(self) -> str:
         return self.d_type or self.wg_form.acc_type
@@ -437,7 +468,7 @@ class SparseWgmmaConfig(RingGeometry):
         b_off = _align(a.bytes, SMEM_ALIGN)
         b = Region("B", self.cta_n, b_row, b_off, SWIZZLE_FOR_ROW[min(b_row, MAX_ATOM_BYTES)])
         e_off = _align(b_off + b.bytes, SMEM_ALIGN)
-        e = Region("E", self.cta_m // SHAPE_M, META_STEP_BYTES * ks, e_off, "none")
+        e = Region("E", self.cta_m // SHAPE_M, self.meta_step_bytes * ks, e_off, "none")
         return {"A": a, "B": b, "E": e}
 
     @cached_property          # tilec tune checks tens of thousands of configurations
@@ -727,7 +758,8 @@ def tma_boxes(cfg: SparseWgmmaConfig) -> list[TmaBox]:
         boxes.append(TmaBox(1, rb.offset + j * rb.rows * rb.atom_bytes, rb.atom_bytes // eb, rows,
                             cfg.cta_k, j * rb.atom_bytes // eb, "n0", multicast=cfg.cluster_m > 1,
                             rank_offset=rows * rb.atom_bytes, rank_rows=rows))
-    boxes.append(TmaBox(2, re.offset, re.row_bytes // 4, re.rows, cfg.ksteps * 32, 0, "m0/16"))
+    boxes.append(TmaBox(2, re.offset, re.row_bytes // META_WORD_BYTES, re.rows, cfg.ksteps * len(cfg.meta_lanes), 0,
+                        "m0/16"))
     return boxes
 
 
@@ -758,11 +790,12 @@ def descriptor_offset(cfg: SparseWgmmaConfig, operand: str, row0: int, kstep: in
 
 
 def metadata_offset(cfg: SparseWgmmaConfig, consumer: int, m_block: int, warp: int, kstep: int, lane: int) -> int:
-    """Slot offset of the metadata word of (consumer, 64-row block, warp, k-step, lane): word `lane` of
-    16-row tile (consumer*wg_m + 64*m_block)/16 + warp (9.7.15.6.2: warp w supplies rows 16w..16w+15)."""
+    """Slot offset of the metadata word of (consumer, 64-row block, warp, k-step, lane): word
+    cfg.meta_word(lane) of 16-row tile (consumer*wg_m + 64*m_block)/16 + warp (9.7.15.6.2: warp w supplies
+    rows 16w..16w+15)."""
     re = cfg.regions["E"]
     tile = (consumer * cfg.wg_m + WGMMA_M * m_block) // SHAPE_M + warp
-    return re.offset + tile * re.row_bytes + kstep * META_STEP_BYTES + 4 * lane
+    return re.offset + tile * re.row_bytes + kstep * cfg.meta_step_bytes + META_WORD_BYTES * cfg.meta_word(lane)
 
 
 def wgmma_opcode(cfg: SparseWgmmaConfig) -> str:
@@ -1532,14 +1565,22 @@ class _Writer(PtxBuilder):
         if wg_rows_bytes:
             ins(f"mul.wide.u32 %off, %wg, {wg_rows_bytes >> 4};    // consumer's rows: canonical offset / 16")
             ins("add.u64 %da0, %da0, %off;")
-        # metadata: word lane of tile (wg*wg_m)/16 + warp, slot 0
+        # metadata: word meta_word(lane) of tile (wg*wg_m)/16 + warp, slot 0
         e_off0 = metadata_offset(cfg, 0, 0, 0, 0, 0)
         tile_bytes = cfg.regions["E"].row_bytes
         ins(f"mul.lo.u32 %x, %wg, {cfg.wg_m // SHAPE_M};")
         ins("add.u32 %x, %x, %warp;")
         ins(f"mad.lo.u32 %eb, %x, {tile_bytes}, %sb;")
-        ins("shl.b32 %x, %lane, 2;")
-        ins("add.u32 %eb, %eb, %x;")
+        if cfg.compact_metadata:
+            # compact layout: lane l reads word 2*(l/4) + l%2, its twin's for threads 2, 3 of a quad (the
+            # same bits: fragments.compact_metadata_exact; PTX 9.7.14.6.2 metadata fragments)
+            ins("shr.u32 %x, %lane, 2;")
+            ins(f"mad.lo.u32 %eb, %x, {2 * META_WORD_BYTES}, %eb;          // 2 words per quad")
+            ins("and.b32 %x, %lane, 1;")
+            ins(f"mad.lo.u32 %eb, %x, {META_WORD_BYTES}, %eb;          // thread 0 or 1 of the pair")
+        else:
+            ins("shl.b32 %x, %lane, 2;")
+            ins("add.u32 %eb, %eb, %x;")
         if e_off0:
             ins(f"add.u32 %eb, %eb, {e_off0};")
         ins("setp.eq.u32 %p3, %lane, 0;                  // lane 0 signals its warp's release")
@@ -2245,25 +2286,29 @@ def emit_sparse_wgmma(cfg: SparseWgmmaConfig, ring: RingPlan | None = None) -> S
 def padded_sizes(abi: dict, m: int, k: int) -> dict[str, int]:
     """The granularities compiler/sparse.py's layouts need, for an M x K A (the host packer pads A with
     zeros to them): `k_values`, K rounded up to the instruction K (the compressed values' columns are
-    k_values / 2: the metadata describes whole k-steps); `meta_rows` (16-row tiles) and `meta_words` (32
-    per k-step) cover every CTA tile (of a CTA pair) and K block the kernel walks, so the copy engine never
+    k_values / 2: the metadata describes whole k-steps); `meta_rows` (16-row tiles) and `meta_words` (the
+    ABI's words per k-step: 16 compact, 32 with every lane; `meta_steps` k-steps) cover every CTA tile (of a CTA pair) and K block the kernel walks, so the copy engine never
     reads a metadata word out of bounds: a zero-filled word would be the nibble 0b0000, which PTX ISA
     9.7.14.6.1 calls invalid (undefined behaviour); the packer's padding holds legal nibbles instead."""
     fk, tk = abi["form_k"], abi["tile_k"]
     tm = abi["tile_m"] * abi["cluster"][0]
-    return {"k_values": -(-k // fk) * fk, "meta_rows": -(-m // tm) * tm // SHAPE_M,
-            "meta_words": -(-k // tk) * tk // fk * 32}
+    words = abi["buffers"]["a_metadata"]["shape"][-1]
+    steps = -(-k // tk) * tk // fk
+    return {"k_values": -(-k // fk) * fk, "meta_rows": -(-m // tm) * tm // SHAPE_M, "meta_steps": steps,
+            "meta_words": steps * words}
 
 
 def metadata_coordinate_limit(cfg: SparseWgmmaConfig) -> list[str]:
     """TMA tensor coordinates are signed 32-bit (PTX ISA 9.7.9.25.5.1, cp.async.bulk.tensor: the tensorCoords
-    vector is .s32): the metadata box of K block kb starts at x = kb * ksteps * 32 words, its last word at
-    Kb / k * 32 - 1 (Kb = K in whole K blocks), which must stay below 2^31. For k = 32 and 64 that is implied
-    by K < 2^31; tf32 (k = 16: 2 words per K element) passes 2^31 from Kb > 2^30 on, before K itself does."""
-    tk, fk = cfg.cta_k, cfg.form.k
-    if fk >= 32:                                    # at most one word a K element: Kb <= 2^31 covers it
+    vector is .s32): the metadata box of K block kb starts at x = kb * ksteps * w words (w = words per k-step:
+    16 compact, 32 with every lane), its last word at Kb / k * w - 1 (Kb = K in whole K blocks), which must
+    stay below 2^31. Where w <= k (every form with its layout today: f16/bf16 k = 32 and tf32 k = 16 compact,
+    8-bit k = 64 with 32 words) that is implied by K < 2^31; more than one word a K element would pass 2^31
+    before K itself does."""
+    tk, fk, words = cfg.cta_k, cfg.form.k, len(cfg.meta_lanes)
+    if words <= fk:                                 # at most one word a K element: Kb <= 2^31 covers it
         return []
-    return [f"(K + {tk - 1}) // {tk} * {tk} // {fk} * 32 <= {1 << 31}"]
+    return [f"(K + {tk - 1}) // {tk} * {tk} // {fk} * {words} <= {1 << 31}"]
 
 
 def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
@@ -2279,9 +2324,13 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
                                layout=f"row-major compressed A of A padded with zero columns to a multiple of {fk} "
                                       "(sparse.compress_padded values)")
     buffers["a_metadata"].update(shape=[f"(M + {tm - 1}) // {tm} * {tm // SHAPE_M}",
-                                        f"(K + {tk - 1}) // {tk} * {tk // fk}", 32],
+                                        f"(K + {tk - 1}) // {tk} * {tk // fk}", len(cfg.meta_lanes)],
                                  layout=f"sparse.compress metadata of A padded with zero elements to whole {tm}-row tiles "
-                                        f"and {tk}-element K blocks (sparse.compress_padded)")
+                                        f"and {tk}-element K blocks (sparse.compress_padded"
+                                        + (", compact=True: per 16-row tile and k-step the 16 words of lanes "
+                                           "4*(j//2) + j%2)" if cfg.compact_metadata else ")"))
+    if cfg.compact_metadata:      # which lanes' words the buffer keeps (compiler/sparse.py, compact metadata)
+        buffers["a_metadata"]["lanes"] = list(cfg.meta_lanes)
     buffers["b"].update(pitch="tensor map", layout="B transposed: row n holds column n of B (sparse.pack_b); rows "
                         "any multiple of 16 bytes apart (the tensor map's stride); 16-byte aligned")
     buffers["b"].pop("bytes", None)

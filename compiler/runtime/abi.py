@@ -227,6 +227,24 @@ def buffer_shape(abi: dict, name: str, m: int, k: int) -> tuple[int, ...]:
     return tuple(eval_expr(s, env) for s in abi["buffers"][name]["shape"])
 
 
+def compact_metadata(abi: dict) -> bool:
+    """Whether the kernel's a_metadata is compiler/sparse.py's compact layout (16 words per 16-row tile and
+    k-step, those of the lanes its `lanes` lists: the sparse wgmma kernel's for 16- and 32-bit A) rather
+    than the 32-lane one."""
+    return "lanes" in abi.get("buffers", {}).get("a_metadata", {})
+
+
+def metadata_layout_hint(abi: dict, want: tuple, got: tuple) -> str | None:
+    """The hint of a wrong-shape a_metadata whose words per (16-row tile, k-step) are the other layout's
+    (a 32-lane buffer for a compact kernel, or the reverse): which layout the kernel takes and how to make
+    it. None where the last dimension agrees (a wrong M or K: the shape says it)."""
+    if tuple(got[-1:]) == tuple(want[-1:]):
+        return None
+    how = ("the compact layout: sparse.compress(..., compact=True) or sparse.compact_metadata"
+           if compact_metadata(abi) else "every lane's word: sparse.compress")
+    return f"{entry(abi)} takes {want[-1]} metadata words per 16-row tile and k-step ({how}; pack_a packs A for it)"
+
+
 def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
     """Every pointer parameter of the kernel but the tensor maps, by ABI name, for problem M x N x K.
     Sizes stay what eval_expr makes of the names (ints for ints; a tracer's symbolic sizes stay symbolic:

@@ -257,15 +257,16 @@ class Kernel:
             raise ArgumentError("A", "shape", want, f"shape {tuple(host.shape)}")
         m, k = host.shape[-2:]
         shape = self.abi["form"].split(".")[0]
+        compact = abi_mod.compact_metadata(self.abi)     # the metadata layout the ABI's a_metadata names
         try:
             pad = self._padding(m, k)
             packed = []
             for one in (host if batched else [host]):
                 if pad is None:
-                    packed.append(sparse.compress(one, element, shape, self.abi.get("selector", 0)))
+                    packed.append(sparse.compress(one, element, shape, self.abi.get("selector", 0), compact=compact))
                 else:                 # any M x K: padded where the layouts need a granularity
                     packed.append(sparse.compress_padded(one, element, shape, *pad[:3], self.abi.get("selector", 0),
-                                                         value_rows=pad[3]))
+                                                         value_rows=pad[3], compact=compact))
         except SpecError as e:
             what = "sparsity pattern" if "sparse" in str(e) else "shape"
             raise ArgumentError("A", what, f"a {element} M x K matrix the kernel's sparsity allows", str(e)) from None
@@ -421,7 +422,8 @@ class Kernel:
         if v.element not in accepts:
             raise ArgumentError(arg, "dtype", f"{want.element} elements", f"{v.element}")
         if v.shape != shape:
-            raise ArgumentError(arg, "shape", f"{shape}", f"{v.shape}")
+            hint = abi_mod.metadata_layout_hint(self.abi, shape, v.shape) if name == "a_metadata" else None
+            raise ArgumentError(arg, "shape", f"{shape}", f"{v.shape}", hint=hint)
         pitch = None
         if want.pitch is not None:
             pitch = self._pitch(arg, v, want, transposed)

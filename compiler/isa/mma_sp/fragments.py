@@ -107,3 +107,45 @@ def metadata_suppliers(layout, selector: int) -> tuple[int, ...]:
 
 def tile_nibble_count(layout) -> int:
     return SHAPE_M * _layout(layout).chunks_per_row
+
+
+# --------------------------------------------------------------------------------------------------
+# Which lanes' metadata words are copies of each other (derived from metadata_slot)
+# --------------------------------------------------------------------------------------------------
+
+def metadata_slots(layout, lane: int) -> tuple[tuple[int, int], ...]:
+    """The (row, chunk) of each of the 8 nibbles of `lane`'s `e` word (metadata_slot, n = 0..7). Two lanes
+    with equal tuples always carry the same word, whatever the sparsity pattern."""
+    return tuple(metadata_slot(layout, lane, n) for n in range(8))
+
+
+def metadata_twin(lane: int) -> int:
+    """The lane of the other thread pair of `lane`'s quad (t XOR 2): the candidate copy of its word."""
+    return lane ^ 2
+
+
+def compact_metadata_exact(layout) -> bool:
+    """Whether every lane's metadata word equals its twin's (lane ^ 2), so that 16 of the 32 words carry
+    all of a (16-row tile, k-step)'s metadata. True where one or two threads of a quad supply the metadata
+    (16- and 32-bit A, 8-bit A at k32, 4-bit at k64: a word's (row, chunk)s depend on t & 1 at most; PTX
+    9.7.14.6.2 metadata fragments); false where all four do (8-bit A at k64, 4-bit at k128: the chunk
+    block is t >> 1, so t and t ^ 2 describe different chunks)."""
+    return all(metadata_slots(layout, lane) == metadata_slots(layout, metadata_twin(lane)) for lane in range(32))
+
+
+# The compact layout's words: word j is lane 4*(j//2) + j%2's (threads 0 and 1 of each quad).
+COMPACT_METADATA_LANES = tuple(4 * (j // 2) + j % 2 for j in range(16))
+
+
+def compact_metadata_word(lane: int) -> int:
+    """The word of the compact layout that `lane` reads: 2*(lane//4) + lane%2 (its own word, or its twin's
+    for threads 2 and 3 of a quad)."""
+    return 2 * (lane >> 2) + (lane & 1)
+
+
+def metadata_lanes(layout, compact: bool) -> tuple[int, ...]:
+    """The lanes whose words a metadata buffer stores per (16-row tile, k-step), in order: all 32, or the
+    compact 16 (ValueError unless compact_metadata_exact: the kernel emitter asks only where it holds)."""
+    if compact and not compact_metadata_exact(layout):
+        raise ValueError("the compact metadata layout drops words this layout needs")
+    return COMPACT_METADATA_LANES if compact else tuple(range(32))

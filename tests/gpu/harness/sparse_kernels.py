@@ -237,6 +237,20 @@ def abi_arguments(abi: dict, device_buffers: dict, m: int, n: int, k: int) -> tu
     return tuple(args)
 
 
+def abi_metadata(abi: dict, meta):
+    """32-lane metadata `meta` ([..][32] words: sparse.compress's, or sparse_operands' torch tensor) in the
+    layout the kernel's ABI a_metadata takes: its `lanes` (compiler/sparse.py, compact metadata: the sparse
+    wgmma kernel's for 16- and 32-bit A), else `meta` itself. numpy goes through sparse.compact_metadata
+    (which checks the dropped words); torch is one gather on the device (do it once, outside any timing)."""
+    lanes = abi["buffers"]["a_metadata"].get("lanes")
+    if lanes is None:
+        return meta
+    if isinstance(meta, np.ndarray):
+        shape, a_type = abi_types(abi)[:2]
+        return sparse.compact_metadata(meta, a_type, shape)
+    return meta[..., lanes].contiguous()
+
+
 def launch_by_value(cp, fn, grid, block, args, smem: int) -> None:
     """Launch cupy function `fn` with a by-value bytes argument among `args` (the sparse wgmma kernel's
     tensor maps), which cupy's own call does not pack: the driver's cuLaunchKernel with a kernelParams array
@@ -271,7 +285,7 @@ def launch_from_abi(cp, text: str, abi: dict, p: Problem, multiprocessors: int |
     if any(q["name"] == "c" for q in abi["params"]) and p.c is None:
         raise ValueError(f"{entry} computes D = A*B + C: the problem needs a C")
     out_np = np_out(abi_types(abi)[4])
-    dev = {"a_values": raw(cp, p.values), "a_metadata": raw(cp, p.meta), "b": raw(cp, p.bt)}
+    dev = {"a_values": raw(cp, p.values), "a_metadata": raw(cp, abi_metadata(abi, p.meta)), "b": raw(cp, p.bt)}
     if p.c is not None:
         dev["c"] = cp.asarray(np.ascontiguousarray(p.c))
     dev["d"] = cp.full(m * n * np.dtype(out_np).itemsize, 0xFF, dtype=cp.uint8)      # poison (NaN / -1)
@@ -363,6 +377,11 @@ def check_packer(torch, device: str = "cuda", types=("f16", "bf16")) -> None:
         assert np.array_equal(got_vals.reshape(-1), np.ascontiguousarray(ref_vals).view(np.uint8).reshape(-1)), \
             f"{name} values"
         assert np.array_equal(meta.cpu().numpy().view(np.uint32), ref_meta), f"{name} metadata"
+        if sparse.compact_metadata_exact_for(name, shape):       # the compact layout's torch gather too
+            from compiler.isa.mma_sp.fragments import COMPACT_METADATA_LANES
+
+            got = meta[..., list(COMPACT_METADATA_LANES)].contiguous().cpu().numpy().view(np.uint32)
+            assert np.array_equal(got, sparse.compress(host, name, shape, compact=True)[1]), f"{name} compact"
 
 
 def gpu_state() -> str:
