@@ -1486,8 +1486,8 @@ class _Writer(PtxBuilder):
         ins("setp.ne.u32 %p0, %warp, 0;")
         ins(f"@%p0 bra.uni {self.end};")
         ins("setp.eq.u32 %p6, %lane, 0;")
-        # the maps are a kernel parameter: their generic address (cvta.param, PTX 9.7.9.16), which
-        # cp.async.bulk.tensor takes for a map in .param space; a map there needs no proxy fence (the
+        # the maps are a kernel parameter: their generic address (PTX ISA cvta: .param{::entry} takes a
+        # kernel parameter's address), which cp.async.bulk.tensor takes for a map in .param space; a map there needs no proxy fence (the
         # host wrote nothing in the generic proxy), unlike one in global memory
         ins(f"mov.b64 %tm0, {self.param('tensor_maps')};")
         ins("cvta.param.u64 %tm0, %tm0;                  // generic address of the 3 CUtensorMaps")
