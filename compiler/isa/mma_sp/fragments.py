@@ -17,6 +17,8 @@ every type because a register always carries 32 contiguous bits of compressed K.
 """
 from __future__ import annotations
 
+from functools import cache
+
 from .forms import SHAPE_M, SparseLayout
 
 
@@ -130,6 +132,12 @@ def compact_metadata_exact(layout) -> bool:
     (16- and 32-bit A, 8-bit A at k32, 4-bit at k64: a word's (row, chunk)s depend on t & 1 at most; PTX
     9.7.14.6.2 metadata fragments); false where all four do (8-bit A at k64, 4-bit at k128: the chunk
     block is t >> 1, so t and t ^ 2 describe different chunks)."""
+    return _compact_metadata_exact(_layout(layout))
+
+
+@cache
+def _compact_metadata_exact(layout: SparseLayout) -> bool:
+    # a fact of the layout alone, asked once per candidate by `tilec tune`'s enumeration (tens of thousands)
     return all(metadata_slots(layout, lane) == metadata_slots(layout, metadata_twin(lane)) for lane in range(32))
 
 
