@@ -22,8 +22,8 @@ def fake_abi(a="f16", d="f16", requires=("M % 256 == 0", "N % 256 == 0", "K % 64
     """The parts of a sparse wgmma kernel's ABI the selection reads (CompileResult.to_json() shape)."""
     buffers = {"a_values": {"element": a, "shape": ["M", "K/2"]},
                "a_metadata": {"element": "u32", "shape": ["M/16", "K/32", 32]},
-               "b": {"element": a}, "d": {"element": d, "shape": ["M", "N"]}, "tensor_maps": {"element": "CUtensorMap"}}
-    params = [{"name": x, "type": "u64"} for x in ("tensor_maps", "d")] + \
+               "b": {"element": a}, "d": {"element": d, "shape": ["M", "N"]}}
+    params = [{"name": "tensor_maps", "type": "bytes", "bytes": 384, "align": 64}, {"name": "d", "type": "u64"}] + \
         [{"name": x, "type": "u32"} for x in ("M", "N", "K")]
     abi = {"buffers": buffers, "params": params, "requires": list(requires), "limits": list(limits),
            "tile_m": 128, "tile_n": 256, "tile_k": 64}
