@@ -22,8 +22,8 @@ def fake_abi(a="f16", d="f16", requires=("M % 256 == 0", "N % 256 == 0", "K % 64
     """The parts of a sparse wgmma kernel's ABI the selection reads (CompileResult.to_json() shape)."""
     buffers = {"a_values": {"element": a, "shape": ["M", "K/2"]},
                "a_metadata": {"element": "u32", "shape": ["M/16", "K/32", 32]},
-               "b": {"element": a}, "d": {"element": d, "shape": ["M", "N"]}, "tensor_maps": {"element": "CUtensorMap"}}
-    params = [{"name": x, "type": "u64"} for x in ("tensor_maps", "d")] + \
+               "b": {"element": a}, "d": {"element": d, "shape": ["M", "N"]}}
+    params = [{"name": "tensor_maps", "type": "bytes", "bytes": 384, "align": 64}, {"name": "d", "type": "u64"}] + \
         [{"name": x, "type": "u32"} for x in ("M", "N", "K")]
     abi = {"buffers": buffers, "params": params, "requires": list(requires), "limits": list(limits),
            "tile_m": 128, "tile_n": 256, "tile_k": 64}
@@ -429,3 +429,53 @@ def test_promoted_fp8_tiles_pair_with_cublas_without_fast_accumulation(monkeypat
     assert row["final_ms"]["tilec"] == pytest.approx(0.5) and row["final_ms"]["tilec promoted"] == pytest.approx(0.4)
     s = SG["summarize"](case, row)                # 0.45 / 0.5 (fast acc), 0.8 / 0.4 (no-fast, promoted)
     assert s["tilec_over_each_dense"] == pytest.approx({"cuBLAS fp8 fast acc": 0.9, "cuBLAS fp8 no-fast acc": 2.0})
+
+
+class _Warming(_Launch):
+    """A contender that runs at `fast` ms for its first `cool` launches (a cooler card's clock) and at `ms`
+    after: a single screening replay then ranks it ahead of a tile that is faster in the rounds."""
+
+    def __init__(self, fast, ms, cool):
+        super().__init__(ms)
+        self.fast, self.cool = fast, cool
+
+    def __call__(self):
+        if _Gpu.capturing is None and self.launches < self.cool:
+            self.launches += 1
+            _Gpu.now += self.fast
+            return self
+        return super().__call__()
+
+
+def test_the_rounds_decide_among_the_screenings_finalists(monkeypatch):
+    g = SG["run_case"].__globals__
+    # screened first on a cool card: first.tile's first 27 launches (its check and screening replays: the
+    # first assert below shows they were enough) take 0.4 ms, the rounds' 0.6; steady.tile is 0.5 throughout,
+    # late.tile 0.55, never.tile 0.9 (4th: not a finalist of 3)
+    launches = {}
+
+    def fresh():
+        launches.update({"first.tile": _Warming(0.4, 0.6, cool=1 + 3 * 6 + 8), "steady.tile": _Launch(0.5),
+                         "late.tile": _Launch(0.55), "never.tile": _Launch(0.9)})
+    fresh()
+    monkeypatch.setitem(g, "operands", lambda torch, case, seed, **kw: (None, None, None, None, "ref"))
+    monkeypatch.setitem(g, "tilec_contenders", lambda torch, case, group, *a: {c.name: launches[c.name] for c in group})
+    monkeypatch.setitem(g, "cusparselt", lambda *a: {"_keep": None})
+    monkeypatch.setitem(g, "dense_peers", lambda *a: {"cuBLAS": {"view": _Launch(1.0)}})
+    monkeypatch.setitem(g, "checker", lambda torch, ref, d=None: (lambda fn: fn().err))
+    monkeypatch.setitem(g, "gpu_state", lambda: "-")
+    case = Case(4096, 4096, 4096, "f16")
+    tiles = [Candidate(f"examples/{n}.tile", n, fake_abi()) for n in ("first", "steady", "late", "never")]
+    args = type("Args", (), {"rounds": 3, "cslt_max_algs": 1, "finalists": 3})()
+    row = SG["run_case"](_fake_torch(), case, tiles, args, SG["Timer"](_fake_torch()))
+    assert row["tilec"]["first.tile"]["ms"] < row["tilec"]["steady.tile"]["ms"]      # the screening's order
+    assert row["tilec_finalists"] == ["first.tile", "steady.tile", "late.tile"]
+    assert row["tilec_tile"] == "steady.tile" and row["final_ms"]["tilec"] == pytest.approx(0.5)
+    assert row["tilec_finalists_ms"] == pytest.approx({"first.tile": 0.6, "steady.tile": 0.5, "late.tile": 0.55})
+    assert set(row["rounds_ms"]) == {"tilec", "cuBLAS"} and len(row["rounds_ms"]["tilec"]) == 3
+    assert set(row["timing"]) == {"tilec", "cuBLAS"}
+    # --finalists 1: the screening's fastest alone, as before
+    args.finalists = 1
+    fresh()
+    row = SG["run_case"](_fake_torch(), case, tiles, args, SG["Timer"](_fake_torch()))
+    assert row["tilec_finalists"] == ["first.tile"] and row["tilec_tile"] == "first.tile"

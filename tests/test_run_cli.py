@@ -223,6 +223,40 @@ def test_host_problem_off_the_instruction_grid(shape):
     np.testing.assert_allclose(h.ref.astype(np.float64), want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(200, 136, 72), (16, 8, 33), (64, 64, 64)])
+def test_device_arguments_off_the_instruction_grid(shape, monkeypatch):
+    """The step after the host problem (compiler.run._sparse_problem, what `tilec run --check --shape` and
+    `tilec tune` launch): B goes to the device as its packed B^T (N x K, K contiguous) for any K. Off the
+    form's K it was None (compiler.emulator.sparse_host.edge_problem left it to the caller) and the upload
+    failed; here the upload is the host array itself, and B^T is B with its K padded to the instruction K by
+    zeros, packed, then cut back to K columns (sparse.pack_b; for f16 it is B transposed)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from compiler import sparse
+    from compiler.driver import compile_source
+    from compiler.run import _sparse_problem, sparse_host
+    from compiler.runtime import kernel as runtime_kernel
+
+    name = "sparse_wgmma_f16.tile"
+    result = compile_source(open(os.path.join(EX, name)).read(), name)
+    form = result.tiles["sparse_wgmma_f16"].facts["form"]
+    uploads = []
+    monkeypatch.setattr(runtime_kernel, "upload",
+                        lambda host, library, element, shape=None, device=None: uploads.append(element) or host)
+    kernel = SimpleNamespace(abi=_example_abi(name), pack_a=lambda a, library: ("packed", a.shape))
+    m, n, k = shape
+    prob = _sparse_problem(kernel, result, "sparse_wgmma_f16", m, n, k, 0, SimpleNamespace(__name__="torch"))
+    a, b, c = prob.args
+    assert a == ("packed", (m, k)) and uploads[0] == form.b_type and b.shape == (k, n)   # N x K, viewed K x N
+    logical = sparse_host(kernel.abi, result, "sparse_wgmma_f16", m, n, k, 0).p.b          # the same seed
+    want = sparse.pack_b(np.concatenate([logical, np.zeros((-k % form.k, n), logical.dtype)]), form.b_type,
+                         form.shape)[:, :k]
+    np.testing.assert_array_equal(np.asarray(b.T), want)
+    np.testing.assert_array_equal(want, logical.T)        # f16: the packing is the transpose
+
+
 def test_a_missing_host_library_is_an_error_with_a_hint(monkeypatch, capsys):
     # `tilec tune` / `run` import numpy on demand; without it the answer is exit 1 and what to install,
     # not "internal error" (seen on a GPU machine whose `tilec` script ran under a Python without numpy)

@@ -264,7 +264,9 @@ def _epilogue_params(desc: dict, name: str, m: int, n: int, rng, scalars, mem, p
 
 
 def edge_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accumulate_c: bool) -> SparseProblem:
-    """A random problem of any M, N, K >= 1 (A sparse in whole chunks of the padded K, then cut to K)."""
+    """A random problem of any M, N, K >= 1 (A sparse in whole chunks of the padded K, then cut to K). B is
+    packed (`bt`: sparse.pack_b of B with K padded to the instruction K, then cut back to K columns); A's
+    values and metadata are left to the caller, whose kernel decides A's padding."""
     from .. import sparse
 
     chunk = form.layout.granularity.chunk
@@ -277,7 +279,8 @@ def edge_problem(form, m: int, n: int, k: int, rng: np.random.Generator, accumul
             c = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
         else:
             c = sparse.random_values(rng, (m, n), "f16").astype(np.float32 if form.c_type == "f32" else np.float16)
-    return SparseProblem(np.ascontiguousarray(a), b, c, None, None, None)
+    bt = sparse.pack_b(np.concatenate([b, np.zeros((-k % form.k, n), b.dtype)]), form.b_type, form.shape)[:, :k]
+    return SparseProblem(np.ascontiguousarray(a), b, c, None, None, np.ascontiguousarray(bt))
 
 
 def pitched(x: np.ndarray, pitch: int, fill: int) -> np.ndarray:
@@ -314,15 +317,12 @@ def _row_pitch(pad: dict[str, int] | None, what: str, cols: int, itemsize: int) 
 
 def _edge_problems(form, m: int, n: int, k: int, batch: int, rng, accumulate_c: bool, compress) -> tuple[list, list]:
     """`batch` random edge problems, each A packed by `compress(a)` -> (values, metadata) (the kernel's
-    padding) and B packed by sparse.pack_b (K padded to the instruction K, then cut back to K columns)."""
-    from .. import sparse
-
+    padding) and B as edge_problem packs it (K padded to the instruction K, then cut back to K columns)."""
     problems, bts = [], []
     for _ in range(batch):
         p = edge_problem(form, m, n, k, rng, accumulate_c)
         p.values, p.meta = compress(p.a)
-        bts.append(sparse.pack_b(np.concatenate([p.b, np.zeros((-k % form.k, n), p.b.dtype)]), form.b_type,
-                                 form.shape)[:, :k])
+        bts.append(p.bt)
         problems.append(p)
     return problems, bts
 

@@ -79,10 +79,10 @@ def op_name(tile: str) -> str:
 
 
 def buffer_names(abi: dict) -> list[str]:
-    """The ABI's buffer parameters (not the tensor maps), in ABI order."""
+    """The ABI's buffer parameters, in ABI order."""
     if abi_mod.is_tcgen05(abi):
         return [p["name"] for p in abi["params"] if p["type"] == "u64"]
-    return [name for name in abi["buffers"] if name != "tensor_maps"]
+    return list(abi["buffers"])
 
 
 def params(abi: dict) -> tuple[list[Param], str]:

@@ -246,15 +246,14 @@ def metadata_layout_hint(abi: dict, want: tuple, got: tuple) -> str | None:
 
 
 def buffers(abi: dict, m: int, n: int, k: int) -> dict[str, Buffer]:
-    """Every pointer parameter of the kernel but the tensor maps, by ABI name, for problem M x N x K.
+    """Every buffer of the kernel, by ABI name, for problem M x N x K (a TMA kernel's tensor maps are a
+    by-value parameter, not a buffer).
     Sizes stay what eval_expr makes of the names (ints for ints; a tracer's symbolic sizes stay symbolic:
     compiler/integrations/torch.py checks shapes under torch.compile without fixing them)."""
     env = names(abi, m, n, k)
     out: dict[str, Buffer] = {}
     if not is_tcgen05(abi):
         for name, b in abi["buffers"].items():
-            if name == "tensor_maps":
-                continue
             shape = [eval_expr(s, env) for s in b["shape"]]
             packed = bool(b.get("packed"))
             if packed:        # two 4-bit elements per byte (the ABI's shape counts elements)
