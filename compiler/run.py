@@ -198,6 +198,21 @@ def sparse_host(abi: dict, result, tile: str, m: int, n: int, k: int, seed: int)
     return SparseHost(p, None, None, ref, scale, d_type)
 
 
+def _rows_upload(host, library: str, element: str):
+    """A host matrix on the device with rows a multiple of 16 bytes apart (the runtime's rule for B^T and C
+    rows: TMA global strides are multiples of 16 bytes, cuTensorMapEncodeTiled), as the [:, :cols] slice of
+    a pitched upload; a matrix whose rows are 16-byte multiples already goes as it is."""
+    from .emulator.sparse_host import pitched
+    from .runtime.kernel import upload
+
+    rows, cols = host.shape
+    size = host.dtype.itemsize
+    pitch = -(-cols * size // 16) * 16 // size
+    if pitch == cols:
+        return upload(host, library, element)
+    return upload(pitched(host, pitch, 0), library, element)[:, :cols]
+
+
 def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int, lib,
                     host: SparseHost | None = None) -> _Problem:
     from .runtime.kernel import upload
@@ -205,8 +220,8 @@ def _sparse_problem(kernel, result, tile: str, m: int, n: int, k: int, seed: int
     h = host or sparse_host(kernel.abi, result, tile, m, n, k, seed)
     p, form = h.p, result.tiles[tile].facts["form"]
     a = kernel.pack_a(p.a, library=lib.__name__)
-    b = upload(p.bt, lib.__name__, form.b_type).T
-    c = upload(p.c, lib.__name__, form.c_type) if p.c is not None else None
+    b = _rows_upload(p.bt, lib.__name__, form.b_type).T
+    c = _rows_upload(p.c, lib.__name__, form.c_type) if p.c is not None else None
     if h.scalars is not None:      # the fused epilogue's parameters
         kwargs = dict(h.scalars)
         if h.bias is not None:

@@ -228,8 +228,10 @@ def test_device_arguments_off_the_instruction_grid(shape, monkeypatch):
     """The step after the host problem (compiler.run._sparse_problem, what `tilec run --check --shape` and
     `tilec tune` launch): B goes to the device as its packed B^T (N x K, K contiguous) for any K. Off the
     form's K it was None (compiler.emulator.sparse_host.edge_problem left it to the caller) and the upload
-    failed; here the upload is the host array itself, and B^T is B with its K padded to the instruction K by
-    zeros, packed, then cut back to K columns (sparse.pack_b; for f16 it is B transposed)."""
+    failed; then, at K = 33, its 66-byte rows broke the runtime's 16-byte row-stride rule (on an H200). Here
+    the upload is the host array itself: B^T is B with its K padded to the instruction K by zeros, packed,
+    then cut back to K columns (sparse.pack_b; for f16 it is B transposed), in rows a multiple of 16 bytes
+    apart, and so are C's."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -255,6 +257,8 @@ def test_device_arguments_off_the_instruction_grid(shape, monkeypatch):
                          form.shape)[:, :k]
     np.testing.assert_array_equal(np.asarray(b.T), want)
     np.testing.assert_array_equal(want, logical.T)        # f16: the packing is the transpose
+    for x in (b.T, c):
+        assert x.strides[0] % 16 == 0 and x.strides[1] == x.itemsize and x.strides[0] < x.shape[1] * x.itemsize + 16
 
 
 def test_a_missing_host_library_is_an_error_with_a_hint(monkeypatch, capsys):
