@@ -438,3 +438,37 @@ def test_the_host_problem_is_made_without_a_gpu_and_shared_by_schedules():
         # the same seed gives the same data for any schedule of the tile
         again = sparse_host(abi, r, name, 256, 256, 128, 0)
         assert (again.p.a == host.p.a).all() and (again.ref == host.ref).all()
+
+
+def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(monkeypatch):
+    """Two measured failures of the plain ranking (H200, benchmarks/sparse_gemm.py candidates; docs/
+    measurements.md, "Stream-K at large shapes"): stream-K of 256 x 176 and 128 x 256 tiles ran 1.22-1.48x
+    slower than the same tiles persistent at 8192^3 and 13824 x 5120 x 5120, where each CTA's range spans
+    several tiles and the tiles in flight are spread over operands larger than L2; and the first six of
+    examples/sparse_wgmma_f16_out_f16.tile at 8192^3 were one 256 x 192 stream-K schedule at stages 3..8
+    (equal estimates). Now: no spread stream-K in the first 40 of a
+    large problem, stream-K still ranked for a decode shape (64 tiles of 128 x 128 on 132 SMs, no spread),
+    and no two of the first 40 the same schedule but its stages with the same estimate."""
+    r, view = compiled(WGMMA)
+    legal = schedules.legal_schedules(view, r.module)
+    form = view.facts["form"]
+    for shape in ((8192, 8192, 8192), (13824, 5120, 5120)):
+        top = schedules.ranked(legal, view, *shape, 132)[:40]
+        assert not [c for c in top if c.schedule.split_k == "stream"]
+        est = {id(c): schedules.estimate_cycles("sparse_wgmma", c.config, form, *shape, 132) for c in top}
+        seen = set()
+        for c in top:
+            key = (astuple(replace(c.schedule, stages=0)), est[id(c)])
+            assert key not in seen, schedules.schedule_words(c.schedule)
+            seen.add(key)
+    decode = schedules.ranked(legal, view, 8192, 64, 8192, 132)[:40]
+    assert any(c.schedule.split_k == "stream" for c in decode)
+    # the spread term alone: at 8192^3 a deep-ring stream-K schedule's estimate drops when L2 is made to hold
+    # the operands (then they are read once, however spread), and a persistent one's does not change
+    sk = next(c for c in legal if c.schedule.split_k == "stream" and c.config.cta_m == 128
+              and c.config.cta_n == 256 and c.schedule.stages == 4)
+    pers = next(c for c in legal if c.schedule == replace(sk.schedule, split_k=1, persistent="static"))
+    est = lambda c: schedules.estimate_cycles("sparse_wgmma", c.config, form, 8192, 8192, 8192, 132)  # noqa: E731
+    spread = est(sk), est(pers)
+    monkeypatch.setattr(schedules, "L2_BYTES", 2**40)
+    assert est(sk) < spread[0] and est(pers) == spread[1]

@@ -23,14 +23,16 @@ The ranking (estimate_cycles) is a deliberately small throughput model used only
 whole waves of CTAs over the SMs, per K block the slowest of tensor-core work, operand bytes into
 shared memory, shared-memory traffic (the warp-level kernel's fragment reads; the wgmma kernel's operand
 reads and the copy engine's writes), and the copy latency the ring's stages do not hide (stream-K: one wave,
-each CTA its equal share of all tiles' K blocks, plus the partial tiles' workspace round trip). Its constants
-are round figures for a Hopper SM, not measurements; the timings of `tilec tune` decide.
+each CTA its equal share of all tiles' K blocks, plus the partial tiles' workspace round trip, its loads at
+DRAM's share where each range spans several tiles of operands larger than L2). Its constants are round
+figures for a Hopper SM, not measurements; the timings of `tilec tune` decide. `ranked` shows one ring
+depth per tile shape first where the depths' estimates tie.
 """
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import astuple, dataclass, fields, replace
 from typing import Any
 
 from ..bits import is_pow2
@@ -187,6 +189,12 @@ THREADS_PER_SM = 2048
 TENSOR_FLOPS_PER_CYCLE = 8192  # dense-equivalent 16-bit 2:4 flops per SM and cycle (twice dense's 4096)
 L2_BYTES_PER_CYCLE = 32        # operand bytes an SM receives per cycle (L2 bandwidth shared by all SMs)
 SMEM_BYTES_PER_CYCLE = 128     # shared-memory bytes an SM reads or writes per cycle (ldmatrix, wgmma, TMA)
+# operand bytes an SM receives per cycle when the tiles in flight at once are spread over the whole problem
+# and its operands exceed L2 (stream-K's contiguous ranges of several tiles each: CTA c works on tile ~c W/G
+# while its neighbour works W/G tiles further on, so nothing one loads is reused by another from L2):
+# DRAM's share, ~3.35 TB/s over 132 SMs at ~1.6 GHz
+SPREAD_BYTES_PER_CYCLE = 16
+L2_BYTES = 50 * 2**20          # an H100's L2: operands within it are read from DRAM once, however spread
 COPY_LATENCY = 1000            # cycles from a K block's copy to its data in shared memory
 ISSUE_CYCLES = 32              # least cycles of one MMA instruction (small N does not fill the pipe)
 
@@ -226,6 +234,8 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
             SMEM_BYTES_PER_CYCLE
     loaded = (c.cta_m * c.cta_k // 2 + c.cta_n * c.cta_k // cluster) * a_bits / 8
     load = loaded / L2_BYTES_PER_CYCLE
+    if stream and tiles > sms * per_sm and (m * k // 2 + n * k) * a_bits / 8 > L2_BYTES:
+        load = loaded / SPREAD_BYTES_PER_CYCLE     # every range spans several tiles: no reuse through L2
     block = max(per_sm * mma, per_sm * load, per_sm * smem_read, COPY_LATENCY / (c.stages - 1))
     # split-K: every slice writes its f32/s32 partial tile, the last one reads them all back
     reduce = 2 * c.cta_m * c.cta_n * 4 * per_sm / L2_BYTES_PER_CYCLE if split > 1 else 0.0
@@ -242,11 +252,22 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
 
 
 def ranked(candidates: Sequence[Candidate], view, m: int, n: int, k: int, sms: int) -> list[Candidate]:
-    """`candidates` best-estimated first (ties: the enumeration order)."""
+    """`candidates` best-estimated first. Among schedules that differ only in `stages` and have the same
+    estimate (the ring deep enough to hide the copy latency, where the model sees no difference), the
+    deepest ring ranks and the others go after every other candidate: a search of the first few then tries
+    that many tile shapes, not one shape at several depths (a deeper ring that fits is CUTLASS's choice too,
+    and measured 2-10 % faster at 256 x 176, docs/measurements.md). Ties: deeper ring, then enumeration order."""
     kernel = tile_kernel(view, None)
     form = view.facts["form"]
     scored = [(estimate_cycles(kernel, c.config, form, m, n, k, sms), i, c) for i, c in enumerate(candidates)]
-    return [c for _, _, c in sorted(scored, key=lambda t: (t[0], t[1]))]
+    def group(est: float, c: Candidate) -> tuple:          # (the schedule but its stages, the estimate)
+        return astuple(replace(c.schedule, stages=0)), est
+
+    deepest: dict[tuple, int] = {}
+    for est, _, c in scored:
+        deepest[group(est, c)] = max(deepest.get(group(est, c), 0), c.schedule.stages)
+    shadowed = lambda est, c: c.schedule.stages < deepest[group(est, c)]   # noqa: E731
+    return [c for _, _, c in sorted(scored, key=lambda t: (shadowed(t[0], t[2]), t[0], -t[2].schedule.stages, t[1]))]
 
 
 def search_order(view, module, m: int, n: int, k: int, sms: int) -> list[Candidate]:
