@@ -461,6 +461,21 @@ def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(mo
             key = (astuple(replace(c.schedule, stages=0)), est[id(c)])
             assert key not in seen, schedules.schedule_words(c.schedule)
             seen.add(key)
+    # within a tie, the depth that stages D in the fewest column blocks ranks (a fifth stage that cuts D's
+    # staging finer measured slower); e.g. 128 x 256 persistent pairs, K blocks of 64: 4 stages before 5
+    order = schedules.ranked(legal, view, 8192, 8192, 8192, 132)
+    where = {id(c): i for i, c in enumerate(order)}
+    first: dict = {}
+    for c in order:
+        key = (astuple(replace(c.schedule, stages=0)),
+               schedules.estimate_cycles("sparse_wgmma", c.config, form, 8192, 8192, 8192, 132))
+        first.setdefault(key, c)
+        assert schedules._d_staging_blocks(first[key].config) <= schedules._d_staging_blocks(c.config)
+    pair = [c for c in legal if (c.config.cta_m, c.config.cta_n, c.config.cta_k, c.config.cluster_m) == (128, 256, 64, 2)
+            and c.config.persistent and c.schedule.split_k == 1 and c.schedule.stages in (4, 5)]
+    by_stages = {c.schedule.stages: c for c in pair}
+    assert schedules._d_staging_blocks(by_stages[4].config) < schedules._d_staging_blocks(by_stages[5].config)
+    assert where[id(by_stages[4])] < where[id(by_stages[5])]
     decode = schedules.ranked(legal, view, 8192, 64, 8192, 132)[:40]
     assert any(c.schedule.split_k == "stream" for c in decode)
     # the spread term alone: at 8192^3 a deep-ring stream-K schedule's estimate drops when L2 is made to hold
