@@ -487,3 +487,33 @@ def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(mo
     spread = est(sk), est(pers)
     monkeypatch.setattr(schedules, "L2_BYTES", 2**40)
     assert est(sk) < spread[0] and est(pers) == spread[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [WGMMA, ROOT / "examples" / "sparse_wgmma_e4m3_bf16.tile", SYNC])
+def test_pruned_enumeration_equals_the_full_product(path):
+    """legal_schedules stops a schedule's ring depths at the first refused one (compiler/ptx/schedules.py):
+    the same list, in the same order, as checking every depth of the product."""
+    import itertools
+
+    from compiler.ptx.emission import _select_mma_sp
+
+    r = compile_source(path.read_text(), str(path))
+    view = next(iter(r.tiles.values()))          # the file's first tile
+    kernel = schedules.tile_kernel(view, r.module)
+    form, rows, check = view.facts["form"], schedules.axes(kernel), schedules._checker(kernel)
+    full = []
+    for values in itertools.product(*(a.values(form) for a in rows)):
+        words = dict(zip((a.field for a in rows), values))
+        if not schedules._plausible(kernel, words, form):
+            continue
+        schedule = replace(view.payload.schedule, **words)
+        try:
+            chosen, config = _select_mma_sp(view, r.module, schedule)
+            if chosen != kernel:
+                continue
+            check(config)
+        except SpecError:
+            continue
+        full.append(astuple(schedule))
+    assert [astuple(c.schedule) for c in schedules.legal_schedules(view, r.module)] == full

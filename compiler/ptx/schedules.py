@@ -153,9 +153,19 @@ def legal_schedules(view, module) -> list[Candidate]:
     rows = axes(kernel)
     check = _checker(kernel)
     out: list[Candidate] = []
+    # A schedule refused at some ring depth is refused at every deeper one: what the kernel selection and
+    # check_config refuse besides the ring (registers, TMA box, cluster halves, ...) does not depend on the
+    # stages, and the ring's shared memory only grows with them (the persistent kernel's D region shrinks to
+    # what fits, down to none). The product visits each schedule's depths in ascending order (stages is an
+    # outer axis to cluster, persistent and split_k), so the first refusal ends that schedule's search; a
+    # slow test compares this with the full product.
+    refused_from: dict[tuple, int] = {}         # the schedule but its stages -> the least depth refused
     for values in itertools.product(*(a.values(form) for a in rows)):
         words = dict(zip((a.field for a in rows), values))
         if not _plausible(kernel, words, form):
+            continue
+        rest = tuple((f, v) for f, v in words.items() if f != "stages")
+        if words["stages"] >= refused_from.get(rest, words["stages"] + 1):
             continue
         schedule = replace(base, **words)
         try:
@@ -164,6 +174,7 @@ def legal_schedules(view, module) -> list[Candidate]:
                 continue
             check(config)
         except SpecError:
+            refused_from[rest] = words["stages"]
             continue
         out.append(Candidate(schedule, config))
     return out
