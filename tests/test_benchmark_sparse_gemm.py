@@ -104,7 +104,9 @@ def test_the_examples_in_the_repository(examples):
     assert {"sparse_wgmma_f16_out_f16.tile", "sparse_wgmma_bf16_out_bf16.tile", "sparse_wgmma_e4m3_out_bf16.tile",
             "sparse_wgmma_s8_out_s32.tile", "sparse_wgmma_e4m3_bf16.tile"} <= names
     # the fp8 pair: promoted (compared with cuBLAS without fast accumulation) and not (with it)
-    assert {c.name for c in found if c.promoted} == {"sparse_wgmma_e4m3_bf16.tile"}
+    assert {c.name for c in found if c.promoted} == {
+        "sparse_wgmma_e4m3_bf16.tile", "sparse_wgmma_e4m3_bf16.tile:sparse_wgmma_e4m3_bf16_128x192",
+        *(f"sparse_wgmma_decode.tile:sparse_wgmma_e4m3_decode_n{n}_promoted" for n in (16, 64, 128))}
     assert skipped["examples/sparse_wgmma_s8_s8.tile:sparse_wgmma_s8_s8"] == "scales D (param)"
     assert all(SG["not_plain"](c.abi) is None and c.a_type in SG["OUTPUT"] for c in found)
     assert skipped["examples/sparse_wgmma_f16_silu_bias.tile:sparse_wgmma_f16_silu_bias"] == "adds a bias (col)"

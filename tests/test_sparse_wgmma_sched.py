@@ -974,14 +974,20 @@ def test_256x176_with_4_stages_stages_d_per_m64_block():
     assert text.count("cp.async.bulk.global.shared::cta.bulk_group [%rp], [%x], 352;") == 2
 
 
+def _staged_run_matches(cfg, m: int, n: int, k: int, mode: str, seed: int) -> None:
+    """A persistent kernel with staged D on the emulator: D equals the reference bit for bit, and every
+    interior tile left by one bulk copy per row piece (d_col_blocks pieces a row; whole rows: 1)."""
+    d, ref, stats = run_model(cfg, m, n, k, mode, seed=seed)
+    assert stats["bulk_store"] == (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m * cfg.d_col_blocks
+    assert _same(d, ref), f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
+
+
 @pytest.mark.parametrize("form,problem,mode", S4_RUNS)
 def test_256x176_with_4_stages_on_the_emulator(form, problem, mode):
     pytest.importorskip("ml_dtypes")
     cfg = _s4_cfg(form)
-    m, n, k = S4_PROBLEMS[problem]
-    d, ref, stats = run_model(cfg, m, n, k, mode, seed=2)
-    assert stats["bulk_store"] == (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m   # a copy per interior row
-    assert _same(d, ref), f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
+    assert cfg.d_col_blocks == 1                          # whole rows: a copy per interior row
+    _staged_run_matches(cfg, *S4_PROBLEMS[problem], mode, seed=2)
 
 
 # Staging one m64 block at a time, broken: block 1 staged before block 0's bulk copies have read the region (no
@@ -1098,12 +1104,7 @@ def test_128x256_with_4_stages_stages_d_in_column_blocks():
 @pytest.mark.parametrize("form,problem,mode", CB_RUNS)
 def test_128x256_column_blocks_on_the_emulator(form, problem, mode):
     pytest.importorskip("ml_dtypes")
-    cfg = _cb_cfg(form)
-    m, n, k = CB_PROBLEMS[problem]
-    d, ref, stats = run_model(cfg, m, n, k, mode, seed=2)
-    # a copy per row piece of every interior tile
-    assert stats["bulk_store"] == (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m * cfg.d_col_blocks
-    assert _same(d, ref), f"{np.count_nonzero(d.view(np.uint8) != ref.view(np.uint8))} bytes differ"
+    _staged_run_matches(_cb_cfg(form), *CB_PROBLEMS[problem], mode, seed=2)
 
 
 @pytest.mark.slow
@@ -1111,11 +1112,7 @@ def test_128x256_column_blocks_on_the_emulator(form, problem, mode):
                                         (dict(d_type=None, stages=5), (256, 520, 64))],             # h = 8
                          ids=["f32-h4", "f32-h8"])
 def test_finer_column_blocks_on_the_emulator(kw, problem):
-    cfg = _cb_cfg("f16", **kw)
-    d, ref, stats = run_model(cfg, *problem, "adversarial", seed=3)
-    m, n, _ = problem
-    assert stats["bulk_store"] == (m // cfg.cta_m) * (n // cfg.cta_n) * cfg.cta_m * cfg.d_col_blocks
-    assert _same(d, ref)
+    _staged_run_matches(_cb_cfg("f16", **kw), *problem, "adversarial", seed=3)
 
 
 # Column blocks, broken: column block 1 copied to the columns of block 0 (its column offset lost), caught by D;

@@ -461,6 +461,21 @@ def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(mo
             key = (astuple(replace(c.schedule, stages=0)), est[id(c)])
             assert key not in seen, schedules.schedule_words(c.schedule)
             seen.add(key)
+    # within a tie, the depth that stages D in the fewest column blocks ranks (a fifth stage that cuts D's
+    # staging finer measured slower); e.g. 128 x 256 persistent pairs, K blocks of 64: 4 stages before 5
+    order = schedules.ranked(legal, view, 8192, 8192, 8192, 132)
+    where = {id(c): i for i, c in enumerate(order)}
+    first: dict = {}
+    for c in order:
+        key = (astuple(replace(c.schedule, stages=0)),
+               schedules.estimate_cycles("sparse_wgmma", c.config, form, 8192, 8192, 8192, 132))
+        first.setdefault(key, c)
+        assert schedules._d_staging_blocks(first[key].config) <= schedules._d_staging_blocks(c.config)
+    pair = [c for c in legal if (c.config.cta_m, c.config.cta_n, c.config.cta_k, c.config.cluster_m) == (128, 256, 64, 2)
+            and c.config.persistent and c.schedule.split_k == 1 and c.schedule.stages in (4, 5)]
+    by_stages = {c.schedule.stages: c for c in pair}
+    assert schedules._d_staging_blocks(by_stages[4].config) < schedules._d_staging_blocks(by_stages[5].config)
+    assert where[id(by_stages[4])] < where[id(by_stages[5])]
     decode = schedules.ranked(legal, view, 8192, 64, 8192, 132)[:40]
     assert any(c.schedule.split_k == "stream" for c in decode)
     # the spread term alone: at 8192^3 a deep-ring stream-K schedule's estimate drops when L2 is made to hold
@@ -472,3 +487,33 @@ def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(mo
     spread = est(sk), est(pers)
     monkeypatch.setattr(schedules, "L2_BYTES", 2**40)
     assert est(sk) < spread[0] and est(pers) == spread[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [WGMMA, ROOT / "examples" / "sparse_wgmma_e4m3_bf16.tile", SYNC])
+def test_pruned_enumeration_equals_the_full_product(path):
+    """legal_schedules stops a schedule's ring depths at the first refused one (compiler/ptx/schedules.py):
+    the same list, in the same order, as checking every depth of the product."""
+    import itertools
+
+    from compiler.ptx.emission import _select_mma_sp
+
+    r = compile_source(path.read_text(), str(path))
+    view = next(iter(r.tiles.values()))          # the file's first tile
+    kernel = schedules.tile_kernel(view, r.module)
+    form, rows, check = view.facts["form"], schedules.axes(kernel), schedules._checker(kernel)
+    full = []
+    for values in itertools.product(*(a.values(form) for a in rows)):
+        words = dict(zip((a.field for a in rows), values))
+        if not schedules._plausible(kernel, words, form):
+            continue
+        schedule = replace(view.payload.schedule, **words)
+        try:
+            chosen, config = _select_mma_sp(view, r.module, schedule)
+            if chosen != kernel:
+                continue
+            check(config)
+        except SpecError:
+            continue
+        full.append(astuple(schedule))
+    assert [astuple(c.schedule) for c in schedules.legal_schedules(view, r.module)] == full

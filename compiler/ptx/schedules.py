@@ -153,9 +153,19 @@ def legal_schedules(view, module) -> list[Candidate]:
     rows = axes(kernel)
     check = _checker(kernel)
     out: list[Candidate] = []
+    # A schedule refused at some ring depth is refused at every deeper one: what the kernel selection and
+    # check_config refuse besides the ring (registers, TMA box, cluster halves, ...) does not depend on the
+    # stages, and the ring's shared memory only grows with them (the persistent kernel's D region shrinks to
+    # what fits, down to none). The product visits each schedule's depths in ascending order (stages is an
+    # outer axis to cluster, persistent and split_k), so the first refusal ends that schedule's search; a
+    # slow test compares this with the full product.
+    refused_from: dict[tuple, int] = {}         # the schedule but its stages -> the least depth refused
     for values in itertools.product(*(a.values(form) for a in rows)):
         words = dict(zip((a.field for a in rows), values))
         if not _plausible(kernel, words, form):
+            continue
+        rest = tuple((f, v) for f, v in words.items() if f != "stages")
+        if words["stages"] >= refused_from.get(rest, words["stages"] + 1):
             continue
         schedule = replace(base, **words)
         try:
@@ -164,6 +174,7 @@ def legal_schedules(view, module) -> list[Candidate]:
                 continue
             check(config)
         except SpecError:
+            refused_from[rest] = words["stages"]
             continue
         out.append(Candidate(schedule, config))
     return out
@@ -253,21 +264,36 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
 
 def ranked(candidates: Sequence[Candidate], view, m: int, n: int, k: int, sms: int) -> list[Candidate]:
     """`candidates` best-estimated first. Among schedules that differ only in `stages` and have the same
-    estimate (the ring deep enough to hide the copy latency, where the model sees no difference), the
-    deepest ring ranks and the others go after every other candidate: a search of the first few then tries
-    that many tile shapes, not one shape at several depths (a deeper ring that fits is CUTLASS's choice too,
-    and measured 2-10 % faster at 256 x 176, docs/measurements.md). Ties: deeper ring, then enumeration order."""
+    estimate (the ring deep enough to hide the copy latency, where the model sees no difference), one ranks
+    and the others go after every other candidate, so that a search of the first few tries that many tile
+    shapes, not one shape at several depths. The one ranked: the depth that leaves the persistent kernel's D
+    staged in the fewest column blocks (sparse_wgmma_kernel's d_col_blocks; stored from the fragments is
+    worst), then the deepest. Measured on an H200 (docs/measurements.md): a fourth stage gave 256 x 176 2-10 %
+    over three, while a fifth, which cuts D's staging into 4 or 8 column blocks or leaves D unstaged, lost
+    2-13 %. Ties: that order, then enumeration order."""
     kernel = tile_kernel(view, None)
     form = view.facts["form"]
     scored = [(estimate_cycles(kernel, c.config, form, m, n, k, sms), i, c) for i, c in enumerate(candidates)]
     def group(est: float, c: Candidate) -> tuple:          # (the schedule but its stages, the estimate)
         return astuple(replace(c.schedule, stages=0)), est
 
-    deepest: dict[tuple, int] = {}
+    def preference(c: Candidate) -> tuple:                  # lower first within a group
+        return _d_staging_blocks(c.config), -c.schedule.stages
+
+    best: dict[tuple, tuple] = {}
     for est, _, c in scored:
-        deepest[group(est, c)] = max(deepest.get(group(est, c), 0), c.schedule.stages)
-    shadowed = lambda est, c: c.schedule.stages < deepest[group(est, c)]   # noqa: E731
-    return [c for _, _, c in sorted(scored, key=lambda t: (shadowed(t[0], t[2]), t[0], -t[2].schedule.stages, t[1]))]
+        key = group(est, c)
+        best[key] = min(best.get(key, preference(c)), preference(c))
+    shadowed = lambda est, c: preference(c) != best[group(est, c)]   # noqa: E731
+    return [c for _, _, c in sorted(scored, key=lambda t: (shadowed(t[0], t[2]), t[0], preference(t[2]), t[1]))]
+
+
+def _d_staging_blocks(config) -> float:
+    """The column blocks a persistent wgmma kernel stages D's rows in (1: whole rows; inf: D stored from
+    the fragments); 1 for kernels without that choice."""
+    if not getattr(config, "persistent", False) or not hasattr(config, "staged_d"):
+        return 1
+    return config.d_col_blocks if config.staged_d else float("inf")
 
 
 def search_order(view, module, m: int, n: int, k: int, sms: int) -> list[Candidate]:
