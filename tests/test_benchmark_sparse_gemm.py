@@ -106,7 +106,8 @@ def test_the_examples_in_the_repository(examples):
     # the fp8 pair: promoted (compared with cuBLAS without fast accumulation) and not (with it)
     assert {c.name for c in found if c.promoted} == {
         "sparse_wgmma_e4m3_bf16.tile", "sparse_wgmma_e4m3_bf16.tile:sparse_wgmma_e4m3_bf16_128x192",
-        *(f"sparse_wgmma_decode.tile:sparse_wgmma_e4m3_decode_n{n}_promoted" for n in (16, 64, 128))}
+        *(f"sparse_wgmma_decode.tile:sparse_wgmma_e4m3_decode_n{n}_promoted" for n in (16, 64, 128)),
+        "sparse_wgmma_small_cube.tile:sparse_wgmma_e4m3_small_cube_promoted"}
     assert skipped["examples/sparse_wgmma_s8_s8.tile:sparse_wgmma_s8_s8"] == "scales D (param)"
     assert all(SG["not_plain"](c.abi) is None and c.a_type in SG["OUTPUT"] for c in found)
     assert skipped["examples/sparse_wgmma_f16_silu_bias.tile:sparse_wgmma_f16_silu_bias"] == "adds a bias (col)"
