@@ -31,13 +31,28 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
-# slow: tcgen05_k96's big problem, and the cluster-launch-control example (tests/test_tcgen05_clc.py runs a
-# small one by default)
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow)
-                                  if n in ("tcgen05_k96.tile", "tcgen05_gemm_f16_clc.tile") else n
-                                  for n in EXAMPLES])
-def test_emulate_passes_on_every_example(capsys, name):
-    rc, out, err = run(capsys, "--emulate", os.path.join(EX, name))
+def _example_tiles() -> list:
+    """(file, tile) of every tile of every example, in file order. By default each file's first tile runs; the
+    others, tcgen05_k96's big problem and the cluster-launch-control example (tests/test_tcgen05_clc.py runs
+    a small one by default) are in the slow sweep. The other tiles of a file vary the schedule of the same
+    kernel, which tests/test_sparse_wgmma_sched.py and the GPU slice (tests/gpu/test_dsl_examples_gpu.py,
+    every tile of every example) exercise; emulating them all took about a fifth of the suite's time."""
+    import re
+
+    out = []
+    for name in EXAMPLES:
+        with open(os.path.join(EX, name)) as f:
+            tiles = re.findall(r"^\s*tile\s+([A-Za-z_][A-Za-z0-9_]*)", f.read(), re.M)
+        assert tiles, name
+        for i, tile in enumerate(tiles):
+            slow = i > 0 or name in ("tcgen05_k96.tile", "tcgen05_gemm_f16_clc.tile")
+            out.append(pytest.param(name, tile, id=f"{name}:{tile}", marks=pytest.mark.slow if slow else ()))
+    return out
+
+
+@pytest.mark.parametrize("name,tile", _example_tiles())
+def test_emulate_passes_on_every_example(capsys, name, tile):
+    rc, out, err = run(capsys, "--emulate", os.path.join(EX, name), "--tile", tile)
     assert rc == 0, out + err
     # a fused epilogue's .approx activations are checked within their error bound (compiler/emulator/
     # sparse_host.py epilogue_atol); every other kernel bit for bit
