@@ -45,8 +45,9 @@ operands (relative Frobenius error; rounding to f16 / bf16 gives ~1e-4 / ~1e-3, 
 contender above the tolerance is reported as wrong and not timed. Timing: each contender captured into a
 CUDA graph of enough launches for ~2 ms (host launch overhead excluded for all alike; eager launches
 between CUDA events where a capture fails, said in the JSON), the median of replays; then `--rounds`
-rounds of (the `--finalists` fastest tilec tiles of that screening, best cuSPARSELt, each dense peer) back
-to back, the reported time the median round (tilec: the finalist with the lowest), with the SM clock,
+rounds of (the `--finalists` fastest tilec tiles of that screening, as many promoted ones, best cuSPARSELt,
+each dense peer) back to back, the reported time the median round (tilec, tilec promoted: the finalist with
+the lowest), with the SM clock,
 power and temperature read through NVML after the rounds. The card is power-capped: a single screening
 replay meets it at whatever clock its power state gives, so the screening only shortlists.
 TFLOP/s (TOPS for s8) = 2*M*N*K / time: dense-equivalent, as for cuSPARSELt.
@@ -572,8 +573,33 @@ def checker(torch, ref, d=None):
     return check
 
 
-FINALISTS = 3               # tilec tiles of a case that go from the screening to the interleaved rounds
+FINALISTS = 3               # tilec tiles of a case (and promoted ones) that go from the screening to the rounds
 FINALIST = "tilec finalist "  # their keys in the rounds (the winner's becomes "tilec")
+PROMOTED_FINALIST = "tilec promoted finalist "      # (the winner's becomes "tilec promoted")
+
+
+def shortlist(results: dict[str, dict], count: int) -> list[str]:
+    """The names `gate` timed, fastest first, at most `count` (at least one)."""
+    timed = [name for name, r in results.items() if "ms" in r and r["ms"] == r["ms"]]
+    return sorted(timed, key=lambda name: results[name]["ms"])[:max(1, count)]
+
+
+def settle(row: dict, entry: str, prefix: str, listed: str) -> str | None:
+    """After the rounds: the finalist (keys `prefix` + name) with the lowest median becomes `entry` of
+    final_ms / rounds_ms / timing, every finalist's median goes to row[listed + "_ms"], and the others'
+    rounds are dropped. Returns its name, or None where there were no such finalists."""
+    medians = {key[len(prefix):]: row["final_ms"].pop(key) for key in list(row["final_ms"]) if key.startswith(prefix)}
+    if not medians:
+        return None
+    row[listed + "_ms"] = medians
+    best = min(medians, key=lambda name: (medians[name], row[listed].index(name)))
+    row["final_ms"][entry] = medians[best]
+    row["rounds_ms"][entry] = row["rounds_ms"].pop(prefix + best)
+    row["timing"][entry] = row["timing"].pop(prefix + best)
+    for name in medians:
+        row["rounds_ms"].pop(prefix + name, None)
+        row["timing"].pop(prefix + name, None)
+    return best
 
 
 def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer) -> dict:
@@ -597,20 +623,20 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
             runs.update(group_runs)
         row["tilec"] = res
         unlike = {c.name: c.unlike(case) for c in chosen}
-        promoted = {c.name for c in chosen if c.promoted}
-        best_promoted = fastest({name: r for name, r in res.items() if name in promoted and unlike[name] is None})
-        if best_promoted:                  # like with like: PAIRED with cuBLAS fp8 without fast accumulation
-            row["tilec_promoted_tile"] = best_promoted
-            row["tilec_promoted_rel_err"] = res[best_promoted]["rel_err"]
-            final["tilec promoted"] = runs[best_promoted]
-            res = {name: r for name, r in res.items() if name not in promoted}
-        like = {name: r for name, r in res.items() if unlike[name] is None}
-        pool = like if fastest(like) else res
         # the screening's fastest few go to the rounds, where the rest of the case runs interleaved with them:
         # one screening replay per tile meets the GPU at whatever clock its power state gives (the first
         # tiles screened run on a cooler card), so its order alone can name a tile that loses in the rounds
-        finalists = sorted((name for name, r in pool.items() if "ms" in r and r["ms"] == r["ms"]),
-                           key=lambda name: pool[name]["ms"])[:max(1, getattr(args, "finalists", FINALISTS))]
+        count = getattr(args, "finalists", FINALISTS)
+        promoted = {c.name for c in chosen if c.promoted}
+        promoted_finalists = shortlist({name: r for name, r in res.items()
+                                        if name in promoted and unlike[name] is None}, count)
+        if promoted_finalists:             # like with like: PAIRED with cuBLAS fp8 without fast accumulation
+            row["tilec_promoted_finalists"] = promoted_finalists
+            for name in promoted_finalists:
+                final[f"{PROMOTED_FINALIST}{name}"] = runs[name]
+            res = {name: r for name, r in res.items() if name not in promoted}
+        like = {name: r for name, r in res.items() if unlike[name] is None}
+        finalists = shortlist(like if fastest(like) else res, count)
         if finalists:
             row["tilec_finalists"] = finalists
             for name in finalists:
@@ -648,18 +674,14 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
     row["rounds_ms"] = {name: sorted(v) for name, v in rounds.items()}
     row["final_ms"] = {name: statistics.median(v) for name, v in rounds.items() if v}
     row["timing"] = {key: timer.how.get(key) for key in final}
-    finalists = {key[len(FINALIST):]: row["final_ms"].pop(key) for key in list(row["final_ms"]) if key.startswith(FINALIST)}
-    if finalists:          # the row's tilec: the finalist with the lowest median round
-        row["tilec_finalists_ms"] = finalists
-        best = min(finalists, key=lambda name: (finalists[name], row["tilec_finalists"].index(name)))
+    best = settle(row, "tilec", FINALIST, "tilec_finalists")
+    if best:
         row["tilec_tile"] = best + (f" ({unlike[best]})" if unlike[best] else "")
         row["tilec_rel_err"] = row["tilec"][best]["rel_err"]
-        row["final_ms"]["tilec"] = finalists[best]
-        row["rounds_ms"]["tilec"] = row["rounds_ms"].pop(FINALIST + best)
-        row["timing"]["tilec"] = row["timing"].pop(FINALIST + best)
-        for name in finalists:
-            row["rounds_ms"].pop(FINALIST + name, None)
-            row["timing"].pop(FINALIST + name, None)
+    best = settle(row, "tilec promoted", PROMOTED_FINALIST, "tilec_promoted_finalists")
+    if best:
+        row["tilec_promoted_tile"] = best
+        row["tilec_promoted_rel_err"] = row["tilec"][best]["rel_err"]
     row["clocks"] = gpu_state()
     del keep
     timer.drop()

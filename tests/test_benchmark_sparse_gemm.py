@@ -429,6 +429,8 @@ def test_promoted_fp8_tiles_pair_with_cublas_without_fast_accumulation(monkeypat
     args = type("Args", (), {"rounds": 1, "cslt_max_algs": 1})()
     row = SG["run_case"](_fake_torch(), case, tiles, args, SG["Timer"](_fake_torch()))
     assert row["tilec_tile"] == "fast.tile" and row["tilec_promoted_tile"] == "prom.tile"
+    assert row["tilec_promoted_finalists"] == ["prom.tile"] and set(row["rounds_ms"]) == {
+        "tilec", "tilec promoted", "cuBLAS fp8 fast acc", "cuBLAS fp8 no-fast acc"}
     assert row["final_ms"]["tilec"] == pytest.approx(0.5) and row["final_ms"]["tilec promoted"] == pytest.approx(0.4)
     s = SG["summarize"](case, row)                # 0.45 / 0.5 (fast acc), 0.8 / 0.4 (no-fast, promoted)
     assert s["tilec_over_each_dense"] == pytest.approx({"cuBLAS fp8 fast acc": 0.9, "cuBLAS fp8 no-fast acc": 2.0})
