@@ -42,7 +42,8 @@ from tests.gpu.harness.sparse_kernels import (SPARSE_WGMMA_SCHEDULES, abi_metada
                                               launch_by_value)
 
 # schedules tried per shape (tests/gpu/test_sparse_wgmma_gpu.py checks each of them for correctness); c2: CTA
-# pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 1 KB (f16: compact metadata) from L2 instead of 41
+# pairs along M sharing B (TMA multicast): per CTA and K block 8 + 16 + 1 KB (f16: compact metadata) from L2
+# instead of 41
 CONFIGS = SPARSE_WGMMA_SCHEDULES
 MMA_SP_CONFIGS = ("128x256x64_s3",)                  # the warp-level kernel's best (sparse_gemm_sync.py)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 28672), (2048, 2048, 2048), (4096, 11008, 4096),

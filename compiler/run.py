@@ -203,11 +203,10 @@ def _rows_upload(host, library: str, element: str):
     rows: TMA global strides are multiples of 16 bytes, cuTensorMapEncodeTiled), as the [:, :cols] slice of
     a pitched upload; a matrix whose rows are 16-byte multiples already goes as it is."""
     from .emulator.sparse_host import pitched
-    from .runtime.kernel import upload
+    from .runtime.kernel import aligned_row_elements, upload
 
-    rows, cols = host.shape
-    size = host.dtype.itemsize
-    pitch = -(-cols * size // 16) * 16 // size
+    cols = host.shape[1]
+    pitch = aligned_row_elements(cols, host.dtype.itemsize)
     if pitch == cols:
         return upload(host, library, element)
     return upload(pitched(host, pitch, 0), library, element)[:, :cols]

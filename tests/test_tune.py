@@ -452,8 +452,9 @@ def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(mo
     r, view = compiled(WGMMA)
     legal = schedules.legal_schedules(view, r.module)
     form = view.facts["form"]
-    for shape in ((8192, 8192, 8192), (13824, 5120, 5120)):
-        top = schedules.ranked(legal, view, *shape, 132)[:40]
+    orders = {shape: schedules.ranked(legal, view, *shape, 132) for shape in ((8192, 8192, 8192), (13824, 5120, 5120))}
+    for shape, order in orders.items():
+        top = order[:40]
         assert not [c for c in top if c.schedule.split_k == "stream"]
         est = {id(c): schedules.estimate_cycles("sparse_wgmma", c.config, form, *shape, 132) for c in top}
         seen = set()
@@ -463,7 +464,7 @@ def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(mo
             seen.add(key)
     # within a tie, the depth that stages D in the fewest column blocks ranks (a fifth stage that cuts D's
     # staging finer measured slower); e.g. 128 x 256 persistent pairs, K blocks of 64: 4 stages before 5
-    order = schedules.ranked(legal, view, 8192, 8192, 8192, 132)
+    order = orders[(8192, 8192, 8192)]
     where = {id(c): i for i, c in enumerate(order)}
     first: dict = {}
     for c in order:
@@ -471,8 +472,8 @@ def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(mo
                schedules.estimate_cycles("sparse_wgmma", c.config, form, 8192, 8192, 8192, 132))
         first.setdefault(key, c)
         assert schedules._d_staging_blocks(first[key].config) <= schedules._d_staging_blocks(c.config)
-    pair = [c for c in legal if (c.config.cta_m, c.config.cta_n, c.config.cta_k, c.config.cluster_m) == (128, 256, 64, 2)
-            and c.config.persistent and c.schedule.split_k == 1 and c.schedule.stages in (4, 5)]
+    pair = [c for c in legal if (c.config.cta_m, c.config.cta_n, c.config.cta_k, c.config.cluster_m)
+            == (128, 256, 64, 2) and c.config.persistent and c.schedule.split_k == 1 and c.schedule.stages in (4, 5)]
     by_stages = {c.schedule.stages: c for c in pair}
     assert schedules._d_staging_blocks(by_stages[4].config) < schedules._d_staging_blocks(by_stages[5].config)
     assert where[id(by_stages[4])] < where[id(by_stages[5])]

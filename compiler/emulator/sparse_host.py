@@ -311,8 +311,9 @@ def stacked(images: list[np.ndarray], fill: int) -> tuple[np.ndarray, int]:
 def _row_pitch(pad: dict[str, int] | None, what: str, cols: int, itemsize: int) -> int:
     """Elements between rows of operand `what`: the least that keeps rows 16-byte multiples, plus
     `pad[what]` (a guard band the tests poison)."""
-    least = -(-cols * itemsize // 16) * 16 // itemsize
-    return least + (pad or {}).get(what, 0)
+    from ..runtime.kernel import aligned_row_elements
+
+    return aligned_row_elements(cols, itemsize) + (pad or {}).get(what, 0)
 
 
 def _edge_problems(form, m: int, n: int, k: int, batch: int, rng, accumulate_c: bool, compress) -> tuple[list, list]:
@@ -412,8 +413,9 @@ def run_sparse_wgmma(kern, name: str, form, cluster_m: int, threads: int, smem_b
     rng = np.random.default_rng(seed)
     ps = padded_sizes(kern.abi, m, k)
     out_np = out_dtype(out_type)
-    # the ABI's metadata layout: compact (16 words a k-step) where its a_metadata names the lanes kept
-    compact = "lanes" in kern.abi["buffers"]["a_metadata"]
+    from ..runtime.abi import compact_metadata
+
+    compact = compact_metadata(kern.abi)        # the ABI's metadata layout (16 or 32 words a k-step)
     problems, bts = _edge_problems(form, m, n, k, batch, rng, accumulate_c, lambda a: sparse.compress_padded(
         a, form.a_type, form.shape, ps["k_values"], ps["meta_rows"] * 16, ps["meta_steps"] * form.k,
         compact=compact))

@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 from ..runtime import abi as abi_mod
 from ..runtime.arrays import _TORCH
 from ..runtime.errors import ArgumentError, TilecRuntimeError
-from ..runtime.kernel import _ACCEPTS, ALIGN, Kernel, SparseA, target_runs_on
+from ..runtime.kernel import _ACCEPTS, ALIGN, Kernel, SparseA, aligned_row_elements, target_runs_on
 
 NAMESPACE = "tilec"
 
@@ -250,7 +250,7 @@ def _padded_empty(torch, rows: int, cols: int, dtype, device):
     """An uninitialised rows x cols tensor whose rows are a multiple of 16 bytes apart (a slice of a wider
     one where cols elements are not)."""
     size = torch.empty((), dtype=dtype).element_size()
-    padded = -(-cols * size // ALIGN) * ALIGN // size
+    padded = aligned_row_elements(cols, size)
     full = torch.empty((rows, padded), dtype=dtype, device=device)
     return full if padded == cols else full[:, :cols]
 

@@ -1487,8 +1487,8 @@ class _Writer(PtxBuilder):
         ins(f"@%p0 bra.uni {self.end};")
         ins("setp.eq.u32 %p6, %lane, 0;")
         # the maps are a kernel parameter: their generic address (PTX ISA cvta: .param{::entry} takes a
-        # kernel parameter's address), which cp.async.bulk.tensor takes for a map in .param space; a map there needs no proxy fence (the
-        # host wrote nothing in the generic proxy), unlike one in global memory
+        # kernel parameter's address), which cp.async.bulk.tensor takes for a map in .param space; a map
+        # there needs no proxy fence (the host wrote nothing in the generic proxy), unlike one in global memory
         ins(f"mov.b64 %tm0, {self.param('tensor_maps')};")
         ins("cvta.param.u64 %tm0, %tm0;                  // generic address of the 3 CUtensorMaps")
         for i in range(1, 3):
@@ -2287,7 +2287,8 @@ def padded_sizes(abi: dict, m: int, k: int) -> dict[str, int]:
     """The granularities compiler/sparse.py's layouts need, for an M x K A (the host packer pads A with
     zeros to them): `k_values`, K rounded up to the instruction K (the compressed values' columns are
     k_values / 2: the metadata describes whole k-steps); `meta_rows` (16-row tiles) and `meta_words` (the
-    ABI's words per k-step: 16 compact, 32 with every lane; `meta_steps` k-steps) cover every CTA tile (of a CTA pair) and K block the kernel walks, so the copy engine never
+    ABI's words per k-step: 16 compact, 32 with every lane; `meta_steps` k-steps) cover every CTA tile (of
+    a CTA pair) and K block the kernel walks, so the copy engine never
     reads a metadata word out of bounds: a zero-filled word would be the nibble 0b0000, which PTX ISA
     9.7.14.6.1 calls invalid (undefined behaviour); the packer's padding holds legal nibbles instead."""
     fk, tk = abi["form_k"], abi["tile_k"]

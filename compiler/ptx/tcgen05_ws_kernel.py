@@ -986,8 +986,9 @@ class _WsKernel:
 
     def maps_address(self, reg: str) -> None:
         """`reg` = the generic address of the `tensor_maps` parameter (PTX ISA cvta: .param{::entry} takes a
-        kernel parameter's address), which cp.async.bulk.tensor and prefetch.tensormap take for a map in .param space (9.7.9.25.5.1); a map
-        there needs no fence.proxy.tensormap (the host wrote nothing through the generic proxy)."""
+        kernel parameter's address), which cp.async.bulk.tensor and prefetch.tensormap take for a map in
+        .param space (9.7.9.25.5.1); a map there needs no fence.proxy.tensormap (the host wrote nothing
+        through the generic proxy)."""
         self.e(f"mov.b64 {reg}, {self.kb.param('tensor_maps')};")
         self.e(f"cvta.param.u64 {reg}, {reg};")
 

@@ -17,6 +17,12 @@ ALIGN = 16          # bytes: the kernels' widest global access (16-byte cp.async
 _BIG_SMEM = 48 * 1024   # beyond this a kernel must opt in (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
 
 
+def aligned_row_elements(cols: int, itemsize: int) -> int:
+    """The least row pitch, in elements, of rows of `cols` elements that keeps every row ALIGN-byte aligned
+    (the row stride the kernels' pitched buffers take)."""
+    return -(-cols * itemsize // ALIGN) * ALIGN // itemsize
+
+
 def target_runs_on(target: str, sm: int) -> bool:
     """Can code for `target` (sm_NN, sm_NNa, sm_NNf) run on a device of compute capability `sm`? Plain
     targets run on that capability and later ones, arch-specific `a` targets on exactly that capability,
@@ -114,7 +120,7 @@ def _allocate(lead: ArrayView, want, fill_zero: bool = False, batch: int | None 
 
     rows, cols = want.shape
     size = TYPES[want.element].bits // 8
-    padded = -(-cols * size // ALIGN) * ALIGN // size
+    padded = aligned_row_elements(cols, size)
     full = allocate_like(lead, lead_dims + (rows, padded), want.element, fill_zero=fill_zero)
     return full if padded == cols else full[..., :cols]
 
@@ -451,7 +457,7 @@ class Kernel:
         if col_s != size and cols > 1:
             raise ArgumentError(arg, "stride", f"{order}: an element stride of {size} bytes", f"{v.strides} bytes")
         if rows == 1:
-            return -(-cols * size // ALIGN) * ALIGN // size
+            return aligned_row_elements(cols, size)
         if row_s % ALIGN or row_s < cols * size or row_s // size >= 1 << 32:
             raise ArgumentError(arg, "stride", f"{order} {ALIGN * 1}-byte-multiple row strides of at least "
                                 f"{cols * size} bytes", f"{v.strides} bytes",
