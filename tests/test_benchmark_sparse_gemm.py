@@ -522,15 +522,15 @@ def test_a_finalist_after_a_light_one_is_not_timed_at_its_clock(monkeypatch):
     case = Case(4096, 4096, 4096, "f16")
     args = type("Args", (), {"rounds": 5, "cslt_max_algs": 1})()
     clocks = iter(range(1000, 2000))
-    row = first = SG["run_case"](_fake_torch(), case, [Candidate("examples/heavy.tile", "heavy", fake_abi())],
-                                 args, SG["Timer"](_fake_torch(), clock=lambda: next(clocks)))
+    heavy = Candidate(f"examples/{'heavy'}.tile", "heavy", fake_abi())
+    row = first = SG["run_case"](_fake_torch(), case, [heavy], args,
+                                 SG["Timer"](_fake_torch(), clock=lambda: next(clocks)))
     assert row["final_ms"]["tilec"] == pytest.approx(0.625, rel=1e-2)
     assert row["final_ms"]["tilec"] == pytest.approx(row["final_ms"]["cusparselt"], rel=1e-2)
     # without the warm-up (the rotation of the rounds alone), whichever entry follows the light peer starts
     # cool: here the same kernel times 6 % faster as tilec than as cuSPARSELt
     monkeypatch.setattr(_Gpu, "heat", 0.0, raising=False)
-    row = SG["run_case"](_fake_torch(), case, [Candidate("examples/heavy.tile", "heavy", fake_abi())], args,
-                         SG["Timer"](_fake_torch(), warm_ms=0.0))
+    row = SG["run_case"](_fake_torch(), case, [heavy], args, SG["Timer"](_fake_torch(), warm_ms=0.0))
     assert row["final_ms"]["tilec"] < 0.97 * row["final_ms"]["cusparselt"]
     # the first run read one SM clock per round and entry: the medians under the entries' names
     assert set(first["sm_mhz"]) == {"tilec", "cusparselt", "cuBLAS"}
