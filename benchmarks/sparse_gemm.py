@@ -45,11 +45,16 @@ operands (relative Frobenius error; rounding to f16 / bf16 gives ~1e-4 / ~1e-3, 
 contender above the tolerance is reported as wrong and not timed. Timing: each contender captured into a
 CUDA graph of enough launches for ~2 ms (host launch overhead excluded for all alike; eager launches
 between CUDA events where a capture fails, said in the JSON), the median of replays; then `--rounds`
-rounds of (the `--finalists` fastest tilec tiles of that screening, as many promoted ones, best cuSPARSELt,
-each dense peer) back to back, the reported time the median round (tilec, tilec promoted: the finalist with
-the lowest), with the SM clock,
-power and temperature read through NVML after the rounds. The card is power-capped: a single screening
-replay meets it at whatever clock its power state gives, so the screening only shortlists.
+rounds of (the `--finalists` fastest tilec tiles of that screening, those within FINALIST_MARGIN of the
+fastest, as many promoted ones, best cuSPARSELt, each dense peer) back to back, each round starting further
+along that list, the reported time the median round (tilec, tilec promoted: the finalist with the lowest).
+The card is power-capped and its clock follows the power drawn over the last tens of milliseconds: a single
+screening replay meets it at whatever clock the contender before left, so the screening only shortlists,
+and in the rounds each entry runs `--warm-ms` of untimed replays before its timed ones (without them, a
+tile timed right after a light one, such as a decode tile at 8192^3, took up to 18 % less than the same
+kernel later in the round). The SM clock after each entry's timed replays (median over the rounds; the
+table gives tilec's and cuSPARSELt's) and the clock, power and temperature after the rounds are read
+through NVML.
 TFLOP/s (TOPS for s8) = 2*M*N*K / time: dense-equivalent, as for cuSPARSELt.
 
 Output: progress lines, a Markdown table with the ratios tilec / best dense peer and tilec / cuSPARSELt,
@@ -72,7 +77,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.gpu.harness.sparse_kernels import (abi_metadata, check_packer, gpu_state, rel_err,  # noqa: E402
-                                              sparse_operands)
+                                              sm_clock_mhz, sparse_operands)
 
 EXAMPLES = REPO / "examples"
 
@@ -374,9 +379,14 @@ def markdown_table(rows: list[dict]) -> str:
             over = " · ".join(f"{_ratio(r)} ({name}{', promoted' if name in PAIRED else ''})"
                               for name, r in s["tilec_over_each_dense"].items())
         err = row.get("tilec_rel_err")
+        mhz = row.get("sm_mhz", {})
+        clocks = row.get("clocks", "-")
+        if "tilec" in mhz or "cusparselt" in mhz:   # the SM clock after each one's timed replays (median)
+            clocks = (f"tilec {_num(mhz.get('tilec', float('nan')))} / cuSPARSELt "
+                      f"{_num(mhz.get('cusparselt', float('nan')))} MHz; after: {clocks}")
         lines.append(f"| {case.label} | {case.a} → {case.out}{unit} | {tile} | {_num(s['tilec'])} "
                      f"| {cs} | {peers} | {over} | {_ratio(s['tilec_over_cusparselt'])} "
-                     f"| {'-' if err is None else f'{err:.1e}'} | {row.get('clocks', '-')} |")
+                     f"| {'-' if err is None else f'{err:.1e}'} | {clocks} |")
     return "\n".join(lines)
 
 
@@ -411,15 +421,25 @@ class Timer:
     """Milliseconds per launch of a no-argument callable: compiler/runtime/timing.py's LaunchTimer (a CUDA
     graph of `batch` launches replayed between CUDA events, host launch cost out of the picture for every
     contender alike; back-to-back launches where a capture fails, the reason kept in `how`), with the
-    finalists of a case captured once and replayed in every round."""
+    finalists of a case captured once and replayed in every round.
 
-    def __init__(self, torch, target_ms: float = 3.0, replays: int = 5) -> None:
+    In the rounds each finalist first runs alone for `warm_ms` (replays not timed), then its timed replays:
+    the card is power-capped, and its clock follows the power drawn over the last tens of milliseconds, so
+    without it a finalist timed right after a light one (a decode tile at a large shape, a slow peer) ran at
+    the clock that one left behind, in up to 18 % less time than the same kernel later in the round. `clock`
+    (None: not read) gives the SM clock in MHz after each finalist's timed replays (`clocks`)."""
+
+    def __init__(self, torch, target_ms: float = 3.0, replays: int = 5, warm_ms: float | None = None,
+                 clock=None) -> None:
         from compiler.runtime.timing import LaunchTimer
 
         self.launches = LaunchTimer("torch", torch, target_ms=target_ms)
         self.replays = replays
+        self.warm_ms = WARM_MS if warm_ms is None else warm_ms
+        self.clock = clock
         self.kept: dict = {}            # key -> (graph or None, batch): the finalists of a case
         self.how: dict[str, str] = {}
+        self.clocks: dict[str, list[int]] = {}
 
     def capture(self, key: str, fn):
         graph, batch, self.how[key] = self.launches.capture(fn)
@@ -436,15 +456,27 @@ class Timer:
         finally:
             del g
 
+    def warm(self, fn, g, batch: int) -> None:
+        """Replays, not timed, until `warm_ms` of them have run (the finalist's own power draw sets the clock)."""
+        spent = 0.0
+        while spent < self.warm_ms:
+            spent += self.launches.replay(fn, g, batch) * batch
+
     def keep(self, key: str, fn) -> float:
-        """The finalists: captured once per case, replayed in every round."""
+        """The finalists: captured once per case, warmed up and replayed in every round."""
         if key not in self.kept:
             self.kept[key] = self.capture(key, fn)
-        return self.replay(fn, *self.kept[key], self.replays)
+        self.warm(fn, *self.kept[key])
+        ms = self.replay(fn, *self.kept[key], self.replays)
+        mhz = self.clock() if self.clock else None
+        if mhz is not None:
+            self.clocks.setdefault(key, []).append(mhz)
+        return ms
 
     def drop(self) -> None:
         self.kept.clear()
         self.how.clear()
+        self.clocks.clear()
 
 
 TORCH_TYPE = {"f16": "float16", "bf16": "bfloat16", "e4m3": "float8_e4m3fn", "s8": "int8", "s32": "int32",
@@ -574,19 +606,28 @@ def checker(torch, ref, d=None):
 
 
 FINALISTS = 3               # tilec tiles of a case (and promoted ones) that go from the screening to the rounds
+# ... those screened within this factor of the fastest: a tile several times slower (a decode tile at 8192^3)
+# cannot win the rounds, and it costs them time
+FINALIST_MARGIN = 1.5
+# each finalist's untimed replays before its timed ones in every round (Timer). Measured on the H200 (700 W
+# cap; docs/measurements.md "Power-capped clocks and the rounds"): after idle or a light kernel, an e4m3
+# 8192^3 kernel ran 18 % faster for the first ~40 ms, and settled after ~80 ms
+WARM_MS = 150.0
 FINALIST = "tilec finalist "  # their keys in the rounds (the winner's becomes "tilec")
 PROMOTED_FINALIST = "tilec promoted finalist "      # (the winner's becomes "tilec promoted")
 
 
-def shortlist(results: dict[str, dict], count: int) -> list[str]:
-    """The names `gate` timed, fastest first, at most `count` (at least one)."""
-    timed = [name for name, r in results.items() if "ms" in r and r["ms"] == r["ms"]]
-    return sorted(timed, key=lambda name: results[name]["ms"])[:max(1, count)]
+def shortlist(results: dict[str, dict], count: int, margin: float = FINALIST_MARGIN) -> list[str]:
+    """The names `gate` timed, fastest first, at most `count` (at least one), each within `margin` times
+    the fastest's screening."""
+    timed = sorted((name for name, r in results.items() if "ms" in r and r["ms"] == r["ms"]),
+                   key=lambda name: results[name]["ms"])
+    return [name for name in timed[:max(1, count)] if results[name]["ms"] <= margin * results[timed[0]]["ms"]]
 
 
 def settle(row: dict, entry: str, prefix: str, listed: str) -> str | None:
     """After the rounds: the finalist (keys `prefix` + name) with the lowest median becomes `entry` of
-    final_ms / rounds_ms / timing, every finalist's median goes to row[listed + "_ms"], and the others'
+    final_ms / rounds_ms / timing / sm_mhz, every finalist's median goes to row[listed + "_ms"], and the others'
     rounds are dropped. Returns its name, or None where there were no such finalists."""
     medians = {key[len(prefix):]: row["final_ms"].pop(key) for key in list(row["final_ms"]) if key.startswith(prefix)}
     if not medians:
@@ -596,9 +637,13 @@ def settle(row: dict, entry: str, prefix: str, listed: str) -> str | None:
     row["final_ms"][entry] = medians[best]
     row["rounds_ms"][entry] = row["rounds_ms"].pop(prefix + best)
     row["timing"][entry] = row["timing"].pop(prefix + best)
+    mhz = row.setdefault("sm_mhz", {})
+    if prefix + best in mhz:
+        mhz[entry] = mhz[prefix + best]
     for name in medians:
         row["rounds_ms"].pop(prefix + name, None)
         row["timing"].pop(prefix + name, None)
+        mhz.pop(prefix + name, None)
     return best
 
 
@@ -666,14 +711,18 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
         best = fastest(res)
         if best:
             final[peer] = layouts[best]
-    # rounds: the finalists back to back, so that clock and power drift hits them alike
+    # rounds: the finalists back to back, so that clock and power drift hits them alike; each round starts
+    # further along the list (round r at entry r * len / rounds), so no entry always follows the same one
     rounds: dict[str, list[float]] = {name: [] for name in final}
-    for _ in range(args.rounds):
-        for name, fn in final.items():
-            rounds[name].append(timer.keep(name, fn))
+    names = list(final)
+    for r in range(args.rounds):
+        shift = r * len(names) // max(1, args.rounds)
+        for name in names[shift:] + names[:shift]:
+            rounds[name].append(timer.keep(name, final[name]))
     row["rounds_ms"] = {name: sorted(v) for name, v in rounds.items()}
     row["final_ms"] = {name: statistics.median(v) for name, v in rounds.items() if v}
     row["timing"] = {key: timer.how.get(key) for key in final}
+    row["sm_mhz"] = {key: statistics.median(v) for key, v in timer.clocks.items() if v}
     best = settle(row, "tilec", FINALIST, "tilec_finalists")
     if best:
         row["tilec_tile"] = best + (f" ({unlike[best]})" if unlike[best] else "")
@@ -708,6 +757,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final comparison")
     ap.add_argument("--finalists", type=int, default=FINALISTS,
                     help="tilec tiles per case that go from the screening (one replay each) to the rounds")
+    ap.add_argument("--warm-ms", type=float, default=WARM_MS,
+                    help="each finalist's untimed replays (ms) before its timed ones, in every round")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds after which no further case starts")
     ap.add_argument("--cslt-max-algs", type=int, default=32, help="cuSPARSELt alg ids timed besides the searched one")
     ap.add_argument("--list", action="store_true", help="only say which example runs which case (no GPU)")
@@ -746,7 +797,7 @@ def main(argv=None) -> int:
     print(f"device {dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}; {gpu_state()}", flush=True)
     check_packer(torch, "cuda", ("f16", "bf16", "e4m3", "s8"))
     print("GPU packer == compiler.sparse.compress (f16, bf16, e4m3, s8)", flush=True)
-    timer = Timer(torch)
+    timer = Timer(torch, warm_ms=args.warm_ms, clock=sm_clock_mhz)
     rows, left = [], []
     for case in todo:
         if time.time() - t0 > args.budget:

@@ -484,3 +484,60 @@ def test_the_rounds_decide_among_the_screenings_finalists(monkeypatch):
     fresh()
     row = SG["run_case"](_fake_torch(), case, tiles, args, SG["Timer"](_fake_torch()))
     assert row["tilec_finalists"] == ["first.tile"] and row["tilec_tile"] == "first.tile"
+
+
+class _Drawing(_Launch):
+    """A contender drawing `power` (0..1) on a power-capped card: the card's heat follows the power drawn
+    with a time constant of 20 ms (a launch moves it 1 - exp(-ms / 20) of the way), and every launch takes
+    `ms` x (1 + 0.25 heat): right after a light contender, a heavy one runs faster for tens of milliseconds
+    (the clock the light one left behind)."""
+
+    def __init__(self, ms, power):
+        super().__init__(ms)
+        self.power = power
+
+    def __call__(self):
+        if _Gpu.capturing is not None:
+            return super().__call__()
+        self.launches += 1
+        _Gpu.now += self.ms * (1 + 0.25 * _Gpu.heat)
+        _Gpu.heat += (1 - math.exp(-self.ms / 20)) * (self.power - _Gpu.heat)
+        return self
+
+
+def test_a_finalist_after_a_light_one_is_not_timed_at_its_clock(monkeypatch):
+    """Two copies of one heavy kernel (tilec and cuSPARSELt stand-ins, 0.5 ms at a cool card) and a light,
+    slow dense peer: in the rounds each finalist runs alone for Timer.warm_ms before its timed replays, so
+    the one that follows the light peer gets no head start: both within 1 % of each other and of 0.5 x 1.25
+    (after WARM_MS = 150 ms, 7.5 time constants, the heat is all the way)."""
+    g = SG["run_case"].__globals__
+    tile, lib, peer = _Drawing(0.5, 1.0), _Drawing(0.5, 1.0), _Drawing(2.0, 0.0)
+    monkeypatch.setattr(_Gpu, "heat", 0.0, raising=False)
+    monkeypatch.setitem(g, "operands", lambda torch, case, seed, **kw: (None, None, None, None, "ref"))
+    monkeypatch.setitem(g, "tilec_contenders", lambda torch, case, group, *a: {"heavy.tile": tile})
+    monkeypatch.setitem(g, "cusparselt", lambda *a: {"alg 0, B view": lib, "_keep": None})
+    monkeypatch.setitem(g, "dense_peers", lambda *a: {"cuBLAS": {"view": peer}})
+    monkeypatch.setitem(g, "checker", lambda torch, ref, d=None: (lambda fn: fn().err))
+    monkeypatch.setitem(g, "gpu_state", lambda: "-")
+    case = Case(4096, 4096, 4096, "f16")
+    args = type("Args", (), {"rounds": 5, "cslt_max_algs": 1})()
+    clocks = iter(range(1000, 2000))
+    heavy = Candidate(f"examples/{'heavy'}.tile", "heavy", fake_abi())
+    row = first = SG["run_case"](_fake_torch(), case, [heavy], args,
+                                 SG["Timer"](_fake_torch(), clock=lambda: next(clocks)))
+    assert row["final_ms"]["tilec"] == pytest.approx(0.625, rel=1e-2)
+    assert row["final_ms"]["tilec"] == pytest.approx(row["final_ms"]["cusparselt"], rel=1e-2)
+    # without the warm-up (the rotation of the rounds alone), whichever entry follows the light peer starts
+    # cool: here the same kernel times 6 % faster as tilec than as cuSPARSELt
+    monkeypatch.setattr(_Gpu, "heat", 0.0, raising=False)
+    row = SG["run_case"](_fake_torch(), case, [heavy], args, SG["Timer"](_fake_torch(), warm_ms=0.0))
+    assert row["final_ms"]["tilec"] < 0.97 * row["final_ms"]["cusparselt"]
+    # the first run read one SM clock per round and entry: the medians under the entries' names
+    assert set(first["sm_mhz"]) == {"tilec", "cusparselt", "cuBLAS"}
+    assert "| tilec " in SG["markdown_table"]([first]).splitlines()[2] and row["sm_mhz"] == {}
+
+
+def test_the_shortlist_leaves_out_tiles_far_behind_the_fastest():
+    res = {"a": {"ms": 1.0}, "b": {"ms": 1.4}, "c": {"ms": 3.0}, "wrong": {"wrong": "x"}}
+    assert SG["shortlist"](res, 3) == ["a", "b"]
+    assert SG["shortlist"](res, 3, margin=4.0) == ["a", "b", "c"] and SG["shortlist"](res, 1) == ["a"]

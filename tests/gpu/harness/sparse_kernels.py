@@ -398,6 +398,16 @@ def gpu_state() -> str:
         return f"no NVML: {type(e).__name__}"
 
 
+def sm_clock_mhz() -> int | None:
+    """Device 0's SM clock now, MHz (NVML); None where NVML cannot be read."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM))
+    except Exception:                                                       # no NVML: no clock column
+        return None
+
+
 def rel_err(torch, out, ref) -> float:
     """Relative Frobenius error of a kernel's D against an fp32 reference (inf if D holds a non-finite
     value: the benchmarks poison D with NaN, so an unwritten element shows)."""
