@@ -38,6 +38,9 @@ use_fast_accum=True (PAIRED; a pairing whose tilec side is missing is "-").
 Operands: A random 2:4 (never-zero kept values) and B uniform, built on the GPU and packed into
 compiler/sparse.py's layouts there (tests/gpu/harness/sparse_kernels.sparse_operands, checked against
 sparse.compress for every type first); B stored as B^T (N x K, K contiguous) as the kernels read it.
+Every launch reads an A (the weights) that the L2 does not hold, as in a model: where A is smaller than 3x the
+L2, each contender's launches rotate through copies of its A (the packed one for tilec, the compressed one
+for cuSPARSELt, the dense one for cuBLAS) that together are (COLD_L2_FACTOR); `--warm-l2` times one A.
 
 Correctness first: every contender (each tilec tile, each cuSPARSELt configuration, each dense peer) is
 run once with D poisoned (NaN; s32: INT_MIN) and compared with the f32 torch product of the same
