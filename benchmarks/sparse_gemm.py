@@ -38,6 +38,9 @@ use_fast_accum=True (PAIRED; a pairing whose tilec side is missing is "-").
 Operands: A random 2:4 (never-zero kept values) and B uniform, built on the GPU and packed into
 compiler/sparse.py's layouts there (tests/gpu/harness/sparse_kernels.sparse_operands, checked against
 sparse.compress for every type first); B stored as B^T (N x K, K contiguous) as the kernels read it.
+Every launch reads an A (the weights) that the L2 does not hold, as in a model: where A is smaller than 3x the
+L2, each contender's launches rotate through copies of its A (the packed one for tilec, the compressed one
+for cuSPARSELt, the dense one for cuBLAS) that together are (COLD_L2_FACTOR); `--warm-l2` times one A.
 
 Correctness first: every contender (each tilec tile, each cuSPARSELt configuration, each dense peer) is
 run once with D poisoned (NaN; s32: INT_MIN) and compared with the f32 torch product of the same
@@ -514,9 +517,57 @@ def operands(torch, case: Case, seed: int, rows: int | None = None):
     return dense, vals, meta, bt, ref
 
 
-def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt, d) -> dict:
+# Every launch of the timing reads an A (the sparse operand: a model's weights) that the L2 does not hold, as
+# in a model, whose layers' weights go through the L2 one GEMM at a time: where A is smaller than
+# COLD_L2_FACTOR x the L2, the launches rotate through copies of it that together are that large (--warm-l2:
+# one A, which stays in the L2 from launch to launch as far as it fits). On the H200 (50 MB of L2) the e4m3
+# decode cases' A (40 MB with its metadata) had been half in the L2 from the launch before.
+COLD_L2_FACTOR = 3
+
+
+class Ring:
+    """Copies of an operand, handed out in turn: a CUDA graph captured from a closure that takes next()
+    launches on copy 0, 1, .., n - 1, 0, .. (the capture records the launches in that order)."""
+
+    def __init__(self, items) -> None:
+        self.items, self.at = list(items), -1
+
+    def next(self):
+        self.at = (self.at + 1) % len(self.items)
+        return self.items[self.at]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def l2_bytes(torch) -> int | None:
+    """The device's L2 size (None where torch does not say)."""
+    try:
+        return int(torch.cuda.get_device_properties(0).L2_cache_size) or None
+    except Exception:                                                  # a stand-in torch, an old one
+        return None
+
+
+def copies_for(nbytes: int, l2: int | None, warm_l2: bool = False) -> int:
+    """How many copies of an A of `nbytes` the launches rotate through (COLD_L2_FACTOR)."""
+    if warm_l2 or not l2 or not nbytes or nbytes >= COLD_L2_FACTOR * l2:
+        return 1
+    return math.ceil(COLD_L2_FACTOR * l2 / nbytes)
+
+
+def ring_of(tensors, copies: int) -> Ring:
+    """Ring of `copies` of a tuple of tensors (the first the tensors themselves, the others clones)."""
+    return Ring([tensors] + [tuple(t.clone() for t in tensors) for _ in range(copies - 1)])
+
+
+def _nbytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt, d, copies: int = 1) -> dict:
     """name -> launch closure of each chosen tile (the runtime's Kernel; packed A shared; a tile that reads
-    C gets zeros in C's type, made once here, so that it computes D = A*B too and no launch allocates)."""
+    C gets zeros in C's type, made once here, so that it computes D = A*B too and no launch allocates);
+    with `copies` > 1 each launch reads the next of that many copies of the packed A (Ring)."""
     from compiler.runtime import Kernel, SparseA
 
     out, zeros = {}, {}
@@ -528,22 +579,23 @@ def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt,
         value_rows, meta_tiles = packed_rows(c, case)
         lanes = tuple(c.abi["buffers"].get("a_metadata", {}).get("lanes", ()))
         if lanes not in layouts:  # 32-lane (sparse_operands') or compact (the wgmma kernel, 16-bit A)
-            layouts[lanes] = abi_metadata(c.abi, meta) if lanes else meta
-        a = SparseA(vals[:value_rows], layouts[lanes][:meta_tiles], case.a, case.m, case.k)
+            packed = (vals, abi_metadata(c.abi, meta) if lanes else meta)
+            layouts[lanes] = ring_of(packed, copies).items
+        a = Ring(SparseA(v[:value_rows], m[:meta_tiles], case.a, case.m, case.k) for v, m in layouts[lanes])
         b, zero = bt.t(), None
         if c.reads_c:
             element = c.abi["buffers"]["c"]["element"]
             if element not in zeros:
                 zeros[element] = torch.zeros((case.m, case.n), device="cuda", dtype=getattr(torch, TORCH_TYPE[element]))
             zero = zeros[element]
-        out[c.name] = (lambda kernel=kernel, a=a, b=b, zero=zero: kernel(a, b, zero, out=d))
+        out[c.name] = (lambda kernel=kernel, a=a, b=b, zero=zero: kernel(a.next(), b, zero, out=d))
     return out
 
 
-def cusparselt(torch, case: Case, dense, bt, note: list, max_algs: int) -> dict:
+def cusparselt(torch, case: Case, dense, bt, note: list, max_algs: int, warm_l2: bool = False) -> dict:
     """name -> launch closure of every cuSPARSELt configuration worth timing: the searched alg id and
     every alg id below get_max_alg_id() (at most `max_algs` of them), for both B layouts; each is checked
-    before the caller times it."""
+    before the caller times it. Each launch reads the next copy of the compressed A (copies_for)."""
     try:
         a_c = torch._cslt_compress(dense)
     except Exception as e:                                             # report, keep going
@@ -567,31 +619,35 @@ def cusparselt(torch, case: Case, dense, bt, note: list, max_algs: int) -> dict:
             note.append(f"search ({tag}): {type(e).__name__}: {str(e)[:120]}")
         algs[tag] = ids or {0}
     out = {}
+    ring = ring_of((a_c,), copies_for(_nbytes(a_c), l2_bytes(torch), warm_l2))
     for tag, b in layouts.items():
         for alg in sorted(algs[tag]):
-            out[f"alg {alg}, B {tag}"] = (lambda b=b, alg=alg: torch._cslt_sparse_mm(a_c, b, out_dtype=out_dtype,
-                                                                                   alg_id=alg))
-    out["_keep"] = (a_c, layouts)
+            out[f"alg {alg}, B {tag}"] = (lambda b=b, alg=alg: torch._cslt_sparse_mm(ring.next()[0], b,
+                                                                                   out_dtype=out_dtype, alg_id=alg))
+    out["_keep"] = (ring, layouts)
     return out
 
 
-def dense_peers(torch, case: Case, dense, bt) -> dict[str, dict]:
-    """peer name -> {layout tag: launch closure}: cuBLAS in the case's types."""
+def dense_peers(torch, case: Case, dense, bt, warm_l2: bool = False) -> dict[str, dict]:
+    """peer name -> {layout tag: launch closure}: cuBLAS in the case's types; each launch reads the next copy
+    of the dense A (copies_for)."""
     b_view = bt.t()
+    a = ring_of((dense,), copies_for(_nbytes(dense), l2_bytes(torch), warm_l2))
     if case.a in ("f16", "bf16"):
         b_cont = b_view.contiguous()
-        return {"cuBLAS": {"view": lambda: torch.mm(dense, b_view), "contig": lambda: torch.mm(dense, b_cont)}}
+        return {"cuBLAS": {"view": lambda: torch.mm(a.next()[0], b_view),
+                           "contig": lambda: torch.mm(a.next()[0], b_cont)}}
     if case.a == "e4m3":
         one = torch.ones((), device="cuda", dtype=torch.float32)
         peers = {}
         for fast in (True, False):
             peers[f"cuBLAS fp8 {'fast' if fast else 'no-fast'} acc"] = {
-                "view": (lambda fast=fast: torch._scaled_mm(dense, b_view, scale_a=one, scale_b=one,
+                "view": (lambda fast=fast: torch._scaled_mm(a.next()[0], b_view, scale_a=one, scale_b=one,
                                                             out_dtype=torch.bfloat16, use_fast_accum=fast))}
         return peers
     b_cont = b_view.contiguous()
-    return {"cuBLAS int8": {"view": lambda: torch._int_mm(dense, b_view),
-                            "contig": lambda: torch._int_mm(dense, b_cont)}}
+    return {"cuBLAS int8": {"view": lambda: torch._int_mm(a.next()[0], b_view),
+                            "contig": lambda: torch._int_mm(a.next()[0], b_cont)}}
 
 
 def checker(torch, ref, d=None):
@@ -655,6 +711,9 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
     dense, vals, meta, bt, ref = operands(torch, case, seed=case.m + case.n + case.k, rows=-(-rows // 16) * 16)
     tol = tolerance(case.out)
     final: dict[str, object] = {}
+    warm_l2 = getattr(args, "warm_l2", False)
+    copies = copies_for(_nbytes(vals, meta) if vals is not None else 0, l2_bytes(torch), warm_l2)
+    row["a_copies"] = copies
     # tilec: every runnable example, checked then timed; the fastest to the rounds
     if not chosen:
         row["unavailable"] = unavailable(case, unmet)
@@ -663,7 +722,7 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
         for d_type in dict.fromkeys(c.d_type for c in chosen):      # one D per output type, poisoned per check
             group = [c for c in chosen if c.d_type == d_type]
             d = torch.empty((case.m, case.n), device="cuda", dtype=getattr(torch, TORCH_TYPE[d_type]))
-            group_runs = tilec_contenders(torch, case, group, vals, meta, bt, d)
+            group_runs = tilec_contenders(torch, case, group, vals, meta, bt, d, copies)
             res.update(gate(group_runs, checker(torch, ref, d), lambda fn: timer.once("tilec", fn), tolerance(d_type)))
             runs.update(group_runs)
         row["tilec"] = res
@@ -690,7 +749,7 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
             row["tilec_wrong"] = "; ".join(f"{name}: {r.get('wrong') or r.get('error')}" for name, r in res.items())
     # cuSPARSELt: every configuration checked, timed; the fastest to the rounds
     note: list[str] = []
-    cs = cusparselt(torch, case, dense, bt, note, args.cslt_max_algs)
+    cs = cusparselt(torch, case, dense, bt, note, args.cslt_max_algs, warm_l2)
     keep = cs.pop("_keep", None)
     if cs:
         res = gate(cs, checker(torch, ref), lambda fn: timer.once("cusparselt", fn), tol)
@@ -705,7 +764,7 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
         row["cusparselt_note"] = "; ".join(note)[:300]
     # dense peers: each layout checked, timed; the faster layout to the rounds
     row["dense"] = {}
-    for peer, layouts in dense_peers(torch, case, dense, bt).items():
+    for peer, layouts in dense_peers(torch, case, dense, bt, warm_l2).items():
         res = gate(layouts, checker(torch, ref), lambda fn: timer.once(peer, fn), tol)
         row["dense"][peer] = res
         best = fastest(res)
@@ -759,6 +818,8 @@ def main(argv=None) -> int:
                     help="tilec tiles per case that go from the screening (one replay each) to the rounds")
     ap.add_argument("--warm-ms", type=float, default=WARM_MS,
                     help="each finalist's untimed replays (ms) before its timed ones, in every round")
+    ap.add_argument("--warm-l2", action="store_true",
+                    help="one copy of A for all launches (default: copies that together are 3x the L2: cold weights)")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds after which no further case starts")
     ap.add_argument("--cslt-max-algs", type=int, default=32, help="cuSPARSELt alg ids timed besides the searched one")
     ap.add_argument("--list", action="store_true", help="only say which example runs which case (no GPU)")

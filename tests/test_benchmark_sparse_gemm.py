@@ -541,3 +541,42 @@ def test_the_shortlist_leaves_out_tiles_far_behind_the_fastest():
     res = {"a": {"ms": 1.0}, "b": {"ms": 1.4}, "c": {"ms": 3.0}, "wrong": {"wrong": "x"}}
     assert SG["shortlist"](res, 3) == ["a", "b"]
     assert SG["shortlist"](res, 3, margin=4.0) == ["a", "b", "c"] and SG["shortlist"](res, 1) == ["a"]
+
+
+class _Tensor:
+    """Enough of a tensor for the copies of A: a size, clones that remember whose copy they are, .t()."""
+
+    def __init__(self, nbytes, name="A"):
+        self.nbytes, self.name = nbytes, name
+
+    def numel(self):
+        return self.nbytes
+
+    def element_size(self):
+        return 1
+
+    def clone(self):
+        return _Tensor(self.nbytes, self.name + "'")
+
+    def t(self):
+        return self
+
+    def contiguous(self):
+        return self
+
+
+def test_each_launch_reads_an_a_the_l2_does_not_hold():
+    """Copies of A that together are COLD_L2_FACTOR (3) x the L2, handed out in turn; one A where it is that
+    large itself, or with --warm-l2."""
+    from types import SimpleNamespace
+
+    assert SG["copies_for"](40, 50) == 4 and SG["copies_for"](150, 50) == 1 and SG["copies_for"](149, 50) == 2
+    assert SG["copies_for"](40, 50, warm_l2=True) == 1 and SG["copies_for"](40, None) == 1
+    fake = SimpleNamespace(mm=lambda a, b: a,
+                           cuda=SimpleNamespace(get_device_properties=lambda i: SimpleNamespace(L2_cache_size=50)))
+    peers = SG["dense_peers"](fake, Case(8192, 16, 8192, "f16"), _Tensor(40), _Tensor(1, "B"))
+    read = [peers["cuBLAS"]["view"]() for _ in range(9)]
+    assert [a.name for a in read[:4]] == ["A", "A'", "A'", "A'"] and len({id(a) for a in read[:4]}) == 4
+    assert [id(a) for a in read[4:]] == [id(a) for a in read[:4]] + [id(read[0])]
+    peers = SG["dense_peers"](fake, Case(8192, 16, 8192, "f16"), _Tensor(40), _Tensor(1, "B"), warm_l2=True)
+    assert {id(peers["cuBLAS"]["view"]()) for _ in range(5)} == {id(peers["cuBLAS"]["view"]())}
