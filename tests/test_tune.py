@@ -490,6 +490,29 @@ def test_ranking_puts_spread_stream_k_last_and_shows_one_depth_per_tile_shape(mo
     assert est(sk) < spread[0] and est(pers) == spread[1]
 
 
+def test_a_decode_tile_bound_by_reading_a_ranks_the_longest_k_block_first():
+    """Measured (docs/measurements.md, "Cold weights"): at e4m3 8192x256x8192 the 128 x 128 CTA pairs with K
+    blocks of 256 in 4 stages ran 25.5 us, with blocks of 128 in 8 / 6 / 5 stages 27.6 us; every block costs
+    its producer and consumers a barrier round whatever its bytes (BLOCK_LOAD_CYCLES). Without that cost the
+    three K blocks tied in the estimate and enumeration order put 64 first."""
+    from compiler.ptx.emission import _select_mma_sp
+
+    path = ROOT / "examples" / "sparse_wgmma_decode.tile"
+    r = compile_source(path.read_text(), str(path))
+    view = r.tiles["sparse_wgmma_e4m3_decode_n128"]
+    base = view.payload.schedule
+    cands = []
+    for cta_k, stages in ((128, 8), (64, 16), (256, 4)):
+        schedule = replace(base, cta_k=cta_k, stages=stages, persistent="none", split_k=1)
+        cands.append(schedules.Candidate(schedule, _select_mma_sp(view, r.module, schedule)[1]))
+    order = schedules.ranked(cands, view, 8192, 256, 8192, 132)
+    assert [c.schedule.cta_k for c in order] == [256, 128, 64]
+    est = [schedules.estimate_cycles("sparse_wgmma", c.config, view.facts["form"], 8192, 256, 8192, 132)
+           for c in order]
+    blocks = [8192 // c.schedule.cta_k for c in order]      # one wave: the estimates differ by the blocks' cost
+    assert est[1] - est[0] == pytest.approx((blocks[1] - blocks[0]) * schedules.BLOCK_LOAD_CYCLES)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", [WGMMA, ROOT / "examples" / "sparse_wgmma_e4m3_bf16.tile", SYNC])
 def test_pruned_enumeration_equals_the_full_product(path):

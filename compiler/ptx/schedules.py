@@ -21,11 +21,12 @@ tried decides (compiler/tune.py).
 
 The ranking (estimate_cycles) is a deliberately small throughput model used only to order the search:
 whole waves of CTAs over the SMs, per K block the slowest of tensor-core work, operand bytes into
-shared memory, shared-memory traffic (the warp-level kernel's fragment reads; the wgmma kernel's operand
+shared memory (plus a fixed cost per block: its barrier round), shared-memory traffic (the warp-level kernel's fragment reads; the wgmma kernel's operand
 reads and the copy engine's writes), and the copy latency the ring's stages do not hide (stream-K: one wave,
 each CTA its equal share of all tiles' K blocks, plus the partial tiles' workspace round trip, its loads at
 DRAM's share where each range spans several tiles of operands larger than L2). Its constants are round
-figures for a Hopper SM, not measurements; the timings of `tilec tune` decide. `ranked` shows one ring
+figures for a Hopper SM, not measurements (but BLOCK_LOAD_CYCLES, derived from two measured pairs of
+tiles); the timings of `tilec tune` decide. `ranked` shows one ring
 depth per tile shape first where the depths' estimates tie.
 """
 from __future__ import annotations
@@ -208,6 +209,12 @@ SPREAD_BYTES_PER_CYCLE = 16
 L2_BYTES = 50 * 2**20          # an H100's L2: operands within it are read from DRAM once, however spread
 COPY_LATENCY = 1000            # cycles from a K block's copy to its data in shared memory
 ISSUE_CYCLES = 32              # least cycles of one MMA instruction (small N does not fill the pipe)
+# cycles each K block adds to its loads, whatever its size: the producer's round (empty-barrier wait,
+# expect_tx, one TMA per operand) and the consumers' release. Derived from two pairs of tiles that differ only
+# in the K block, both bound by reading A: e4m3 8192x256x8192, 128 x 128 CTA pairs, 64 blocks of 128 took
+# 27.6 us and 32 blocks of 256 25.5 us (H200 at ~1.5 GHz: 2.1 us / 32 blocks = ~100 cycles a block); f16 at
+# the same shape, 128 blocks of 64 51 us and 64 of 128 46 us (H100 at ~1.75 GHz: ~135 cycles)
+BLOCK_LOAD_CYCLES = 100
 
 
 def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int) -> float:
@@ -247,6 +254,7 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
     load = loaded / L2_BYTES_PER_CYCLE
     if stream and tiles > sms * per_sm and (m * k // 2 + n * k) * a_bits / 8 > L2_BYTES:
         load = loaded / SPREAD_BYTES_PER_CYCLE     # every range spans several tiles: no reuse through L2
+    load += BLOCK_LOAD_CYCLES
     block = max(per_sm * mma, per_sm * load, per_sm * smem_read, COPY_LATENCY / (c.stages - 1))
     # split-K: every slice writes its f32/s32 partial tile, the last one reads them all back
     reduce = 2 * c.cta_m * c.cta_n * 4 * per_sm / L2_BYTES_PER_CYCLE if split > 1 else 0.0
