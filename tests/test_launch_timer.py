@@ -1,0 +1,42 @@
+"""compiler/runtime/timing.py LaunchTimer on a stand-in for torch whose CUDA events read a fake GPU clock."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from compiler.runtime.timing import LaunchTimer
+
+
+class _Clock:
+    now = 0.0
+
+
+class _Event:
+    def __init__(self, enable_timing=True):
+        self.t = None
+
+    def record(self):
+        self.t = _Clock.now
+
+    def elapsed_time(self, end):
+        return end.t - self.t
+
+
+def _torch():
+    return SimpleNamespace(cuda=SimpleNamespace(Event=_Event, synchronize=lambda: None))
+
+
+def test_warm_runs_untimed_replays_until_the_time_is_spent():
+    """warm(fn, None, batch, ms): back-to-back batches (no graph) until `ms` of GPU time have run: a 0.5 ms
+    kernel in batches of 6 (3 ms a batch) needs 50 batches for 150 ms; 0 ms runs none."""
+    launches = []
+
+    def fn():
+        launches.append(1)
+        _Clock.now += 0.5
+
+    timer = LaunchTimer("torch", _torch())
+    timer.warm(fn, None, 6, 150.0)
+    assert len(launches) == 300 and _Clock.now >= 150.0
+    launches.clear()
+    timer.warm(fn, None, 6, 0.0)
+    assert launches == []
