@@ -343,13 +343,21 @@ def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, 
             lines.append(f"{where}: D matches numpy ({prob.d_type} tolerance {tol_text}; "
                          f"{host.size - inexact} of {host.size} elements bit-identical)")
     if bench:
-        times, batch, how = _bench(kernel, prob, name, lib, iters, warmup, warm_ms)
-        med = sorted(times)[len(times) // 2]
-        flops = 2.0 * m * n * k * batch / (med * 1e-6) / 1e12
-        warmed = f" and {warm_ms:g} ms of untimed replays" if warm_ms else ""
-        lines.append(f"{where}: median {med:.1f} us per launch over {len(times)} replays of a {how} after "
-                     f"{warmup} warm-up{warmed} ({flops:.1f} TFLOP/s, dense-equivalent 2*M*N*K)")
+        times, _, how = _bench(kernel, prob, name, lib, iters, warmup, warm_ms)
+        lines.append(f"{where}: {bench_summary(times, how, warmup, warm_ms, (m, n, k), batch)}")
     return ok, lines
+
+
+def bench_summary(times_us: list[float], how: str, warmup: int, warm_ms: float, shape, problems: int = 1) -> str:
+    """`tilec run --bench`'s report of `_bench`'s times (us per launch, one per replay): the median and its
+    TFLOP/s over the `problems` GEMMs of a launch (--batch; not the launches a replay holds, which the
+    times are already divided by)."""
+    m, n, k = shape
+    med = sorted(times_us)[len(times_us) // 2]
+    flops = 2.0 * m * n * k * problems / (med * 1e-6) / 1e12
+    warmed = f" and {warm_ms:g} ms of untimed replays" if warm_ms else ""
+    return (f"median {med:.1f} us per launch over {len(times_us)} replays of a {how} after {warmup} warm-up"
+            f"{warmed} ({flops:.1f} TFLOP/s, dense-equivalent 2*M*N*K)")
 
 
 def _bench(kernel, prob, name: str, lib, iters: int, warmup: int, warm_ms: float = 0.0) -> tuple[list[float], int, str]:
