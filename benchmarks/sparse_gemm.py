@@ -461,9 +461,7 @@ class Timer:
 
     def warm(self, fn, g, batch: int) -> None:
         """Replays, not timed, until `warm_ms` of them have run (the finalist's own power draw sets the clock)."""
-        spent = 0.0
-        while spent < self.warm_ms:
-            spent += self.launches.replay(fn, g, batch) * batch
+        self.launches.warm(fn, g, batch, self.warm_ms)
 
     def keep(self, key: str, fn) -> float:
         """The finalists: captured once per case, warmed up and replayed in every round."""

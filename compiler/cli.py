@@ -167,6 +167,9 @@ def _parser(argv: list[str] | None = None):
                         "seeded order), random (at seeded random points); write it with '=' (--emulate=random)")
     r.add_argument("--iters", type=int, default=100, help="timed launches (--bench; default 100)")
     r.add_argument("--warmup", type=int, default=10, help="untimed launches first (--bench; default 10)")
+    r.add_argument("--warm-ms", type=float, default=0.0, metavar="MS",
+                   help="then MS milliseconds of untimed replays (--bench; default 0): a power-capped GPU runs "
+                        "its first ~40 ms after idle faster than it sustains (tilec tune uses 150)")
     r.add_argument("--seed", type=int, default=0, metavar="N",
                    help="seed of the random data and of the emulator's scheduling policy (default 0)")
     r.add_argument("--batch", type=int, default=1, metavar="N",

@@ -299,7 +299,7 @@ def _host_d(d, lib, d_type: str):
 
 
 def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, warmup: int,
-             seed: int, batch: int = 1) -> tuple[bool, list[str]]:
+             seed: int, batch: int = 1, warm_ms: float = 0.0) -> tuple[bool, list[str]]:
     from .runtime import DeviceError, Kernel, load
     from .runtime import abi as rabi
     from .usage import UsageError
@@ -343,17 +343,27 @@ def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, 
             lines.append(f"{where}: D matches numpy ({prob.d_type} tolerance {tol_text}; "
                          f"{host.size - inexact} of {host.size} elements bit-identical)")
     if bench:
-        times, batch, how = _bench(kernel, prob, name, lib, iters, warmup)
-        med = sorted(times)[len(times) // 2]
-        flops = 2.0 * m * n * k * batch / (med * 1e-6) / 1e12
-        lines.append(f"{where}: median {med:.1f} us per launch over {len(times)} replays of a {how} after "
-                     f"{warmup} warm-up ({flops:.1f} TFLOP/s, dense-equivalent 2*M*N*K)")
+        times, _, how = _bench(kernel, prob, name, lib, iters, warmup, warm_ms)
+        lines.append(f"{where}: {bench_summary(times, how, warmup, warm_ms, (m, n, k), batch)}")
     return ok, lines
 
 
-def _bench(kernel, prob, name: str, lib, iters: int, warmup: int) -> tuple[list[float], int, str]:
+def bench_summary(times_us: list[float], how: str, warmup: int, warm_ms: float, shape, problems: int = 1) -> str:
+    """`tilec run --bench`'s report of `_bench`'s times (us per launch, one per replay): the median and its
+    TFLOP/s over the `problems` GEMMs of a launch (--batch; not the launches a replay holds, which the
+    times are already divided by)."""
+    m, n, k = shape
+    med = sorted(times_us)[len(times_us) // 2]
+    flops = 2.0 * m * n * k * problems / (med * 1e-6) / 1e12
+    warmed = f" and {warm_ms:g} ms of untimed replays" if warm_ms else ""
+    return (f"median {med:.1f} us per launch over {len(times_us)} replays of a {how} after {warmup} warm-up"
+            f"{warmed} ({flops:.1f} TFLOP/s, dense-equivalent 2*M*N*K)")
+
+
+def _bench(kernel, prob, name: str, lib, iters: int, warmup: int, warm_ms: float = 0.0) -> tuple[list[float], int, str]:
     """(us per launch of each timed replay, launches per replay, how): about `iters` launches in all, as CUDA
-    graph replays (compiler/runtime/timing.py: single launches between events would time the host)."""
+    graph replays (compiler/runtime/timing.py: single launches between events would time the host), after
+    `warmup` launches and `warm_ms` of untimed replays (LaunchTimer.warm: the clock a steady run gets)."""
     from .runtime.timing import LaunchTimer
 
     d = kernel(*prob.args, **prob.kwargs)
@@ -366,6 +376,7 @@ def _bench(kernel, prob, name: str, lib, iters: int, warmup: int) -> tuple[list[
     timer = LaunchTimer(name, lib)
     graph, batch, how = timer.capture(launch)
     try:
+        timer.warm(launch, graph, batch, warm_ms)
         replays = max(3, round(iters / batch))
         return [timer.replay(launch, graph, batch) * 1e3 for _ in range(replays)], batch, how
     finally:
@@ -381,6 +392,8 @@ def cmd_run(args) -> int:
         raise UsageError("--bench times the GPU; the CPU emulator (--emulate) only checks")
     if args.iters <= 0 or args.warmup < 0:
         raise UsageError("--iters must be positive and --warmup not negative")
+    if not args.warm_ms >= 0:
+        raise UsageError(f"--warm-ms must not be negative, got {args.warm_ms:g}")
     if args.batch < 1:
         raise UsageError(f"--batch must be positive, got {args.batch}")
     shape = parse_shape(args.shape)
@@ -424,7 +437,7 @@ def cmd_run(args) -> int:
             continue
         try:
             good, lines = run_tile(result, tile, shape, check=check, bench=args.bench, iters=args.iters,
-                                   warmup=args.warmup, seed=args.seed, batch=args.batch)
+                                   warmup=args.warmup, seed=args.seed, batch=args.batch, warm_ms=args.warm_ms)
         except RunError as e:
             sys.stderr.write(f"tilec: error: {tile}: {e}\n")
             return 1

@@ -29,6 +29,10 @@ from typing import Any
 from .usage import UsageError
 
 WARMUP = 5
+# untimed replays (ms) before each candidate's timed ones: the candidates are timed one after another, each
+# after its compile has left the GPU idle, and a power-capped GPU runs the first ~40 ms after idle faster
+# than it can sustain (compiler/runtime/timing.py LaunchTimer.warm), by more for a kernel that draws more
+WARM_MS = 150.0
 SEED = 0
 ITERS = 30
 
@@ -78,7 +82,7 @@ class GpuRunner:
             outside, _ = mismatches(host, prob.ref, prob.scale, prob.d_type)
             if outside:
                 return Measurement(outside, host.size)
-            times, _, _ = _bench(kernel, prob, self.lib_name, self.lib, ITERS, WARMUP)
+            times, _, _ = _bench(kernel, prob, self.lib_name, self.lib, ITERS, WARMUP, WARM_MS)
         except (TilecRuntimeError, RuntimeError, OSError) as e:
             return Measurement(error=f"{type(e).__name__}: {e}")
         return Measurement(0, host.size, [t / 1000 for t in times])
@@ -272,7 +276,7 @@ def cmd_tune(args) -> int:
         "format": FORMAT, "format_version": FORMAT_VERSION, "tilec": __version__,
         "device": runner.device, "sms": runner.sms,
         "file": os.path.basename(name), "shape": list(shape), "target": result.spec.target,
-        "timing": {"warmup": WARMUP, "launches": ITERS, "statistic": "median",
+        "timing": {"warmup": WARMUP, "warm_ms": WARM_MS, "launches": ITERS, "statistic": "median",
                    "clock": "CUDA events around CUDA-graph replays (compiler/runtime/timing.py)"},
         "tiles": records,
     }

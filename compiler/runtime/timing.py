@@ -110,6 +110,16 @@ class LaunchTimer:
         stream = self.lib.cuda.get_current_stream()
         return self._between_events(lambda: graph.launch(stream)) / batch
 
+    def warm(self, fn, graph, batch: int, warm_ms: float) -> None:
+        """Replays (or back-to-back launches), not timed, until `warm_ms` of them have run. A power-capped
+        GPU's clock follows the power drawn over the last tens of milliseconds: measured on an H200 (700 W),
+        a kernel timed right after idle or a lighter kernel ran up to 18 % faster for its first ~40 ms and
+        settled after ~80 ms (docs/measurements.md, "Power-capped clocks and the rounds"), so a time meant
+        to hold for the kernel run steadily comes after this."""
+        spent = 0.0
+        while spent < warm_ms:
+            spent += self.replay(fn, graph, batch) * batch
+
     def times(self, fn, replays: int) -> tuple[list[float], int, str]:
         """(ms per launch of each of `replays` replays, launches per replay, how they were timed)."""
         graph, batch, how = self.capture(fn)
