@@ -51,3 +51,11 @@ def test_bench_summary_counts_the_problems_of_a_launch_not_the_launches_of_a_rep
     line = bench_summary([1030.0, 1029.0, 1031.0], "CUDA graph of 3 launches", 10, 150.0, (8192, 8192, 8192))
     assert "median 1030.0 us" in line and "(1067.5 TFLOP/s" in line and "150 ms of untimed replays" in line
     assert "(2135.0 TFLOP/s" in bench_summary([1030.0], "x", 10, 0.0, (8192, 8192, 8192), problems=2)
+
+
+def test_warm_ends_when_the_events_time_a_replay_at_zero():
+    from compiler.runtime import timing
+
+    calls = []
+    timing.LaunchTimer("torch", _torch()).warm(lambda: calls.append(1), None, 1, 150.0)
+    assert len(calls) == timing.MAX_WARM_REPLAYS

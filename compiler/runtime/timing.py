@@ -15,6 +15,9 @@ import math
 import statistics
 
 
+MAX_WARM_REPLAYS = 10000       # LaunchTimer.warm's bound, whatever the events say a replay took
+
+
 class LaunchTimer:
     """Milliseconds per launch of a no-argument callable that launches on the current stream of `lib`
     (torch or cupy, named by `lib_name`)."""
@@ -116,9 +119,10 @@ class LaunchTimer:
         a kernel timed right after idle or a lighter kernel ran up to 18 % faster for its first ~40 ms and
         settled after ~80 ms (docs/measurements.md, "Power-capped clocks and the rounds"), so a time meant
         to hold for the kernel run steadily comes after this."""
-        spent = 0.0
-        while spent < warm_ms:
+        spent, replays = 0.0, 0
+        while spent < warm_ms and replays < MAX_WARM_REPLAYS:     # a replay the events time at 0 ends too
             spent += self.replay(fn, graph, batch) * batch
+            replays += 1
 
     def times(self, fn, replays: int) -> tuple[list[float], int, str]:
         """(ms per launch of each of `replays` replays, launches per replay, how they were timed)."""
