@@ -571,39 +571,90 @@ def test_runtime_gives_each_stream_its_own_split_k_scratch(monkeypatch):
 # --------------------------------------------------------------------------------------------------
 
 def stream_ranges(tiles: int, nkb: int, ctas: int) -> list[tuple[int, int]]:
-    """CTA c's (tile, K block) iterations [c Q + min(c, R), (c + 1) Q + min(c + 1, R)), Q, R = divmod(W, G)
-    (the kernel's stream_bound, restated)."""
-    w = tiles * nkb
+    """CTA c's stream-K range: the W' = sk x nkb iterations after the S = dp x nkb of the data-parallel tiles
+    (stream_split), [S + c Q + min(c, R), S + (c + 1) Q + min(c + 1, R)), Q, R = divmod(W', G) (the kernel's
+    stream_bound, restated)."""
+    dp, sk = stream_split(tiles, ctas)
+    s, w = dp * nkb, sk * nkb
     q, r = divmod(w, ctas)
-    return [(c * q + min(c, r), (c + 1) * q + min(c + 1, r)) for c in range(ctas)]
+    return [(s + c * q + min(c, r), s + (c + 1) * q + min(c + 1, r)) for c in range(ctas)]
+
+
+def stream_split(tiles: int, ctas: int) -> tuple[int, int]:
+    """(data-parallel tiles, stream-K tiles): all but the last full wave and the partial one are walked whole
+    (the kernel's stream_split, restated: (max(T / G, 1) - 1) G and min(T, T % G + G))."""
+    dp = (max(tiles // ctas, 1) - 1) * ctas
+    sk = min(tiles, tiles % ctas + ctas)
+    return dp, sk
+
+
+def stream_plan(tiles: int, nkb: int, ctas: int) -> list[list[tuple[int, int]]]:
+    """Per CTA, its work items in order as (first, end) iterations: data-parallel tiles c, c + G, .. whole,
+    then the segments of its stream-K range (each within one tile)."""
+    dp, _ = stream_split(tiles, ctas)
+    plan = []
+    for c, (b, e) in enumerate(stream_ranges(tiles, nkb, ctas)):
+        items = [(t * nkb, (t + 1) * nkb) for t in range(c, dp, ctas)]
+        while b < e:
+            end = min(e, (b // nkb + 1) * nkb)
+            items.append((b, end))
+            b = end
+        plan.append(items)
+    return plan
 
 
 def sharers(tiles: int, nkb: int, ctas: int) -> list[list[int]]:
-    """Per tile, the CTAs whose ranges hold some of its K blocks."""
-    ranges = stream_ranges(tiles, nkb, ctas)
-    return [[c for c, (b, e) in enumerate(ranges) if b < (t + 1) * nkb and e > t * nkb] for t in range(tiles)]
+    """Per tile, the CTAs whose work items hold some of its K blocks."""
+    plan = stream_plan(tiles, nkb, ctas)
+    return [[c for c, items in enumerate(plan) if any(b < (t + 1) * nkb and e > t * nkb for b, e in items)]
+            for t in range(tiles)]
 
 
 def test_stream_ranges_cover_the_iterations():
-    """Contiguous, covering, sizes differing by at most one, none empty (G <= W), and stream_owner's formula
-    (max(i / (Q + 1) + G, (i + Q G - R) / Q) - G) finds the CTA of every iteration; a CTA's segments other
-    than its first and last are whole tiles (so two workspace slots a CTA suffice)."""
-    for w in range(1, 60):
-        for g in range(1, w + 1):
-            ranges = stream_ranges(w, 1, g)
-            assert ranges[0][0] == 0 and ranges[-1][1] == w
-            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
-            sizes = [e - b for b, e in ranges]
-            assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
-            q, r = divmod(w, g)
-            for i in range(w):
-                owner = max(i // (q + 1) + g, (i + q * g - r) // q) - g
-                b, e = ranges[owner]
-                assert b <= i < e
-    for tiles, nkb, g in ((2, 7, 5), (6, 3, 4), (3, 5, 4), (1, 9, 9)):
-        for b, e in stream_ranges(tiles, nkb, g):
-            inner = [t for t in range(tiles) if b < t * nkb and (t + 1) * nkb < e]
-            assert all(b <= t * nkb and (t + 1) * nkb <= e for t in inner)
+    """The stream-K ranges: contiguous, covering the W' iterations after the data-parallel tiles, sizes
+    differing by at most one, none empty (G <= W'), and stream_owner's formula (max(i / (Q + 1) + G,
+    (i + Q G - R) / Q) - G, i counted from S) finds the CTA of every iteration."""
+    for t in range(1, 40):
+        for nkb in (1, 3):
+            for g in range(1, t * nkb + 1):
+                ranges = stream_ranges(t, nkb, g)
+                dp, sk = stream_split(t, g)
+                s, w = dp * nkb, sk * nkb
+                assert ranges[0][0] == s and ranges[-1][1] == t * nkb
+                assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+                sizes = [e - b for b, e in ranges]
+                assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+                q, r = divmod(w, g)
+                for i in range(w):
+                    owner = max(i // (q + 1) + g, (i + q * g - r) // q) - g
+                    b, e = ranges[owner]
+                    assert b <= i + s < e
+
+
+def test_hybrid_stream_k_plan():
+    """Data-parallel tiles for all but the last full wave and the partial one (CUTLASS's data-parallel +
+    stream-K decomposition): every (tile, K block) iteration in exactly one CTA's items; data-parallel tile j
+    whole in CTA j % G; the stream-K tiles one full wave and the remainder (G <= sk < 2G once T >= G; fewer
+    tiles than a wave: all streamed); a CTA's items other than its first and last stream-K segments are
+    whole tiles (two workspace slots a CTA suffice); a tile count the grid divides shares no tile."""
+    for t in range(1, 50):
+        for nkb in (1, 2, 5):
+            for g in range(1, min(t * nkb, 20) + 1):
+                plan = stream_plan(t, nkb, g)
+                dp, sk = stream_split(t, g)
+                assert dp + sk == t and dp % g == 0
+                assert (g <= sk < 2 * g) if t >= g else (dp == 0 and sk == t)
+                seen = sorted(i for items in plan for b, e in items for i in range(b, e))
+                assert seen == list(range(t * nkb))
+                for c, items in enumerate(plan):
+                    n_dp = len(range(c, dp, g))
+                    assert items[:n_dp] == [(j * nkb, (j + 1) * nkb) for j in range(c, dp, g)]
+                    assert all(b // nkb == (e - 1) // nkb for b, e in items)
+                    assert all(b % nkb == 0 and e - b == nkb for b, e in items[n_dp:][1:-1])
+                if t % g == 0:
+                    assert all(len(s) == 1 for s in sharers(t, nkb, g))
+    assert stream_split(729, 66) == (660, 69)     # 13824 x 5120, 512 x 192 pair tiles, 66 pairs: 10 waves whole
+    assert stream_split(64, 132) == (0, 64)       # decode: every tile streamed
 
 
 def run_stream(cfg, m, n, k, mode, seed, ctas, batch=1, pad=None, transform=None):
@@ -642,9 +693,17 @@ STREAM_CASES = [
     (F16, dict(cta_m=192, cta_n=16, cta_k=32, consumers=3, stages=2), 200, 16, 150, 1, None, 3),
     (E4M3, dict(cta_m=64, cta_n=32, cta_k=64, consumers=1, stages=2, promote=2, accumulate_c=False, d_type="f16"),
      128, 32, 450, 1, None, 3),
+    # data-parallel tiles before the stream-K ranges: 7 tiles of 4 K blocks on 3 CTAs (tiles 0-2 whole, tiles
+    # 3-6 over ranges of 6, 5, 5 iterations); 6 tiles on 3 CTAs (one whole tile each after the data-parallel
+    # wave: nothing shared); 5 pair tiles of 7 blocks on 2 pairs (2 whole, 3 over ranges of 11 and 10)
+    (F16, SMALL_STREAM, 448, 16, 100, 1, None, 3),
+    (F16, SMALL_STREAM, 384, 16, 100, 1, dict(c=4), 3),
+    (F16, dict(SMALL_STREAM, cluster_m=2), 640, 16, 200, 2, dict(d=4), 4),
 ]
+HYBRID = len(STREAM_CASES) - 3
 STREAM_RUNS = [pytest.param(i, mode, seed, id=f"{i}-{mode}-{seed}",
-                            marks=() if (i, mode, seed) == (0, "adversarial", 1) else pytest.mark.slow)
+                            marks=() if (i, mode, seed) in ((0, "adversarial", 1), (HYBRID, "adversarial", 1))
+                            else pytest.mark.slow)
                for i in range(len(STREAM_CASES)) for mode in POLICIES for seed in (1, 2)]
 
 
@@ -661,6 +720,12 @@ def test_stream_k_computes_the_gemm(i, mode, seed):
         assert sharers(tiles, blocks, gx) == [[0, 1, 2], [2, 3, 4]]
     if i == 5:          # ranges of pairs: each pair tile over 2 pairs
         assert sharers(tiles // 2, blocks, gx // 2) == [[0, 1], [1, 2]]
+    if i == HYBRID:     # tiles 0-2 data-parallel, the rest shared
+        assert sharers(tiles, blocks, gx) == [[0], [1], [2], [0], [0, 1], [1, 2], [2]]
+    if i == HYBRID + 1:
+        assert sharers(tiles, blocks, gx) == [[0], [1], [2], [0], [1], [2]]
+    if i == HYBRID + 2:
+        assert sharers(tiles // 2, blocks, gx // 2) == [[0], [1], [0], [0, 1], [1]]
     d, ref, stats = run_stream(cfg, m, n, k, mode, seed, sms, batch=batch, pad=pad)
     # every K block of every tile is loaded once, whichever CTA's range it falls in
     assert stats["tma"] == batch * tiles * blocks * len(tma_boxes(cfg))
@@ -744,6 +809,32 @@ def test_model_catches_broken_stream_k(name):
         d, ref, _ = run_stream(cfg, 128, 16, 100, "adversarial", 5, 3, transform=mutate)
     except EmulationError:
         return                            # a semaphore left non-zero, a read of an unwritten partial, ...
+    assert not _same(d, ref), f"{name} went unnoticed"
+
+
+# Broken data-parallel walks (10 tiles of 4 K blocks on 3 CTAs: tiles 0-5 whole, two a CTA; 6-9 shared): the next whole
+# tile G + 1 on instead of G (tiles skipped, others done twice); the stream-K ranges over the partial wave
+# only (the last full wave's tiles left undone); the stream-K range entered at the CTA's first data-parallel tile's end.
+HYBRID_MUTATIONS = {
+    "stride_g_plus_1": lambda t: t.replace("    sub.u32 %y, %y, 1;\n    mad.lo.u32 %t, %y, %nkb, %t;",
+                                           "    mad.lo.u32 %t, %y, %nkb, %t;"),
+    "last_full_wave_not_streamed": lambda t: t.replace("    rem.u32 %x, %c0, %y;\n    add.u32 %x, %x, %y;\n",
+                                                      "    rem.u32 %x, %c0, %y;\n"),
+    "no_second_whole_tile": lambda t: t.replace("    setp.lt.u32 %p1, %t, %c1;\n", "    setp.lt.u32 %p1, %t, 0;\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HYBRID_MUTATIONS))
+def test_model_catches_broken_hybrid_stream_k(name):
+    cfg = stream_cfg(F16, **SMALL_STREAM)
+    mutate = HYBRID_MUTATIONS[name]
+    assert mutate(emit_sparse_wgmma(cfg).text) != emit_sparse_wgmma(cfg).text, "the mutation applies"
+    d, ref, _ = run_stream(cfg, 640, 16, 100, "adversarial", 5, 3)
+    assert _same(d, ref)
+    try:
+        d, ref, _ = run_stream(cfg, 640, 16, 100, "adversarial", 5, 3, transform=mutate)
+    except EmulationError:
+        return
     assert not _same(d, ref), f"{name} went unnoticed"
 
 

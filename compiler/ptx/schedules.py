@@ -22,9 +22,9 @@ tried decides (compiler/tune.py).
 The ranking (estimate_cycles) is a deliberately small throughput model used only to order the search:
 whole waves of CTAs over the SMs, per K block the slowest of tensor-core work, operand bytes into
 shared memory (plus a fixed cost per block: its barrier round), shared-memory traffic (the warp-level kernel's fragment reads; the wgmma kernel's operand
-reads and the copy engine's writes), and the copy latency the ring's stages do not hide (stream-K: one wave,
-each CTA its equal share of all tiles' K blocks, plus the partial tiles' workspace round trip, its loads at
-DRAM's share where each range spans several tiles of operands larger than L2). Its constants are round
+reads and the copy engine's writes), and the copy latency the ring's stages do not hide (stream-K: the
+data-parallel tiles' whole waves, then each CTA its equal share of the other tiles' K blocks, plus the
+partial tiles' workspace round trip). Its constants are round
 figures for a Hopper SM, not measurements (but BLOCK_LOAD_CYCLES, derived from two measured pairs of
 tiles); the timings of `tilec tune` decide. `ranked` shows one ring
 depth per tile shape first where the depths' estimates tie.
@@ -201,12 +201,6 @@ THREADS_PER_SM = 2048
 TENSOR_FLOPS_PER_CYCLE = 8192  # dense-equivalent 16-bit 2:4 flops per SM and cycle (twice dense's 4096)
 L2_BYTES_PER_CYCLE = 32        # operand bytes an SM receives per cycle (L2 bandwidth shared by all SMs)
 SMEM_BYTES_PER_CYCLE = 128     # shared-memory bytes an SM reads or writes per cycle (ldmatrix, wgmma, TMA)
-# operand bytes an SM receives per cycle when the tiles in flight at once are spread over the whole problem
-# and its operands exceed L2 (stream-K's contiguous ranges of several tiles each: CTA c works on tile ~c W/G
-# while its neighbour works W/G tiles further on, so nothing one loads is reused by another from L2):
-# DRAM's share, ~3.35 TB/s over 132 SMs at ~1.6 GHz
-SPREAD_BYTES_PER_CYCLE = 16
-L2_BYTES = 50 * 2**20          # an H100's L2: operands within it are read from DRAM once, however spread
 COPY_LATENCY = 1000            # cycles from a K block's copy to its data in shared memory
 ISSUE_CYCLES = 32              # least cycles of one MMA instruction (small N does not fill the pipe)
 # cycles each K block adds to its loads, whatever its size: the producer's round (empty-barrier wait,
@@ -252,19 +246,18 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
             SMEM_BYTES_PER_CYCLE
     loaded = (c.cta_m * c.cta_k // 2 + c.cta_n * c.cta_k // cluster) * a_bits / 8
     load = loaded / L2_BYTES_PER_CYCLE
-    if stream and tiles > sms * per_sm and (m * k // 2 + n * k) * a_bits / 8 > L2_BYTES:
-        load = loaded / SPREAD_BYTES_PER_CYCLE     # every range spans several tiles: no reuse through L2
     load += BLOCK_LOAD_CYCLES
     block = max(per_sm * mma, per_sm * load, per_sm * smem_read, COPY_LATENCY / (c.stages - 1))
     # split-K: every slice writes its f32/s32 partial tile, the last one reads them all back
     reduce = 2 * c.cta_m * c.cta_n * 4 * per_sm / L2_BYTES_PER_CYCLE if split > 1 else 0.0
-    if stream:     # one wave: every CTA an equal share of all tiles' K blocks; a tile split between CTAs
-        work = tiles * k_blocks            # costs its partials' round trip (at most 2 per CTA)
-        ctas = min(work, sms * per_sm)
+    if stream:     # the data-parallel tiles in whole waves, then every CTA an equal share of the other tiles'
+        ctas = min(tiles * k_blocks, sms * per_sm)      # K blocks; a tile split between CTAs costs its partials'
+        dp = (max(tiles // ctas, 1) - 1) * ctas          # round trip (at most 2 per CTA): sparse_wgmma_kernel's
+        work = (tiles - dp) * k_blocks                   # stream_split
         share = -(-work // ctas)
         split_tiles = work % ctas or share % k_blocks
         partials = 2 * 2 * c.cta_m * c.cta_n * 4 * per_sm / L2_BYTES_PER_CYCLE if split_tiles else 0.0
-        return share * block + partials + COPY_LATENCY
+        return (dp // ctas * k_blocks + share) * block + partials + COPY_LATENCY
     if getattr(c, "persistent", False):        # a CTA fills its ring once and walks its tiles
         return waves * (k_blocks * block + reduce) + COPY_LATENCY
     return waves * (k_blocks * block + reduce + COPY_LATENCY)

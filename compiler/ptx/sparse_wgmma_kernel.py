@@ -102,34 +102,38 @@ launch order and residency works. The ABI's `scratch` gives both buffers' shapes
 allocates them once per problem size (the semaphores zeroed).
 
 Stream-K (`split_k=stream`; DSL `schedule ... mma=wgmma split_k=stream`, persistent whatever `persistent=`
-says). A batch's work is its W = tiles x nkb (tile, K block) iterations, tile-major (t * nkb + kb, tiles in
-the raster order above). The grid is G = min(W, multiprocessors x max_ctas_per_sm) per batch, and CTA c
-takes the contiguous range [c Q + min(c, R), (c + 1) Q + min(c + 1, R)), Q = W / G, R = W % G: every CTA
-Q or Q + 1 iterations, one wave. A CTA walks its range in segments, one per tile it touches (tile %t / nkb,
-K blocks [%t % nkb, the tile's or the range's end)); producer and consumers walk the same segments and the
-ring's stage and phase carry across them as across persistent tiles; only the segment from K block 0
-preloads C. A segment that is a whole tile goes straight to the epilogue. Otherwise the tile is shared by
-the CTAs ca..cb whose ranges hold its first and last K block, and the split-K fix-up above runs with two
-changes: the partial goes to a slot of the CTA's own (at most two partial segments per CTA: only its first
-segment can start inside a tile, slot 2c + 1, and only its last can end inside one, slot 2c; the segments
-between are whole tiles), and the CTA that sees cb - ca earlier arrivals at the tile's semaphore sums the
-slots 2ca, 2(ca + 1) + 1, .., 2cb + 1: in K order, starting from zero, its own partial read back, so D is
-bit-reproducible for a problem size and grid (the grid follows the device's SM count: another GPU may cut
-the tiles elsewhere and round differently). CTA pairs (`cluster=2`) walk ranges of pair tiles (both CTAs of
-a pair the same range, so their B halves and slot releases match; ranges count pairs) and each CTA fixes
-up its own half of a shared pair tile. Memory model as for split-K (PTX ISA chapter 8 "Memory
-Consistency Model": the atom.add RMWs on one semaphore are morally strong and form a release sequence, so
-the last arrival's acquire sees every earlier CTA's released partial; 9.7.13.5 atom .acq_rel .gpu; 9.7.13.4
-fence.acq_rel.gpu orders each thread's partial stores before the CTA barrier and the arrival).
-Why pure stream-K rather than CUTLASS's hybrid (data-parallel whole tiles for the full waves, stream-K for
-the remainder): the tile sharing costs at most two partial round trips per CTA through L2, against a CTA's
-W / G K blocks; the hybrid pays off where tiles fill several waves, which `persistent=static` (and `tilec
-tune`, compiler/ptx/schedules.py) already covers, while stream-K is for the shapes whose tiles fill less
-than one or two waves (decode: 64 tiles on 132 SMs; 2048^3: 128). And no CTA ever waits for another (the
-last arrival reduces; CUTLASS's fix-up CTA spins on its peers' flags instead), so the kernel needs no
-co-residency guarantee: any launch order, batches beyond one wave, and MPS or other kernels sharing the SMs
-are safe. Workspace: [batch, 2 G, cta_m x cta_n] partials, semaphores [batch, tiles] (the ABI's `scratch`;
-compiler.runtime sizes G with the device's SM count).
+says), with CUTLASS's data-parallel prefix. A batch's work is its W = T x nkb (tile, K block) iterations,
+tile-major (t * nkb + kb, tiles in the raster order above). The grid is G = min(W, multiprocessors x
+max_ctas_per_sm) per batch. All but the last full wave and the partial one go whole, as in a persistent
+kernel: the first dp = (max(T / G, 1) - 1) G tiles, CTA c taking tiles c, c + G, .. (a wave of tiles next
+to each other in the raster at a time, so their A and B panels are shared in L2). The other sk = T - dp =
+min(T, T % G + G) tiles' W' = sk x nkb iterations, from S = dp x nkb on, are shared out: CTA c takes the
+contiguous range [S + c Q + min(c, R), S + (c + 1) Q + min(c + 1, R)), Q = W' / G, R = W' % G, every CTA Q
+or Q + 1 iterations (between one and two tiles' worth once T >= G; all W iterations when the tiles fill
+less than a wave, the decode shapes). So the tail is balanced to the iteration, where a persistent kernel
+of T = 11.05 G tiles runs 12 rounds, and the waves before it keep the raster's L2 reuse, which pure
+stream-K over every tile lost (1.2-1.5x slower at 8192^3, docs/measurements.md: each CTA's range then spans
+about 12 tiles, so the tiles in flight are 12 apart). A CTA walks its items in segments, one per tile it
+touches (tile %t / nkb, K blocks [%t % nkb, the tile's or the range's end)); producer and consumers walk
+the same segments and the ring's stage and phase carry across them as across persistent tiles; only the
+segment from K block 0 preloads C. A segment that is a whole tile goes straight to the epilogue, every
+data-parallel tile among them. Otherwise the tile is shared by the CTAs ca..cb whose ranges hold its first
+and last K block, and the split-K fix-up above runs with two changes: the partial goes to a slot of the
+CTA's own (at most two partial segments per CTA: only its first range segment can start inside a tile,
+slot 2c + 1, and only its last can end inside one, slot 2c; the segments between are whole tiles), and the
+CTA that sees cb - ca earlier arrivals at the tile's semaphore sums the slots 2ca, 2(ca + 1) + 1, ..,
+2cb + 1: in K order, starting from zero, its own partial read back, so D is bit-reproducible for a problem
+size and grid (the grid follows the device's SM count: another GPU may cut the tiles elsewhere and round
+differently). CTA pairs (`cluster=2`) walk pair tiles and ranges of pair tiles (both CTAs of a pair the same
+items, so their B halves and slot releases match; T, G and the ranges count pairs) and each CTA fixes up
+its own half of a shared pair tile. Memory model as for split-K (PTX ISA chapter 8 "Memory Consistency
+Model": the atom.add RMWs on one semaphore are morally strong and form a release sequence, so the last
+arrival's acquire sees every earlier CTA's released partial; 9.7.13.5 atom .acq_rel .gpu; 9.7.13.4
+fence.acq_rel.gpu orders each thread's partial stores before the CTA barrier and the arrival). No CTA
+ever waits for another (the last arrival reduces; CUTLASS's fix-up CTA spins on its peers' flags
+instead), so the kernel needs no co-residency guarantee: any launch order, batches beyond one wave, and
+MPS or other kernels sharing the SMs are safe. Workspace: [batch, 2 G, cta_m x cta_n] partials, semaphores
+[batch, tiles] (the ABI's `scratch`; compiler.runtime sizes G with the device's SM count).
 
 Sparse operands (9.7.15.6). For the 2:4 forms (f16/bf16 .m64nNk32; e4m3/e5m2/s8/u8 .m64nNk64) and 1:2
 tf32 (.m64nNk16), the compressed A of one instruction is 64 rows x 32 bytes in shared memory (a
@@ -1109,8 +1113,9 @@ class _Writer(PtxBuilder):
         Returns the loop's top label; the ring's pipeline state is NOT reset per item."""
         cfg, ins = self.cfg, self.ins
         if cfg.stream_k:
-            ins("// stream-K: CTA (pair) c of G takes iterations [c Q + min(c, R), (c + 1) Q + min(c + 1, R)), Q, R = W / G, W % G")
-            self.stream_bound("%t", 0)
+            ins("// stream-K: CTA (pair) c of G takes data-parallel tiles c, c + G, .. < dp, then the iterations "
+                "[S + c Q + min(c, R), S + (c + 1) Q + min(c + 1, R)), Q, R = W' / G, W' % G")
+            self.stream_start()
         else:
             ins("mov.u32 %t, %ctaid.x;")
         if cfg.cluster_m > 1 and not cfg.stream_k:
@@ -1127,8 +1132,8 @@ class _Writer(PtxBuilder):
     def next_work(self, top: str) -> None:
         """%t += the grid's CTAs (pairs), read again here rather than held in a register across the tile
         (stream-K: %t = the segment's end, the next iteration of the CTA's range)."""
-        if self.cfg.stream_k:        # %t moved on already (stream_next)
-            self.ins(f"bra.uni {top};")
+        if self.cfg.stream_k:        # %t is the segment's end already (stream_next)
+            self.stream_advance(top)
             return
         self.ins("mov.u32 %x, %nctaid.x;")
         if self.cfg.cluster_m > 1:
@@ -1253,26 +1258,45 @@ class _Writer(PtxBuilder):
                 self.ins(f"add{acc} %acc{4 * g + e}, %acc{4 * g + e}, %v{e};")
 
     # -- stream-K -------------------------------------------------------------------------------------
-    def stream_work(self, dst: str) -> None:
-        """dst = W, the batch's (tile, K block) iterations: tiles x nkb (CTA pairs: pair tiles; from M, N:
-        recomputed where needed rather than held in a register across the mainloop)."""
+    def stream_tiles(self, dst: str) -> None:
+        """dst = T, the batch's tiles (CTA pairs: pair tiles; from M, N: recomputed where needed rather than
+        held in a register across the mainloop). Scratch %x."""
         cfg, ins = self.cfg, self.ins
         tm = cfg.cta_m * cfg.cluster_m
         ins(f"add.u32 %x, %M, {tm - 1};")
         ins(f"div.u32 %x, %x, {tm};")
         ins(f"add.u32 {dst}, %N, {cfg.cta_n - 1};")
         ins(f"div.u32 {dst}, {dst}, {cfg.cta_n};")
-        ins(f"mul.lo.u32 {dst}, {dst}, %x;")
-        ins(f"mul.lo.u32 {dst}, {dst}, %nkb;               // W: the batch's (tile, K block) iterations")
+        ins(f"mul.lo.u32 {dst}, {dst}, %x;                 // T: the batch's tiles")
+
+    def stream_split(self, tiles: str, dp: str, sk: str) -> None:
+        """From `tiles` = T and %y = G: `dp` = the data-parallel tiles D = (max(T / G, 1) - 1) G, walked whole
+        (CTA c: tiles c, c + G, ..), and `sk` = T - D = min(T, T % G + G), the tiles whose iterations the G
+        ranges share: the last full wave and the partial one (module docstring, "Stream-K"). Both without a
+        subtraction that could go below zero (the address-range proof is not relational). Scratch %x."""
+        ins = self.ins
+        ins(f"rem.u32 %x, {tiles}, %y;")
+        ins("add.u32 %x, %x, %y;")
+        ins(f"min.u32 {sk}, {tiles}, %x;                 // stream-K tiles: min(T, T % G + G)")
+        ins(f"div.u32 {dp}, {tiles}, %y;")
+        ins(f"max.u32 {dp}, {dp}, 1;")
+        ins(f"sub.u32 {dp}, {dp}, 1;")
+        ins(f"mul.lo.u32 {dp}, {dp}, %y;                 // data-parallel tiles: (max(T / G, 1) - 1) G")
 
     def stream_bound(self, dst: str, which: int) -> None:
-        """dst = the first iteration of CTA c + `which` (c = ctaid.x): with G = nctaid.x <= W, Q = W / G and
-        R = W % G, CTA c starts at c * Q + min(c, R), so the first R CTAs take Q + 1 iterations and the
-        others Q: contiguous, covering, sizes differing by at most one, none empty. u32 throughout (a 64-bit
-        division is a called subroutine in SASS, and the consumers' accumulators would be spilled around it)."""
+        """dst = the first iteration of CTA c + `which`'s stream-K range (c = ctaid.x): with G = nctaid.x,
+        the W' = sk x nkb iterations after the S = dp x nkb of the data-parallel tiles (stream_split),
+        Q = W' / G and R = W' % G, CTA c's range starts at S + c Q + min(c, R), so the first R CTAs take Q + 1
+        iterations and the others Q: contiguous, covering, sizes differing by at most one, none empty (G <=
+        W', as W' >= G nkb where there are data-parallel tiles and the grid is at most W). u32 throughout (a
+        64-bit division is a called subroutine in SASS, and the consumers' accumulators would be spilled
+        around it). Scratch %x, %y, %z, %c0, %c1, %c2."""
         ins = self.ins
-        self.stream_work("%z")
+        self.stream_tiles("%c0")
         self.stream_ctas("%y", "%nctaid.x")
+        self.stream_split("%c0", "%c1", "%z")
+        ins("mul.lo.u32 %c1, %c1, %nkb;                  // S: the data-parallel tiles' iterations")
+        ins("mul.lo.u32 %z, %z, %nkb;                    // W': the stream-K iterations")
         ins("div.u32 %x, %z, %y;                         // Q")
         ins("rem.u32 %c2, %z, %y;                        // R")
         self.stream_ctas("%y", "%ctaid.x")
@@ -1280,9 +1304,46 @@ class _Writer(PtxBuilder):
             ins(f"add.u32 %y, %y, {which};")
         ins("min.u32 %c2, %y, %c2;")
         ins(f"mad.lo.u32 {dst}, %y, %x, %c2;")
-        # <= W already; the min tells the address-range proof (intervals: R anywhere in 0..G-1) that the
-        # tile index %t / nkb stays below the tile count
-        ins(f"min.u32 {dst}, {dst}, %z;")
+        ins(f"add.u32 {dst}, {dst}, %c1;")
+        # <= W already; the min tells the address-range proof (intervals: R anywhere in 0..G-1, and so W')
+        # that the tile index %t / nkb stays below the tile count
+        ins("mul.lo.u32 %c0, %c0, %nkb;                  // W")
+        ins(f"min.u32 {dst}, {dst}, %c0;")
+
+    def stream_start(self) -> None:
+        """%t = the CTA's first iteration: K block 0 of data-parallel tile c where c < dp, else the start of
+        its stream-K range."""
+        ins = self.ins
+        ranged, done = self.label("STREAM_RANGE"), self.label("STREAM_START")
+        self.stream_tiles("%c0")
+        self.stream_ctas("%y", "%nctaid.x")
+        self.stream_split("%c0", "%c1", "%z")
+        self.stream_ctas("%y", "%ctaid.x")
+        ins("setp.ge.u32 %p1, %y, %c1;")
+        ins(f"@%p1 bra.uni {ranged};")
+        ins("mul.lo.u32 %t, %y, %nkb;                    // K block 0 of data-parallel tile c")
+        ins(f"bra.uni {done};")
+        self.put(ranged)
+        self.stream_bound("%t", 0)
+        self.put(done)
+
+    def stream_advance(self, top: str) -> None:
+        """After a work item (%t = its segment's end, stream_next): a data-parallel tile (its end <= S) is
+        followed by the CTA's next one, G tiles on, or once those are done by its stream-K range; a stream-K
+        segment's end is already the range's next iteration. Then to the work loop's `top`."""
+        ins = self.ins
+        self.stream_tiles("%c0")
+        self.stream_ctas("%y", "%nctaid.x")
+        self.stream_split("%c0", "%c1", "%z")
+        ins("mul.lo.u32 %c1, %c1, %nkb;                  // S")
+        ins("setp.gt.u32 %p1, %t, %c1;")
+        ins(f"@%p1 bra.uni {top};                  // inside the stream-K range")
+        ins("sub.u32 %y, %y, 1;")
+        ins("mad.lo.u32 %t, %y, %nkb, %t;                // the next data-parallel tile, G on")
+        ins("setp.lt.u32 %p1, %t, %c1;")
+        ins(f"@%p1 bra.uni {top};")
+        self.stream_bound("%t", 0)
+        ins(f"bra.uni {top};                  // the stream-K range")
 
     def stream_ctas(self, dst: str, sreg: str) -> None:
         """dst = special register `sreg` (%ctaid.x, %nctaid.x) counted in the units that walk a range: CTAs,
@@ -1380,16 +1441,21 @@ class _Writer(PtxBuilder):
         ins("sub.u32 %x, %t, 1;")
         ins("div.u32 %q, %x, %nkb;                       // the tile (%t: the segment's end)")
         self.semaphore_index()
-        self.stream_work("%z")
+        self.stream_tiles("%c1")
         self.stream_ctas("%y", "%nctaid.x")
+        self.stream_split("%c1", "%c1", "%z")
+        ins("// a shared tile lies past the data-parallel ones: its iterations counted from S (q >= dp)")
+        ins("max.u32 %ca, %q, %c1;")
+        ins("sub.u32 %ca, %ca, %c1;")
+        ins("mul.lo.u32 %ca, %ca, %nkb;                  // the tile's first iteration, from S")
+        ins("add.u32 %cb, %ca, %nkb;")
+        ins("sub.u32 %cb, %cb, 1;                        // and its last")
+        ins("mul.lo.u32 %z, %z, %nkb;                    // W'")
         ins("div.u32 %x, %z, %y;                         // Q")
         ins("rem.u32 %z, %z, %y;                         // R")
         ins("mul.lo.u32 %c0, %x, %y;")
         ins("sub.u32 %z, %c0, %z;                        // Q G - R")
-        ins("mul.lo.u32 %ca, %q, %nkb;")
         self.stream_owner("%ca")
-        ins("mad.lo.u32 %cb, %q, %nkb, %nkb;")
-        ins("sub.u32 %cb, %cb, 1;")
         self.stream_owner("%cb")
         self.global_pointer("%gs", "semaphores")
         ins("mul.wide.u32 %off, %wi, 4;")
