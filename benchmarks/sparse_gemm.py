@@ -40,7 +40,8 @@ compiler/sparse.py's layouts there (tests/gpu/harness/sparse_kernels.sparse_oper
 sparse.compress for every type first); B stored as B^T (N x K, K contiguous) as the kernels read it.
 Every launch reads an A (the weights) that the L2 does not hold, as in a model: where A is smaller than 3x the
 L2, each contender's launches rotate through copies of its A (the packed one for tilec, the compressed one
-for cuSPARSELt, the dense one for cuBLAS) that together are (COLD_L2_FACTOR); `--warm-l2` times one A.
+for cuSPARSELt, the dense one for cuBLAS) that together are COLD_L2_FACTOR (3) x the L2; `--warm-l2` times
+one A.
 
 Correctness first: every contender (each tilec tile, each cuSPARSELt configuration, each dense peer) is
 run once with D poisoned (NaN; s32: INT_MIN) and compared with the f32 torch product of the same
@@ -50,7 +51,9 @@ CUDA graph of enough launches for ~2 ms (host launch overhead excluded for all a
 between CUDA events where a capture fails, said in the JSON), the median of replays; then `--rounds`
 rounds of (the `--finalists` fastest tilec tiles of that screening, those within FINALIST_MARGIN of the
 fastest, as many promoted ones, best cuSPARSELt, each dense peer) back to back, each round starting further
-along that list, the reported time the median round (tilec, tilec promoted: the finalist with the lowest).
+along that list and every other one running it backwards (round_order), the reported time the median round
+(tilec, tilec promoted: the finalist with the lowest). A graph of a launch that cycles through n copies of its
+A holds a multiple of n launches, so that every launch reads the copy after its predecessor's.
 The card is power-capped and its clock follows the power drawn over the last tens of milliseconds: a single
 screening replay meets it at whatever clock the contender before left, so the screening only shortlists,
 and in the rounds each entry runs `--warm-ms` of untimed replays before its timed ones (without them, a
@@ -445,7 +448,10 @@ class Timer:
         self.clocks: dict[str, list[int]] = {}
 
     def capture(self, key: str, fn):
-        graph, batch, self.how[key] = self.launches.capture(fn)
+        """A closure that reads the next of n copies of its A (`copies`, Ring) is captured a multiple of n
+        times: each replay then cycles through every copy, and the launch after a replay reads the copy after
+        the last one it read."""
+        graph, batch, self.how[key] = self.launches.capture(fn, getattr(fn, "copies", 1))
         return graph, batch
 
     def replay(self, fn, g, batch: int, replays: int) -> float:
@@ -558,6 +564,13 @@ def ring_of(tensors, copies: int) -> Ring:
     return Ring([tensors] + [tuple(t.clone() for t in tensors) for _ in range(copies - 1)])
 
 
+def cycling(fn, ring: Ring):
+    """`fn` (a launch that reads ring.next()) marked with the ring's length, so that Timer captures it a
+    multiple of that many times."""
+    fn.copies = len(ring)
+    return fn
+
+
 def _nbytes(*tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -586,7 +599,7 @@ def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt,
             if element not in zeros:
                 zeros[element] = torch.zeros((case.m, case.n), device="cuda", dtype=getattr(torch, TORCH_TYPE[element]))
             zero = zeros[element]
-        out[c.name] = (lambda kernel=kernel, a=a, b=b, zero=zero: kernel(a.next(), b, zero, out=d))
+        out[c.name] = cycling(lambda kernel=kernel, a=a, b=b, zero=zero: kernel(a.next(), b, zero, out=d), a)
     return out
 
 
@@ -620,8 +633,8 @@ def cusparselt(torch, case: Case, dense, bt, note: list, max_algs: int, warm_l2:
     ring = ring_of((a_c,), copies_for(_nbytes(a_c), l2_bytes(torch), warm_l2))
     for tag, b in layouts.items():
         for alg in sorted(algs[tag]):
-            out[f"alg {alg}, B {tag}"] = (lambda b=b, alg=alg: torch._cslt_sparse_mm(ring.next()[0], b,
-                                                                                   out_dtype=out_dtype, alg_id=alg))
+            out[f"alg {alg}, B {tag}"] = cycling(lambda b=b, alg=alg: torch._cslt_sparse_mm(
+                ring.next()[0], b, out_dtype=out_dtype, alg_id=alg), ring)
     out["_keep"] = (ring, layouts)
     return out
 
@@ -633,19 +646,19 @@ def dense_peers(torch, case: Case, dense, bt, warm_l2: bool = False) -> dict[str
     a = ring_of((dense,), copies_for(_nbytes(dense), l2_bytes(torch), warm_l2))
     if case.a in ("f16", "bf16"):
         b_cont = b_view.contiguous()
-        return {"cuBLAS": {"view": lambda: torch.mm(a.next()[0], b_view),
-                           "contig": lambda: torch.mm(a.next()[0], b_cont)}}
+        return {"cuBLAS": {"view": cycling(lambda: torch.mm(a.next()[0], b_view), a),
+                           "contig": cycling(lambda: torch.mm(a.next()[0], b_cont), a)}}
     if case.a == "e4m3":
         one = torch.ones((), device="cuda", dtype=torch.float32)
         peers = {}
         for fast in (True, False):
             peers[f"cuBLAS fp8 {'fast' if fast else 'no-fast'} acc"] = {
-                "view": (lambda fast=fast: torch._scaled_mm(a.next()[0], b_view, scale_a=one, scale_b=one,
-                                                            out_dtype=torch.bfloat16, use_fast_accum=fast))}
+                "view": cycling(lambda fast=fast: torch._scaled_mm(a.next()[0], b_view, scale_a=one, scale_b=one,
+                                                                   out_dtype=torch.bfloat16, use_fast_accum=fast), a)}
         return peers
     b_cont = b_view.contiguous()
-    return {"cuBLAS int8": {"view": lambda: torch._int_mm(a.next()[0], b_view),
-                            "contig": lambda: torch._int_mm(a.next()[0], b_cont)}}
+    return {"cuBLAS int8": {"view": cycling(lambda: torch._int_mm(a.next()[0], b_view), a),
+                            "contig": cycling(lambda: torch._int_mm(a.next()[0], b_cont), a)}}
 
 
 def checker(torch, ref, d=None):
@@ -768,14 +781,10 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
         best = fastest(res)
         if best:
             final[peer] = layouts[best]
-    # rounds: the finalists back to back, so that clock and power drift hits them alike; each round starts
-    # further along the list (round r at entry r * len / rounds), so no entry always follows the same one
+    # rounds: the finalists back to back, so that clock and power drift hits them alike
     rounds: dict[str, list[float]] = {name: [] for name in final}
-    names = list(final)
-    for r in range(args.rounds):
-        shift = r * len(names) // max(1, args.rounds)
-        for name in names[shift:] + names[:shift]:
-            rounds[name].append(timer.keep(name, final[name]))
+    for name in round_order(list(final), args.rounds):
+        rounds[name].append(timer.keep(name, final[name]))
     row["rounds_ms"] = {name: sorted(v) for name, v in rounds.items()}
     row["final_ms"] = {name: statistics.median(v) for name, v in rounds.items() if v}
     row["timing"] = {key: timer.how.get(key) for key in final}
@@ -794,6 +803,18 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
     return row
 
 
+def round_order(names: list[str], rounds: int) -> list[str]:
+    """The entries of every round in turn: round r starts at entry r * len / rounds, and odd rounds run
+    backwards, so an entry follows different ones from round to round (a rotation alone keeps each entry's
+    predecessor in every round but the one it opens)."""
+    out = []
+    for r in range(rounds):
+        shift = r * len(names) // max(1, rounds)
+        order = names[shift:] + names[:shift]
+        out += order[::-1] if r % 2 else order
+    return out
+
+
 def _listed(c: Candidate, case: Case) -> str:
     how = c.unlike(case)
     return f"{c.name} ({how})" if how else c.name
@@ -806,6 +827,17 @@ def _importable(module: str) -> bool:
         return False
 
 
+def milliseconds(text: str) -> float:
+    """--warm-ms: a finite, non-negative number (argparse's error and exit status 2 otherwise)."""
+    try:
+        ms = float(text)
+    except ValueError:
+        ms = float("nan")
+    if not 0 <= ms < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {text!r}")
+    return ms
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="4096^3, 8192^3 and 8192x256x8192 (and s8 8192^3)")
@@ -814,7 +846,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the final comparison")
     ap.add_argument("--finalists", type=int, default=FINALISTS,
                     help="tilec tiles per case that go from the screening (one replay each) to the rounds")
-    ap.add_argument("--warm-ms", type=float, default=WARM_MS,
+    ap.add_argument("--warm-ms", type=milliseconds, default=WARM_MS,
                     help="each finalist's untimed replays (ms) before its timed ones, in every round")
     ap.add_argument("--warm-l2", action="store_true",
                     help="one copy of A for all launches (default: copies that together are 3x the L2: cold weights)")

@@ -343,9 +343,15 @@ def run_tile(result, tile: str, shape, *, check: bool, bench: bool, iters: int, 
             lines.append(f"{where}: D matches numpy ({prob.d_type} tolerance {tol_text}; "
                          f"{host.size - inexact} of {host.size} elements bit-identical)")
     if bench:
-        times, _, how = _bench(kernel, prob, name, lib, iters, warmup, warm_ms)
-        lines.append(f"{where}: {bench_summary(times, how, warmup, warm_ms, (m, n, k), batch)}")
+        lines.append(f"{where}: {bench_line(kernel, prob, name, lib, iters, warmup, warm_ms, (m, n, k), batch)}")
     return ok, lines
+
+
+def bench_line(kernel, prob, name: str, lib, iters: int, warmup: int, warm_ms: float, shape, problems: int) -> str:
+    """Time the launch (_bench) and report it (bench_summary) with the `problems` of one launch (--batch),
+    not the launches of a replay that _bench also returns."""
+    times, _launches_per_replay, how = _bench(kernel, prob, name, lib, iters, warmup, warm_ms)
+    return bench_summary(times, how, warmup, warm_ms, shape, problems)
 
 
 def bench_summary(times_us: list[float], how: str, warmup: int, warm_ms: float, shape, problems: int = 1) -> str:
@@ -392,8 +398,8 @@ def cmd_run(args) -> int:
         raise UsageError("--bench times the GPU; the CPU emulator (--emulate) only checks")
     if args.iters <= 0 or args.warmup < 0:
         raise UsageError("--iters must be positive and --warmup not negative")
-    if not args.warm_ms >= 0:
-        raise UsageError(f"--warm-ms must not be negative, got {args.warm_ms:g}")
+    if not 0 <= args.warm_ms < float("inf"):
+        raise UsageError(f"--warm-ms must be a finite number of milliseconds, not negative, got {args.warm_ms:g}")
     if args.batch < 1:
         raise UsageError(f"--batch must be positive, got {args.batch}")
     shape = parse_shape(args.shape)

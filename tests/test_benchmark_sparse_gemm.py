@@ -580,3 +580,78 @@ def test_each_launch_reads_an_a_the_l2_does_not_hold():
     assert [id(a) for a in read[4:]] == [id(a) for a in read[:4]] + [id(read[0])]
     peers = SG["dense_peers"](fake, Case(8192, 16, 8192, "f16"), _Tensor(40), _Tensor(1, "B"), warm_l2=True)
     assert {id(peers["cuBLAS"]["view"]()) for _ in range(5)} == {id(peers["cuBLAS"]["view"]())}
+
+
+class _CopyRead:
+    """A launch that reads the next copy of a Ring, `ms` of GPU time; as in a CUDA graph, a captured launch
+    keeps the copy it read at capture time, and every replay reads that one again."""
+
+    def __init__(self, ring, ms):
+        self.ring, self.ms, self.read = ring, ms, []
+
+    def __call__(self):
+        copy = self.ring.next()
+        if _Gpu.capturing is not None:
+            _Gpu.capturing.calls.append(lambda copy=copy: self._run(copy))
+            return None
+        return self._run(copy)
+
+    def _run(self, copy):
+        self.read.append(copy)
+        _Gpu.now += self.ms
+        return self
+
+
+@pytest.mark.parametrize("copies,ms", [(3, 0.9), (8, 4.0), (4, 0.017)])
+def test_a_graph_of_a_cycling_launch_reads_every_copy_in_turn(copies, ms):
+    """A CUDA graph records the copy each captured launch read, and every replay repeats them: the Timer
+    captures a launch over n copies (`cycling`) a multiple of n times, so that every replay reads each copy
+    equally often and the launch after a replay's last reads the copy after it. Before, a 4 ms launch over 8
+    copies was captured once (every replay read one copy, still in the L2 from the replay before), and 177
+    launches of 17 us over 2 copies left one launch a replay reading the copy its predecessor had read."""
+    ring = SG["Ring"](range(copies))
+    launch = _CopyRead(ring, ms)
+    fn = SG["cycling"](launch, ring)
+    timer = SG["Timer"](_fake_torch(), warm_ms=0)
+    graph, batch = timer.capture("x", fn)
+    assert batch % copies == 0 and batch >= copies
+    launch.read.clear()
+    for _ in range(3):
+        timer.replay(fn, graph, batch, 1)
+    read = launch.read
+    assert len(read) == 3 * batch
+    assert all(b == (a + 1) % copies for a, b in zip(read, read[1:])), read[:20]
+    # the launch closures of every contender are marked with their ring's length
+    from types import SimpleNamespace
+
+    fake = SimpleNamespace(mm=lambda a, b: a,
+                           cuda=SimpleNamespace(get_device_properties=lambda i: SimpleNamespace(L2_cache_size=50)))
+    peers = SG["dense_peers"](fake, Case(8192, 16, 8192, "f16"), _Tensor(40), _Tensor(1, "B"))
+    assert peers["cuBLAS"]["view"].copies == 4 and peers["cuBLAS"]["contig"].copies == 4
+
+
+def test_launch_timer_rounds_the_batch_to_the_copies():
+    from compiler.runtime.timing import LaunchTimer
+
+    timer = LaunchTimer("torch", _fake_torch(), target_ms=3.0)
+    for multiple, want in ((1, 4), (3, 6), (8, 8), (5, 5)):
+        _, batch, how = timer.capture(_Launch(0.9), multiple)
+        assert batch == want and how == f"CUDA graph of {want} launches"
+
+
+def test_rounds_change_each_entry_s_predecessor():
+    """Round r starts at entry r * len / rounds and odd rounds run backwards: with 3 entries and 5 rounds,
+    tilec follows cuBLAS in 2 rounds, not 4 as with the rotation alone."""
+    names = ["tilec", "cusparselt", "cuBLAS"]
+    order = SG["round_order"](names, 5)
+    assert len(order) == 15 and all(sorted(order[i:i + 3]) == sorted(names) for i in range(0, 15, 3))
+    before = [order[i - 1] for i in range(1, 15) if order[i] == "tilec" and i % 3]
+    assert before.count("cuBLAS") <= 2 and len(set(before)) == 2
+
+
+def test_warm_ms_must_be_finite_and_not_negative():
+    parse = SG["milliseconds"]
+    assert parse("150") == 150.0 and parse("0") == 0.0
+    for bad in ("-1", "inf", "nan", "x"):
+        with pytest.raises(Exception, match="milliseconds"):
+            parse(bad)

@@ -59,3 +59,19 @@ def test_warm_ends_when_the_events_time_a_replay_at_zero():
     calls = []
     timing.LaunchTimer("torch", _torch()).warm(lambda: calls.append(1), None, 1, 150.0)
     assert len(calls) == timing.MAX_WARM_REPLAYS
+
+
+def test_run_reports_the_problems_of_a_launch(monkeypatch):
+    """tilec run --bench's line (bench_line, what run_tile appends): _bench's launches per replay (here 3)
+    are not the problems of a launch (--batch 2); 1030 us for two 8192^3 problems is 2135 TFLOP/s."""
+    import compiler.run as run
+
+    seen = {}
+
+    def fake_bench(kernel, prob, name, lib, iters, warmup, warm_ms):
+        seen["warm_ms"] = warm_ms
+        return [1030.0, 1029.0, 1031.0], 3, "CUDA graph of 3 launches"
+
+    monkeypatch.setattr(run, "_bench", fake_bench)
+    line = run.bench_line(None, None, "torch", None, 100, 10, 150.0, (8192, 8192, 8192), 2)
+    assert "(2135.0 TFLOP/s" in line and seen["warm_ms"] == 150.0

@@ -74,8 +74,9 @@ def test_emulate_takes_a_shape_whose_k_is_not_the_loop_k(capsys):
     (["--emulate", "--bench"], "--bench times the GPU"),
     (["--tile", "nope"], "--tile nope: no such tile"),
     (["--iters", "0", "--bench"], "--iters must be positive"),
-    (["--warm-ms", "-1", "--bench"], "--warm-ms must not be negative"),
-    (["--warm-ms", "nan", "--bench"], "--warm-ms must not be negative"),
+    (["--warm-ms", "-1", "--bench"], "--warm-ms must be a finite number of milliseconds, not negative"),
+    (["--warm-ms", "nan", "--bench"], "--warm-ms must be a finite number of milliseconds, not negative"),
+    (["--warm-ms", "inf", "--bench"], "--warm-ms must be a finite number of milliseconds, not negative"),
 ])
 def test_usage_errors(capsys, argv, message):
     rc, _, err = run(capsys, *argv, os.path.join(EX, "sparse_gemm_f16.tile"))

@@ -245,9 +245,9 @@ def estimate_cycles(kernel: str, config, form, m: int, n: int, k: int, sms: int)
         smem_read = c.warps_m * c.warps_n * (c.warp_m * c.cta_k // 2 + c.warp_n * c.cta_k) * a_bits / 8 / \
             SMEM_BYTES_PER_CYCLE
     loaded = (c.cta_m * c.cta_k // 2 + c.cta_n * c.cta_k // cluster) * a_bits / 8
-    load = loaded / L2_BYTES_PER_CYCLE
-    load += BLOCK_LOAD_CYCLES
-    block = max(per_sm * mma, per_sm * load, per_sm * smem_read, COPY_LATENCY / (c.stages - 1))
+    # the bytes of the SM's CTAs queue for its share of L2; their barrier rounds overlap (a latency each)
+    load = per_sm * loaded / L2_BYTES_PER_CYCLE + BLOCK_LOAD_CYCLES
+    block = max(per_sm * mma, load, per_sm * smem_read, COPY_LATENCY / (c.stages - 1))
     # split-K: every slice writes its f32/s32 partial tile, the last one reads them all back
     reduce = 2 * c.cta_m * c.cta_n * 4 * per_sm / L2_BYTES_PER_CYCLE if split > 1 else 0.0
     if stream:     # the data-parallel tiles in whole waves, then every CTA an equal share of the other tiles'

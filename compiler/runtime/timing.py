@@ -60,13 +60,17 @@ class LaunchTimer:
                 fn()
         return self._between_events(run) / launches
 
-    def capture(self, fn):
+    def capture(self, fn, multiple: int = 1):
         """(graph or None, batch, how): `fn` captured `batch` times, batch chosen from a warm-up so that one
-        replay takes about target_ms."""
+        replay takes about target_ms, rounded up to a multiple of `multiple` (a closure that cycles through
+        that many copies of an operand: every replay then reads each copy equally often, in the same cyclic
+        order across replays, so no launch reads a copy its predecessor just read)."""
         fn()
         self.sync()
         est = self.back_to_back(fn, 3)
         batch = max(1, min(self.max_batch, math.ceil(self.target_ms / max(est, 1e-3))))
+        multiple = max(1, multiple)
+        batch = -(-batch // multiple) * multiple
         try:
             graph = self._capture(fn, batch)
         except Exception as e:          # noqa: BLE001 -- any capture failure: time back-to-back launches

@@ -19,6 +19,7 @@ numpy and the compiler's host modules are imported here; cupy and torch are pass
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 
@@ -384,13 +385,27 @@ def check_packer(torch, device: str = "cuda", types=("f16", "bf16")) -> None:
             assert np.array_equal(got, sparse.compress(host, name, shape, compact=True)[1]), f"{name} compact"
 
 
+def _nvml_handle():
+    """NVML's handle of the GPU that CUDA calls device 0 in this process (torch's current device where torch
+    is loaded): NVML counts every GPU of the host whatever CUDA_VISIBLE_DEVICES says, so it is found by PCI
+    bus id, not by index."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    torch = sys.modules.get("torch")
+    try:
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return pynvml.nvmlDeviceGetHandleByPciBusId(f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0")
+    except Exception:                     # no torch (cupy callers), an older torch without the PCI ids: by index
+        return pynvml.nvmlDeviceGetHandleByIndex(0)
+
+
 def gpu_state() -> str:
-    """SM clock, power and temperature of device 0 now (NVML), to read next to the timings; the reason
-    where NVML cannot be read."""
+    """SM clock, power and temperature of the GPU the timings ran on (NVML), to read next to them; the
+    reason where NVML cannot be read."""
     try:
         import pynvml
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        h = _nvml_handle()
         return (f"SM {pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)} MHz, "
                 f"{pynvml.nvmlDeviceGetPowerUsage(h) / 1000:.0f} W, "
                 f"{pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)} C")
@@ -399,11 +414,10 @@ def gpu_state() -> str:
 
 
 def sm_clock_mhz() -> int | None:
-    """Device 0's SM clock now, MHz (NVML); None where NVML cannot be read."""
+    """The SM clock now, MHz, of the GPU the timings run on (NVML); None where NVML cannot be read."""
     try:
         import pynvml
-        pynvml.nvmlInit()
-        return int(pynvml.nvmlDeviceGetClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM))
+        return int(pynvml.nvmlDeviceGetClockInfo(_nvml_handle(), pynvml.NVML_CLOCK_SM))
     except Exception:                                                       # no NVML: no clock column
         return None
 
