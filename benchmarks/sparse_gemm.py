@@ -46,7 +46,10 @@ one A.
 Correctness first: every contender (each tilec tile, each cuSPARSELt configuration, each dense peer) is
 run once with D poisoned (NaN; s32: INT_MIN) and compared with the f32 torch product of the same
 operands (relative Frobenius error; rounding to f16 / bf16 gives ~1e-4 / ~1e-3, a wrong kernel ~1); a
-contender above the tolerance is reported as wrong and not timed. Timing: each contender captured into a
+contender above the tolerance is reported as wrong and not timed. tilec's kernels launch as compiler.runtime
+launches them: with programmatic dependent launch where their ABI allows it (each launch of a graph may start
+while the one before it ends; the libraries' launches are their own); `--no-pdl` launches them plainly.
+Timing: each contender captured into a
 CUDA graph of enough launches for ~2 ms (host launch overhead excluded for all alike; eager launches
 between CUDA events where a capture fails, said in the JSON), the median of replays; then `--rounds`
 rounds of (the `--finalists` fastest tilec tiles of that screening, those within FINALIST_MARGIN of the
@@ -575,10 +578,13 @@ def _nbytes(*tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt, d, copies: int = 1) -> dict:
+def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt, d, copies: int = 1,
+                     programmatic: bool = True) -> dict:
     """name -> launch closure of each chosen tile (the runtime's Kernel; packed A shared; a tile that reads
     C gets zeros in C's type, made once here, so that it computes D = A*B too and no launch allocates);
-    with `copies` > 1 each launch reads the next of that many copies of the packed A (Ring)."""
+    with `copies` > 1 each launch reads the next of that many copies of the packed A (Ring).
+    `programmatic`: the runtime's default, programmatic dependent launch where the kernel's ABI allows it
+    (each launch may start while the one before it finishes); False: plain launches (`--no-pdl`)."""
     from compiler.runtime import Kernel, SparseA
 
     out, zeros = {}, {}
@@ -587,6 +593,7 @@ def tilec_contenders(torch, case: Case, chosen: list[Candidate], vals, meta, bt,
         kernel = getattr(c, "kernel", None)
         if kernel is None:
             kernel = c.kernel = Kernel(c.abi, c.target, ptx=c.result.ptx, tile=c.tile)
+        kernel.programmatic = programmatic and bool(c.abi.get("programmatic_launch"))
         value_rows, meta_tiles = packed_rows(c, case)
         lanes = tuple(c.abi["buffers"].get("a_metadata", {}).get("lanes", ()))
         if lanes not in layouts:  # 32-lane (sparse_operands') or compact (the wgmma kernel, 16-bit A)
@@ -725,6 +732,7 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
     warm_l2 = getattr(args, "warm_l2", False)
     copies = copies_for(_nbytes(vals, meta) if vals is not None else 0, l2_bytes(torch), warm_l2)
     row["a_copies"] = copies
+    row["tilec_launch"] = "plain" if getattr(args, "no_pdl", False) else "programmatic (PDL) where the ABI allows"
     # tilec: every runnable example, checked then timed; the fastest to the rounds
     if not chosen:
         row["unavailable"] = unavailable(case, unmet)
@@ -733,7 +741,8 @@ def run_case(torch, case: Case, candidates: list[Candidate], args, timer: Timer)
         for d_type in dict.fromkeys(c.d_type for c in chosen):      # one D per output type, poisoned per check
             group = [c for c in chosen if c.d_type == d_type]
             d = torch.empty((case.m, case.n), device="cuda", dtype=getattr(torch, TORCH_TYPE[d_type]))
-            group_runs = tilec_contenders(torch, case, group, vals, meta, bt, d, copies)
+            group_runs = tilec_contenders(torch, case, group, vals, meta, bt, d, copies,
+                                          not getattr(args, "no_pdl", False))
             res.update(gate(group_runs, checker(torch, ref, d), lambda fn: timer.once("tilec", fn), tolerance(d_type)))
             runs.update(group_runs)
         row["tilec"] = res
@@ -850,6 +859,9 @@ def main(argv=None) -> int:
                     help="each finalist's untimed replays (ms) before its timed ones, in every round")
     ap.add_argument("--warm-l2", action="store_true",
                     help="one copy of A for all launches (default: copies that together are 3x the L2: cold weights)")
+    ap.add_argument("--no-pdl", action="store_true",
+                    help="launch tilec's kernels plainly (default: programmatic dependent launch where the kernel "
+                         "allows it, as compiler.runtime does: a launch may start while the one before it ends)")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds after which no further case starts")
     ap.add_argument("--cslt-max-algs", type=int, default=32, help="cuSPARSELt alg ids timed besides the searched one")
     ap.add_argument("--list", action="store_true", help="only say which example runs which case (no GPU)")

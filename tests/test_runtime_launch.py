@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import compiler
-from compiler.runtime import DeviceError, SparseA, driver, load
+from compiler.runtime import DeviceError, SparseA, TilecRuntimeError, driver, load
 from compiler.runtime import abi as rabi
 from compiler.runtime.driver import DeviceInfo, LaunchPlan
 
@@ -237,9 +238,60 @@ def test_wgmma_kernel_takes_the_same_path(b200):
     b, c, d = Fake((n, k), "<f2").T, Fake((m, n), "<f4"), Fake((m, n), "<f4")
     kernel(a, b, c, out=d)
     plan = b200.launches[-1][0]
-    assert plan == LaunchPlan(*kernel.launch_dims(m, n, k, 132)) and plan.cluster == (2, 1, 1)
+    assert plan == LaunchPlan(*kernel.launch_dims(m, n, k, 132), programmatic=True) and plan.cluster == (2, 1, 1)
     assert [x[0] for x in b200.calls] == ["open", "load", "smem"]
     assert set(b200.maps[-1][1]) == {"a_values", "b", "a_metadata"}
+    # plain launches on request (the kernel waits for the grid before it either way)
+    kernel.programmatic = False
+    kernel(a, b, c, out=d)
+    assert b200.launches[-1][0] == replace(plan, programmatic=False)
+
+
+def test_programmatic_launch_follows_the_abi(b200):
+    """The sparse wgmma kernel's ABI says programmatic_launch (it waits for the grid before it before any
+    global access), and its launches ask for programmatic stream serialization by default; a kernel whose
+    ABI does not say so (the tcgen05 ws kernel) launches plainly and refuses to be switched."""
+    wg = load(os.path.join(EX, "sparse_wgmma_f16_out_f16.tile"))
+    ws = load(os.path.join(EX, "tcgen05_gemm_f16.tile"))
+    assert wg.abi["programmatic_launch"] is True and wg.programmatic
+    assert "programmatic_launch" not in ws.abi and not ws.programmatic
+    with pytest.raises(TilecRuntimeError, match="does not wait for the grid before it"):
+        ws.programmatic = True
+    ws.programmatic = False                    # already so: allowed
+
+
+def test_driver_asks_cuLaunchKernelEx_for_programmatic_serialization():
+    """CudaDriver.launch with a programmatic plan: cuLaunchKernelEx with one attribute,
+    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION allowed, the grid in blocks (clusters x cluster),
+    the block, shared bytes and stream; a plain plan of the same kernel: cuLaunchKernel."""
+    import ctypes
+    from types import SimpleNamespace
+
+    calls = []
+
+    class Obj(SimpleNamespace):
+        pass
+
+    cu = SimpleNamespace(
+        CUlaunchConfig=Obj, CUlaunchAttribute=lambda: Obj(value=Obj()),
+        CUlaunchAttributeID=SimpleNamespace(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION="PSS"),
+        CUresult=SimpleNamespace(CUDA_SUCCESS=0),
+        cuLaunchKernelEx=lambda config, fn, params, extra: calls.append(("ex", config, fn)) or (0,),
+        cuLaunchKernel=lambda fn, *rest: calls.append(("plain", rest[:8], fn)) or (0,))
+    drv = driver.CudaDriver.__new__(driver.CudaDriver)
+    drv._cu = cu
+    fn, stream = SimpleNamespace(handle="fn"), SimpleNamespace(handle=7)
+    args = [ctypes.c_uint32(3), (ctypes.c_uint8 * 4)()]
+    plan = LaunchPlan((66, 1, 1), (2, 1, 1), (384, 1, 1), 200000, programmatic=True)
+    drv.launch(stream, (None, plan), fn, args)
+    drv.launch(stream, (None, replace(plan, programmatic=False)), fn, args)
+    (kind, config, handle), plain = calls
+    assert kind == "ex" and handle == "fn" and plain[0] == "plain"
+    assert (config.gridDimX, config.gridDimY, config.gridDimZ) == (132, 1, 1)
+    assert (config.blockDimX, config.sharedMemBytes, config.hStream, config.numAttrs) == (384, 200000, 7, 1)
+    (attr,) = config.attrs
+    assert attr.id == "PSS" and attr.value.programmaticStreamSerializationAllowed == 1
+    assert plain[1] == (132, 1, 1, 384, 1, 1, 200000, 7)
 
 
 def test_tcgen05_tile_on_a_hopper_device_is_refused(h100):

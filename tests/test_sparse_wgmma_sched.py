@@ -1278,3 +1278,37 @@ def test_ptxas_assembles_column_blocks(ptxas, tmp_path, case):
         text = result.ptx
     log = _assemble(ptxas, text, tmp_path)
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
+# Programmatic dependent launch (compiler/isa/griddepcontrol.py): a memory instruction whose state space is
+# global (explicit, or the generic / tensor-map / bulk copies that reach it)
+GLOBAL_ACCESS = re.compile(r"^\s*(@!?%p\d+\s+)?(ld\.global|ld\.(?!param|shared)|st\.(?!shared)|cp\.|atom\.|red\.|"
+                           r"prefetch\.(?!param)|multimem\.)")
+
+
+def test_every_thread_waits_for_the_grid_before_it_ahead_of_any_global_access():
+    """Every sparse wgmma kernel of the examples says programmatic_launch in its ABI, and its PTX runs
+    griddepcontrol.launch_dependents then griddepcontrol.wait in the entry's straight-line set-up (no label,
+    no branch before them: every thread executes both), with no global memory access before the wait: so
+    a launch that overlaps the grid before it (programmatic stream serialization) reads B, A and C and
+    writes D only after that grid has completed and its writes are visible (PTX ISA 9.7.13 griddepcontrol)."""
+    import compiler
+
+    seen = 0
+    for path in sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.tile")):
+        result = compiler.compile_file(str(path))
+        for name, tile in result.to_json()["tiles"].items():
+            abi = tile["kernel"]
+            if not abi or abi.get("kernel_kind") != "sparse_wgmma":
+                continue
+            seen += 1
+            assert abi["programmatic_launch"] is True
+            text = result.ptx[result.ptx.index(f".entry {name}("):]
+            body = text[text.index("{"):].splitlines()
+            at = {ins: next(i for i, ln in enumerate(body) if ln.strip() == ins)
+                  for ins in ("griddepcontrol.launch_dependents;", "griddepcontrol.wait;")}
+            assert at["griddepcontrol.launch_dependents;"] < at["griddepcontrol.wait;"]
+            before = body[:at["griddepcontrol.wait;"]]
+            assert not [ln for ln in before if GLOBAL_ACCESS.match(ln)], name
+            assert not [ln for ln in before if re.match(r"^\s*([A-Za-z_$][\w$]*:\s*$|(@!?%p\d+\s+)?bra)", ln)], name
+    assert seen >= 20

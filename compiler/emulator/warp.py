@@ -53,7 +53,8 @@ cp.async + commit/wait groups; cp.async.bulk shared -> global + bulk commit/wait
 matrix j in register j); mma.sp (compiler/emulator/mma_sp.py); wgmma.mma_async.sp with descriptors
 (9.7.15.5.1.2.2) and the Figure 149 accumulator fragment; mbarrier (9.7.13.15: init, arrive,
 arrive.expect_tx, try_wait.parity; complete_tx by TMA); TMA with swizzle and multicast; mapa and
-shared::cluster addresses; bar.sync with ids and counts; barrier.cluster arrive/wait; fences; divergent
+shared::cluster addresses; bar.sync with ids and counts; barrier.cluster arrive/wait; fences; griddepcontrol
+(one grid: nothing to wait for); divergent
 `ret`; branches (a non-uniform `bra.uni` is an error); setmaxnreg (9.7.19: each warp's count from the
 kernel's .maxnreg, a per-CTA pool that .dec fills and .inc waits on, the same setmaxnreg by every warp of a
 warpgroup).
@@ -1371,6 +1372,8 @@ class WarpMachine:
                 cta.unfenced[cta.unfenced == w.index + 1] = 0
         elif op.startswith("barrier.cluster.wait"):
             pass                                            # folded into the arrive (step_warp)
+        elif base == "griddepcontrol":
+            pass      # one grid emulated: no grid before it to wait for, none after it to launch (9.7.13)
         elif op == "mapa.shared::cluster.u32":
             if not (v(ops[1]) < 1 << CLUSTER_BIT).all():
                 raise EmulationError("mapa of an address that is not CTA-local")

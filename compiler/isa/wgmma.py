@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import SpecError
 from .bulk_copy import MIN_PTX as BULK_COPY_PTX
+from .griddepcontrol import GRIDDEPCONTROL_PTX
 from .mma_sp.forms import Form
 from .targets import Version
 
@@ -111,6 +112,6 @@ def wgmma_form_problem(form: Form) -> SpecError | None:
 
 def required_ptx(form: Form) -> Version:
     """The lowest PTX ISA version the kernel needs for `form` (wgmma.mma_async.sp, the tensor-map fence, the
-    persistent CTAs' bulk copy-out of D)."""
-    need = max(WGMMA_SP_FORMS[form.a_type].min_ptx, TENSORMAP_FENCE_PTX, BULK_COPY_PTX)
+    persistent CTAs' bulk copy-out of D, griddepcontrol)."""
+    need = max(WGMMA_SP_FORMS[form.a_type].min_ptx, TENSORMAP_FENCE_PTX, BULK_COPY_PTX, GRIDDEPCONTROL_PTX)
     return max(need, MIXED_INT_PTX) if form.a_type != form.b_type else need

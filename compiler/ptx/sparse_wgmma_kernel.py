@@ -226,7 +226,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..bits import log2
-from ..isa import bulk_copy
+from ..isa import bulk_copy, griddepcontrol
 from ..isa.bulk_copy import ALIGN as BULK_ALIGN, size_problem
 from ..diagnostics import SpecError
 from ..isa.mma_sp.forms import SHAPE_M, Form
@@ -1522,6 +1522,11 @@ class _Writer(PtxBuilder):
         self.ring.init("%p0", "%x", f"full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: "
                        f"one arrival per consumer warp of the cluster ({cfg.ring.empty_arrivals})")
         self.pair_sync()
+        # programmatic dependent launch (PTX 9.7.13 griddepcontrol; the ABI's programmatic_launch): the next
+        # grid may start its CTAs as this one's leave; every thread waits for the grid before it here, ahead
+        # of its first global access (the set-up above touches shared memory and parameters only)
+        ins(griddepcontrol.LAUNCH_DEPENDENTS)
+        ins(griddepcontrol.WAIT)
         ins("setp.ne.u32 %p0, %wg, 0;")
         consumer = self.label("CONSUMER")
         self.end = self.label("END")
@@ -2458,6 +2463,9 @@ def _abi(cfg: SparseWgmmaConfig, ptx: Version, params) -> dict:
         "consumers": cfg.consumers, "stages": cfg.stages, "raster_group": cfg.raster_group,
         "cluster": [cfg.cluster_m, 1, 1],
         "persistent": cfg.persistent,
+        # every thread waits (griddepcontrol.wait) before its first global access: a launch with the
+        # programmatic stream serialization attribute may overlap the grid before it, and gives the same D
+        "programmatic_launch": True,
         "split_k": S,
         "max_ctas_per_sm": 1,
         "block": [cfg.threads, 1, 1],

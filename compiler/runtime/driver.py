@@ -32,11 +32,13 @@ class DeviceInfo:
 class LaunchPlan:
     """One launch's configuration: the grid in clusters (cuda.core's LaunchConfig counts clusters when a
     cluster is given; cuLaunchKernelEx's gridDim would be the blocks), the cluster, the block and the
-    dynamic shared bytes."""
+    dynamic shared bytes; `programmatic`: launched with programmatic stream serialization (the ABI's
+    programmatic_launch: the grid may overlap the one before it in the stream, compiler/isa/griddepcontrol.py)."""
     grid: tuple[int, int, int]
     cluster: tuple[int, int, int]
     block: tuple[int, int, int]
     smem: int
+    programmatic: bool = False
 
 
 class CudaDriver:
@@ -151,22 +153,45 @@ class CudaDriver:
         """Launch `fn` with `args` (ctypes values). cuda.core's launch packs scalars only, so a launch with a
         by-value bytes parameter (a ctypes array: the sparse wgmma kernel's tensor maps) goes to the
         driver's cuLaunchKernel with the kernelParams array itself: one pointer to each argument's bytes
-        (CUDA Driver API, cuLaunchKernel). Its grid counts blocks; the cluster of such a kernel is its own
-        `.reqnctapercluster` (tilec's CTA pairs declare it), which a launch without a cluster attribute
-        takes."""
+        (CUDA Driver API, cuLaunchKernel), and so does a programmatic launch (cuLaunchKernelEx with its
+        attribute). Its grid counts blocks; the cluster of such a kernel is its own `.reqnctapercluster`
+        (tilec's CTA pairs declare it), which a launch without a cluster attribute takes."""
         import ctypes
 
         core, plan = config
-        if not any(isinstance(a, ctypes.Array) for a in args):
+        if not plan.programmatic and not any(isinstance(a, ctypes.Array) for a in args):
             self._launch(stream, core, fn, *args)
             return
         cu = self._cu
         pointers = (ctypes.c_void_p * len(args))(*(ctypes.addressof(a) for a in args))
         grid = [g * c for g, c in zip(plan.grid, plan.cluster)]
-        (err,) = cu.cuLaunchKernel(fn.handle, *grid, *plan.block, plan.smem, int(stream.handle),
-                                   ctypes.addressof(pointers), 0)
+        if plan.programmatic:
+            (err,) = cu.cuLaunchKernelEx(self.programmatic_config(grid, plan, int(stream.handle)), fn.handle,
+                                         ctypes.addressof(pointers), 0)
+        else:
+            (err,) = cu.cuLaunchKernel(fn.handle, *grid, *plan.block, plan.smem, int(stream.handle),
+                                       ctypes.addressof(pointers), 0)
         if err != cu.CUresult.CUDA_SUCCESS:
             raise DeviceError(f"cannot launch the kernel ({err})")
+
+    def programmatic_config(self, grid: list[int], plan: LaunchPlan, stream: int):
+        """cuLaunchKernelEx's CUlaunchConfig for a launch in blocks with one attribute, programmatic stream
+        serialization (CUDA Driver API: the grid may start before the previous one in the stream completes,
+        once that one's CTAs have all executed griddepcontrol.launch_dependents or exited; the kernel's
+        griddepcontrol.wait orders its global accesses after that grid). The kernel's cluster is its own
+        `.reqnctapercluster`, as for cuLaunchKernel."""
+        cu = self._cu
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = plan.block
+        config.sharedMemBytes = plan.smem
+        config.hStream = stream
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        config.attrs = [attr]
+        config.numAttrs = 1
+        return config
 
 
 _CURRENT: list = []          # the installed driver (at most one), made on first use

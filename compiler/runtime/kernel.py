@@ -229,10 +229,28 @@ class Kernel:
             if isinstance(abi.get("tensor_maps"), list) else ("a_values", "b", "a_metadata")
         self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
         self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
+        self._programmatic = bool(abi.get("programmatic_launch"))
         self._scratch: dict[tuple, dict] = {}    # (M, N, K, batch, device) -> split-K workspace, semaphores
 
     def __repr__(self) -> str:
         return f"<tilec Kernel {self.entry} ({self.target})>"
+
+    @property
+    def programmatic(self) -> bool:
+        """Launches use programmatic stream serialization (programmatic dependent launch): the default where
+        the ABI says the kernel waits for the grid before it (`programmatic_launch`), so that it may start
+        while that grid's last CTAs run and after another such kernel take the SMs its CTAs leave. False:
+        plain launches (the same D either way)."""
+        return self._programmatic
+
+    @programmatic.setter
+    def programmatic(self, on: bool) -> None:
+        if on and not self.abi.get("programmatic_launch"):
+            raise TilecRuntimeError(f"{self.entry} does not wait for the grid before it (no programmatic_launch "
+                                    "in its ABI): it cannot be launched to overlap it")
+        if bool(on) != self._programmatic:
+            self._programmatic = bool(on)
+            self._configs.clear()
 
     # ------------------------------------------------------------------ launch geometry
     def unmet(self, m: int, n: int, k: int) -> list[str]:
@@ -728,6 +746,6 @@ class Kernel:
             from .driver import LaunchPlan
 
             config = self._configs[(m, n, k, count)] = self._driver.config(
-                LaunchPlan(*self.launch_dims(m, n, k, self._sms, count)))
+                LaunchPlan(*self.launch_dims(m, n, k, self._sms, count), programmatic=self.programmatic))
         self._driver.launch(launch_stream, config, self._fn, args)
         return out

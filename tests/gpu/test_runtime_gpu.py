@@ -234,3 +234,39 @@ def test_run_cli_bench_and_shape(sm90):
 def test_run_cli_blackwell_tile_suggests_emulate(sm90):
     proc = _tilec("run", str(EX / "gemm_bf16.tile"))
     assert proc.returncode == 1 and "--emulate" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_programmatic_launches_in_a_chain_see_the_grid_before(sm90, torch_cuda):
+    """Programmatic dependent launch (the sparse wgmma kernel's default, compiler/isa/griddepcontrol.py): two
+    launches back to back on one stream, Y = A1 B1 + X (K = 8192: the long one) then X = A2 B2 + Y (K = 64):
+    the second reads as C what the first writes (read after write) and writes what the first reads as C
+    (write after read), and may start while the first still runs. Its griddepcontrol.wait orders both after
+    the first grid: Y and X are bit for bit those of the same launches with a synchronisation between
+    them, and Y, poisoned with NaN before each pair, never reaches X unwritten."""
+    torch = torch_cuda
+    kernel = load(str(EX / "sparse_wgmma_f16.tile"))
+    assert kernel.programmatic
+    from compiler.driver import compile_file
+
+    form = compile_file(str(EX / "sparse_wgmma_f16.tile")).tiles[kernel.tile].facts["form"]
+    rng = np.random.default_rng(9)
+    m, n = 2048, 1024
+    p1, p2 = (sparse_problem(form, m, n, k, rng, True) for k in (8192, 64))
+    a1, b1, c0 = operands(kernel, p1, form, "torch")
+    a2, b2, _ = operands(kernel, p2, form, "torch")
+    y_sync, x_sync = torch.empty_like(c0), torch.empty_like(c0)
+    kernel(a1, b1, c0, out=y_sync)
+    torch.cuda.synchronize()
+    kernel(a2, b2, y_sync, out=x_sync)
+    torch.cuda.synchronize()
+    y = torch.empty_like(c0)
+    for _ in range(3):
+        x = c0.clone()
+        y.fill_(float("nan"))
+        torch.cuda.synchronize()
+        kernel(a1, b1, x, out=y)
+        kernel(a2, b2, y, out=x)
+        torch.cuda.synchronize()
+        assert torch.equal(y.view(torch.int32), y_sync.view(torch.int32))
+        assert torch.equal(x.view(torch.int32), x_sync.view(torch.int32))
+    assert torch.isfinite(x).all()
