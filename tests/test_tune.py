@@ -7,6 +7,7 @@ CLI does with every outcome. tests/gpu/test_tune_gpu.py runs a small real search
 """
 from __future__ import annotations
 
+import functools
 import io
 import json
 import random
@@ -326,6 +327,14 @@ def compiled(path: Path):
     return r, r.tiles[name]
 
 
+@functools.lru_cache(maxsize=None)
+def wgmma_legal():
+    """(result, view, legal schedules) of examples' wgmma tile, enumerated once per test process (about 5 s
+    each time: the ranking tests share it; they only read it)."""
+    r, view = compiled(WGMMA)
+    return r, view, tuple(schedules.legal_schedules(view, r.module))
+
+
 @pytest.mark.parametrize("path", [WGMMA, SYNC])
 def test_legal_schedules_agree_with_the_compiler(path):
     """Every enumerated schedule compiles; schedules of the product the enumerator drops do not (a sample of
@@ -355,8 +364,7 @@ def test_legal_schedules_agree_with_the_compiler(path):
 def test_wgmma_schedules_follow_the_isa_and_the_register_and_smem_budgets():
     from compiler.ptx.sparse_wgmma_kernel import CONSUMER_OTHER_REGS, check_config
 
-    r, view = compiled(WGMMA)
-    legal = schedules.legal_schedules(view, r.module)
+    r, view, legal = wgmma_legal()
     # N: every .m64nNk32 N of f16 (PTX 9.7.15.6.3: 8..256 step 8) appears
     assert sorted({c.schedule.cta_n for c in legal}) == list(range(8, 257, 8))
     # 2 warpgroups of 128 rows at N = 256: 2 m64 blocks x 256/2 = 256 accumulators + 40 > 240, the most
@@ -388,8 +396,7 @@ def test_every_schedule_field_is_searched_or_says_why_not():
 
 
 def test_ranking_prefers_big_tiles_for_big_problems_and_filling_the_sms_for_small():
-    r, view = compiled(WGMMA)
-    legal = schedules.legal_schedules(view, r.module)
+    r, view, legal = wgmma_legal()
     big = schedules.ranked(legal, view, 8192, 8192, 8192, 132)
     small = schedules.ranked(legal, view, 256, 256, 8192, 132)
     assert sorted(map(id, big)) == sorted(map(id, legal))           # a permutation of the legal list
@@ -447,8 +454,7 @@ def test_ranking_shows_one_depth_per_tile_shape():
     estimates). Now no two of the first 40 are the same schedule but its stages with the same estimate, and
     within a tie the depth that stages D in the fewest column blocks ranks (a fifth stage that cuts D's
     staging finer measured slower); e.g. 128 x 256 persistent pairs, K blocks of 64: 4 stages before 5."""
-    r, view = compiled(WGMMA)
-    legal = schedules.legal_schedules(view, r.module)
+    r, view, legal = wgmma_legal()
     form = view.facts["form"]
     orders = {shape: schedules.ranked(legal, view, *shape, 132) for shape in ((8192, 8192, 8192), (13824, 5120, 5120))}
     for shape, order in orders.items():
@@ -484,8 +490,7 @@ def test_ranking_of_stream_k_with_its_data_parallel_waves():
     waves) 256 x 192 stream-K was the fastest tile, 0.99x the persistent 256 x 176. A tile count the grid
     divides shares no tile: stream-K's estimate is then the persistent one. Stream-K still ranks early for a
     decode shape (64 tiles of 128 x 128 on 132 SMs)."""
-    r, view = compiled(WGMMA)
-    legal = schedules.legal_schedules(view, r.module)
+    r, view, legal = wgmma_legal()
     form = view.facts["form"]
 
     def tile(m, n, stages, split):
