@@ -351,6 +351,8 @@ def bench_line(kernel, prob, name: str, lib, iters: int, warmup: int, warm_ms: f
     """Time the launch (_bench) and report it (bench_summary) with the `problems` of one launch (--batch),
     not the launches of a replay that _bench also returns."""
     times, _launches_per_replay, how = _bench(kernel, prob, name, lib, iters, warmup, warm_ms)
+    if getattr(kernel, "programmatic", False):     # each launch may start as the one before ends
+        how += " (programmatic dependent launch)"
     return bench_summary(times, how, warmup, warm_ms, shape, problems)
 
 

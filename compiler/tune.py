@@ -277,6 +277,8 @@ def cmd_tune(args) -> int:
         "device": runner.device, "sms": runner.sms,
         "file": os.path.basename(name), "shape": list(shape), "target": result.spec.target,
         "timing": {"warmup": WARMUP, "warm_ms": WARM_MS, "launches": ITERS, "statistic": "median",
+                   "launch": "programmatic dependent launch where the kernel's ABI allows it (compiler.runtime's "
+                             "default)",
                    "clock": "CUDA events around CUDA-graph replays (compiler/runtime/timing.py)"},
         "tiles": records,
     }

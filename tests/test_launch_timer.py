@@ -75,3 +75,9 @@ def test_run_reports_the_problems_of_a_launch(monkeypatch):
     monkeypatch.setattr(run, "_bench", fake_bench)
     line = run.bench_line(None, None, "torch", None, 100, 10, 150.0, (8192, 8192, 8192), 2)
     assert "(2135.0 TFLOP/s" in line and seen["warm_ms"] == 150.0
+    assert "programmatic" not in line
+    # a kernel launched programmatically (the sparse wgmma kernels' default) says so
+    from types import SimpleNamespace
+
+    line = run.bench_line(SimpleNamespace(programmatic=True), None, "torch", None, 100, 10, 0.0, (8192,) * 3, 1)
+    assert "CUDA graph of 3 launches (programmatic dependent launch) after 10 warm-up" in line

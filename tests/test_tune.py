@@ -101,6 +101,7 @@ def test_tune_chooses_the_fastest_correct_candidate_and_never_a_wrong_one(tile_c
     assert rc == 0, err
     doc = json.loads(out_json.read_text())
     assert doc["timing"]["warm_ms"] == tune_mod.WARM_MS == 150.0     # each candidate timed after its warm-up
+    assert doc["timing"]["launch"].startswith("programmatic dependent launch")
     rec = doc["tiles"]["sparse_wgmma_f16"]
     assert [c["schedule"] for c in rec["candidates"]] == first == runner.seen
     status = {c["schedule"]: c["status"] for c in rec["candidates"]}
