@@ -16,6 +16,5 @@ from __future__ import annotations
 from .targets import Version
 
 GRIDDEPCONTROL_PTX: Version = (7, 8)
-GRIDDEPCONTROL_SM = 90
 LAUNCH_DEPENDENTS = "griddepcontrol.launch_dependents;"
 WAIT = "griddepcontrol.wait;"

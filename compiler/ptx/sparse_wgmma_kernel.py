@@ -1283,6 +1283,13 @@ class _Writer(PtxBuilder):
         ins(f"sub.u32 {dp}, {dp}, 1;")
         ins(f"mul.lo.u32 {dp}, {dp}, %y;                 // data-parallel tiles: (max(T / G, 1) - 1) G")
 
+    def stream_partition(self, tiles: str, dp: str, sk: str) -> None:
+        """`tiles` = T, %y = G (stream_ctas), `dp` and `sk` the data-parallel and stream-K tiles (stream_split):
+        what stream_start, stream_advance, stream_bound and the fix-up each recompute rather than hold."""
+        self.stream_tiles(tiles)
+        self.stream_ctas("%y", "%nctaid.x")
+        self.stream_split(tiles, dp, sk)
+
     def stream_bound(self, dst: str, which: int) -> None:
         """dst = the first iteration of CTA c + `which`'s stream-K range (c = ctaid.x): with G = nctaid.x,
         the W' = sk x nkb iterations after the S = dp x nkb of the data-parallel tiles (stream_split),
@@ -1292,9 +1299,7 @@ class _Writer(PtxBuilder):
         64-bit division is a called subroutine in SASS, and the consumers' accumulators would be spilled
         around it). Scratch %x, %y, %z, %c0, %c1, %c2."""
         ins = self.ins
-        self.stream_tiles("%c0")
-        self.stream_ctas("%y", "%nctaid.x")
-        self.stream_split("%c0", "%c1", "%z")
+        self.stream_partition("%c0", "%c1", "%z")
         ins("mul.lo.u32 %c1, %c1, %nkb;                  // S: the data-parallel tiles' iterations")
         ins("mul.lo.u32 %z, %z, %nkb;                    // W': the stream-K iterations")
         ins("div.u32 %x, %z, %y;                         // Q")
@@ -1315,9 +1320,7 @@ class _Writer(PtxBuilder):
         its stream-K range."""
         ins = self.ins
         ranged, done = self.label("STREAM_RANGE"), self.label("STREAM_START")
-        self.stream_tiles("%c0")
-        self.stream_ctas("%y", "%nctaid.x")
-        self.stream_split("%c0", "%c1", "%z")
+        self.stream_partition("%c0", "%c1", "%z")
         self.stream_ctas("%y", "%ctaid.x")
         ins("setp.ge.u32 %p1, %y, %c1;")
         ins(f"@%p1 bra.uni {ranged};")
@@ -1332,9 +1335,7 @@ class _Writer(PtxBuilder):
         followed by the CTA's next one, G tiles on, or once those are done by its stream-K range; a stream-K
         segment's end is already the range's next iteration. Then to the work loop's `top`."""
         ins = self.ins
-        self.stream_tiles("%c0")
-        self.stream_ctas("%y", "%nctaid.x")
-        self.stream_split("%c0", "%c1", "%z")
+        self.stream_partition("%c0", "%c1", "%z")
         ins("mul.lo.u32 %c1, %c1, %nkb;                  // S")
         ins("setp.gt.u32 %p1, %t, %c1;")
         ins(f"@%p1 bra.uni {top};                  // inside the stream-K range")
@@ -1441,9 +1442,7 @@ class _Writer(PtxBuilder):
         ins("sub.u32 %x, %t, 1;")
         ins("div.u32 %q, %x, %nkb;                       // the tile (%t: the segment's end)")
         self.semaphore_index()
-        self.stream_tiles("%c1")
-        self.stream_ctas("%y", "%nctaid.x")
-        self.stream_split("%c1", "%c1", "%z")
+        self.stream_partition("%c1", "%c1", "%z")
         ins("// a shared tile lies past the data-parallel ones: its iterations counted from S (q >= dp)")
         ins("max.u32 %ca, %q, %c1;")
         ins("sub.u32 %ca, %ca, %c1;")
@@ -1516,7 +1515,7 @@ class _Writer(PtxBuilder):
         ins(f"and.b32 %sb, %sb, {-SMEM_ALIGN};")
         ins(f"add.u32 %nkb, %K, {cfg.cta_k - 1};")
         ins(f"shr.u32 %nkb, %nkb, {log2(cfg.cta_k)};          // K blocks, the last one partial (TMA zero fill)")
-        if cfg.persistent and not cfg.stream_k:        # stream-K: stream_work, where needed
+        if cfg.persistent and not cfg.stream_k:        # stream-K: stream_partition, where needed
             self.work_count()
         ins("setp.eq.u32 %p0, %thr, 0;                  // thread 0 initialises the barriers")
         self.ring.init("%p0", "%x", f"full[s]: 1 arrival (the producer's expect_tx) + the slot's bytes; empty[s]: "
