@@ -129,6 +129,18 @@ def test_gpu_marker_selects_the_default_slice_and_slow_the_full_sweeps():
         assert any(needle in t for t in default), needle
 
 
+@pytest.mark.parametrize("args, word", [(["--jobs", "0"], "'0'"), (["--slow", "--jobs"], "''"),
+                                        (["--jobs", "six"], "'six'")])
+def test_run_on_device_refuses_a_bad_jobs_count_before_installing_anything(args, word, tmp_path):
+    # a usage error (exit 2) before step 1: nothing is installed, no pytest starts
+    env = {**os.environ, "WHEELHOUSE": str(tmp_path / "none"), "OUT": str(tmp_path / "out")}
+    run = subprocess.run(["bash", str(REPO / "tests/gpu/run_on_device.sh"), *args], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert run.returncode == 2
+    assert run.stdout.strip() == f"run_on_device: usage: --jobs N takes a positive number of pytest-xdist workers, not {word}"
+    assert not (tmp_path / "out").exists()
+
+
 # ------------------------------------------------------------------------------------------------
 # sparse_kernels: ABI expressions and launches
 # ------------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 # tests/gpu/run_on_device.sh can install them there without a package registry.
 #
 #   tests/gpu/make_wheelhouse.sh            # on a machine that reaches PyPI, from the repository root
-#   -> .whl/lark-*.whl, filecheck-*.whl, lit-*.whl, hypothesis-*.whl and their pure-Python dependencies
+#   -> .whl/lark-*.whl, filecheck-*.whl, lit-*.whl, hypothesis-*.whl, pytest_xdist-*.whl (run_on_device.sh
+#   --jobs) and their pure-Python dependencies
 #
 # The GPU images this project uses have python3 (3.12), numpy, ml_dtypes, networkx, pytest, torch, cupy,
 # nvcc and ptxas, but not tilec's parser (lark) nor its test tools (filecheck, lit; hypothesis only maybe).
@@ -19,7 +20,7 @@ mkdir -p "$dest"
 # hypothesis may come as a CPython wheel.
 "$py" -m pip download -q -d "$dest" --only-binary=:all: --python-version "$target_py" --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    "lark>=1.1.9" "filecheck>=1.0.6" "lit>=17" "hypothesis>=6" 2> >(grep -v "is ignored: it is neither" >&2)
+    "lark>=1.1.9" "filecheck>=1.0.6" "lit>=17" "hypothesis>=6" "pytest-xdist>=3" 2> >(grep -v "is ignored: it is neither" >&2)
 echo "wheelhouse $dest:"
 ls -1 "$dest"
 du -sh "$dest"

@@ -5,6 +5,10 @@
 #   tests/gpu/run_on_device.sh            # on the GPU machine, from a checkout with .whl/ beside it
 #   tests/gpu/run_on_device.sh --slow     # the full sweeps instead (-m "gpu and slow")
 #   tests/gpu/run_on_device.sh --all      # both in one run
+#   tests/gpu/run_on_device.sh --slow --jobs 6   # over 6 pytest-xdist workers sharing the one GPU: the
+#                                         # sweeps' time is compiling and checking on the CPU, and serially they
+#                                         # do not fit one device call (docs/verification.md); timings taken
+#                                         # meanwhile (the tune and benchmark tests) are not comparable
 #   tests/gpu/run_on_device.sh -- -k wgmma   # extra pytest arguments after --
 #
 # With the device tool: run(command="bash tests/gpu/run_on_device.sh", carry=[".whl"], timeout_s=600).
@@ -27,15 +31,24 @@ site=/tmp/tilec-site
 export PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
+say() { echo "run_on_device: $*"; }
+
 slice=default
 markexpr=gpu
-case "${1:-}" in
-    --slow) slice=slow; markexpr="gpu and slow"; shift ;;
-    --all) slice=all; markexpr="gpu and (slow or not slow)"; shift ;;   # names `slow`: conftest keeps them
-esac
-if [ "${1:-}" = "--" ]; then shift; fi
-
-say() { echo "run_on_device: $*"; }
+jobs=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --slow) slice=slow; markexpr="gpu and slow"; shift ;;
+        --all) slice=all; markexpr="gpu and (slow or not slow)"; shift ;;   # names `slow`: conftest keeps them
+        --jobs)
+            case "${2:-}" in
+                ''|*[!0-9]*|0) say "usage: --jobs N takes a positive number of pytest-xdist workers, not '${2:-}'"; exit 2 ;;
+            esac
+            jobs=$2; shift 2 ;;
+        --) shift; break ;;
+        *) break ;;          # the rest goes to pytest as it is
+    esac
+done
 has() { "$py" -c "import $1" 2>/dev/null; }
 
 # --- 1. packages from the wheelhouse --------------------------------------------------------------------
@@ -63,6 +76,9 @@ install_wheel() {        # install_wheel DIST MODULE: from the wheelhouse, offli
 }
 
 install_wheel lark lark || { say "lark (tilec's parser) is required"; exit 2; }
+if [ -n "$jobs" ]; then
+    install_wheel pytest-xdist xdist || { say "--jobs needs pytest-xdist (tests/gpu/make_wheelhouse.sh puts it in the wheelhouse)"; exit 2; }
+fi
 for pair in filecheck:filecheck lit:lit hypothesis:hypothesis; do
     install_wheel "${pair%%:*}" "${pair##*:}" || say "${pair%%:*} missing: only the CPU suite needs it"
 done
@@ -101,6 +117,9 @@ print(f"run_on_device: ptxas {exe or 'missing (the driver JIT-compiles the PTX)'
 EOF
 
 args=(-m pytest tests/gpu -m "$markexpr" -q -rfEs --durations=15 -p no:cacheprovider)
+if [ -n "$jobs" ]; then           # the tests share no files; the kernels share the GPU (correctness, not timing)
+    args+=(-n "$jobs")
+fi
 if has pytest_timeout; then       # a hung kernel fails its test instead of the whole call
     args+=(--timeout "${GPU_TEST_TIMEOUT:-540}")
 fi
