@@ -166,6 +166,9 @@ def allocate_like(v: ArrayView, shape: tuple, element: str, fill_zero: bool = Fa
         with cupy.cuda.Device(v.device if v.device is not None else cupy.cuda.runtime.getDevice()):
             make = cupy.zeros if fill_zero else cupy.empty
             return make(shape, dtype=rev.get(element, "float32"))
-    what = {"out": "an output array", "C": "an M x N array C"}.get(name, "torch or cupy inputs")
+    if name == "scratch":            # no argument of the caller's: the inputs' library is what is wrong
+        raise ArgumentError("A", "library", "torch or cupy arrays: the split-K / stream-K workspace is allocated "
+                            "with the inputs' library", f"{v.library} arrays")
+    what = {"out": "an output array", "C": "an M x N array C"}.get(name, "an array")
     raise ArgumentError(name, "value", f"{what}: the runtime allocates {name} only for torch and cupy inputs",
                         f"None with {v.library} inputs")

@@ -252,6 +252,7 @@ class Kernel:
         self._map_operands = tuple(t["operand"] for t in abi["tensor_maps"]) \
             if isinstance(abi.get("tensor_maps"), list) else ("a_values", "b", "a_metadata")
         self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
+        self._derived: dict[tuple, dict] = {}    # (M, N, K) -> the ABI's derived u32 sizes (abi.derived_sizes)
         self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
         self._programmatic = bool(abi.get("programmatic_launch"))
         self._scratch: dict[tuple, dict] = {}    # (M, N, K, batch, device) -> split-K workspace, semaphores
@@ -486,6 +487,15 @@ class Kernel:
             raise ArgumentError(arg, "writability", "a writable array", "a read-only one")
         return pitch
 
+    def _derived_sizes(self, m: int, n: int, k: int) -> dict[str, int]:
+        """The ABI's `sizes` for this problem, evaluated once per problem size (a launch on a known size
+        must not recompile the ABI's expressions: that was a third of a launch's host time)."""
+        key = (m, n, k)
+        sizes = self._derived.get(key)
+        if sizes is None:
+            sizes = self._derived[key] = abi_mod.derived_sizes(self.abi, m, n, k)
+        return sizes
+
     def _device_of(self, v: ArrayView) -> int | None:
         """The device of `v`'s memory: what its library says, else (a bare __cuda_array_interface__, which
         names none) what the driver says of its address, else None (nothing to compare)."""
@@ -589,10 +599,6 @@ class Kernel:
         same stream is the caller's race, as for any buffer the graph reads."""
         key = (m, n, k, count, lead.device, _stream_key(stream))
         held = self._scratch.get(key)
-        if held is None and lead.library not in ("torch", "cupy"):
-            raise ArgumentError("A", "library", f"torch or cupy arrays: {self.entry}'s workspace (split-K "
-                                "partials and tile counters) is allocated with the inputs' library",
-                                f"{lead.library} arrays")
         if held is None:
             # stream-K's workspace has two partial slots per CTA of the grid, which counts the device's SMs
             env = abi_mod.names(self.abi, m, n, k, self._sms, batch=count)
@@ -600,7 +606,7 @@ class Kernel:
             for name, spec in self.abi["scratch"].items():
                 shape = tuple(int(abi_mod.eval_expr(d, env)) for d in spec["shape"])
                 element = {"u32": "s32"}.get(spec["element"], spec["element"])      # same bits; torch lacks u32 ops
-                held[name] = allocate_like(lead, shape, element, fill_zero=bool(spec.get("zeroed")))
+                held[name] = allocate_like(lead, shape, element, fill_zero=bool(spec.get("zeroed")), name="scratch")
             _synchronize(lead)
             self._scratch[key] = held
         return {name: view(arr, name).ptr for name, arr in held.items()}
@@ -803,7 +809,7 @@ class Kernel:
             maps = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
                                      {x: bb[x] for x in self._map_operands if bb.get(x)})
         sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches,
-                 **abi_mod.derived_sizes(self.abi, m, n, k)}
+                 **self._derived_sizes(m, n, k)}
         if batched:                   # C's and D's batch strides in elements; the packed A's and B's in bytes
             sizes["batch_stride_c"] = bb.get(cname, 0) // c_size if cname in want else 0
             sizes["batch_stride_d"] = bb.get(dname, 0) // v.itemsize
