@@ -488,8 +488,8 @@ class Kernel:
         return pitch
 
     def _derived_sizes(self, m: int, n: int, k: int) -> dict[str, int]:
-        """The ABI's `sizes` for this problem, evaluated once per problem size (a launch on a known size
-        must not recompile the ABI's expressions: that was a third of a launch's host time)."""
+        """The ABI's `sizes` for this problem, evaluated once per problem size: a launch on a known size
+        does not compile the ABI's expressions again."""
         key = (m, n, k)
         sizes = self._derived.get(key)
         if sizes is None:
