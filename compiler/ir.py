@@ -151,6 +151,35 @@ class Enum(Str):
         return p
 
 
+class PtxVersion(Str):
+    """A released PTX ISA version as `.version` prints it ("8.6"): the printer writes it into the PTX, so
+    nothing else may pass (compiler.isa.targets.parse_version)."""
+    name = "PTX ISA version"
+    accepts = _ASK
+
+    def problem(self, v: Any) -> str | None:
+        from .isa.targets import parse_version
+
+        p = super().problem(v)
+        if p is None and parse_version(v) is None:
+            return Problem(f"{self.fmt(v)} is not a released PTX ISA version (written as \"8.6\")")
+        return p
+
+
+class Target(Str):
+    """A target tilec knows (compiler.isa.targets.TARGETS), as `.target` prints it."""
+    name = "target"
+    accepts = _ASK
+
+    def problem(self, v: Any) -> str | None:
+        from .isa.targets import TARGETS
+
+        p = super().problem(v)
+        if p is None and v not in TARGETS:
+            return Problem(f"unknown target {self.fmt(v)} (one of {', '.join(TARGETS)})")
+        return p
+
+
 class SplitK(AttrType):
     """`schedule split_k=`: a slice count (u32: it lands in PTX as the slices' loop bound) or the word
     "stream" (stream-K)."""
@@ -344,7 +373,7 @@ _MAJOR = Enum(*MAJORS)
 OP_DEFS: dict[str, OpDef] = {
     # `passes`: the passes that have run, in order (run_passes continues after them; `tilec compile`
     # of IR text runs the rest of the pipeline).
-    "tilec.module": OpDef(_attrs(target=Str(), ptx_version=Opt(Str()), passes=Opt(ListOf(Str()))),
+    "tilec.module": OpDef(_attrs(target=Target(), ptx_version=Opt(PtxVersion()), passes=Opt(ListOf(Str()))),
                           ("tilec.tile", "ptx.kernel")),
     # ---- the tile as written (lowering): every TileSpec field ----
     "tilec.tile": OpDef(
