@@ -40,6 +40,8 @@ numpy and ml_dtypes are imported here; this module is for host data only (not on
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .diagnostics import SpecError
@@ -74,6 +76,21 @@ def to_elements(x, dtype: str) -> np.ndarray:
         if np.any(wide != np.round(wide)) or np.any(wide < lo) or np.any(wide > hi):
             raise SpecError(f"values do not fit {dtype} (range {lo}..{hi}, integers only)", field="A.dtype")
         return wide.astype(np.int64).astype(target)
+    if x.dtype.kind in "fiu":
+        # a finite value at or past the largest finite one plus half its ulp overflows (round to nearest): the
+        # conversion would make it inf, NaN (e4m3 has no inf) or the largest value (the fp4 / fp6 types
+        # saturate). Refused, not rounded.
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(target)
+        top = float(info.max)
+        limit = top + 2.0 ** (math.floor(math.log2(top)) - int(info.nmant) - 1)
+        wide = x.astype(np.float64)
+        bad = np.isfinite(wide) & (np.abs(wide) >= limit)
+        if np.any(bad):
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise SpecError(f"value {float(wide[at])!r} at {at} overflows {dtype} (largest finite {top!r})",
+                            field="A.dtype")
     return x.astype(np.float32).astype(target) if x.dtype.kind not in "fV" else x.astype(target)
 
 

@@ -23,9 +23,12 @@ class Fake:
     _next = 1 << 32
 
     def __init__(self, shape, typestr="<f2", strides=None, ptr=None, readonly=False):
-        if ptr is None:
+        if ptr is None:              # fake allocations apart by their size (rounded up to 16 MiB): no overlap
             ptr = Fake._next
-            Fake._next += 1 << 24
+            nbytes = _SIZES.get(typestr[1:], 8)
+            for s in shape:
+                nbytes *= s
+            Fake._next += -(-max(nbytes, 1) // (1 << 24)) * (1 << 24)
         self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, readonly),
                                          "strides": strides, "version": 3}
 

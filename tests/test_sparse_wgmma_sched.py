@@ -500,7 +500,7 @@ def _fake_launch(monkeypatch, path: str, tile: str | None, m: int, n: int, k: in
     previous = driver.use(fake)
     allocated = []
 
-    def allocate_like(lead, shape, element, fill_zero=False):
+    def allocate_like(lead, shape, element, fill_zero=False, name="out"):
         allocated.append((tuple(shape), element, fill_zero))
         return Fake(shape, {"f32": "<f4", "s32": "<i4", "f16": "<f2"}[element])
 

@@ -188,7 +188,8 @@ def epilogue_reference(form, p: SparseProblem, out_type: str, desc: dict, bias, 
     if act == "relu":
         y = np.maximum(x, 0.0)
     elif act == "silu":
-        y = x / (1.0 + np.exp(-x))
+        with np.errstate(over="ignore"):       # exp(-x) = inf below x = -709: x / inf = -0, silu's limit
+            y = x / (1.0 + np.exp(-x))
     elif act == "gelu_tanh":
         y = 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
     elif act == "gelu_erf":

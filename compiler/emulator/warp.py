@@ -976,7 +976,8 @@ class WarpMachine:
         # the hardware reads the selected threads only: lane (g, t) plays supplier 2*sel + (t & 1) (pairs)
         src = (lane & ~3) + (np.array(sup)[lane % len(sup)] if len(sup) < 4 else lane % 4)
         dense = sparse.decompress(comp, words[src].reshape(1, 1, 32), form.a_type, form.shape)
-        prod = dense.astype(np.float64) @ bt.astype(np.float64).T                   # 16 x N
+        with np.errstate(invalid="ignore", over="ignore"):   # inf / NaN operands give IEEE results, as on the GPU
+            prod = dense.astype(np.float64) @ bt.astype(np.float64).T               # 16 x N
         g, t = lane // 4, lane % 4
         for i, reg in enumerate(op["acc"]):
             row = g + 8 * ((i >> 1) & 1)                                            # Figure 149

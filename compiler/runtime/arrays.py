@@ -61,6 +61,8 @@ def _cupy_view(x) -> ArrayView:
 
 def _cai_view(x, cai: dict, name: str) -> ArrayView:
     typestr = cai["typestr"]
+    if typestr[:1] == ">" and typestr[2:] != "1":      # the GPU reads little-endian elements
+        raise ArgumentError(name, "dtype", "little-endian elements", f"big-endian ({typestr})")
     code = typestr[1:]
     size = int(code[1:]) if code[1:].isdigit() else 0
     shape = tuple(int(s) for s in cai["shape"])
@@ -131,9 +133,24 @@ def row_major_strides(shape: tuple, itemsize: int) -> tuple:
     return tuple(reversed(out))
 
 
-def allocate_like(v: ArrayView, shape: tuple, element: str, fill_zero: bool = False):
+def extent(v: ArrayView) -> tuple[int, int]:
+    """The bytes [first, end) that view `v` may touch: from its lowest to past its highest element."""
+    lo = hi = v.ptr
+    for size, stride in zip(v.shape, v.strides):
+        if size == 0:
+            return v.ptr, v.ptr
+        step = (size - 1) * stride
+        if step < 0:
+            lo += step
+        else:
+            hi += step
+    return lo, hi + v.itemsize
+
+
+def allocate_like(v: ArrayView, shape: tuple, element: str, fill_zero: bool = False, name: str = "out"):
     """A new device array of `shape` and `element` from the library of `v` (torch or cupy), on its device,
-    allocated on that library's current stream (asynchronous)."""
+    allocated on that library's current stream (asynchronous). `name`: the argument that was not given (for
+    the error where the library cannot allocate)."""
     if v.library == "torch":
         torch = sys.modules["torch"]
         rev = {e: k for k, e in _TORCH.items()}
@@ -144,10 +161,14 @@ def allocate_like(v: ArrayView, shape: tuple, element: str, fill_zero: bool = Fa
         cupy = sys.modules["cupy"]
         rev = {e: k for k, e in _NUMPY.items() if k in ("float16", "float32", "int32", "uint32", "int8", "uint8")}
         if element not in rev and element != "tf32":
-            raise ArgumentError("out", "dtype", f"an array of {element} (cupy has no such dtype)",
-                                "nothing: pass out= with a torch or DLPack array")
+            raise ArgumentError(name, "dtype", f"an array of {element} (cupy has no such dtype)",
+                                f"nothing: pass {name} as a torch or DLPack array")
         with cupy.cuda.Device(v.device if v.device is not None else cupy.cuda.runtime.getDevice()):
             make = cupy.zeros if fill_zero else cupy.empty
             return make(shape, dtype=rev.get(element, "float32"))
-    raise ArgumentError("out", "value", "an output array: the runtime allocates D only for torch and cupy inputs",
+    if name == "scratch":            # no argument of the caller's: the inputs' library is what is wrong
+        raise ArgumentError("A", "library", "torch or cupy arrays: the split-K / stream-K workspace is allocated "
+                            "with the inputs' library", f"{v.library} arrays")
+    what = {"out": "an output array", "C": "an M x N array C"}.get(name, "an array")
+    raise ArgumentError(name, "value", f"{what}: the runtime allocates {name} only for torch and cupy inputs",
                         f"None with {v.library} inputs")

@@ -66,6 +66,13 @@ class CudaDriver:
         major, minor = dev.compute_capability
         return DeviceInfo(dev.device_id, dev.name, (major, minor), dev.properties.multiprocessor_count)
 
+    def pointer_device(self, ptr: int) -> int | None:
+        """The ordinal of the device whose memory `ptr` points into (cuPointerGetAttribute,
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), or None where the driver does not know the address."""
+        cu = self._cu
+        err, ordinal = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+        return int(ordinal) if err == cu.CUresult.CUDA_SUCCESS else None
+
     def load(self, entry: str, ptx: str | None, cubin: bytes | None, arch: str):
         """(kernel handle, cubin loaded or None where the driver JIT-compiled the PTX) of `entry`: the cubin
         given, else the PTX assembled by ptxas for `arch` through the kernel cache, else the driver's JIT."""

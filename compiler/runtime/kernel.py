@@ -6,7 +6,7 @@ import re
 import sys
 
 from . import abi as abi_mod
-from .arrays import ArrayView, allocate_like, row_major_strides, view
+from .arrays import ArrayView, allocate_like, extent, row_major_strides, view
 from .errors import ArgumentError, DeviceError, TilecRuntimeError
 
 # element types a buffer accepts beyond its own name: metadata words are bit patterns (s32 or u32 arrays);
@@ -48,6 +48,8 @@ class SparseA:
         self.batch = batch              # None: one M x K A; else the count of a batch (arrays batch-first)
         self.checked: object = None     # the kernel plan these arrays were last checked against
         self._batch_bytes: dict = {}    # a batch's byte strides of values and metadata (checked with them)
+        self._checked_arrays: tuple = (None, None, None)  # (values, metadata, values' address) as checked
+        self._spans: list = []          # (argument, the bytes it spans) of values and metadata, as checked
 
     def __repr__(self) -> str:
         lead = f"{self.batch} x " if self.batch is not None else ""
@@ -110,18 +112,19 @@ def upload(host, library: str, element: str, shape: tuple | None = None, device=
         return cupy.asarray(raw).view(dt).reshape(shape)
 
 
-def _allocate(lead: ArrayView, want, fill_zero: bool = False, batch: int | None = None):
-    """A new C or D for buffer `want`: rows padded to a multiple of 16 bytes where the kernel takes a row
-    stride (the array returned is the M x N slice of it), else contiguous; `batch` of them (batch-first)."""
+def _allocate(lead: ArrayView, want, fill_zero: bool = False, batch: int | None = None, name: str = "out"):
+    """A new C or D (argument `name`) for buffer `want`: rows padded to a multiple of 16 bytes where the kernel
+    takes a row stride (the array returned is the M x N slice of it), else contiguous; `batch` of them
+    (batch-first)."""
     lead_dims = (batch,) if batch is not None else ()
     if want.pitch is None or len(want.shape) != 2:
-        return allocate_like(lead, lead_dims + tuple(want.shape), want.element, fill_zero=fill_zero)
+        return allocate_like(lead, lead_dims + tuple(want.shape), want.element, fill_zero=fill_zero, name=name)
     from ..isa.types import TYPES
 
     rows, cols = want.shape
     size = TYPES[want.element].bits // 8
     padded = aligned_row_elements(cols, size)
-    full = allocate_like(lead, lead_dims + (rows, padded), want.element, fill_zero=fill_zero)
+    full = allocate_like(lead, lead_dims + (rows, padded), want.element, fill_zero=fill_zero, name=name)
     return full if padded == cols else full[..., :cols]
 
 
@@ -157,8 +160,29 @@ def _batched(v: ArrayView, rank: int, batch: int | None, arg: str, noun: str,
         return first, 0
     if tma and (stride <= 0 or stride % ALIGN):
         raise ArgumentError(arg, "stride", f"a positive batch stride, a multiple of {ALIGN} bytes (TMA strides, "
-                            "16-byte copies)", f"{stride} bytes")
+                            "the kernels' 16-byte accesses)", f"{stride} bytes")
     return first, stride
+
+
+F32_MAX = 3.4028234663852886e38
+
+
+def _f32_scalar(name: str, value) -> float:
+    """The launch value of epilogue parameter `name` (alpha, beta, scale: an f32 kernel parameter): a real
+    number that is finite in f32; ArgumentError otherwise (a string, an array, a complex, inf, 1e300)."""
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentError(name, "value", "a real number (a Python or numpy scalar)",
+                            f"{type(value).__name__} {value!r}")
+    try:
+        x = float(value)
+    except OverflowError:             # an int past a double's range
+        x = math.inf
+    if not math.isfinite(x) or abs(x) > F32_MAX:
+        raise ArgumentError(name, "value", "a number that is finite in f32", repr(value))
+    return x
 
 
 def _stream_key(stream):
@@ -228,6 +252,7 @@ class Kernel:
         self._map_operands = tuple(t["operand"] for t in abi["tensor_maps"]) \
             if isinstance(abi.get("tensor_maps"), list) else ("a_values", "b", "a_metadata")
         self._plans: dict[tuple, dict] = {}      # (M, N, K) -> the buffers' expected shapes, types, strides
+        self._derived: dict[tuple, dict] = {}    # (M, N, K) -> the ABI's derived u32 sizes (abi.derived_sizes)
         self._configs: dict[tuple, object] = {}  # (M, N, K) -> LaunchConfig
         self._programmatic = bool(abi.get("programmatic_launch"))
         self._scratch: dict[tuple, dict] = {}    # (M, N, K, batch, device) -> split-K workspace, semaphores
@@ -292,7 +317,7 @@ class Kernel:
                     packed.append(sparse.compress_padded(one, element, shape, *pad[:3], self.abi.get("selector", 0),
                                                          value_rows=pad[3], compact=compact))
         except SpecError as e:
-            what = "sparsity pattern" if "sparse" in str(e) else "shape"
+            what = "values" if e.field == "A.dtype" else "sparsity pattern" if "sparse" in str(e) else "shape"
             raise ArgumentError("A", what, f"a {element} M x K matrix the kernel's sparsity allows", str(e)) from None
         import numpy as np
 
@@ -455,12 +480,51 @@ class Kernel:
             self._check_strides(arg, v, want, shape, transposed)
         if v.ptr % ALIGN:
             raise ArgumentError(arg, "alignment", f"a {ALIGN}-byte aligned address", hex(v.ptr))
-        if device is not None and v.device is not None and v.device != device:
+        if device is not None and self._device_of(v) is not None and v.device != device:
             raise ArgumentError(arg, "device", f"cuda:{device} (where A is)",
                                 f"cuda:{v.device}")
         if want.written and v.readonly:
             raise ArgumentError(arg, "writability", "a writable array", "a read-only one")
         return pitch
+
+    def _derived_sizes(self, m: int, n: int, k: int) -> dict[str, int]:
+        """The ABI's `sizes` for this problem, evaluated once per problem size (a launch on a known size
+        must not recompile the ABI's expressions: that was a third of a launch's host time)."""
+        key = (m, n, k)
+        sizes = self._derived.get(key)
+        if sizes is None:
+            sizes = self._derived[key] = abi_mod.derived_sizes(self.abi, m, n, k)
+        return sizes
+
+    def _device_of(self, v: ArrayView) -> int | None:
+        """The device of `v`'s memory: what its library says, else (a bare __cuda_array_interface__, which
+        names none) what the driver says of its address, else None (nothing to compare)."""
+        if v.device is None and v.ptr:
+            from . import driver as driver_mod
+
+            try:
+                find = getattr(self._driver or driver_mod.current(), "pointer_device", None)
+            except DeviceError:           # no driver: the launch itself will say so
+                find = None
+            if find is not None:
+                v.device = find(v.ptr)
+        return v.device
+
+    @staticmethod
+    def _check_no_overlap(d: ArrayView, spans: list, c: ArrayView | None) -> None:
+        """ArgumentError where D's bytes overlap an input's: the CTAs would read what others have written. C
+        itself (the same view: D = ... + beta*C in place) is allowed, each element read before it is written
+        by the thread that writes it."""
+        lo, hi = extent(d)
+        for arg, (first, end) in spans:
+            if first < hi and lo < end:
+                raise ArgumentError("out", "memory", "an array that shares no bytes with the inputs",
+                                    f"one that overlaps {arg}")
+        if c is not None and (c.ptr, c.shape, c.strides) != (d.ptr, d.shape, d.strides):
+            first, end = extent(c)
+            if first < hi and lo < end:
+                raise ArgumentError("out", "memory", "C itself (in place) or an array that shares no bytes with C",
+                                    "another view of C's bytes")
 
     @staticmethod
     def _pitch(arg: str, v: ArrayView, want, transposed: bool) -> int:
@@ -542,7 +606,7 @@ class Kernel:
             for name, spec in self.abi["scratch"].items():
                 shape = tuple(int(abi_mod.eval_expr(d, env)) for d in spec["shape"])
                 element = {"u32": "s32"}.get(spec["element"], spec["element"])      # same bits; torch lacks u32 ops
-                held[name] = allocate_like(lead, shape, element, fill_zero=bool(spec.get("zeroed")))
+                held[name] = allocate_like(lead, shape, element, fill_zero=bool(spec.get("zeroed")), name="scratch")
             _synchronize(lead)
             self._scratch[key] = held
         return {name: view(arr, name).ptr for name, arr in held.items()}
@@ -588,6 +652,9 @@ class Kernel:
         sparse_a = isinstance(A, SparseA)
         a = A if sparse_a or not self.dense_a else view(A, "A")      # _sizes refuses an unpacked sparse A
         b = view(B, "B")
+        spans = [("B", extent(b))]          # (argument, bytes) of every input: D may overlap none of them
+        if isinstance(a, ArrayView):
+            spans.append(("A", extent(a)))
         # the sparse wgmma, pipelined mma.sp and warp-specialised tcgen05 kernels: operands may lead with a batch
         batched = "batch" in self.abi
         batch, bb = (a.batch if sparse_a else None), {}    # bb: batch strides in bytes, by ABI buffer name
@@ -611,21 +678,26 @@ class Kernel:
         lead = view(a.values, "A.values") if sparse_a else a
         if batch is not None:
             lead = _unbatch(lead, 2)[0]
-        dev = lead.device
+        dev = self._device_of(lead)
         ptrs: dict[str, int] = {}
-        if sparse_a and a.checked is want:        # checked against this kernel and size already
+        held = a._checked_arrays if sparse_a else ()
+        if sparse_a and a.checked is want and held[0] is a.values and held[1] is a.metadata and held[2] == lead.ptr:
+            # checked against this kernel and size already, and neither array replaced since
             ptrs["a_values"] = lead.ptr
             bb.update(a._batch_bytes)
+            spans += a._spans
             if "a_metadata" in want:
                 ptrs["a_metadata"] = a._metadata_ptr
         elif sparse_a:
             if a.element != want["a_values"].element:
                 raise ArgumentError("A", "dtype", f"A packed for {want['a_values'].element}",
                                     f"A packed for {a.element}")
+            a.checked, a_spans = None, []
             for key, arr, arg in (("a_values", a.values, "A.values"), ("a_metadata", a.metadata, "A.metadata")):
                 if key not in want:           # static metadata: embedded in the kernel
                     continue
                 v = view(arr, arg)
+                a_spans.append((arg, extent(v)))
                 w = want[key]
                 if batch is not None:
                     v, bb[key] = _batched(v, len(w.shape), batch, arg, "packed array")
@@ -635,6 +707,8 @@ class Kernel:
                 ptrs[key] = v.ptr
             a._metadata_ptr = ptrs.get("a_metadata")
             a._batch_bytes = {key: bb[key] for key in ("a_values", "a_metadata") if key in bb}
+            a._spans, a._checked_arrays = a_spans, (a.values, a.metadata, lead.ptr)
+            spans += a_spans
             a.checked = want
         else:
             self._check("A", "A", a, want["A"], dev)
@@ -656,6 +730,7 @@ class Kernel:
                 if arr is None:
                     raise ArgumentError(arg, "value", f"an array ({key} of {self.entry})", "None")
                 v = view(arr, arg)
+                spans.append((arg, extent(v)))
                 if batched and key in self.abi.get("tmem_images", {}):
                     v = self._image_batch(key, arg, v, want[key], batch)
                 self._check(key, arg, v, want[key], dev)
@@ -663,16 +738,23 @@ class Kernel:
             elif arr is not None:
                 raise ArgumentError(arg, "value", f"None ({self.entry} has no {key} parameter)", "an array")
         cname = self._c
+        c_full = None                     # the C the caller gave (D may be that very array: in place)
         if cname in want:
             if C is None:
-                C = _allocate(lead, want[cname], fill_zero=True)
-            v = view(C, "C")
+                C = _allocate(lead, want[cname], fill_zero=True, name="C")
+            else:
+                c_full = view(C, "C")
+            v = c_full if c_full is not None else view(C, "C")
             if batched:                   # a 2-D C is every batch's (batch stride 0)
                 v, count, bb[cname] = _unbatch(v, 2)
                 if count not in (None, batch):
                     raise ArgumentError("C", "shape", f"an M x N array or a batch of {batch or 1} of them",
                                         f"shape {(count,) + v.shape}")
                 bb[cname] = bb[cname] if count else 0
+                if count is not None and count > 1 and bb[cname] and (bb[cname] < 0 or bb[cname] % ALIGN):
+                    raise ArgumentError("C", "stride", f"a batch stride of 0 (one C for every batch) or a positive "
+                                        f"multiple of {ALIGN} bytes (the kernels' 16-byte accesses)",
+                                        f"{bb[cname]} bytes")
             ldc = self._check(cname, "C", v, want[cname], dev)
             c_size = v.itemsize
             if ldc is not None:
@@ -684,6 +766,7 @@ class Kernel:
             if bias is None:
                 raise ArgumentError("bias", "value", f"an array ({self.entry}'s epilogue adds a bias)", "None")
             v = view(bias, "bias")
+            spans.append(("bias", extent(v)))
             self._check("bias", "bias", v, want["bias"], dev)
             ptrs["bias"] = v.ptr
         elif bias is not None:
@@ -693,12 +776,15 @@ class Kernel:
             if value is not None and not any(p == (key, "f32") for p in self.params):
                 raise ArgumentError(key, "value", f"None ({self.entry} takes no {key} parameter: its value, if "
                                     "any, is compiled in)", repr(value))
+            if value is not None:
+                scalars[key] = _f32_scalar(key, value)
         dname = self._d
+        given = out is not None
         if out is None:
             out = _allocate(lead, want[dname], batch=batch)
-        v = view(out, "out")
-        if batched:                   # D through a tensor map (ws tcgen05): a TMA batch stride
-            v, bb[dname] = _batched(v, 2, batch, "out", "M x N array", tma=dname in self._map_operands)
+        v = d_full = view(out, "out")
+        if batched:                   # 16-byte batch strides: a TMA map's (ws tcgen05), the others' vector stores
+            v, bb[dname] = _batched(v, 2, batch, "out", "M x N array")
         ldd = self._check(dname, "out", v, want[dname], dev)
         if ldd is not None:
             pitches[want[dname].pitch] = ldd
@@ -707,6 +793,8 @@ class Kernel:
             raise ArgumentError("out", "stride", f"batches that do not overlap: a batch stride of at least "
                                 f"{span} bytes", f"{bb[dname]} bytes")
         ptrs[dname] = v.ptr
+        if given:
+            self._check_no_overlap(d_full, spans, c_full)
         if self._fn is None:
             self._load(dev)
         if dev is not None and dev != self._device:
@@ -721,7 +809,7 @@ class Kernel:
             maps = self._tensor_maps(m, n, k, ptrs, pitches.get("b"), count,
                                      {x: bb[x] for x in self._map_operands if bb.get(x)})
         sizes = {"M": m, "N": n, "K": k, "m_total": m, "n_total": n, "batch": count, **pitches,
-                 **abi_mod.derived_sizes(self.abi, m, n, k)}
+                 **self._derived_sizes(m, n, k)}
         if batched:                   # C's and D's batch strides in elements; the packed A's and B's in bytes
             sizes["batch_stride_c"] = bb.get(cname, 0) // c_size if cname in want else 0
             sizes["batch_stride_d"] = bb.get(dname, 0) // v.itemsize
@@ -738,7 +826,7 @@ class Kernel:
                 if scalars.get(name) is None:
                     raise ArgumentError(name, "value", f"a number ({self.entry}'s epilogue takes {name} at launch)",
                                         "None")
-                args.append(ctypes.c_float(float(scalars[name])))
+                args.append(ctypes.c_float(scalars[name]))
             else:
                 raise TilecRuntimeError(f"{self.entry}: parameter {name} of type {typ} is unknown to the runtime")
         config = self._configs.get((m, n, k, count))

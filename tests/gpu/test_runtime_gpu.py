@@ -205,6 +205,34 @@ def test_argument_errors(sm90, torch_cuda):
     assert info.value.what == "sparsity pattern"
 
 
+class BareArray:
+    """A torch tensor seen only through __cuda_array_interface__ (numba-like: no device attribute), so the
+    runtime asks the driver which device its memory is on (CudaDriver.pointer_device)."""
+
+    def __init__(self, t):
+        self.t, self.__cuda_array_interface__ = t, t.__cuda_array_interface__
+
+
+def test_bare_arrays_device_from_the_driver_and_overlap_refused(sm90, torch_cuda):
+    torch = torch_cuda
+    from compiler.runtime import driver
+
+    kernel = load(str(EX / "sparse_wgmma_f16.tile"))
+    p, form, d_type = problem(kernel, SHAPES["sparse_wgmma_f16"], seed=7)
+    a, b, c = operands(kernel, p, form, "torch")
+    assert driver.current().pointer_device(c.data_ptr()) == torch.cuda.current_device()
+    out = torch.full(c.shape, float("nan"), device="cuda")
+    d = kernel(a, BareArray(b), BareArray(c), out=BareArray(out))
+    torch.cuda.synchronize()
+    assert isinstance(d, BareArray)
+    assert_bitwise(host(out, d_type), reference(form, p, d_type))
+    # D one row further along the buffer that holds C: it would overwrite rows of C other CTAs still read
+    flat = torch.empty(c.numel() + c.shape[1], device="cuda")
+    c2 = flat[: c.numel()].view(c.shape)
+    e = _err(kernel, a, b, c2, out=flat[c.shape[1]:].view(c.shape))
+    assert (e.argument, e.what) == ("out", "memory")
+
+
 def test_blackwell_kernel_is_refused_with_the_emulator_named(sm90):
     kernel = load(str(EX / "gemm_bf16.tile"))
     with pytest.raises(DeviceError, match="sm_100a.*emulate"):
