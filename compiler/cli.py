@@ -8,13 +8,14 @@ links, never over the input file).
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from .usage import UsageError
 from .usage import read_input as _read_input
 
 
-def write_output(path: str | None, text: str | bytes, input_path: str | None = None) -> None:
+def write_output(path: str | None, text: str | bytes, input_path: str | tuple | None = None) -> None:
     """Write `text` to `path` ('-' or None = stdout): atomically, keeping modes, through symbolic links
     (compiler/files.py)."""
     from .files import OverwritesInput
@@ -24,6 +25,30 @@ def write_output(path: str | None, text: str | bytes, input_path: str | None = N
         write(path, text, input_path)
     except OverwritesInput as e:
         raise UsageError(str(e)) from None
+
+
+def _seed(text: str) -> int:
+    """argparse type of --seed: a non-negative integer (numpy's generators take no other)."""
+    import argparse
+
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def _arch(text: str) -> str:
+    """argparse type of --arch: a target tilec knows (a usage error otherwise, like --ptx-version's)."""
+    import argparse
+
+    from .isa.targets import TARGETS
+
+    if text not in TARGETS:
+        raise argparse.ArgumentTypeError(f"unknown target '{text}' (one of: {', '.join(TARGETS)})")
+    return text
 
 
 _COMMANDS = ("compile", "opt", "passes", "explain", "draw", "run", "tune")
@@ -86,7 +111,7 @@ def _parser(argv: list[str] | None = None):
     c = add("compile", help="compile a tile file to PTX", formatter_class=Formatter)
     c.add_argument("file", help="input .tile file or IR text (as --emit ir prints it), or - for stdin")
     c.add_argument("-o", "--output", help="output file (default, or -: stdout)")
-    c.add_argument("--arch", help="target, overriding the file's 'target' (e.g. sm_100a)")
+    c.add_argument("--arch", type=_arch, help="target, overriding the file's 'target' (e.g. sm_100a)")
     c.add_argument("--ptx-version", help="PTX ISA version X.Y, overriding the file's 'ptx'")
     c.add_argument("--emit", choices=("ptx", "ir", "json", "func", "header", "cubin", "plan"), default="ptx",
                    help="ir: the IR just before ptx-emission (compiling it gives the same PTX); plan: each tile's "
@@ -109,7 +134,7 @@ def _parser(argv: list[str] | None = None):
     o.add_argument("-o", "--output")
     o.add_argument("--passes", help="comma-separated pass names (default: none; the input is read, "
                                     "lowered when it is DSL, and printed)")
-    o.add_argument("--arch")
+    o.add_argument("--arch", type=_arch)
     o.add_argument("--ptx-version")
     o.add_argument("--print-ir-after-all", action="store_true")
     o.add_argument("--print-ir-after", action="append", default=[], metavar="PASS")
@@ -140,7 +165,7 @@ def _parser(argv: list[str] | None = None):
     d.add_argument("--ws", action="store_true", help=".ws variant (idesc, tmem)")
     d.add_argument("--sparse", action="store_true", help=".sp variant (tmem)")
     d.add_argument("--shape", default="m16n8k16", help="mma.sp shape (sparse; default m16n8k16)")
-    d.add_argument("--seed", type=int, default=0, help="sparsity pattern seed (sparse; default 0)")
+    d.add_argument("--seed", type=_seed, default=0, help="sparsity pattern seed (sparse; default 0)")
     d.add_argument("--tile", help="which tile of FILE (tile; default: the only one)")
     d.add_argument("--operand", choices=("A", "B", "D"), default="A", help="which operand (tile; default A)")
 
@@ -170,13 +195,13 @@ def _parser(argv: list[str] | None = None):
     r.add_argument("--warm-ms", type=float, default=0.0, metavar="MS",
                    help="then MS milliseconds of untimed replays (--bench; default 0): a power-capped GPU runs "
                         "its first ~40 ms after idle faster than it sustains (tilec tune uses 150)")
-    r.add_argument("--seed", type=int, default=0, metavar="N",
+    r.add_argument("--seed", type=_seed, default=0, metavar="N",
                    help="seed of the random data and of the emulator's scheduling policy (default 0)")
     r.add_argument("--batch", type=int, default=1, metavar="N",
                    help="problems per launch, for kernels that take a batch (the ABI's `batch`: the sparse wgmma "
                         "and pipelined mma.sp kernels, the warp-specialised tcgen05 kernel; on a GPU: the "
                         "warp-specialised tcgen05 kernel, its A, B, C, D and images batch-first; default 1)")
-    r.add_argument("--arch", help="target, overriding the file's 'target'")
+    r.add_argument("--arch", type=_arch, help="target, overriding the file's 'target'")
 
     t = add("tune", help="search a tile's legal schedules on the GPU for one problem size",
             formatter_class=Formatter,
@@ -266,8 +291,16 @@ def _cmd_compile(args, opt_mode: bool) -> int:
     else:
         from .driver import compile_source
 
-        result = compile_source(text, name, arch=args.arch, ptx_version=_version(args.ptx_version),
-                                passes=passes, print_ir_after=after, options=options)
+        from .diagnostics import CompileError
+
+        try:
+            result = compile_source(text, name, arch=args.arch, ptx_version=_version(args.ptx_version),
+                                    passes=passes, print_ir_after=after, options=options)
+        except CompileError as e:
+            if getattr(args, "tuning", None):     # the source shown is the file with the tuned schedules
+                for d in e.diagnostics:
+                    d.notes.append(f"the `schedule` shown is {args.tuning}'s choice (--tuning), not the file's")
+            raise
     for dump in result.ir_dumps:
         sys.stderr.write(dump)
     sys.stderr.write(result.warning_text(text))
@@ -291,10 +324,10 @@ def _cmd_compile(args, opt_mode: bool) -> int:
                                            "--emit ir` prints (the IR before ptx-emission)")])
         out = result.ptx
         if args.emit == "cubin":           # a PTX version this ptxas cannot take is an error there
-            write_output(args.output, _assemble(out, name), args.file)
+            write_output(args.output, _assemble(out, name), (args.file, getattr(args, "tuning", None)))
             return 0
         _warn_if_ptxas_too_old(out)
-    write_output(args.output, out, args.file)
+    write_output(args.output, out, (args.file, getattr(args, "tuning", None)))
     return 0
 
 
@@ -385,7 +418,7 @@ def _cmd_passes(args) -> int:
         for a, b, data in sorted(g.edges(data=True)):
             lines.append(f'  "{a}" -> "{b}" [label="{data["fact"]}"];')
         lines.append("}")
-    sys.stdout.write("\n".join(lines) + "\n")
+    write_output(None, "\n".join(lines) + "\n")
     return 0
 
 
@@ -398,13 +431,18 @@ def _cmd_explain(args) -> int:
     try:
         ex = EXPLAINERS[args.what](value, **opts)
     except TypeError as e:
+        extra = re.search(r"unexpected keyword argument '(\w+)'", str(e))
+        if extra:
+            raise UsageError(f"explain {args.what} takes no --{extra.group(1).replace('_', '-')}") from None
         raise UsageError(f"explain {args.what}: {e}") from None
     if args.json:
         import json
 
-        sys.stdout.write(json.dumps(ex.to_json(), indent=2, sort_keys=True) + "\n")
+        write_output(None, json.dumps(ex.to_json(), indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(ex.text().rstrip("\n") + "\n")
+        write_output(None, ex.text().rstrip("\n") + "\n")
+    for v in ex.violations:               # the decode above shows them in place; stderr says it failed
+        sys.stderr.write(f"tilec: error: {ex.title}: {v}\n")
     return 1 if ex.violations else 0
 
 
@@ -504,7 +542,14 @@ def _cmd_draw(args) -> int:
         elif what == "sparse":
             svg = draw_sparse(args.dtype, args.shape, args.seed)
         else:
-            svg = draw_tmem(m, n, args.cta_group, args.ws, args.sparse)
+            from .isa.tcgen05_kinds import check_shape
+
+            try:
+                check_shape("f16", m, n, args.cta_group, args.sparse, args.ws)     # Table 39's N
+            except SpecError as e:
+                if e.field == "shape.N":
+                    raise
+            svg = draw_tmem(m, n, args.cta_group, args.ws, args.sparse)      # says which M has no layout
     except SpecError as e:
         raise UsageError(f"draw {what}: {e.message}") from None
     write_output(args.output, svg)

@@ -234,10 +234,19 @@ def _located_source(err: CompileError, filename: str, text: str) -> str | None:
         return text
     if len(files) == 1:
         (path,) = files
+        import stat
+
+        from .frontend.source import MAX_INPUT_BYTES
+
         try:
+            # a regular file of at most the input limit: a `loc` may name a FIFO (open would wait for a
+            # writer) or /dev/zero (read would not end)
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_INPUT_BYTES:
+                return None
             with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                return f.read()
-        except OSError:
+                return f.read(MAX_INPUT_BYTES)
+        except (OSError, ValueError):
             return None
     return None
 

@@ -130,12 +130,27 @@ def _die_of(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
-def write_output(path: str | None, text: str | bytes, input_path: str | None = None) -> None:
-    """Write `text` to `path` ('-' or None: stdout) as described in the module docstring; bytes (a cubin)
-    are written as they are.
+def check_writable(path: str) -> None:
+    """FileError unless write_output could create or replace `path`: not a directory, in a directory that
+    exists and may be written. For a command that works long before it writes (tilec tune)."""
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise FileError(f"cannot write '{path}': Is a directory", path)
+    parent = os.path.dirname(real) or "."
+    if not os.path.isdir(parent):
+        raise FileError(f"cannot write '{path}': No such file or directory", path)
+    if not os.access(parent, os.W_OK) or (os.path.exists(real) and not os.access(real, os.W_OK)):
+        raise FileError(f"cannot write '{path}': Permission denied", path)
 
-    Raises OverwritesInput when `path` is the input file, FileError for any OS error."""
+
+def write_output(path: str | None, text: str | bytes, input_path: str | tuple | None = None) -> None:
+    """Write `text` to `path` ('-' or None: stdout) as described in the module docstring; bytes (a cubin)
+    are written as they are. `input_path`: the input file, or a tuple of them (a tile and its --tuning).
+
+    Raises OverwritesInput when `path` is an input file, FileError for any OS error."""
     if path in (None, "-"):
+        if sys.stdout is None:              # started with stdout closed (>&-)
+            raise FileError("cannot write '<stdout>': standard output is closed", "<stdout>")
         try:
             if isinstance(text, bytes):
                 sys.stdout.flush()
@@ -154,9 +169,12 @@ def write_output(path: str | None, text: str | bytes, input_path: str | None = N
         st = None
     except OSError as e:                    # ELOOP, EACCES, ENOTDIR, ...
         raise file_error("write", path, e) from None
-    if st is not None and input_path not in (None, "-"):
+    inputs = input_path if isinstance(input_path, tuple) else (input_path,)
+    for one in inputs if st is not None else ():
+        if one in (None, "-"):
+            continue
         try:
-            same = os.path.samestat(st, os.stat(input_path))
+            same = os.path.samestat(st, os.stat(one))
         except OSError:
             same = False
         if same:

@@ -21,6 +21,8 @@ after a print/parse round trip still points at the .tile token that caused it.
 """
 from __future__ import annotations
 
+import re
+
 from typing import Any, Iterator
 
 from .diagnostics import Loc
@@ -148,6 +150,34 @@ class Enum(Str):
         p = super().problem(v)
         if p is None and v not in self.values:
             return Problem(f"'{v}' is not one of {', '.join(self.values)}")
+        return p
+
+
+class PtxVersion(Str):
+    """A PTX ISA version as `.version` prints it ("8.6"): the printer writes it into the PTX, so nothing but
+    MAJOR.MINOR may pass. Whether it was released is the verify pass's question (an API caller's version
+    reaches the IR before it), and the IR reader's for IR text (ir_parser)."""
+    name = "PTX ISA version"
+    accepts = _ASK
+
+    def problem(self, v: Any) -> str | None:
+        p = super().problem(v)
+        if p is None and not re.fullmatch(r"(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})", v):
+            return Problem(f"{self.fmt(v)} is not a PTX ISA version (written as \"8.6\")")
+        return p
+
+
+class Target(Str):
+    """A target tilec knows (compiler.isa.targets.TARGETS), as `.target` prints it."""
+    name = "target"
+    accepts = _ASK
+
+    def problem(self, v: Any) -> str | None:
+        from .isa.targets import TARGETS
+
+        p = super().problem(v)
+        if p is None and v not in TARGETS:
+            return Problem(f"unknown target {self.fmt(v)} (one of {', '.join(TARGETS)})")
         return p
 
 
@@ -344,7 +374,7 @@ _MAJOR = Enum(*MAJORS)
 OP_DEFS: dict[str, OpDef] = {
     # `passes`: the passes that have run, in order (run_passes continues after them; `tilec compile`
     # of IR text runs the rest of the pipeline).
-    "tilec.module": OpDef(_attrs(target=Str(), ptx_version=Opt(Str()), passes=Opt(ListOf(Str()))),
+    "tilec.module": OpDef(_attrs(target=Target(), ptx_version=Opt(PtxVersion()), passes=Opt(ListOf(Str()))),
                           ("tilec.tile", "ptx.kernel")),
     # ---- the tile as written (lowering): every TileSpec field ----
     "tilec.tile": OpDef(

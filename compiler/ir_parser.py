@@ -21,6 +21,8 @@ from typing import Any
 from .diagnostics import CompileError, Diagnostic, Loc
 from .ir import OP_DEFS, IRError, Op, check_attrs, looks_like_ir, verify_module  # noqa: F401 (re-exported)
 
+MAX_VALUE_DEPTH = 32      # lists and records inside an attribute value (tilec's own nest a few levels)
+
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r\n]+|//[^\n]*)
   | (?P<hex>-?0[xX][0-9a-fA-F]+)
@@ -168,6 +170,13 @@ class _Parser:
             if "has no attribute" in str(e):
                 at = self.key_where.get((id(op), e.attr or ""), at)
             self.fail(str(e), at)
+        if op.name == "tilec.module" and "ptx_version" in op.attrs:
+            from .isa.targets import parse_version
+
+            if parse_version(op.attrs["ptx_version"]) is None:     # the printer writes it as `.version`
+                self.fail(f"PTX ISA {op.attrs['ptx_version']} was never released",
+                          self.attr_where.get((id(op), "ptx_version"), t),
+                          hint="write a released version, e.g. \"8.6\"")
         return op
 
     def attr_dict(self, op: Op) -> None:
@@ -192,8 +201,11 @@ class _Parser:
             self.expect("}", "closing the attributes")
             return
 
-    def value(self) -> Any:
+    def value(self, depth: int = 0) -> Any:
         t = self.peek()
+        if depth > MAX_VALUE_DEPTH:        # tilec's IR nests a few levels; a deeper value is not IR it wrote
+            self.fail(f"a value nested more than {MAX_VALUE_DEPTH} levels deep", t,
+                      hint="attribute values are integers, strings, booleans, and lists or records of them")
         if t.kind in ("int", "hex"):
             return self.integer()
         if t.kind == "str":
@@ -206,10 +218,10 @@ class _Parser:
             self.next()
             items = []
             if self.peek().text != "]":
-                items.append(self.value())
+                items.append(self.value(depth + 1))
                 while self.peek().text == ",":
                     self.next()
-                    items.append(self.value())
+                    items.append(self.value(depth + 1))
             self.expect("]", "closing the list")
             return items
         if t.text == "{":
@@ -223,7 +235,7 @@ class _Parser:
                     if k.text in rec:
                         self.fail(f"field '{k.text}' given twice", k)
                     self.expect("=", f"after field '{k.text}'")
-                    rec[k.text] = self.value()
+                    rec[k.text] = self.value(depth + 1)
                     if self.peek().text != ",":
                         break
                     self.next()

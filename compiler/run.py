@@ -440,6 +440,11 @@ def cmd_run(args) -> int:
                 good, line = emulate_tile(result, tile, shape, args.seed, args.emulate, args.batch)
             except EmulationError as e:
                 good, line = False, f"{tile}: the CPU emulator stopped: {e}"
+            except MemoryError as e:        # numpy could not allocate the problem's host arrays
+                sys.stderr.write(f"tilec: error: {tile}: the problem is too large for the CPU emulator on this "
+                                 f"machine ({e}); emulate a smaller --shape\n")
+                ok = False
+                continue
             ok &= good
             sys.stdout.write(line + "\n")
             continue

@@ -251,6 +251,10 @@ def cmd_tune(args) -> int:
     if args.out not in (None, "-") and args.file != "-" and os.path.exists(args.out) and \
             os.path.exists(args.file) and os.path.samefile(args.out, args.file):
         raise UsageError(f"refusing to overwrite the input file '{args.out}'")
+    if args.out not in (None, "-"):         # before the search, not after it: its results would be lost
+        from .files import check_writable
+
+        check_writable(args.out)
     text, name = read_input(args.file)
     from .ir import looks_like_ir
 

@@ -55,6 +55,8 @@ def read_source(path: str, stdin_dash: bool = True) -> tuple[str, str]:
     MAX_INPUT_BYTES bytes. OSError (a missing or unreadable file) propagates for the caller to report."""
     if path == "-" and stdin_dash:
         name = "<stdin>"
+        if sys.stdin is None:               # started with stdin closed (<&-)
+            raise OSError(9, "standard input is closed", name)
         stream = getattr(sys.stdin, "buffer", None)      # a text-only stdin (tests) has no bytes view
         if stream is None:
             text = sys.stdin.read(MAX_INPUT_BYTES + 1)
