@@ -480,7 +480,7 @@ class Kernel:
             self._check_strides(arg, v, want, shape, transposed)
         if v.ptr % ALIGN:
             raise ArgumentError(arg, "alignment", f"a {ALIGN}-byte aligned address", hex(v.ptr))
-        if device is not None and self._device_of(v) is not None and v.device != device:
+        if device is not None and (v.device if v.device is not None else self._device_of(v)) not in (None, device):
             raise ArgumentError(arg, "device", f"cuda:{device} (where A is)",
                                 f"cuda:{v.device}")
         if want.written and v.readonly:
@@ -488,8 +488,8 @@ class Kernel:
         return pitch
 
     def _derived_sizes(self, m: int, n: int, k: int) -> dict[str, int]:
-        """The ABI's `sizes` for this problem, evaluated once per problem size (a launch on a known size
-        must not recompile the ABI's expressions: that was a third of a launch's host time)."""
+        """The ABI's `sizes` for this problem, evaluated once per problem size: a launch on a known size
+        does not compile the ABI's expressions again."""
         key = (m, n, k)
         sizes = self._derived.get(key)
         if sizes is None:
@@ -516,7 +516,8 @@ class Kernel:
         itself (the same view: D = ... + beta*C in place) is allowed, each element read before it is written
         by the thread that writes it."""
         lo, hi = extent(d)
-        for arg, (first, end) in spans:
+        for arg, span in spans:           # a view, or the bytes of one (a SparseA's, kept from its check)
+            first, end = span if isinstance(span, tuple) else extent(span)
             if first < hi and lo < end:
                 raise ArgumentError("out", "memory", "an array that shares no bytes with the inputs",
                                     f"one that overlaps {arg}")
@@ -652,9 +653,9 @@ class Kernel:
         sparse_a = isinstance(A, SparseA)
         a = A if sparse_a or not self.dense_a else view(A, "A")      # _sizes refuses an unpacked sparse A
         b = view(B, "B")
-        spans = [("B", extent(b))]          # (argument, bytes) of every input: D may overlap none of them
+        spans = [("B", b)]                  # (argument, view or its bytes) of every input: D may overlap none
         if isinstance(a, ArrayView):
-            spans.append(("A", extent(a)))
+            spans.append(("A", a))
         # the sparse wgmma, pipelined mma.sp and warp-specialised tcgen05 kernels: operands may lead with a batch
         batched = "batch" in self.abi
         batch, bb = (a.batch if sparse_a else None), {}    # bb: batch strides in bytes, by ABI buffer name
@@ -678,7 +679,7 @@ class Kernel:
         lead = view(a.values, "A.values") if sparse_a else a
         if batch is not None:
             lead = _unbatch(lead, 2)[0]
-        dev = self._device_of(lead)
+        dev = lead.device if lead.device is not None else self._device_of(lead)
         ptrs: dict[str, int] = {}
         held = a._checked_arrays if sparse_a else ()
         if sparse_a and a.checked is want and held[0] is a.values and held[1] is a.metadata and held[2] == lead.ptr:
@@ -730,7 +731,7 @@ class Kernel:
                 if arr is None:
                     raise ArgumentError(arg, "value", f"an array ({key} of {self.entry})", "None")
                 v = view(arr, arg)
-                spans.append((arg, extent(v)))
+                spans.append((arg, v))
                 if batched and key in self.abi.get("tmem_images", {}):
                     v = self._image_batch(key, arg, v, want[key], batch)
                 self._check(key, arg, v, want[key], dev)
@@ -766,7 +767,7 @@ class Kernel:
             if bias is None:
                 raise ArgumentError("bias", "value", f"an array ({self.entry}'s epilogue adds a bias)", "None")
             v = view(bias, "bias")
-            spans.append(("bias", extent(v)))
+            spans.append(("bias", v))
             self._check("bias", "bias", v, want["bias"], dev)
             ptrs["bias"] = v.ptr
         elif bias is not None:
