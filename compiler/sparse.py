@@ -76,7 +76,7 @@ def to_elements(x, dtype: str) -> np.ndarray:
         if np.any(wide != np.round(wide)) or np.any(wide < lo) or np.any(wide > hi):
             raise SpecError(f"values do not fit {dtype} (range {lo}..{hi}, integers only)", field="A.dtype")
         return wide.astype(np.int64).astype(target)
-    if x.dtype.kind in "fiu":
+    if x.dtype.kind in "fiuV":           # V: ml_dtypes' types (bfloat16, the fp8 / fp6 / fp4 ones)
         # a finite value at or past the largest finite one plus half its ulp overflows (round to nearest): the
         # conversion would make it inf, NaN (e4m3 has no inf) or the largest value (the fp4 / fp6 types
         # saturate). Refused, not rounded.

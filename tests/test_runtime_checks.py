@@ -219,5 +219,7 @@ def test_to_elements_rounds_below_the_overflow_threshold_and_refuses_at_it(dtype
     assert float(sparse.to_elements(np.array([fits], np.float32), dtype).astype(np.float32)[0]) == largest
     with pytest.raises(SpecError, match=f"overflows {dtype}"):
         sparse.to_elements(np.array([-overflows], np.float32), dtype)
+    with pytest.raises(SpecError, match="overflows f16"):                      # from an ml_dtypes type too
+        sparse.to_elements(np.array([1e5], ml_dtypes.bfloat16), "f16")
     inf = sparse.to_elements(np.array([np.inf], np.float32), "f16")          # given inf stays inf
     assert np.isinf(inf.astype(np.float32)[0])
