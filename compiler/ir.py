@@ -112,11 +112,33 @@ class PtxInt(AttrType):
         return Hex(v) if self.hex and isinstance(v, int) and not isinstance(v, bool) else v
 
 
+class AtMost(PtxInt):
+    """A u32 no larger than `hi`, the hardware's limit (`why`): a plan attribute that sizes loops and tables,
+    so that an IR edit past what any tile can have is a located error, not a loop of 2^32 steps."""
+
+    def __init__(self, hi: int, why: str):
+        super().__init__("u32", 32)
+        self.hi, self.why = hi, why         # check_attrs' inline test reads lo..hi
+
+    def problem(self, v: Any) -> str | None:
+        if isinstance(v, int) and not isinstance(v, bool) and v > self.hi:
+            return Problem(f"value {v} is more than {self.hi} ({self.why})")
+        return super().problem(v)
+
+
 U32 = PtxInt("u32", 32)
 S32 = PtxInt("s32", 32, signed=True)
 U64 = PtxInt("u64", 64)
 B32 = PtxInt("b32", 32, hex=True)
 B64 = PtxInt("b64", 64, hex=True)
+
+
+# PTX 9.7.16.7.1: a CTA allocates at most 512 TMEM columns
+TMEM_COLUMNS = AtMost(512, "TMEM columns a CTA can allocate, PTX 9.7.16.7.1")
+# a K block's A and B stages must fit in 232448 bytes of shared memory: at 64 rows of 4-bit elements, fewer than
+# 8192 elements; and a ring of more stages than shared memory holds at its smallest stage (1 KB) is not a ring
+K_BLOCK = AtMost(8192, "elements of K a shared-memory stage can hold")
+RING_STAGES = AtMost(256, "stages shared memory can hold")
 
 
 class _Instances(AttrType):
@@ -443,13 +465,14 @@ OP_DEFS: dict[str, OpDef] = {
     # tcgen05 tile (compiler/passes/warp_specialization.py; byte offsets from the ring's 1024-aligned base)
     "tilec.ws_plan": OpDef(_attrs(
         threads=U32, epilogue_warps=ListOf(U32), mma_warp=U32, tma_warp=U32,
-        stages=Opt(U32, True, "schedule.stages"), k_block=Opt(U32, True, "schedule.cta"), stage_bytes=U32,
+        stages=Opt(RING_STAGES, True, "schedule.stages"), k_block=Opt(K_BLOCK, True, "schedule.cta"), stage_bytes=U32,
         tx_bytes=U32, full=U32, empty=U32, acc_full=U32, acc_empty=U32, tmem_slot=U32,
-        accumulators=Opt(U32, True, "schedule.accumulators"), acc_columns=U32, tmem_columns=U32, smem_bytes=U32,
+        accumulators=Opt(TMEM_COLUMNS, True, "schedule.accumulators"), acc_columns=TMEM_COLUMNS,
+        tmem_columns=TMEM_COLUMNS, smem_bytes=U32,
         cluster=Opt(U32, True, "schedule.cluster"), scheduler=Enum("static", "clc"), raster=Enum("m"), why=Opt(Str()),
         cp_operands=Opt(ListOf(Enum("META", "SFA", "SFB"))), cp_smem=Opt(ListOf(U32)), cp_bytes=Opt(ListOf(U32)),
         tmem_stage=Opt(U32), tmem_stage_columns=Opt(U32), stage_regions=Opt(ListOf(U32)),
-        sf_group_columns=Opt(ListOf(U32)), a_smem=Opt(U32), a_bytes=Opt(U32), a_region=Opt(U32), d_stage=U32, d_stage_bytes=U32, d_buffers=U32, d_chunk=U32,
+        sf_group_columns=Opt(ListOf(U32)), a_smem=Opt(U32), a_bytes=Opt(U32), a_region=Opt(U32), d_stage=U32, d_stage_bytes=U32, d_buffers=U32, d_chunk=TMEM_COLUMNS,
         d_swizzle=Enum("none", "32B", "64B", "128B"), sched_warp=Opt(U32), clc_stages=Opt(U32),
         clc_response=Opt(U32), clc_full=Opt(U32), clc_empty=Opt(U32))),
     # ---- sparse-metadata-packing: words = the periodic table, row-major over `period` ----

@@ -177,3 +177,18 @@ def test_a_tuned_schedule_error_says_it_came_from_the_tuning_file(tmp_path, caps
     rc, out, err = run(["compile", tile, "--tuning", tuning], capsys)
     assert rc == 1, err
     assert "stages = 99" in err and f"note: the `schedule` shown is {tuning}'s choice (--tuning)" in err
+
+
+@pytest.mark.parametrize("example, edit, says", [
+    ("tcgen05_gemm_mxf4nvf4.tile", ("accumulators = 2,", "accumulators = 0xffffffff,"), "is more than 512"),
+    ("tcgen05_gemm_mxf4nvf4.tile", ("k_block = 256, stage_bytes", "k_block = 4294967295, stage_bytes"),
+     "is more than 8192"),
+    ("sparse_f16.tile", ("tiles_m = 1,", "tiles_m = 4294967295,"), "accumulator registers a thread"),
+])
+def test_ir_plan_values_past_the_hardware_are_errors_not_a_2_to_the_32_loop(tmp_path, capsys, example, edit, says):
+    rc, text, _ = run(["compile", EX / example, "--emit", "ir"], capsys)
+    assert rc == 0 and edit[0] in text
+    bad = tmp_path / "x.ir"
+    bad.write_text(text.replace(edit[0], edit[1], 1))
+    rc, out, err = run(["compile", bad], capsys)
+    assert rc == 1 and out == "" and says in err and "internal error" not in err

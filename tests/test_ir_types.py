@@ -3,7 +3,7 @@ one rule in the IR verifier checks every value against its type."""
 import pytest
 
 from compiler import CompileError, compile_source
-from compiler.ir import OP_DEFS, IRError, ListOf, Op, PtxInt, check_attrs
+from compiler.ir import OP_DEFS, AtMost, IRError, ListOf, Op, PtxInt, check_attrs
 
 # Every (op, attribute) typed as a PTX integer, directly or as the elements of a list.
 PTX_INT_ATTRS = [(op, attr, o.type if isinstance(o.type, PtxInt) else o.type.elem)
@@ -35,8 +35,20 @@ def test_the_range_rule_holds_for_every_ptx_integer_attribute(op_name, attr, t):
     for bad in (t.lo - 1, t.hi + 1):
         with pytest.raises(IRError) as e:
             check_attrs(op_with(bad))
-        assert e.value.out_of_range and e.value.attr == attr
+        assert e.value.attr == attr
+        if isinstance(t, AtMost) and bad > t.hi:        # a hardware limit below the type's: says which
+            assert f"value {bad} is more than {t.hi} ({t.why})" in str(e.value)
+            continue
+        assert e.value.out_of_range
         assert f"value {bad} does not fit PTX type .{t.name}" in str(e.value)
+
+
+def test_plan_attributes_that_size_loops_stop_at_the_hardware_limit():
+    # attributes an edited IR could set to 2^32 - 1 (a 2^32-step loop in the emitter): TMEM columns (512,
+    # PTX 9.7.16.7.1), a K block and a ring's stages
+    ws = OP_DEFS["tilec.ws_plan"].attrs
+    assert {a: ws[a].type.hi for a in ("accumulators", "acc_columns", "tmem_columns", "d_chunk", "k_block", "stages")} \
+        == {"accumulators": 512, "acc_columns": 512, "tmem_columns": 512, "d_chunk": 512, "k_block": 8192, "stages": 256}
 
 
 def test_u32_and_s32_bounds():

@@ -122,6 +122,10 @@ def _check_config(cfg: MmaSpKernelConfig) -> tuple[Version, bool]:
             raise SpecError(f"{what} must be a positive integer, not {v!r}", field=f"tile.{what}")
     if cfg.threads > 1024:
         raise SpecError(f"{cfg.threads} threads per CTA exceed 1024", field="schedule.warps")
+    if cfg.tiles_m * cfg.tiles_n * 2 > 255:       # each m16n8 tile: at least 2 accumulator registers a thread
+        raise SpecError(f"{cfg.tiles_m} x {cfg.tiles_n} mma tiles per warp need at least "
+                        f"{2 * cfg.tiles_m * cfg.tiles_n} accumulator registers a thread; a thread has 255",
+                        field="tile.tiles_m")
     require_kernel_name(cfg.name)
     ptx = mma_sp_ptx_version(form, cfg.target, cfg.ptx_version, cfg.selector)
     ordered = form.uses_ordered_metadata(ptx)
