@@ -21,8 +21,6 @@ after a print/parse round trip still points at the .tile token that caused it.
 """
 from __future__ import annotations
 
-import re
-
 from typing import Any, Iterator
 
 from .diagnostics import Loc
@@ -183,8 +181,10 @@ class PtxVersion(Str):
     accepts = _ASK
 
     def problem(self, v: Any) -> str | None:
+        from .isa.targets import version_spelling
+
         p = super().problem(v)
-        if p is None and not re.fullmatch(r"(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})", v):
+        if p is None and version_spelling(v) is None:
             return Problem(f"{self.fmt(v)} is not a PTX ISA version (written as \"8.6\")")
         return p
 

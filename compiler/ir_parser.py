@@ -171,12 +171,11 @@ class _Parser:
                 at = self.key_where.get((id(op), e.attr or ""), at)
             self.fail(str(e), at)
         if op.name == "tilec.module" and "ptx_version" in op.attrs:
-            from .isa.targets import parse_version
+            from .isa.targets import parse_version, version_problem
 
             if parse_version(op.attrs["ptx_version"]) is None:     # the printer writes it as `.version`
-                self.fail(f"PTX ISA {op.attrs['ptx_version']} was never released",
-                          self.attr_where.get((id(op), "ptx_version"), t),
-                          hint="write a released version, e.g. \"8.6\"")
+                message, hint = version_problem(op.attrs["ptx_version"])
+                self.fail(message, self.attr_where.get((id(op), "ptx_version"), t), hint=hint)
         return op
 
     def attr_dict(self, op: Op) -> None:

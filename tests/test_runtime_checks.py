@@ -16,7 +16,7 @@ from compiler.runtime import ArgumentError, SparseA, driver, load
 from compiler.runtime import abi as rabi
 
 from test_runtime import Fake, FakeCupy
-from test_runtime_launch import H100, FakeDriver
+from test_runtime_launch import H100, FakeDriver, h100  # noqa: F401  (h100: the recording driver, installed)
 
 EX = os.path.join(os.path.dirname(__file__), "..", "examples")
 M, N, K = 128, 256, 64
@@ -31,14 +31,6 @@ class DevicesDriver(FakeDriver):
 
     def pointer_device(self, ptr):
         return self.on.get(ptr, 0)
-
-
-@pytest.fixture
-def fake():
-    drv = FakeDriver(H100)
-    previous = driver.use(drv)
-    yield drv
-    driver.use(previous)
 
 
 @pytest.fixture
@@ -66,17 +58,17 @@ def raises(fn, arg, what):
 # ---------------------------------------------------------------------------------------- batch strides
 
 @pytest.mark.parametrize("extra", [2, 4, 8])
-def test_d_batch_stride_off_16_bytes_is_refused(fake, wg, extra):
+def test_d_batch_stride_off_16_bytes_is_refused(h100, wg, extra):
     # f32 D: a batch stride of span + 2 bytes is not even whole elements (the kernel took stride // 4);
     # + 4 and + 8 are whole elements the kernels' 16-byte stores and bulk copies cannot take
     span = M * N * 4
     out = Fake((2, M, N), "<f4", strides=(span + extra, N * 4, 4))
     msg = raises(lambda: wg(packed(wg, 2), batched_b(2), Fake((2, M, N), "<f4"), out=out), "out", "stride")
     assert f"{span + extra} bytes" in msg and "multiple of 16 bytes" in msg
-    assert not fake.launches
+    assert not h100.launches
 
 
-def test_c_batch_stride_off_16_bytes_is_refused_and_zero_shares_one_c(fake, wg):
+def test_c_batch_stride_off_16_bytes_is_refused_and_zero_shares_one_c(h100, wg):
     span = M * N * 4
     bad = Fake((2, M, N), "<f4", strides=(span + 2, N * 4, 4))
     raises(lambda: wg(packed(wg, 2), batched_b(2), bad, out=Fake((2, M, N), "<f4")), "C", "stride")
@@ -85,8 +77,8 @@ def test_c_batch_stride_off_16_bytes_is_refused_and_zero_shares_one_c(fake, wg):
     shared = Fake((2, M, N), "<f4", strides=(0, N * 4, 4))                # one C for both problems
     wg(packed(wg, 2), batched_b(2), shared, out=Fake((2, M, N), "<f4"))
     params = [name for name, _ in wg.params]
-    assert fake.launches[-1][2][params.index("batch_stride_c")] == 0
-    assert fake.launches[-1][2][params.index("batch_stride_d")] == M * N      # elements
+    assert h100.launches[-1][2][params.index("batch_stride_c")] == 0
+    assert h100.launches[-1][2][params.index("batch_stride_d")] == M * N      # elements
 
 
 # ---------------------------------------------------------------------------------------- D overlapping inputs
@@ -96,34 +88,34 @@ def _ptr(x):
 
 
 @pytest.mark.parametrize("victim", ["B", "A.values", "A.metadata", "C (another view)"])
-def test_d_overlapping_an_input_is_refused(fake, wg, victim):
+def test_d_overlapping_an_input_is_refused(h100, wg, victim):
     a, b, c = packed(wg), Fake((N, K), "<f2").T, Fake((M, N), "<f4")
     target = {"B": _ptr(b), "A.values": _ptr(a.values) + 64, "A.metadata": _ptr(a.metadata),
               "C (another view)": _ptr(c) + N * 4}[victim]
     msg = raises(lambda: wg(a, b, c, out=Fake((M, N), "<f4", ptr=target)), "out", "memory")
     assert (victim.split(" ")[0] in msg) if victim != "C (another view)" else "another view of C" in msg
-    assert not fake.launches
+    assert not h100.launches
 
 
-def test_d_is_c_in_place_and_disjoint_neighbours_launch(fake, wg):
+def test_d_is_c_in_place_and_disjoint_neighbours_launch(h100, wg):
     a, b, c = packed(wg), Fake((N, K), "<f2").T, Fake((M, N), "<f4")
     wg(a, b, c, out=c)                                                        # D = A*B + C in place
     after_b = _ptr(b) + N * K * 2                                             # the byte after B's last
     wg(a, b, c, out=Fake((M, N), "<f4", ptr=after_b))
-    assert len(fake.launches) == 2
+    assert len(h100.launches) == 2
 
 
 # ---------------------------------------------------------------------------------------- SparseA re-checks
 
-def test_a_sparse_a_whose_arrays_are_replaced_is_checked_again(fake, wg):
+def test_a_sparse_a_whose_arrays_are_replaced_is_checked_again(h100, wg):
     a, b, c, d = packed(wg), Fake((N, K), "<f2").T, Fake((M, N), "<f4"), Fake((M, N), "<f4")
     wg(a, b, c, out=d)
     a.metadata = Fake(rabi.buffer_shape(wg.abi, "a_metadata", M, K), "<u4")
     wg(a, b, c, out=d)
-    assert fake.maps[-1][1]["a_metadata"] == _ptr(a.metadata)               # the new array's address
+    assert h100.maps[-1][1]["a_metadata"] == _ptr(a.metadata)               # the new array's address
     a.values = Fake((3, 5), "<f4", ptr=(1 << 40) + 2)                         # wrong dtype, shape, alignment
     raises(lambda: wg(a, b, c, out=d), "A.values", "dtype")
-    assert len(fake.launches) == 2
+    assert len(h100.launches) == 2
 
 
 # ---------------------------------------------------------------------------------------- devices, byte order
@@ -147,7 +139,7 @@ def test_a_bare_cuda_array_interface_array_on_another_device_is_refused(wg):
 
 
 @pytest.mark.parametrize("arg", ["B", "out"])
-def test_big_endian_elements_are_refused(fake, wg, arg):
+def test_big_endian_elements_are_refused(h100, wg, arg):
     b = Fake((N, K), ">f2" if arg == "B" else "<f2").T
     out = Fake((M, N), ">f4" if arg == "out" else "<f4")
     msg = raises(lambda: wg(packed(wg), b, Fake((M, N), "<f4"), out=out), arg, "dtype")
@@ -169,23 +161,23 @@ def s8_args(kern):
 
 @pytest.mark.parametrize("value", ["abc", "2", np.array([1.0, 2.0]), [1.0], complex(1, 1), True,
                                    2 ** 1024, 1e300, float("inf"), float("nan"), np.float64(-1e39)])
-def test_a_scale_that_is_no_finite_f32_number_is_refused(fake, s8, value):
+def test_a_scale_that_is_no_finite_f32_number_is_refused(h100, s8, value):
     assert ("scale", "f32") in s8.params
     raises(lambda: s8(*s8_args(s8), out=Fake((M, N), "|i1"), scale=value), "scale", "value")
-    assert not fake.launches
+    assert not h100.launches
 
 
 @pytest.mark.parametrize("value, passed", [(2, 2.0), (np.float32(0.5), 0.5), (np.int64(-3), -3.0),
                                            (3.4e38, np.float32(3.4e38))])
-def test_a_finite_real_scale_reaches_its_parameter(fake, s8, value, passed):
+def test_a_finite_real_scale_reaches_its_parameter(h100, s8, value, passed):
     s8(*s8_args(s8), out=Fake((M, N), "|i1"), scale=value)
     params = [name for name, _ in s8.params]
-    assert fake.launches[-1][2][params.index("scale")] == pytest.approx(float(passed))
+    assert h100.launches[-1][2][params.index("scale")] == pytest.approx(float(passed))
 
 
 # ---------------------------------------------------------------------------------------- what an error names
 
-def test_an_allocation_the_library_cannot_make_names_its_argument(fake, wg):
+def test_an_allocation_the_library_cannot_make_names_its_argument(h100, wg):
     msg = raises(lambda: wg(packed(wg), Fake((N, K), "<f2").T, out=Fake((M, N), "<f4")), "C", "value")
     assert "allocates C only for torch and cupy" in msg
     split = load(os.path.join(EX, "sparse_wgmma_f16_decode_split_k.tile"))

@@ -121,10 +121,17 @@ def _spelled_version(text: str) -> Version | None:
     return int(parts[0]), int(parts[1])
 
 
+def version_spelling(text: str) -> Version | None:
+    """(major, minor) of `text` spelled exactly as `.version` writes it ("8.6"; not "8.60" or "08.6"), whether
+    or not it was released, else None."""
+    v = _spelled_version(text)
+    return v if v is not None and format_version(v) == text else None
+
+
 def parse_version(text: str) -> Version | None:
     """The released PTX ISA version `text` spells exactly ("8.6"; not "8.60" or "08.6"), else None."""
-    v = _spelled_version(text)
-    return v if v in PTX_RELEASES and format_version(v) == text else None
+    v = version_spelling(text)
+    return v if v in PTX_RELEASES else None
 
 
 def is_released(v: Version) -> bool:
